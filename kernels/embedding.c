@@ -1,0 +1,38 @@
+/* embedding.c: token + learned position embedding, forward and backward. */
+#include "kernels.h"
+
+void embedding_forward(float *out, const int *tokens, const float *tok_emb, const float *pos_emb,
+                       int B, int T, int D) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * D;
+            const float *te = tok_emb + (size_t)tokens[b * T + t] * D;
+            const float *pe = pos_emb + (size_t)t * D;
+            for (int i = 0; i < D; i++) o[i] = te[i] + pe[i];
+        }
+    }
+}
+
+/* Differentiates h0[b,t] = W_tok[x[b,t]] + W_pos[t]. Several positions may share a token, so
+ * the rows of d_tok_emb are reduced serially over (b, t) in order; threads split the columns. */
+void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, const int *tokens,
+                        int B, int T, int D, int V) {
+    (void)V;
+    const int col_block = 16;
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < D; c0 += col_block) {
+        int c1 = c0 + col_block < D ? c0 + col_block : D;
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                const float *g = d_out + ((size_t)b * T + t) * D;
+                float *dt = d_tok_emb + (size_t)tokens[b * T + t] * D;
+                float *dp = d_pos_emb + (size_t)t * D;
+                for (int i = c0; i < c1; i++) {
+                    dt[i] += g[i];
+                    dp[i] += g[i];
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/* kernels.h: the numeric kernels of the attention-only transformer, as forward/backward pairs.
+ *
+ * Pure functions: no I/O, no globals, no config. Outputs first, then inputs (const), then sizes.
+ * Shapes are given in PyTorch order next to each pointer; all arrays are row-major float32.
+ * Every *_backward ACCUMULATES (+=) into its gradient outputs: the caller zeroes them once.
+ * Parallel loops (OpenMP) write disjoint memory only, and every reduction runs in a fixed order,
+ * so results do not depend on the thread count. */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding.c: h0 = W_tok[x] + W_pos[t] ---- */
+void embedding_forward(float *out,             // (B, T, D)
+                       const int *tokens,      // (B, T)
+                       const float *tok_emb,   // (V, D)
+                       const float *pos_emb,   // (T_max, D), T <= T_max
+                       int B, int T, int D);
+void embedding_backward(float *d_tok_emb,      // (V, D) +=
+                        float *d_pos_emb,      // (T_max, D) +=
+                        const float *d_out,    // (B, T, D)
+                        const int *tokens,     // (B, T)
+                        int B, int T, int D, int V);
+
+/* ---- layernorm.c: out = (x - mean) * rstd * gain + bias, eps 1e-5, biased variance ---- */
+void layernorm_forward(float *out,             // (N, D)
+                       float *mean,            // (N) saved for backward
+                       float *rstd,            // (N) saved for backward
+                       const float *inp,       // (N, D)
+                       const float *gain,      // (D)
+                       const float *bias,      // (D)
+                       int N, int D);
+void layernorm_backward(float *d_inp,          // (N, D) +=
+                        float *d_gain,         // (D) +=
+                        float *d_bias,         // (D) +=
+                        const float *d_out,    // (N, D)
+                        const float *inp,      // (N, D)
+                        const float *gain,     // (D)
+                        const float *mean,     // (N)
+                        const float *rstd,     // (N)
+                        int N, int D);
+
+/* ---- linear.c: out = inp · weight + bias (weight stored [in, out], as DESIGN.md) ---- */
+void linear_forward(float *out,                // (N, OC)
+                    const float *inp,          // (N, C)
+                    const float *weight,       // (C, OC)
+                    const float *bias,         // (OC) or NULL
+                    int N, int C, int OC);
+void linear_backward(float *d_inp,             // (N, C) += , or NULL to skip
+                     float *d_weight,          // (C, OC) +=
+                     float *d_bias,            // (OC) += , or NULL
+                     const float *d_out,       // (N, OC)
+                     const float *inp,         // (N, C)
+                     const float *weight,      // (C, OC)
+                     int N, int C, int OC);
+
+/* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----
+ * S = Q Kᵀ / sqrt(d_head) + causal mask; P = softmax(S); O = P V; out = concat heads.
+ * E = n_head * d_head; head h of Q is qkv[..., h*d_head ...], of K at E + h*d_head, of V at 2E + ... */
+void attention_forward(float *out,             // (B, T, E)
+                       float *probs,           // (B, H, T, T) the attention maps; zero above the diagonal
+                       const float *qkv,       // (B, T, 3E)
+                       int B, int T, int H, int d_head);
+void attention_backward(float *d_qkv,          // (B, T, 3E) +=
+                        const float *d_out,    // (B, T, E)
+                        const float *qkv,      // (B, T, 3E)
+                        const float *probs,    // (B, H, T, T)
+                        int B, int T, int H, int d_head);
+
+/* ---- crossentropy.c: softmax cross-entropy of the next token at weighted positions ---- */
+void crossentropy_forward(float *losses,       // (N) -log softmax(logits)[target]
+                          float *probs,        // (N, V) softmax(logits), saved for backward
+                          const float *logits, // (N, V)
+                          const int *targets,  // (N)
+                          int N, int V);
+/* d_logits[n] += weight[n] * (probs[n] - onehot(target[n])); weight = mask / n_marked gives the
+ * gradient of the mean loss over the marked positions. */
+void crossentropy_backward(float *d_logits,    // (N, V) +=
+                           const float *probs, // (N, V)
+                           const int *targets, // (N)
+                           const float *weight,// (N)
+                           int N, int V);
+
+/* ---- adamw.c: one AdamW step (PyTorch semantics) and the global gradient norm ---- */
+void adamw_update(float *param, float *m, float *v, // (n) updated in place
+                  const float *grad,                // (n)
+                  size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int t);       // t = 1-based step for bias correction
+/* sqrt(sum of squares), summed in fixed-size chunks in a fixed order (thread-count independent). */
+double global_norm(const float *grad, size_t n);
+void scale_inplace(float *x, size_t n, float factor);
+
+#endif

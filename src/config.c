@@ -1,0 +1,899 @@
+/* config.c: the YAML config loader, --set overrides, cross-field validation and the resolved dump.
+ *
+ * Every key is one row of KEYS below; the loader, config_set, config_to_yaml, config_visit,
+ * config_defaults and config_mark all walk that table. We read libyaml *events* rather than
+ * its document tree because events keep anchors, aliases and tags visible (so we can reject
+ * them) and let each error point at the exact key or value that caused it. Every error is a
+ * user error: one line "file:line:col: what is wrong, and what would be right" in ConfigError;
+ * nothing here prints or exits. */
+#include "config.h"
+#include "util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_ENUM, KEY_STRING, KEY_STRLIST } KeyType;
+
+typedef struct {
+    const char *section, *name;
+    KeyType type;
+    size_t offset, size;        /* field in Config; size bounds a string (one entry of a list) */
+    size_t count;               /* string list: offset of its int entry count */
+    int64_t idef, imin, imax;   /* int, int64; enum default; string list: max entries */
+    double fdef, fmin, fmax;    /* float */
+    int fmin_open, fmax_open;   /* float bound is exclusive */
+    const char *sdef;           /* string, string list (one entry) */
+    const char *const *choices; /* enum names, NULL-terminated, index = enum value */
+    const char *note;           /* meaning of a special value, shown with range errors */
+} ConfigKey;
+
+static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
+static const char *const SCHEDULE_NAMES[] = {"cosine", "constant", NULL};
+static const char *const ORDER_NAMES[] = {"random", "sequential", NULL};
+
+/* Enum fields are written through an int pointer. */
+_Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(int) &&
+               sizeof(DataOrder) == sizeof(int), "config enums must be int-sized");
+
+#define FIELD(f) .offset = offsetof(Config, f), .size = sizeof(((Config *)0)->f)
+#define INT_KEY(sec, key, f, def, lo, hi, why) \
+    {.section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi, .note = why}
+#define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why)                                  \
+    {.section = sec, .name = key, .type = KEY_FLOAT, FIELD(f), .fdef = def, .fmin = lo, .fmax = hi, \
+     .fmin_open = lo_open, .fmax_open = hi_open, .note = why}
+#define ENUM_KEY(sec, key, f, def, names) \
+    {.section = sec, .name = key, .type = KEY_ENUM, FIELD(f), .idef = def, .choices = names}
+#define STRING_KEY(sec, key, f, def) {.section = sec, .name = key, .type = KEY_STRING, FIELD(f), .sdef = def}
+#define OPEN 1
+#define CLOSED 0
+
+static const ConfigKey KEYS[] = {
+    INT_KEY("model", "vocab_size", vocab_size, 64, 2, 1048576, NULL),
+    INT_KEY("model", "d_model", d_model, 96, 1, 65536, NULL),
+    INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL),
+    INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head"),
+    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL),
+    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL),
+    INT_KEY("train", "steps", steps, 2000, 0, 1000000000, NULL),
+    INT_KEY("train", "batch_size", batch_size, 32, 1, 1 << 20, NULL),
+    FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL),
+    FLOAT_KEY("train", "min_lr_ratio", min_lr_ratio, 0.1, 0, CLOSED, 1, CLOSED, NULL),
+    INT_KEY("train", "warmup_steps", warmup_steps, 100, 0, INT_MAX, NULL),
+    ENUM_KEY("train", "lr_schedule", lr_schedule, LR_COSINE, SCHEDULE_NAMES),
+    FLOAT_KEY("train", "weight_decay", weight_decay, 0.1, 0, CLOSED, INFINITY, OPEN, NULL),
+    FLOAT_KEY("train", "beta1", beta1, 0.9, 0, CLOSED, 1, OPEN, NULL),
+    FLOAT_KEY("train", "beta2", beta2, 0.99, 0, CLOSED, 1, OPEN, NULL),
+    FLOAT_KEY("train", "eps", eps, 1e-8, 0, OPEN, INFINITY, OPEN, NULL),
+    FLOAT_KEY("train", "grad_clip", grad_clip, 1.0, 0, CLOSED, INFINITY, OPEN, "0 disables clipping"),
+    {.section = "train", .name = "seed", .type = KEY_INT64, FIELD(seed), .imin = 0, .imax = (int64_t)1 << 62},
+    INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores"),
+    STRING_KEY("train", "init_from", init_from, ""),
+    ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES),
+    STRING_KEY("data", "path", data_path, ""),
+    ENUM_KEY("data", "order", order, ORDER_RANDOM, ORDER_NAMES),
+    FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL),
+    INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL),
+    INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL),
+    STRING_KEY("output", "path", out_path, "results/run.h5"),
+    INT_KEY("output", "log_every", log_every, 10, 1, INT_MAX, NULL),
+    INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL),
+    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL),
+    INT_KEY("output", "attn_every", attn_every, 0, 0, INT_MAX, "0 = only at the end"),
+    INT_KEY("output", "probes", probes, 4, 1, 1024, NULL),
+    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = min(seq_len, 64)"),
+    {.section = "output", .name = "probe_text", .type = KEY_STRLIST, .offset = offsetof(Config, probe_text),
+     .size = sizeof(((Config *)0)->probe_text[0]), .count = offsetof(Config, n_probe_text),
+     .imax = CONFIG_MAX_PROBE_TEXTS, .sdef = "The cat sat on the mat because it was"},
+};
+#define N_KEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+_Static_assert(sizeof KEYS / sizeof KEYS[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
+
+/* Marks with this exact pointer came from config_set; all others mean cfg->source_path. */
+static const char SET_FILE[] = "--set";
+#define MAX_CONFIG_BYTES (1 << 20)
+#define PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args))) /* checks our messages' formats */
+
+/* ---------------------------------------------------------------------------------------- */
+/* table lookups and message pieces */
+
+static int find_key(const char *section, const char *name) {
+    for (int k = 0; k < N_KEYS; k++)
+        if (!strcmp(KEYS[k].section, section) && !strcmp(KEYS[k].name, name)) return k;
+    return -1;
+}
+
+/* A section is known by the index of its first key, which also keys duplicate detection. */
+static int find_section(const char *section) {
+    for (int k = 0; k < N_KEYS; k++)
+        if (!strcmp(KEYS[k].section, section)) return k;
+    return -1;
+}
+
+static int key_id(const char *section, const char *name) {
+    int k = find_key(section, name);
+    CHECK(k >= 0);
+    return k;
+}
+
+PRINTF_LIKE(3, 4) static void append(char *buf, size_t size, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+static void copy_span(char *out, size_t size, const char *s, size_t len) {
+    if (len >= size) len = size - 1;
+    memcpy(out, s, len);
+    out[len] = '\0';
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return INT_MAX;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Known names, either the keys of one section or (section NULL) the section names, as a
+ * comma-separated list; the closest one to `typed` (a plausible typo) goes to *suggest. */
+static void list_names(const char *section, const char *typed, char *out, size_t size, const char **suggest) {
+    int best = 3; /* at most two edits away */
+    out[0] = '\0';
+    *suggest = NULL;
+    for (int k = 0; k < N_KEYS; k++) {
+        int first_of_section = k == 0 || strcmp(KEYS[k].section, KEYS[k - 1].section) != 0;
+        if (section ? strcmp(KEYS[k].section, section) != 0 : !first_of_section) continue;
+        const char *name = section ? KEYS[k].name : KEYS[k].section;
+        append(out, size, "%s%s", out[0] ? ", " : "", name);
+        int d = edit_distance(typed, name);
+        if (d < best && d < (int)strlen(typed)) best = d, *suggest = name;
+    }
+}
+
+static void describe_unknown_key(const char *section, const char *name, char *out, size_t size) {
+    /* A key written under the wrong section is the commonest slip, so name the right one. */
+    out[0] = '\0';
+    for (int k = 0; k < N_KEYS; k++)
+        if (!strcmp(KEYS[k].name, name))
+            append(out, size, "%s'%s'", out[0] ? " or " : "", KEYS[k].section);
+    if (out[0]) {
+        char where[64];
+        copy_span(where, sizeof where, out, strlen(out));
+        snprintf(out, size, "unknown key '%s' in section '%s'; it belongs in section %s", name, section, where);
+        return;
+    }
+    char known[512];
+    const char *suggest;
+    list_names(section, name, known, sizeof known, &suggest);
+    snprintf(out, size, "unknown key '%s' in section '%s' (%s%s%sknown: %s)", name, section,
+             suggest ? "did you mean '" : "", suggest ? suggest : "", suggest ? "'? " : "", known);
+}
+
+static void describe_unknown_section(const char *name, char *out, size_t size) {
+    for (int k = 0; k < N_KEYS; k++)
+        if (!strcmp(KEYS[k].name, name)) {
+            snprintf(out, size, "'%s' is a key of section '%s', not a section; indent it under '%s:'", name,
+                     KEYS[k].section, KEYS[k].section);
+            return;
+        }
+    char known[256];
+    const char *suggest;
+    list_names(NULL, name, known, sizeof known, &suggest);
+    snprintf(out, size, "unknown section '%s' (%s%s%ssections: %s)", name, suggest ? "did you mean '" : "",
+             suggest ? suggest : "", suggest ? "'? " : "", known);
+}
+
+/* The allowed values of a number key, as "in [1, 4096]" or ">= 0", plus its special value. */
+static void describe_range(const ConfigKey *key, char *out, size_t size) {
+    if (key->type == KEY_FLOAT && isinf(key->fmax))
+        snprintf(out, size, "%s %g", key->fmin_open ? ">" : ">=", key->fmin);
+    else if (key->type == KEY_FLOAT)
+        snprintf(out, size, "in %c%g, %g%c", key->fmin_open ? '(' : '[', key->fmin, key->fmax,
+                 key->fmax_open ? ')' : ']');
+    else if (key->imax == INT_MAX)
+        snprintf(out, size, ">= %" PRId64, key->imin);
+    else
+        snprintf(out, size, "in [%" PRId64 ", %" PRId64 "]", key->imin, key->imax);
+    if (key->note) append(out, size, " (%s)", key->note);
+}
+
+/* A scalar as shown in messages: quoted and cut to a readable length, or "nothing". */
+static void show_value(char *out, size_t size, const char *text, size_t len) {
+    if (len == 0) snprintf(out, size, "nothing");
+    else snprintf(out, size, "'%.*s%s'", len > 60 ? 60 : (int)len, text, len > 60 ? "..." : "");
+}
+
+/* The single exit for every error: "where: what", forced onto one line. */
+static int config_vfail(ConfigError *err, const char *where, const char *fmt, va_list ap) {
+    int n = snprintf(err->message, sizeof err->message, "%s: ", where);
+    if (n >= 0 && (size_t)n < sizeof err->message)
+        vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
+    for (char *c = err->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    return CONFIG_ERROR;
+}
+
+PRINTF_LIKE(3, 4) static int file_fail(ConfigError *err, const char *path, const char *fmt, ...) {
+    char where[CONFIG_PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:1:1", path);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = config_vfail(err, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* scalar conversion, shared by the file loader and config_set */
+
+enum { PARSE_OK, PARSE_BAD, PARSE_RANGE };
+
+/* A base-10 integer; "1e6" is accepted too because step counts are often written that way. */
+static int parse_int(const char *text, size_t len, int64_t *out) {
+    if (len == 0 || text[0] == ' ' || text[0] == '\t' || text[0] == '\n') return PARSE_BAD;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text + len) {
+        *out = v;
+        return errno == ERANGE ? PARSE_RANGE : PARSE_OK;
+    }
+    if (!strpbrk(text, "eE") || strchr(text, '.')) return PARSE_BAD;
+    double d = strtod(text, &end);
+    if (end != text + len) return PARSE_BAD;
+    if (!(fabs(d) < 9e18)) return PARSE_RANGE;
+    if ((double)(int64_t)d != d) return PARSE_BAD;
+    *out = (int64_t)d;
+    return PARSE_OK;
+}
+
+static int parse_float(const char *text, size_t len, double *out) {
+    if (len == 0 || text[0] == ' ' || text[0] == '\t' || text[0] == '\n') return PARSE_BAD;
+    char *end;
+    *out = strtod(text, &end); /* underflow to 0 or a denormal is fine; the range check decides */
+    return end == text + len && isfinite(*out) ? PARSE_OK : PARSE_BAD;
+}
+
+static int in_float_range(const ConfigKey *key, double v) {
+    int above = key->fmin_open ? v > key->fmin : v >= key->fmin;
+    int below = key->fmax_open ? v < key->fmax : v <= key->fmax;
+    return above && below;
+}
+
+static int is_null(const char *text) {
+    return !strcmp(text, "") || !strcmp(text, "~") || !strcmp(text, "null") || !strcmp(text, "Null") ||
+           !strcmp(text, "NULL");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the loader: one libyaml event at a time, with exactly one live event owned by the Loader */
+
+typedef struct {
+    yaml_parser_t parser;
+    yaml_event_t ev; /* the current event, valid when have_ev */
+    int have_ev;
+    const char *text; /* the whole input, to place reader errors and spot tabs */
+    size_t len;
+    const char *file;       /* config path, for messages */
+    const char *assignment; /* the --set text instead of a file, or NULL */
+    Config *cfg;
+    ConfigError *err;
+    int key_line[CONFIG_MAX_KEYS]; /* where each key was first seen (duplicate detection) */
+} Loader;
+
+PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *fmt, ...) {
+    char where[CONFIG_PATH_MAX + 64];
+    if (L->assignment) snprintf(where, sizeof where, "--set '%s'", L->assignment);
+    else snprintf(where, sizeof where, "%s:%zu:%zu", L->file, mark.line + 1, mark.column + 1);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = config_vfail(L->err, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int syntax_error(Loader *L) {
+    yaml_parser_t *p = &L->parser;
+    yaml_mark_t mark = p->problem_mark;
+    const char *problem = p->problem ? p->problem : "unknown problem";
+    if (p->error == YAML_MEMORY_ERROR) return load_fail(L, mark, "out of memory while parsing the YAML");
+    if (p->error == YAML_READER_ERROR) {
+        /* Reader errors carry a byte offset, not a mark: count lines up to it. */
+        memset(&mark, 0, sizeof mark);
+        for (size_t i = 0; i < p->problem_offset && i < L->len; i++) {
+            if (L->text[i] == '\n') mark.line++, mark.column = 0;
+            else mark.column++;
+        }
+        char value[32] = "";
+        if (p->problem_value != -1)
+            snprintf(value, sizeof value, " (byte 0x%02X)", (unsigned)p->problem_value & 0xffu);
+        return load_fail(L, mark, "%s%s; the config must be UTF-8 text", problem, value);
+    }
+    /* YAML forbids tabs in indentation and libyaml's wording for it is obscure. */
+    const char *hint = "", *s = L->text, *end = L->text + L->len;
+    for (size_t line = 0; line < mark.line && s < end; s++)
+        if (*s == '\n') line++;
+    while (s < end && *s == ' ') s++;
+    if (s < end && *s == '\t') hint = "; YAML does not allow tabs for indentation, use spaces";
+    char context[128] = "";
+    if (p->context)
+        snprintf(context, sizeof context, " (%s at line %zu, column %zu)", p->context, p->context_mark.line + 1,
+                 p->context_mark.column + 1);
+    return load_fail(L, mark, "YAML syntax error: %s%s%s", problem, context, hint);
+}
+
+/* Move to the next event, rejecting the YAML features a config has no use for. */
+static int advance(Loader *L) {
+    if (L->have_ev) yaml_event_delete(&L->ev);
+    L->have_ev = 0;
+    if (!yaml_parser_parse(&L->parser, &L->ev)) return syntax_error(L);
+    L->have_ev = 1;
+    const yaml_event_t *ev = &L->ev;
+    const yaml_char_t *anchor = NULL, *tag = NULL;
+    if (ev->type == YAML_ALIAS_EVENT)
+        return load_fail(L, ev->start_mark, "YAML aliases (*%.40s) are not supported; write the value out",
+                         (const char *)ev->data.alias.anchor);
+    if (ev->type == YAML_SCALAR_EVENT) anchor = ev->data.scalar.anchor, tag = ev->data.scalar.tag;
+    if (ev->type == YAML_SEQUENCE_START_EVENT)
+        anchor = ev->data.sequence_start.anchor, tag = ev->data.sequence_start.tag;
+    if (ev->type == YAML_MAPPING_START_EVENT)
+        anchor = ev->data.mapping_start.anchor, tag = ev->data.mapping_start.tag;
+    if (anchor)
+        return load_fail(L, ev->start_mark, "YAML anchors (&%.40s) are not supported; write each value out",
+                         (const char *)anchor);
+    if (tag)
+        return load_fail(L, ev->start_mark, "YAML tags (%.40s) are not supported; remove the tag", (const char *)tag);
+    return CONFIG_OK;
+}
+
+static const char *event_kind(const yaml_event_t *ev) {
+    if (ev->type == YAML_MAPPING_START_EVENT) return "a mapping (key: value pairs)";
+    if (ev->type == YAML_SEQUENCE_START_EVENT) return "a list";
+    return "a scalar";
+}
+
+static int set_string(Loader *L, int k, char *dest, const char *text, size_t len, yaml_mark_t mark) {
+    const ConfigKey *key = &KEYS[k];
+    if (memchr(text, '\0', len))
+        return load_fail(L, mark, "%s.%s must not contain NUL bytes", key->section, key->name);
+    if (len >= key->size)
+        return load_fail(L, mark, "%s.%s is too long (%zu bytes); at most %zu bytes are allowed", key->section,
+                         key->name, len, key->size - 1);
+    memcpy(dest, text, len);
+    dest[len] = '\0';
+    return CONFIG_OK;
+}
+
+static int add_list_entry(Loader *L, int k, const char *text, size_t len, yaml_mark_t mark) {
+    const ConfigKey *key = &KEYS[k];
+    int *count = (int *)((char *)L->cfg + key->count);
+    if (*count >= key->imax)
+        return load_fail(L, mark, "%s.%s has too many entries; at most %" PRId64 " are allowed", key->section,
+                         key->name, key->imax);
+    if (len == 0) return load_fail(L, mark, "%s.%s entries must not be empty", key->section, key->name);
+    if (set_string(L, k, (char *)L->cfg + key->offset + (size_t)*count * key->size, text, len, mark))
+        return CONFIG_ERROR;
+    (*count)++;
+    return CONFIG_OK;
+}
+
+/* Convert one scalar into key k of the Config, with a message naming the allowed values. */
+static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain, yaml_mark_t mark) {
+    const ConfigKey *key = &KEYS[k];
+    void *field = (char *)L->cfg + key->offset;
+    char name[64], shown[96], range[128];
+    snprintf(name, sizeof name, "%s.%s", key->section, key->name);
+    show_value(shown, sizeof shown, text, len);
+    switch (key->type) {
+    case KEY_INT:
+    case KEY_INT64: {
+        int64_t v = 0;
+        int r = parse_int(text, len, &v);
+        describe_range(key, range, sizeof range);
+        if (r == PARSE_BAD) return load_fail(L, mark, "%s must be an integer %s, got %s", name, range, shown);
+        if (r == PARSE_RANGE || v < key->imin || v > key->imax)
+            return load_fail(L, mark, "%s must be %s, got %s", name, range, shown);
+        if (key->type == KEY_INT) *(int *)field = (int)v;
+        else *(int64_t *)field = v;
+        return CONFIG_OK;
+    }
+    case KEY_FLOAT: {
+        double v;
+        describe_range(key, range, sizeof range);
+        if (parse_float(text, len, &v))
+            return load_fail(L, mark, "%s must be a finite number %s, got %s", name, range, shown);
+        if (!in_float_range(key, v)) return load_fail(L, mark, "%s must be %s, got %s", name, range, shown);
+        *(double *)field = v;
+        return CONFIG_OK;
+    }
+    case KEY_ENUM: {
+        char choices[128] = "";
+        for (int i = 0; key->choices[i]; i++) {
+            if (strlen(key->choices[i]) == len && !memcmp(key->choices[i], text, len)) {
+                *(int *)field = i;
+                return CONFIG_OK;
+            }
+            append(choices, sizeof choices, "%s%s", i ? ", " : "", key->choices[i]);
+        }
+        return load_fail(L, mark, "%s must be one of %s; got %s", name, choices, shown);
+    }
+    case KEY_STRING:
+        return set_string(L, k, field, text, plain && is_null(text) ? 0 : len, mark);
+    case KEY_STRLIST:
+        *(int *)((char *)L->cfg + key->count) = 0;
+        return add_list_entry(L, k, text, len, mark);
+    }
+    return CONFIG_ERROR;
+}
+
+/* The current event starts the value of key k: a scalar, or for a string list a list. */
+static int load_value(Loader *L, int k) {
+    const ConfigKey *key = &KEYS[k];
+    const yaml_event_t *ev = &L->ev;
+    if (ev->type == YAML_SCALAR_EVENT)
+        return load_scalar(L, k, (const char *)ev->data.scalar.value, ev->data.scalar.length,
+                           ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE, ev->start_mark);
+    if (key->type != KEY_STRLIST || ev->type != YAML_SEQUENCE_START_EVENT)
+        return load_fail(L, ev->start_mark, "%s.%s must be a single value, got %s%s", key->section, key->name,
+                         event_kind(ev), key->type == KEY_STRLIST ? "; use a string or a list of strings" : "");
+    int *count = (int *)((char *)L->cfg + key->count);
+    yaml_mark_t start = ev->start_mark;
+    *count = 0;
+    for (;;) {
+        if (advance(L)) return CONFIG_ERROR;
+        if (ev->type == YAML_SEQUENCE_END_EVENT) break;
+        if (ev->type != YAML_SCALAR_EVENT)
+            return load_fail(L, ev->start_mark, "%s.%s entries must be strings, got %s", key->section, key->name,
+                             event_kind(ev));
+        if (add_list_entry(L, k, (const char *)ev->data.scalar.value, ev->data.scalar.length, ev->start_mark))
+            return CONFIG_ERROR;
+    }
+    if (*count == 0) return load_fail(L, start, "%s.%s must list at least one string", key->section, key->name);
+    return CONFIG_OK;
+}
+
+/* The current event is the MAPPING-START of section `section`; read its keys. */
+static int load_section(Loader *L, const char *section) {
+    const yaml_event_t *ev = &L->ev;
+    for (;;) {
+        if (advance(L)) return CONFIG_ERROR;
+        if (ev->type == YAML_MAPPING_END_EVENT) return CONFIG_OK;
+        if (ev->type != YAML_SCALAR_EVENT)
+            return load_fail(L, ev->start_mark, "a key must be a plain name, got %s", event_kind(ev));
+        char name[64], message[1024];
+        copy_span(name, sizeof name, (const char *)ev->data.scalar.value, ev->data.scalar.length);
+        yaml_mark_t mark = ev->start_mark;
+        int k = find_key(section, name);
+        if (k < 0) {
+            describe_unknown_key(section, name, message, sizeof message);
+            return load_fail(L, mark, "%s", message);
+        }
+        if (L->key_line[k])
+            return load_fail(L, mark, "duplicate key '%s.%s' (first set at line %d); keep only one", section, name,
+                             L->key_line[k]);
+        L->key_line[k] = (int)mark.line + 1;
+        if (advance(L) || load_value(L, k)) return CONFIG_ERROR;
+        L->cfg->marks[k] = (ConfigMark){L->cfg->source_path, (int)mark.line + 1, (int)mark.column + 1};
+    }
+}
+
+/* The current event is the top-level MAPPING-START; read its sections. */
+static int load_sections(Loader *L) {
+    const yaml_event_t *ev = &L->ev;
+    int section_line[CONFIG_MAX_KEYS] = {0}; /* indexed like find_section */
+    for (;;) {
+        if (advance(L)) return CONFIG_ERROR;
+        if (ev->type == YAML_MAPPING_END_EVENT) return CONFIG_OK;
+        if (ev->type != YAML_SCALAR_EVENT)
+            return load_fail(L, ev->start_mark, "a section name must be a plain word like 'model', got %s",
+                             event_kind(ev));
+        char section[64], message[1024];
+        copy_span(section, sizeof section, (const char *)ev->data.scalar.value, ev->data.scalar.length);
+        yaml_mark_t mark = ev->start_mark;
+        int s = find_section(section);
+        if (s < 0) {
+            describe_unknown_section(section, message, sizeof message);
+            return load_fail(L, mark, "%s", message);
+        }
+        if (section_line[s])
+            return load_fail(L, mark, "duplicate section '%s' (first at line %d); merge the two", section,
+                             section_line[s]);
+        section_line[s] = (int)mark.line + 1;
+        if (advance(L)) return CONFIG_ERROR;
+        if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+            is_null((const char *)ev->data.scalar.value))
+            continue; /* "model:" with nothing under it: keep the defaults */
+        if (ev->type != YAML_MAPPING_START_EVENT)
+            return load_fail(L, ev->start_mark, "section '%s' must be a mapping of 'key: value' lines, got %s",
+                             section, event_kind(ev));
+        if (load_section(L, section)) return CONFIG_ERROR;
+    }
+}
+
+static int load_document(Loader *L) {
+    const yaml_event_t *ev = &L->ev;
+    yaml_mark_t origin = {0, 0, 0};
+    const char *empty = "the config is empty; expected a mapping with sections model, train, data, output";
+    if (advance(L) || advance(L)) return CONFIG_ERROR; /* STREAM-START, then DOCUMENT-START */
+    if (ev->type == YAML_STREAM_END_EVENT) return load_fail(L, origin, "%s", empty);
+    if (advance(L)) return CONFIG_ERROR;
+    if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        is_null((const char *)ev->data.scalar.value))
+        return load_fail(L, origin, "%s", empty);
+    if (ev->type != YAML_MAPPING_START_EVENT)
+        return load_fail(L, ev->start_mark,
+                         "the top level must be a mapping of sections (model:, train:, data:, output:), got %s",
+                         event_kind(ev));
+    if (load_sections(L) || advance(L) || advance(L)) return CONFIG_ERROR; /* ..., DOCUMENT-END, next */
+    if (ev->type != YAML_STREAM_END_EVENT)
+        return load_fail(L, ev->start_mark, "only one YAML document is allowed; remove the second '---'");
+    return CONFIG_OK;
+}
+
+static void loader_start(Loader *L, Config *cfg, ConfigError *err, const char *text, size_t len) {
+    memset(L, 0, sizeof *L);
+    L->cfg = cfg, L->err = err, L->text = text, L->len = len;
+    CHECK(yaml_parser_initialize(&L->parser));
+    yaml_parser_set_input_string(&L->parser, (const unsigned char *)text, len);
+}
+
+/* Syntax errors come first: in "n_head: a: b" the broken line is the news, not that 'a' is no
+ * integer. So the whole input is parsed once before it is read for meaning. */
+static int check_syntax(Loader *L) {
+    yaml_event_t ev;
+    for (int done = 0; !done;) {
+        if (!yaml_parser_parse(&L->parser, &ev)) return syntax_error(L);
+        done = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&L->parser);
+    CHECK(yaml_parser_initialize(&L->parser));
+    yaml_parser_set_input_string(&L->parser, (const unsigned char *)L->text, L->len);
+    return CONFIG_OK;
+}
+
+static void loader_free(Loader *L) {
+    if (L->have_ev) yaml_event_delete(&L->ev);
+    yaml_parser_delete(&L->parser);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* public API */
+
+void config_defaults(Config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (int k = 0; k < N_KEYS; k++) {
+        const ConfigKey *key = &KEYS[k];
+        char *field = (char *)cfg + key->offset;
+        switch (key->type) {
+        case KEY_INT: case KEY_ENUM: *(int *)field = (int)key->idef; break;
+        case KEY_INT64: *(int64_t *)field = key->idef; break;
+        case KEY_FLOAT: *(double *)field = key->fdef; break;
+        case KEY_STRING: copy_span(field, key->size, key->sdef, strlen(key->sdef)); break;
+        case KEY_STRLIST:
+            copy_span(field, key->size, key->sdef, strlen(key->sdef));
+            *(int *)((char *)cfg + key->count) = 1;
+            break;
+        }
+        cfg->marks[k] = (ConfigMark){cfg->source_path, 0, 0};
+    }
+}
+
+int config_load(Config *cfg, const char *path, ConfigError *err) {
+    config_defaults(cfg);
+    err->message[0] = '\0';
+    if (strlen(path) >= sizeof cfg->source_path)
+        return file_fail(err, path, "the config path is too long (at most %d bytes)", CONFIG_PATH_MAX - 1);
+    copy_span(cfg->source_path, sizeof cfg->source_path, path, strlen(path));
+
+    FILE *f = fopen(path, "rb");
+    if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
+    size_t cap = 1 << 14, len = 0;
+    char *text = NULL;
+    do { /* grow until a short read (end of file or error) or past the size limit */
+        cap *= 2;
+        text = realloc(text, cap);
+        CHECK(text);
+        len += fread(text + len, 1, cap - len, f);
+    } while (len == cap && cap <= MAX_CONFIG_BYTES);
+    int read_errno = errno, failed = ferror(f);
+    fclose(f);
+    int rc = CONFIG_ERROR;
+    if (failed) file_fail(err, path, "cannot read the config: %s", strerror(read_errno));
+    else if (len > MAX_CONFIG_BYTES) file_fail(err, path, "the config is larger than 1 MiB; is this the right file?");
+    else {
+        Loader L;
+        loader_start(&L, cfg, err, text, len);
+        L.file = path;
+        rc = check_syntax(&L) ? CONFIG_ERROR : load_document(&L);
+        loader_free(&L);
+    }
+    free(text);
+    return rc;
+}
+
+int config_set(Config *cfg, const char *assignment, ConfigError *err) {
+    Loader L;
+    const char *eq = strchr(assignment, '=');
+    const char *dot = eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
+    const char *value = eq ? eq + 1 : "";
+    char section[64], name[64], message[1024];
+    loader_start(&L, cfg, err, value, strlen(value));
+    L.assignment = assignment;
+    int rc = CONFIG_ERROR, k = -1;
+    if (dot) {
+        copy_span(section, sizeof section, assignment, (size_t)(dot - assignment));
+        copy_span(name, sizeof name, dot + 1, (size_t)(eq - dot - 1));
+        k = find_key(section, name);
+    }
+    if (!dot) {
+        load_fail(&L, L.ev.start_mark, "expected section.key=value, e.g. model.n_head=4");
+    } else if (find_section(section) < 0) {
+        describe_unknown_section(section, message, sizeof message);
+        load_fail(&L, L.ev.start_mark, "%s", message);
+    } else if (k < 0) {
+        describe_unknown_key(section, name, message, sizeof message);
+        load_fail(&L, L.ev.start_mark, "%s", message);
+    } else if (!check_syntax(&L) && !advance(&L) && !advance(&L)) { /* STREAM-START, DOCUMENT-START or STREAM-END */
+        if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, L.ev.start_mark);
+        else if (!advance(&L) && !load_value(&L, k) && !advance(&L) && !advance(&L))
+            rc = L.ev.type == YAML_STREAM_END_EVENT
+                     ? CONFIG_OK
+                     : load_fail(&L, L.ev.start_mark, "the value must be a single YAML value");
+    }
+    loader_free(&L);
+    if (rc == CONFIG_OK) cfg->marks[k] = (ConfigMark){SET_FILE, 1, 1};
+    return rc;
+}
+
+/* A mark whose file is valid for this cfg, even if the Config was copied after loading. */
+static ConfigMark resolved_mark(const Config *cfg, int k) {
+    ConfigMark m = cfg->marks[k];
+    if (m.file != SET_FILE) m.file = cfg->source_path;
+    return m;
+}
+
+ConfigMark config_mark(const Config *cfg, const char *dotted_key) {
+    const char *dot = strchr(dotted_key, '.');
+    CHECK(dot);
+    char section[64];
+    copy_span(section, sizeof section, dotted_key, (size_t)(dot - dotted_key));
+    return resolved_mark(cfg, key_id(section, dot + 1));
+}
+
+/* A cross-field error, placed at the mark of key k (file line 1 if k is a default). */
+PRINTF_LIKE(4, 5) static int key_fail(const Config *cfg, ConfigError *err, int k, const char *fmt, ...) {
+    ConfigMark m = resolved_mark(cfg, k);
+    char where[CONFIG_PATH_MAX + 64];
+    if (m.file == SET_FILE) snprintf(where, sizeof where, "--set %s.%s", KEYS[k].section, KEYS[k].name);
+    else if (m.line == 0) snprintf(where, sizeof where, "%s:1:1", m.file[0] ? m.file : "(defaults)");
+    else snprintf(where, sizeof where, "%s:%d:%d", m.file, m.line, m.col);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = config_vfail(err, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Of two keys, the one the user set last (--set beats the file, a later line beats an earlier
+ * one, anything beats a default; ties go to a): most likely the value just changed. */
+static int later_key(const Config *cfg, int a, int b) {
+    const ConfigMark *ma = &cfg->marks[a], *mb = &cfg->marks[b];
+    int ra = ma->line == 0 ? 0 : ma->file == SET_FILE ? 2 : 1;
+    int rb = mb->line == 0 ? 0 : mb->file == SET_FILE ? 2 : 1;
+    if (ra != rb) return rb > ra ? b : a;
+    return ra == 1 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
+}
+
+/* Why a path cannot be read, or NULL. Opening is not enough: a directory opens fine. */
+static const char *unreadable(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return strerror(errno);
+    errno = 0;
+    int c = fgetc(f), e = errno, failed = ferror(f);
+    fclose(f);
+    if (failed) return strerror(e ? e : EIO);
+    return c == EOF ? "the file is empty" : NULL;
+}
+
+int config_validate(Config *cfg, ConfigError *err) {
+    int vocab = key_id("model", "vocab_size"), d_model = key_id("model", "d_model");
+    int n_head = key_id("model", "n_head"), seq_len = key_id("model", "seq_len");
+    int init_from = key_id("train", "init_from"), task = key_id("data", "task");
+    int path = key_id("data", "path");
+    int min_period = key_id("data", "min_period"), max_period = key_id("data", "max_period");
+    int probe_len = key_id("output", "probe_len");
+    const char *why;
+
+    if (cfg->d_head == 0) {
+        if (cfg->d_model % cfg->n_head)
+            return key_fail(cfg, err, later_key(cfg, n_head, d_model),
+                            "d_model %d is not divisible by n_head %d; "
+                            "set model.d_head to choose the head width explicitly",
+                            cfg->d_model, cfg->n_head);
+        cfg->d_head = cfg->d_model / cfg->n_head;
+    }
+    if (cfg->task == TASK_TEXT && cfg->vocab_size < 256)
+        return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
+                        "data.task text reads bytes, so model.vocab_size must be >= 256, got %d",
+                        cfg->vocab_size);
+    if (cfg->task == TASK_TOKENS && !cfg->data_path[0])
+        return key_fail(cfg, err, task, "data.task tokens needs data.path, the token file to train on");
+    if (cfg->task == TASK_TEXT && !cfg->data_path[0])
+        snprintf(cfg->data_path, sizeof cfg->data_path, "/usr/share/common-licenses/GPL-3");
+    if ((cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) && (why = unreadable(cfg->data_path)))
+        return key_fail(cfg, err, cfg->marks[path].line ? path : task,
+                        "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path, why);
+    if (cfg->init_from[0] && (why = unreadable(cfg->init_from)))
+        return key_fail(cfg, err, init_from, "train.init_from '%s' cannot be read: %s; point it at a saved run",
+                        cfg->init_from, why);
+    if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
+        if (cfg->min_period > cfg->max_period)
+            return key_fail(cfg, err, later_key(cfg, min_period, max_period),
+                            "data.min_period %d is larger than data.max_period %d; it must be <= max_period",
+                            cfg->min_period, cfg->max_period);
+        if (cfg->seq_len < 2 * cfg->min_period + 1)
+            return key_fail(cfg, err, later_key(cfg, seq_len, min_period),
+                            "model.seq_len %d is too short for data.min_period %d: a sequence holds BOS and two "
+                            "copies of a segment, so seq_len must be >= 2*min_period+1 = %d",
+                            cfg->seq_len, cfg->min_period, 2 * cfg->min_period + 1);
+        if (cfg->vocab_size < 3)
+            return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
+                            "model.vocab_size must be >= 3 for data.task %s (BOS plus two symbols), got %d",
+                            config_task_name(cfg->task), cfg->vocab_size);
+    }
+    if (cfg->probe_len > cfg->seq_len)
+        return key_fail(cfg, err, later_key(cfg, probe_len, seq_len),
+                        "output.probe_len %d is longer than model.seq_len %d; "
+                        "use at most %d (or 0 for min(seq_len, 64))",
+                        cfg->probe_len, cfg->seq_len, cfg->seq_len);
+    return CONFIG_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the resolved config as YAML */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+PRINTF_LIKE(2, 3) static void buf_printf(Buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    CHECK(n >= 0);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = 2 * b->cap > b->len + (size_t)n + 1 ? 2 * b->cap : b->len + (size_t)n + 1;
+        b->data = realloc(b->data, b->cap);
+        CHECK(b->data);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A YAML double-quoted string. Characters libyaml would refuse or fold as a line break on
+ * reading (controls, NEL, U+2028/9, BOM) are escaped so the text loads back unchanged. */
+static void buf_quoted(Buf *b, const char *s) {
+    buf_printf(b, "\"");
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        uint32_t cp = *p;
+        int n = cp < 0x80 ? 1 : cp >= 0xF0 ? 4 : cp >= 0xE0 ? 3 : 2;
+        if (n > 1) {
+            cp &= 0x3Fu >> (n - 1);
+            for (int i = 1; i < n && (p[i] & 0xC0) == 0x80; i++) cp = (cp << 6) | (p[i] & 0x3Fu);
+        }
+        int printable = (cp >= 0x20 && cp < 0x7F) || (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 && cp != 0x2029) ||
+                        (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
+        if (cp == '"' || cp == '\\') buf_printf(b, "\\%c", (char)cp);
+        else if (cp == '\n') buf_printf(b, "\\n");
+        else if (cp == '\t') buf_printf(b, "\\t");
+        else if (printable) buf_printf(b, "%.*s", n, (const char *)p);
+        else if (cp < 0x100) buf_printf(b, "\\x%02X", (unsigned)cp);
+        else buf_printf(b, "\\u%04X", (unsigned)cp);
+        for (int i = 0; i < n && p[0]; i++) p++; /* never step past the terminator */
+    }
+    buf_printf(b, "\"");
+}
+
+/* The shortest %g that reads back to the same double, always with a '.' so that YAML 1.1
+ * readers such as PyYAML see a float (1e-08 -> 1.0e-08, 2 -> 2.0). */
+static void format_double(char *out, size_t size, double v) {
+    for (int precision = 15; precision <= 17; precision++) {
+        snprintf(out, size, "%.*g", precision, v);
+        if (strtod(out, NULL) == v) break;
+    }
+    if (strpbrk(out, ".ni")) return; /* has a '.' already (or is nan/inf) */
+    char *e = strchr(out, 'e'), exponent[32];
+    snprintf(exponent, sizeof exponent, "%s", e ? e : "");
+    size_t at = e ? (size_t)(e - out) : strlen(out);
+    snprintf(out + at, size - at, ".0%s", exponent);
+}
+
+char *config_to_yaml(const Config *cfg) {
+    Buf b = {0};
+    buf_printf(&b, "# resolved configuration: every key, after defaults, the file and --set overrides\n");
+    for (int k = 0; k < N_KEYS; k++) {
+        const ConfigKey *key = &KEYS[k];
+        const char *field = (const char *)cfg + key->offset;
+        char number[40];
+        if (k == 0 || strcmp(key->section, KEYS[k - 1].section)) buf_printf(&b, "%s:\n", key->section);
+        buf_printf(&b, "  %s:", key->name);
+        switch (key->type) {
+        case KEY_INT: buf_printf(&b, " %d\n", *(const int *)field); break;
+        case KEY_INT64: buf_printf(&b, " %" PRId64 "\n", *(const int64_t *)field); break;
+        case KEY_FLOAT:
+            format_double(number, sizeof number, *(const double *)field);
+            buf_printf(&b, " %s\n", number);
+            break;
+        case KEY_ENUM: buf_printf(&b, " %s\n", key->choices[*(const int *)field]); break;
+        case KEY_STRING:
+            buf_printf(&b, " ");
+            buf_quoted(&b, field);
+            buf_printf(&b, "\n");
+            break;
+        case KEY_STRLIST:
+            buf_printf(&b, "\n");
+            for (int i = 0; i < *(const int *)((const char *)cfg + key->count); i++) {
+                buf_printf(&b, "    - ");
+                buf_quoted(&b, field + (size_t)i * key->size);
+                buf_printf(&b, "\n");
+            }
+            break;
+        }
+    }
+    return b.data;
+}
+
+void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
+    for (int k = 0; k < N_KEYS; k++) {
+        const ConfigKey *key = &KEYS[k];
+        const char *field = (const char *)cfg + key->offset;
+        switch (key->type) {
+        case KEY_INT: visit(ctx, key->section, key->name, CONFIG_INT, *(const int *)field, 0, NULL); break;
+        case KEY_INT64: visit(ctx, key->section, key->name, CONFIG_INT, *(const int64_t *)field, 0, NULL); break;
+        case KEY_FLOAT: visit(ctx, key->section, key->name, CONFIG_FLOAT, 0, *(const double *)field, NULL); break;
+        case KEY_ENUM:
+            visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, key->choices[*(const int *)field]);
+            break;
+        case KEY_STRING: visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, field); break;
+        case KEY_STRLIST: {
+            char joined[CONFIG_MAX_PROBE_TEXTS * 256] = "";
+            for (int i = 0; i < *(const int *)((const char *)cfg + key->count); i++)
+                append(joined, sizeof joined, "%s%s", i ? "\n" : "", field + (size_t)i * key->size);
+            visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, joined);
+            break;
+        }
+        }
+    }
+}
+
+const char *config_task_name(TaskKind task) {
+    return (unsigned)task < sizeof TASK_NAMES / sizeof TASK_NAMES[0] - 1 ? TASK_NAMES[task] : "unknown";
+}

@@ -1,0 +1,80 @@
+/* config.h: the resolved run configuration, read from YAML with libyaml.
+ *
+ * Every key lives in one descriptor table (config.c): its section, name, type, default and
+ * range. The loader, the --set overrides, the resolved-YAML dump and the HDF5 /config
+ * attributes all walk that table, so a new key is one line there plus a field here.
+ * Errors are user errors: the functions return CONFIG_ERROR with a message
+ * "file:line:col: what is wrong" in ConfigError, and main decides to exit with status 2. */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 1024
+#define CONFIG_MAX_PROBE_TEXTS 8
+#define CONFIG_MAX_KEYS 64
+
+enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
+
+typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
+typedef enum { LR_COSINE = 0, LR_CONSTANT } LrSchedule;
+typedef enum { ORDER_RANDOM = 0, ORDER_SEQUENTIAL } DataOrder;
+
+/* Where a key was set, for cross-field errors: line/col are 1-based; line 0 = default. */
+typedef struct {
+    const char *file; /* config path, or "--set" for a command-line override */
+    int line, col;
+} ConfigMark;
+
+typedef struct {
+    /* model: */
+    int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
+    /* train: */
+    int steps, batch_size, warmup_steps, threads;
+    double lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
+    LrSchedule lr_schedule;
+    int64_t seed;
+    char init_from[CONFIG_PATH_MAX];
+    /* data: */
+    TaskKind task;
+    char data_path[CONFIG_PATH_MAX];
+    DataOrder order;
+    double eval_fraction;
+    int min_period, max_period; /* induction: segment length drawn per sequence */
+    /* output: */
+    char out_path[CONFIG_PATH_MAX];
+    int log_every, eval_every, eval_batches, attn_every, probes, probe_len;
+    char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
+    int n_probe_text;
+
+    /* bookkeeping, not config keys */
+    char source_path[CONFIG_PATH_MAX];
+    ConfigMark marks[CONFIG_MAX_KEYS]; /* where each descriptor-table key was set */
+} Config;
+
+typedef struct {
+    char message[2048];
+} ConfigError;
+
+/* Fill cfg with the defaults of the descriptor table. */
+void config_defaults(Config *cfg);
+/* Load a YAML file over the defaults. */
+int config_load(Config *cfg, const char *path, ConfigError *err);
+/* Apply one "section.key=value" override (value parsed as a YAML scalar). */
+int config_set(Config *cfg, const char *assignment, ConfigError *err);
+/* Derive d_head and check cross-field rules; call after load and overrides. */
+int config_validate(Config *cfg, ConfigError *err);
+/* The resolved config as YAML text (caller frees). */
+char *config_to_yaml(const Config *cfg);
+/* Where a key ("model.n_head") was set. */
+ConfigMark config_mark(const Config *cfg, const char *dotted_key);
+
+/* Walk every key with its typed value (for HDF5 /config attributes). */
+typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_STRING } ConfigValueType;
+typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
+                              ConfigValueType type, int64_t ival, double fval, const char *sval);
+void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx);
+
+const char *config_task_name(TaskKind task);
+
+#endif

@@ -1,0 +1,164 @@
+/* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect.
+ * The only place that decides to exit: user errors print one "file:line:col: message" line and
+ * exit with status 2, leaving no partial results file behind. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "config.h"
+#include "inspect.h"
+#include "model.h"
+#include "results.h"
+#include "shapes.h"
+#include "tasks.h"
+#include "train.h"
+
+#define EXIT_USER_ERROR 2
+#define EXIT_DIVERGED 3
+#define EXIT_INTERRUPTED 130
+
+static const char *usage =
+    "usage: harness CONFIG.yaml [--set section.key=value ...] [--force]\n"
+    "       harness --shapes CONFIG.yaml [--set ...]\n"
+    "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
+    "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5)\n"
+    "\n"
+    "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
+    "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
+    "\n"
+    "options:\n"
+    "  --set section.key=value  override one config value, e.g. --set model.n_head=4 (repeatable)\n"
+    "  --shapes                 print tensor shapes, parameter counts and FLOPs per token; no training\n"
+    "  --force                  replace an existing complete results file\n"
+    "  --dump-grads OUT.h5      write the loss and every gradient on the first training batch\n"
+    "                           (/params, /grads, /batch) and exit; used by the reference tests\n"
+    "  --help, --version\n"
+    "\n"
+    "exit status: 0 complete, 2 bad input (message file:line:col: ...), 3 diverged, 130 interrupted\n";
+
+static void request_stop(int signum) {
+    (void)signum;
+    train_stop_requested = 1;
+}
+
+static int user_error(const ConfigError *err) {
+    fprintf(stderr, "%s\n", err->message);
+    return EXIT_USER_ERROR;
+}
+
+/* Forward and backward on the first training batch; write everything the reference needs. */
+static int dump_grads(Model *m, const Task *task, const Config *cfg, const char *path) {
+    ConfigError err;
+    Batch batch;
+    batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
+    task_train_batch(task, &batch, 0);
+    float loss = model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+    model_zero_grad(m);
+    model_backward(m);
+    Results res;
+    uint64_t dims[2] = {(uint64_t)batch.B, (uint64_t)batch.T};
+    int rc = results_open(&res, path, cfg, 1, &err);
+    if (rc == CONFIG_OK) rc = results_write_tensors(&res, "/params", m, m->param_block, &err);
+    if (rc == CONFIG_OK) rc = results_write_tensors(&res, "/grads", m, m->grad_block, &err);
+    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/inputs", batch.inputs, 1, 2, dims, &err);
+    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/targets", batch.targets, 1, 2, dims, &err);
+    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/mask", batch.mask, 0, 2, dims, &err);
+    if (rc == CONFIG_OK) rc = results_write_attr_double(&res, "/", "loss", loss, &err);
+    if (rc == CONFIG_OK) rc = results_close(&res, "complete", &err);
+    else results_discard(&res);
+    batch_free(&batch);
+    if (rc != CONFIG_OK) return user_error(&err);
+    printf("loss %.6f; gradients written to %s\n", loss, path);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
+    const char *config_path = NULL, *dump_path = NULL;
+    int shapes = 0, force = 0;
+    Config cfg;
+    ConfigError err;
+    config_defaults(&cfg);
+    /* first pass: options that do not need the config loaded */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("harness %s (%s)\n", HARNESS_VERSION, GIT_REV);
+            return 0;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes")) shapes = 1;
+        else if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--dump-grads")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "harness: %s needs a value\n%s", argv[i], usage);
+                return EXIT_USER_ERROR;
+            }
+            i++;
+            if (!strcmp(argv[i - 1], "--dump-grads")) dump_path = argv[i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "harness: unknown option '%s'\n%s", argv[i], usage);
+            return EXIT_USER_ERROR;
+        } else if (config_path) {
+            fprintf(stderr, "harness: more than one config given ('%s' and '%s')\n", config_path, argv[i]);
+            return EXIT_USER_ERROR;
+        } else config_path = argv[i];
+    }
+    if (!config_path) {
+        fprintf(stderr, "harness: no config given\n%s", usage);
+        return EXIT_USER_ERROR;
+    }
+    if (config_load(&cfg, config_path, &err) != CONFIG_OK) return user_error(&err);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--set") && config_set(&cfg, argv[++i], &err) != CONFIG_OK)
+            return user_error(&err);
+        else if (!strcmp(argv[i], "--dump-grads")) i++;
+    if (config_validate(&cfg, &err) != CONFIG_OK) return user_error(&err);
+    if (shapes) {
+        shapes_print(&cfg, stdout);
+        return 0;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
+#endif
+    Task task;
+    if (task_open(&task, &cfg, &err) != CONFIG_OK) return user_error(&err);
+    Model model;
+    int max_batch = cfg.batch_size > cfg.probes ? cfg.batch_size : cfg.probes;
+    model_init(&model, model_shape_from_config(&cfg), max_batch);
+    model_init_weights(&model, (uint64_t)cfg.seed);
+    int exit_code = 0;
+    if (cfg.init_from[0] &&
+        results_read_params(cfg.init_from, &model, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
+        exit_code = user_error(&err);
+    } else if (dump_path) {
+        exit_code = dump_grads(&model, &task, &cfg, dump_path);
+    } else {
+        Results res;
+        if (results_open(&res, cfg.out_path, &cfg, force, &err) != CONFIG_OK) {
+            exit_code = user_error(&err);
+        } else {
+            signal(SIGINT, request_stop);
+            signal(SIGTERM, request_stop);
+            const char *status = "complete";
+            int rc = train_run(&model, &task, &cfg, &res, &status, &err);
+            if (rc == CONFIG_OK) rc = results_close(&res, status, &err);
+            else results_discard(&res);
+            if (rc != CONFIG_OK) exit_code = user_error(&err);
+            else {
+                fprintf(stderr, "%s: %s\n", cfg.out_path, status);
+                exit_code = !strcmp(status, "complete") ? 0 : !strcmp(status, "diverged") ? EXIT_DIVERGED : EXIT_INTERRUPTED;
+            }
+        }
+    }
+    model_free(&model);
+    task_close(&task);
+    return exit_code;
+}

@@ -1,0 +1,301 @@
+/* model.c: parameter layout, activations, forward and backward of the attention-only model.
+ * The math is DESIGN.md's; every numeric step is a kernel from kernels/. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "model.h"
+#include "rng.h"
+#include "util.h"
+#include "../kernels/kernels.h"
+
+ModelShape model_shape_from_config(const Config *cfg) {
+    ModelShape s = {cfg->vocab_size, cfg->d_model, cfg->n_head, cfg->d_head, cfg->n_layer,
+                    cfg->seq_len};
+    return s;
+}
+
+/* Append one tensor (or one layer's slice of a per-layer tensor) to the table. */
+static void add_tensor(Model *m, const char *name, int layer, size_t rows, size_t cols,
+                       size_t offset) {
+    CHECK(m->n_tensors < MODEL_MAX_TENSORS);
+    TensorSpec *t = &m->tensors[m->n_tensors++];
+    if (layer >= 0) snprintf(t->name, sizeof t->name, "layer%d/%s", layer, name);
+    else snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->size = rows * (cols ? cols : 1);
+    t->offset = offset;
+    t->decay = t->ndim == 2;
+}
+
+/* Lay the parameter tensors out in one block; returns the block size in floats. With
+ * base == NULL only the size is computed (and the pointers are left NULL). */
+static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
+    size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
+    size_t E = (size_t)s.n_head * s.d_head, off = 0;
+#define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
+    TAKE(tok_emb, V * D);
+    TAKE(pos_emb, T * D);
+    TAKE(ln_g, L * D);
+    TAKE(ln_b, L * D);
+    TAKE(w_qkv, L * D * 3 * E);
+    TAKE(b_qkv, L * 3 * E);
+    TAKE(w_o, L * E * D);
+    TAKE(b_o, L * D);
+    TAKE(lnf_g, D);
+    TAKE(lnf_b, D);
+    TAKE(w_unembed, D * V);
+#undef TAKE
+    return off;
+}
+
+/* Name every tensor (each layer's slice separately) by its offset in the parameter block. */
+static void build_tensor_table(Model *m) {
+    ModelShape s = m->shape;
+    size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, E = (size_t)s.n_head * s.d_head;
+    const ParamTensors *p = &m->params;
+#define OFF(ptr) ((size_t)((ptr) - m->param_block))
+    add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
+    add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
+    for (int l = 0; l < s.n_layer; l++) {
+        add_tensor(m, "ln_g", l, D, 0, OFF(p->ln_g) + l * D);
+        add_tensor(m, "ln_b", l, D, 0, OFF(p->ln_b) + l * D);
+        add_tensor(m, "w_qkv", l, D, 3 * E, OFF(p->w_qkv) + l * D * 3 * E);
+        add_tensor(m, "b_qkv", l, 3 * E, 0, OFF(p->b_qkv) + l * 3 * E);
+        add_tensor(m, "w_o", l, E, D, OFF(p->w_o) + l * E * D);
+        add_tensor(m, "b_o", l, D, 0, OFF(p->b_o) + l * D);
+    }
+    add_tensor(m, "lnf_g", -1, D, 0, OFF(p->lnf_g));
+    add_tensor(m, "lnf_b", -1, D, 0, OFF(p->lnf_b));
+    add_tensor(m, "w_unembed", -1, D, V, OFF(p->w_unembed));
+#undef OFF
+    size_t total = 0;
+    for (int i = 0; i < m->n_tensors; i++) total += m->tensors[i].size;
+    CHECK(total == m->n_params);
+}
+
+/* Lay the activations out in one block for batches up to B; returns its size in floats. */
+static size_t point_activations(Activations *a, float *base, ModelShape s, int B) {
+    size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer, H = s.n_head;
+    size_t E = H * s.d_head, BT = (size_t)B * T, off = 0;
+#define TAKE(field, count) (a->field = base ? base + off : NULL, off += (count))
+    TAKE(residual, (L + 1) * BT * D);
+    TAKE(ln_out, L * BT * D);
+    TAKE(ln_mean, L * BT);
+    TAKE(ln_rstd, L * BT);
+    TAKE(qkv, L * BT * 3 * E);
+    TAKE(att_probs, L * B * H * T * T);
+    TAKE(att_out, L * BT * E);
+    TAKE(lnf_out, BT * D);
+    TAKE(lnf_mean, BT);
+    TAKE(lnf_rstd, BT);
+    TAKE(logits, BT * V);
+    TAKE(probs, BT * V);
+    TAKE(losses, BT);
+    TAKE(loss_weight, BT);
+    TAKE(d_residual, BT * D);
+    TAKE(d_ln_out, BT * D);
+    TAKE(d_qkv, BT * 3 * E);
+    TAKE(d_att_out, BT * E);
+    TAKE(d_logits, BT * V);
+#undef TAKE
+    return off;
+}
+
+void model_init(Model *m, ModelShape shape, int max_batch) {
+    memset(m, 0, sizeof *m);
+    m->shape = shape;
+    m->max_batch = max_batch;
+    m->n_params = point_params(&m->params, NULL, shape);
+    m->param_block = xcalloc(m->n_params, sizeof(float));
+    m->grad_block = xcalloc(m->n_params, sizeof(float));
+    m->m_block = xcalloc(m->n_params, sizeof(float));
+    m->v_block = xcalloc(m->n_params, sizeof(float));
+    point_params(&m->params, m->param_block, shape);
+    point_params(&m->grads, m->grad_block, shape);
+    build_tensor_table(m);
+    m->act_block = xcalloc(point_activations(&m->act, NULL, shape, max_batch), sizeof(float));
+    point_activations(&m->act, m->act_block, shape, max_batch);
+    size_t LH = (size_t)shape.n_layer * shape.n_head;
+    m->head_gate = xcalloc(LH, sizeof(float));
+    m->head_gate_grad = xcalloc(LH, sizeof(float));
+    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+}
+
+void model_free(Model *m) {
+    free(m->param_block);
+    free(m->grad_block);
+    free(m->m_block);
+    free(m->v_block);
+    free(m->act_block);
+    free(m->head_gate);
+    free(m->head_gate_grad);
+    memset(m, 0, sizeof *m);
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+    Rng rng = rng_stream(seed, RNG_INIT, 0);
+    float out_scale = 1.0f / sqrtf(2.0f * m->shape.n_layer);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorSpec *t = &m->tensors[i];
+        float *x = m->param_block + t->offset;
+        const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
+        if (t->ndim == 2) {
+            float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
+            for (size_t k = 0; k < t->size; k++) x[k] = std * (float)rng_normal(&rng);
+        } else {
+            float value = (strcmp(base, "ln_g") == 0 || strcmp(base, "lnf_g") == 0) ? 1.0f : 0.0f;
+            for (size_t k = 0; k < t->size; k++) x[k] = value;
+        }
+    }
+}
+
+const TensorSpec *model_find_tensor(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+/* out[b, t, head h] *= gate[h]: the per-head gate (1 = untouched, 0 = head ablated). */
+static void apply_head_gates(float *att_out, const float *gate, int BT, int H, int d_head) {
+    int all_one = 1;
+    for (int h = 0; h < H; h++) all_one &= gate[h] == 1.0f;
+    if (all_one) return;
+    for (int n = 0; n < BT; n++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < d_head; i++) att_out[((size_t)n * H + h) * d_head + i] *= gate[h];
+}
+
+float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
+                    int T) {
+    ModelShape s = m->shape;
+    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= s.seq_len);
+    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
+    const int E = H * dh, BT = B * T;
+    const ParamTensors *p = &m->params;
+    Activations *a = &m->act;
+    m->batch = B;
+    m->seq = T;
+    m->tokens = tokens;
+    m->targets = targets;
+    m->has_targets = targets != NULL;
+
+    embedding_forward(a->residual, tokens, p->tok_emb, p->pos_emb, B, T, D);
+    for (int l = 0; l < L; l++) {
+        const float *h_in = a->residual + (size_t)l * BT * D;
+        float *h_out = a->residual + (size_t)(l + 1) * BT * D;
+        float *z = a->ln_out + (size_t)l * BT * D;
+        float *qkv = a->qkv + (size_t)l * BT * 3 * E;
+        float *probs = a->att_probs + (size_t)l * B * H * T * T;
+        float *att = a->att_out + (size_t)l * BT * E;
+        layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
+                          p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
+        linear_forward(qkv, z, p->w_qkv + (size_t)l * D * 3 * E, p->b_qkv + (size_t)l * 3 * E,
+                       BT, D, 3 * E);
+        attention_forward(att, probs, qkv, B, T, H, dh);
+        apply_head_gates(att, m->head_gate + (size_t)l * H, BT, H, dh);
+        linear_forward(h_out, att, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
+        for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
+    }
+    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D,
+                      p->lnf_g, p->lnf_b, BT, D);
+    linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
+    if (!targets) {
+        m->loss = NAN;
+        return m->loss;
+    }
+    crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
+    double n_marked = 0.0, total = 0.0;
+    for (int n = 0; n < BT; n++) n_marked += mask ? mask[n] : 1.0f;
+    CHECK(n_marked > 0.0);
+    for (int n = 0; n < BT; n++) {
+        a->loss_weight[n] = (float)((mask ? mask[n] : 1.0f) / n_marked);
+        total += (double)a->loss_weight[n] * a->losses[n];
+    }
+    m->loss = (float)total;
+    return m->loss;
+}
+
+void model_zero_grad(Model *m) {
+    memset(m->grad_block, 0, m->n_params * sizeof(float));
+    memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
+}
+
+/* d loss / d gate[h] at gate 1 = Σ over positions of d_att_out · att_out in head h's columns. */
+static void head_gate_backward(float *d_gate, const float *d_att_out, const float *att_out,
+                               int BT, int H, int d_head) {
+    for (int h = 0; h < H; h++) {
+        double sum = 0.0;
+        for (int n = 0; n < BT; n++) {
+            const float *g = d_att_out + ((size_t)n * H + h) * d_head;
+            const float *o = att_out + ((size_t)n * H + h) * d_head;
+            for (int i = 0; i < d_head; i++) sum += (double)g[i] * o[i];
+        }
+        d_gate[h] += (float)sum;
+    }
+}
+
+void model_backward(Model *m) {
+    CHECK(m->has_targets);
+    ModelShape s = m->shape;
+    const int B = m->batch, T = m->seq;
+    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
+    const int E = H * dh, BT = B * T;
+    for (int i = 0; i < L * H; i++) CHECK(m->head_gate[i] == 1.0f); /* gates are analysis-only */
+    const ParamTensors *p = &m->params;
+    ParamTensors *g = &m->grads;
+    Activations *a = &m->act;
+
+    memset(a->d_logits, 0, sizeof(float) * BT * V);
+    crossentropy_backward(a->d_logits, a->probs, m->targets, a->loss_weight, BT, V);
+    memset(a->d_ln_out, 0, sizeof(float) * BT * D);
+    linear_backward(a->d_ln_out, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT,
+                    D, V);
+    memset(a->d_residual, 0, sizeof(float) * BT * D);
+    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
+                       a->residual + (size_t)L * BT * D, p->lnf_g, a->lnf_mean, a->lnf_rstd, BT,
+                       D);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *h_in = a->residual + (size_t)l * BT * D;
+        const float *z = a->ln_out + (size_t)l * BT * D;
+        const float *qkv = a->qkv + (size_t)l * BT * 3 * E;
+        const float *probs = a->att_probs + (size_t)l * B * H * T * T;
+        const float *att = a->att_out + (size_t)l * BT * E;
+        /* h_out = h_in + att · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
+        memset(a->d_att_out, 0, sizeof(float) * BT * E);
+        linear_backward(a->d_att_out, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
+                        a->d_residual, att, p->w_o + (size_t)l * E * D, BT, E, D);
+        head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, att, BT, H, dh);
+        memset(a->d_qkv, 0, sizeof(float) * BT * 3 * E);
+        attention_backward(a->d_qkv, a->d_att_out, qkv, probs, B, T, H, dh);
+        memset(a->d_ln_out, 0, sizeof(float) * BT * D);
+        linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * 3 * E,
+                        g->b_qkv + (size_t)l * 3 * E, a->d_qkv, z, p->w_qkv + (size_t)l * D * 3 * E,
+                        BT, D, 3 * E);
+        layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D,
+                           a->d_ln_out, h_in, p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT,
+                           a->ln_rstd + (size_t)l * BT, BT, D);
+    }
+    embedding_backward(g->tok_emb, g->pos_emb, a->d_residual, m->tokens, B, T, D, V);
+}
+
+ModelCost model_cost(ModelShape s) {
+    double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
+    double E = (double)s.n_head * s.d_head;
+    ModelCost c;
+    c.params_embed = V * D + T * D;
+    c.params_layer_qkv = D * 3 * E + 3 * E;
+    c.params_layer_o = E * D + D;
+    c.params_layer_ln = 2 * D;
+    c.params_final = 2 * D + D * V;
+    c.flops_qkv = 2 * D * 3 * E;
+    c.flops_scores = 2 * T * E; /* Q·Kᵀ against a full context of T keys */
+    c.flops_mix = 2 * T * E;    /* P·V */
+    c.flops_o = 2 * E * D;
+    c.flops_unembed = 2 * D * V;
+    c.params_total = c.params_embed + L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_ln)
+                     + c.params_final;
+    c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o) + c.flops_unembed;
+    return c;
+}

@@ -1,0 +1,368 @@
+/* results.c: HDF5 writing and reading of results files (layout in DESIGN.md and the README). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <hdf5.h>
+#include "results.h"
+#include "util.h"
+
+#ifndef HARNESS_VERSION
+#define HARNESS_VERSION "0.1.0"
+#endif
+#ifndef GIT_REV
+#define GIT_REV "unknown"
+#endif
+
+static int fail(ConfigError *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return CONFIG_ERROR;
+}
+
+/* Create every missing group on the way to `path`'s parent. */
+static int ensure_parents(hid_t file, const char *path) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *slash = strchr(buf + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        htri_t exists = H5Lexists(file, buf, H5P_DEFAULT);
+        if (exists < 0) return -1;
+        if (!exists) {
+            hid_t g = H5Gcreate2(file, buf, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            if (g < 0) return -1;
+            H5Gclose(g);
+        }
+        *slash = '/';
+    }
+    return 0;
+}
+
+static hid_t string_type(void) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    return t;
+}
+
+int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
+                              ConfigError *err) {
+    hid_t type = string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
+    int ok = type >= 0 && space >= 0;
+    if (ok && H5Aexists_by_name(r->file, object, name, H5P_DEFAULT) > 0)
+        ok = H5Adelete_by_name(r->file, object, name, H5P_DEFAULT) >= 0;
+    if (ok) attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT);
+    ok = ok && attr >= 0 && H5Awrite(attr, type, &value) >= 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return ok ? CONFIG_OK : fail(err, "%s: cannot write attribute %s/%s", r->path, object, name);
+}
+
+static int write_attr_number(Results *r, const char *object, const char *name, hid_t type,
+                             const void *value, ConfigError *err) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT);
+    int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    return ok ? CONFIG_OK : fail(err, "%s: cannot write attribute %s/%s", r->path, object, name);
+}
+
+int results_write_attr_double(Results *r, const char *object, const char *name, double value,
+                              ConfigError *err) {
+    return write_attr_number(r, object, name, H5T_NATIVE_DOUBLE, &value, err);
+}
+
+typedef struct {
+    Results *r;
+    ConfigError *err;
+    int rc;
+} ConfigAttrWriter;
+
+/* /config attributes carry the key name; the two "path" keys become data_path / output_path. */
+static void write_config_attr(void *ctx, const char *section, const char *key,
+                              ConfigValueType type, int64_t ival, double fval, const char *sval) {
+    ConfigAttrWriter *w = ctx;
+    if (w->rc != CONFIG_OK) return;
+    char name[96];
+    if (strcmp(key, "path") == 0) snprintf(name, sizeof name, "%s_path", section);
+    else snprintf(name, sizeof name, "%s", key);
+    if (type == CONFIG_INT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
+    else if (type == CONFIG_FLOAT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_DOUBLE, &fval, w->err);
+    else w->rc = results_write_attr_string(w->r, "/config", name, sval, w->err);
+}
+
+int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err) {
+    memset(r, 0, sizeof *r);
+    r->file = -1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    snprintf(r->tmp_path, sizeof r->tmp_path, "%s.tmp", path);
+    if (!force && access(path, F_OK) == 0) {
+        char status[64];
+        results_read_status(path, status, sizeof status);
+        if (strcmp(status, "complete") == 0)
+            return fail(err, "%s: a complete result exists already; pass --force to replace it, or "
+                             "set output.path elsewhere", path);
+    }
+    r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (r->file < 0) {
+        ConfigMark mk = config_mark(cfg, "output.path");
+        return fail(err, "%s:%d:%d: output.path: cannot create '%s' (%s); is the directory there "
+                         "and writable?", mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
+                    mk.col ? mk.col : 1, r->tmp_path, strerror(errno ? errno : EACCES));
+    }
+    char created[64];
+    time_t now = time(NULL);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    char *yaml = config_to_yaml(cfg);
+    int rc = results_write_attr_string(r, "/", "config_yaml", yaml, err);
+    free(yaml);
+    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "harness_version", HARNESS_VERSION, err);
+    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "git_rev", GIT_REV, err);
+    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "created", created, err);
+    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "status", "running", err);
+    if (rc == CONFIG_OK) {
+        hid_t g = H5Gcreate2(r->file, "/config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) rc = fail(err, "%s: cannot create /config", r->tmp_path);
+        else H5Gclose(g);
+    }
+    if (rc == CONFIG_OK) {
+        ConfigAttrWriter w = {r, err, CONFIG_OK};
+        config_visit(cfg, write_config_attr, &w);
+        rc = w.rc;
+    }
+    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
+        rc = fail(err, "%s: cannot write (disk full?)", r->tmp_path);
+    if (rc != CONFIG_OK) results_discard(r);
+    return rc;
+}
+
+int results_close(Results *r, const char *status, ConfigError *err) {
+    int rc = results_write_attr_string(r, "/", "status", status, err);
+    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
+        rc = fail(err, "%s: cannot write (disk full?)", r->tmp_path);
+    if (H5Fclose(r->file) < 0 && rc == CONFIG_OK)
+        rc = fail(err, "%s: cannot close (disk full?)", r->tmp_path);
+    r->file = -1;
+    if (rc != CONFIG_OK) {
+        unlink(r->tmp_path);
+        return rc;
+    }
+    if (rename(r->tmp_path, r->path) != 0) {
+        rc = fail(err, "%s: cannot move %s into place: %s", r->path, r->tmp_path, strerror(errno));
+        unlink(r->tmp_path);
+    }
+    return rc;
+}
+
+void results_discard(Results *r) {
+    if (r->file >= 0) H5Fclose(r->file);
+    r->file = -1;
+    unlink(r->tmp_path);
+}
+
+static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
+                         const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
+                         ConfigError *err) {
+    if (ensure_parents(r->file, path) < 0) return fail(err, "%s: cannot create groups for %s", r->tmp_path, path);
+    hid_t space = H5Screate_simple(ndim, dims, NULL);
+    hid_t ds = H5Dcreate2(r->file, path, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    int ok = space >= 0 && ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+    if (ds >= 0) H5Dclose(ds);
+    if (space >= 0) H5Sclose(space);
+    return ok ? CONFIG_OK : fail(err, "%s: cannot write %s (disk full?)", r->tmp_path, path);
+}
+
+int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err) {
+    hsize_t dims[1] = {(hsize_t)n};
+    return write_dataset(r, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, x, 1, dims, H5P_DEFAULT, err);
+}
+
+int results_write_ints(Results *r, const char *path, const int64_t *x, int n, ConfigError *err) {
+    hsize_t dims[1] = {(hsize_t)n};
+    return write_dataset(r, path, H5T_NATIVE_INT64, H5T_STD_I64LE, x, 1, dims, H5P_DEFAULT, err);
+}
+
+int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
+                        const uint64_t *dims, ConfigError *err) {
+    hsize_t d[8];
+    CHECK(ndim >= 1 && ndim <= 8);
+    for (int i = 0; i < ndim; i++) d[i] = dims[i];
+    return write_dataset(r, path, is_int ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT,
+                         is_int ? H5T_STD_I32LE : H5T_IEEE_F32LE, data, ndim, d, H5P_DEFAULT, err);
+}
+
+int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
+                          const uint64_t *dims, ConfigError *err) {
+    hsize_t d[8];
+    CHECK(ndim >= 1 && ndim <= 8);
+    for (int i = 0; i < ndim; i++) d[i] = dims[i];
+    hid_t type = string_type();
+    int rc = write_dataset(r, path, type, type, strings, ndim, d, H5P_DEFAULT, err);
+    H5Tclose(type);
+    return rc;
+}
+
+int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
+                          ConfigError *err) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorSpec *t = &m->tensors[i];
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", group, t->name);
+        uint64_t dims[2] = {t->shape[0], t->shape[1]};
+        int rc = results_write_array(r, path, block + t->offset, 0, t->ndim, dims, err);
+        if (rc != CONFIG_OK) return rc;
+    }
+    return CONFIG_OK;
+}
+
+int results_append_maps(Results *r, int step, const float *maps, int L, int H, int P, int T,
+                        ConfigError *err) {
+    hsize_t one[6] = {1, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
+    hid_t maps_ds, step_ds;
+    if (r->n_snapshots == 0) {
+        if (ensure_parents(r->file, "/attn/maps") < 0) return fail(err, "%s: cannot create /attn", r->tmp_path);
+        hsize_t zero[6] = {0, one[1], one[2], one[3], one[4], one[5]};
+        hsize_t unlimited[6] = {H5S_UNLIMITED, one[1], one[2], one[3], one[4], one[5]};
+        hsize_t chunk[6] = {1, 1, 1, one[3], one[4], one[5]};
+        hid_t space = H5Screate_simple(6, zero, unlimited);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, 6, chunk);
+        if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+            H5Pset_shuffle(dcpl);
+            H5Pset_deflate(dcpl, 4);
+        }
+        maps_ds = H5Dcreate2(r->file, "/attn/maps", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+        hsize_t s0 = 0, s_max = H5S_UNLIMITED, s_chunk = 64;
+        space = H5Screate_simple(1, &s0, &s_max);
+        dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, 1, &s_chunk);
+        step_ds = H5Dcreate2(r->file, "/attn/step", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+    } else {
+        maps_ds = H5Dopen2(r->file, "/attn/maps", H5P_DEFAULT);
+        step_ds = H5Dopen2(r->file, "/attn/step", H5P_DEFAULT);
+    }
+    int ok = maps_ds >= 0 && step_ds >= 0;
+    hsize_t n = (hsize_t)r->n_snapshots;
+    hsize_t grown[6] = {n + 1, one[1], one[2], one[3], one[4], one[5]};
+    hsize_t start[6] = {n, 0, 0, 0, 0, 0}, grown_steps = n + 1, one_step = 1;
+    long long step64 = step;
+    if (ok) ok = H5Dset_extent(maps_ds, grown) >= 0 && H5Dset_extent(step_ds, &grown_steps) >= 0;
+    if (ok) {
+        hid_t fspace = H5Dget_space(maps_ds), mspace = H5Screate_simple(6, one, NULL);
+        ok = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, one, NULL) >= 0 &&
+             H5Dwrite(maps_ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, maps) >= 0;
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+    }
+    if (ok) {
+        hid_t fspace = H5Dget_space(step_ds), mspace = H5Screate_simple(1, &one_step, NULL);
+        ok = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &n, NULL, &one_step, NULL) >= 0 &&
+             H5Dwrite(step_ds, H5T_NATIVE_LLONG, mspace, fspace, H5P_DEFAULT, &step64) >= 0;
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+    }
+    if (maps_ds >= 0) H5Dclose(maps_ds);
+    if (step_ds >= 0) H5Dclose(step_ds);
+    if (!ok) return fail(err, "%s: cannot append attention maps (disk full?)", r->tmp_path);
+    r->n_snapshots++;
+    return CONFIG_OK;
+}
+
+int results_read_params(const char *path, Model *m, ConfigMark where, ConfigError *err) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char at[CONFIG_PATH_MAX + 32];
+    snprintf(at, sizeof at, "%s:%d:%d", where.file ? where.file : "?", where.line ? where.line : 1,
+             where.col ? where.col : 1);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return fail(err, "%s: cannot open '%s' as an HDF5 results file", at, path);
+    int rc = CONFIG_OK;
+    for (int i = 0; i < m->n_tensors && rc == CONFIG_OK; i++) {
+        const TensorSpec *t = &m->tensors[i];
+        char name[256];
+        snprintf(name, sizeof name, "/params/%s", t->name);
+        hid_t ds = H5Lexists(file, "/params", H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0
+                       ? H5Dopen2(file, name, H5P_DEFAULT) : -1;
+        if (ds < 0) {
+            rc = fail(err, "%s: '%s' has no %s; init_from needs a results file of the same model", at, path, name);
+            break;
+        }
+        hid_t space = H5Dget_space(ds);
+        hsize_t dims[8] = {0};
+        int nd = H5Sget_simple_extent_ndims(space);
+        if (nd >= 1 && nd <= 8) H5Sget_simple_extent_dims(space, dims, NULL);
+        int match = nd == t->ndim && dims[0] == t->shape[0] && (nd == 1 || dims[1] == t->shape[1]);
+        if (!match)
+            rc = fail(err, "%s: %s in '%s' has shape (%llu%s%llu), but this config needs (%zu%s%zu)",
+                      at, name, path, (unsigned long long)dims[0], nd > 1 ? ", " : "",
+                      nd > 1 ? (unsigned long long)dims[1] : 0ull, t->shape[0], t->ndim > 1 ? ", " : "",
+                      t->ndim > 1 ? t->shape[1] : 0);
+        else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m->param_block + t->offset) < 0)
+            rc = fail(err, "%s: cannot read %s from '%s'", at, name, path);
+        H5Sclose(space);
+        H5Dclose(ds);
+    }
+    H5Fclose(file);
+    return rc;
+}
+
+static int read_attr_string(hid_t file, const char *name, char **out) {
+    *out = NULL;
+    if (H5Aexists(file, name) <= 0) return -1;
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    hid_t ftype = H5Aget_type(attr);
+    int rc = -1;
+    if (H5Tget_class(ftype) == H5T_STRING) {
+        if (H5Tis_variable_str(ftype) > 0) {
+            hid_t mtype = string_type();
+            char *value = NULL;
+            if (H5Aread(attr, mtype, &value) >= 0 && value) {
+                *out = strdup(value);
+                H5free_memory(value);
+                rc = 0;
+            }
+            H5Tclose(mtype);
+        } else {
+            size_t n = H5Tget_size(ftype);
+            char *value = xcalloc(n + 1, 1);
+            if (H5Aread(attr, ftype, value) >= 0) { *out = value; rc = 0; }
+            else free(value);
+        }
+    }
+    H5Tclose(ftype);
+    H5Aclose(attr);
+    return rc;
+}
+
+int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return fail(err, "%s:1:1: cannot open as an HDF5 results file", path);
+    int rc = read_attr_string(file, "config_yaml", yaml_out);
+    H5Fclose(file);
+    return rc == 0 ? CONFIG_OK : fail(err, "%s:1:1: no config_yaml attribute; not a harness results file", path);
+}
+
+void results_read_status(const char *path, char *status, int size) {
+    status[0] = '\0';
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return;
+    char *value = NULL;
+    if (read_attr_string(file, "status", &value) == 0) snprintf(status, size, "%s", value);
+    free(value);
+    H5Fclose(file);
+}

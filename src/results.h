@@ -1,0 +1,60 @@
+/* results.h: the HDF5 results file of DESIGN.md, written atomically.
+ *
+ * results_open creates "<path>.tmp" beside the target; results_close sets the final status and
+ * renames it into place, so a killed run never leaves a file that looks complete and never
+ * clobbers an earlier result. Every function returns CONFIG_OK or CONFIG_ERROR with a message
+ * in ConfigError (HDF5's own error printing is switched off); only main exits. */
+#ifndef RESULTS_H
+#define RESULTS_H
+
+#include <stdint.h>
+#include "config.h"
+#include "model.h"
+
+typedef struct {
+    char path[CONFIG_PATH_MAX + 8];
+    char tmp_path[CONFIG_PATH_MAX + 16];
+    int64_t file; /* hid_t */
+    int n_snapshots;
+} Results;
+
+/* Refuses to replace a complete result unless force. */
+int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err);
+/* Set the status attribute ("complete", "diverged", "interrupted") and move into place. */
+int results_close(Results *r, const char *status, ConfigError *err);
+/* Close and delete the temporary file (a run that failed before producing anything). */
+void results_discard(Results *r);
+
+/* 1-D datasets, e.g. "/train/loss". */
+int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err);
+int results_write_ints(Results *r, const char *path, const int64_t *x, int n, ConfigError *err);
+/* An n-dimensional float32 or int32 dataset (parents created as needed). */
+int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
+                        const uint64_t *dims, ConfigError *err);
+/* A dataset of strings with the given dims (row-major array of char pointers). */
+int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
+                          const uint64_t *dims, ConfigError *err);
+int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
+                              ConfigError *err);
+int results_write_attr_double(Results *r, const char *object, const char *name, double value,
+                              ConfigError *err);
+
+/* Every tensor of the model's table, from block (params or grads), under group (e.g. "/params"). */
+int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
+                          ConfigError *err);
+
+/* Append one snapshot of the attention maps (L, H, P, T, T) at `step`; the first call creates
+ * /attn/maps (S, L, H, P, T, T), chunked per head and deflate-compressed. */
+int results_append_maps(Results *r, int step, const float *maps, int L, int H, int P, int T,
+                        ConfigError *err);
+
+/* Read /params of a results file into the model (init_from); shapes must match the config. */
+int results_read_params(const char *path, Model *m, ConfigMark where, ConfigError *err);
+
+/* The /config group and root attributes of a results file, for `inspect`. */
+int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err);
+
+/* The status attribute of an existing results file ("" if none or unreadable). */
+void results_read_status(const char *path, char *status, int size);
+
+#endif

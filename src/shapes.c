@@ -1,0 +1,59 @@
+/* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts and
+ * matmul FLOPs per token, computed from the config alone (no allocation: works for real sizes). */
+#include <stdio.h>
+#include "shapes.h"
+#include "model.h"
+
+/* 1234567 -> "1,234,567" */
+static const char *grouped(double value, char *buf, int size) {
+    char digits[64];
+    snprintf(digits, sizeof digits, "%.0f", value);
+    int n = 0, len = 0;
+    while (digits[len]) len++;
+    for (int i = 0; i < len && n < size - 2; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[n++] = ',';
+        buf[n++] = digits[i];
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+void shapes_print(const Config *cfg, FILE *out) {
+    ModelShape s = model_shape_from_config(cfg);
+    ModelCost c = model_cost(s);
+    int D = s.d_model, H = s.n_head, dh = s.d_head, T = s.seq_len, E = H * dh, L = s.n_layer;
+    char a[32], b[32], d[32];
+    fprintf(out, "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
+                 "seq_len T=%d, vocab V=%d\n\n",
+            cfg->source_path, D, H, dh, E, E == D ? " (= D)" : E > D ? " (> D)" : " (< D)", L, T,
+            s.vocab_size);
+    fprintf(out, "one block, one sequence (the mainline):\n");
+    fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
+    fprintf(out, "  QKV     [T,3E]     = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", T, 3 * E, D, 3 * E);
+    fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
+    fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
+    fprintf(out, "  weights [H,T,T]    = [%d, %d, %d]      softmax over keys: the attention maps\n", H, T, T);
+    fprintf(out, "  O       [H,T,d_h]  = [%d, %d, %d]      weights . V\n", H, T, dh);
+    fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated\n", T, E);
+    fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D, E, D);
+
+    fprintf(out, "parameters                          per layer        whole model\n");
+    fprintf(out, "  embeddings (tok V*D + pos T*D)    %15s  %15s\n", "-", grouped(c.params_embed, a, 32));
+    fprintf(out, "  W_qkv + b_qkv (3*D*E + 3*E)       %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
+    fprintf(out, "  W_o + b_o (E*D + D)               %15s  %15s\n", grouped(c.params_layer_o, a, 32), grouped(L * c.params_layer_o, b, 32));
+    fprintf(out, "  LayerNorm (2*D)                   %15s  %15s\n", grouped(c.params_layer_ln, a, 32), grouped(L * c.params_layer_ln, b, 32));
+    fprintf(out, "  final LN + unembedding (D*V)      %15s  %15s\n", "-", grouped(c.params_final, a, 32));
+    fprintf(out, "  total                             %15s  %15s\n\n",
+            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_ln, a, 32), grouped(c.params_total, b, 32));
+
+    double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o;
+    fprintf(out, "matmul FLOPs per token, forward (multiply-add = 2; attention over a full context of T=%d)\n", T);
+    fprintf(out, "  QKV projection   2*D*3E           %15s\n", grouped(c.flops_qkv, a, 32));
+    fprintf(out, "  scores Q.K^T     2*T*E            %15s\n", grouped(c.flops_scores, a, 32));
+    fprintf(out, "  weights . V      2*T*E            %15s\n", grouped(c.flops_mix, a, 32));
+    fprintf(out, "  output W_o       2*E*D            %15s\n", grouped(c.flops_o, a, 32));
+    fprintf(out, "  per layer                         %15s   x %d layers = %s\n", grouped(per_layer, a, 32), L, grouped(L * per_layer, d, 32));
+    fprintf(out, "  unembedding      2*D*V            %15s\n", grouped(c.flops_unembed, a, 32));
+    fprintf(out, "  total forward                     %15s   (forward + backward ~ 3x: %s)\n",
+            grouped(c.flops_forward, a, 32), grouped(3 * c.flops_forward, b, 32));
+}

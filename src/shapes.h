@@ -1,0 +1,7 @@
+/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token). */
+#ifndef SHAPES_H
+#define SHAPES_H
+#include <stdio.h>
+#include "config.h"
+void shapes_print(const Config *cfg, FILE *out);
+#endif

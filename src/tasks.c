@@ -1,0 +1,268 @@
+/* tasks.c: batch generation for the induction, two_source, text and tokens tasks (see tasks.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tasks.h"
+#include "rng.h"
+#include "util.h"
+
+enum { BOS = 0, SEP = 1 };
+
+/* A user error about a data option, reported at the line of that key in the config. */
+static int fail_at(ConfigError *err, const Config *cfg, const char *key, const char *fmt, ...) {
+    ConfigMark mk = config_mark(cfg, key);
+    int n = snprintf(err->message, sizeof err->message, "%s:%d:%d: %s: ",
+                     mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
+                     mk.col ? mk.col : 1, key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
+    va_end(ap);
+    return CONFIG_ERROR;
+}
+
+/* Read text (one byte = one token) or tokens (uint16 little-endian) and split train/held-out. */
+static int load_file(Task *task, const Config *cfg, ConfigError *err) {
+    const char *path = cfg->data_path;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail_at(err, cfg, "data.path", "cannot open '%s': %s", path, strerror(errno));
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    rewind(f);
+    if (size < 0) {
+        fclose(f);
+        return fail_at(err, cfg, "data.path", "cannot read '%s' (not a regular file?)", path);
+    }
+    int is_tokens = cfg->task == TASK_TOKENS;
+    if (is_tokens && size % 2 != 0) {
+        fclose(f);
+        return fail_at(err, cfg, "data.path",
+                       "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
+                       path, size);
+    }
+    int64_t n = is_tokens ? size / 2 : size;
+    unsigned char *raw = xcalloc((size_t)size + 1, 1);
+    size_t got = fread(raw, 1, (size_t)size, f);
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error || got != (size_t)size) {
+        free(raw);
+        return fail_at(err, cfg, "data.path", "error reading '%s' (%zu of %ld bytes read)", path,
+                       got, size);
+    }
+    task->file_tokens = xcalloc((size_t)n + 1, sizeof(uint16_t));
+    for (int64_t i = 0; i < n; i++)
+        task->file_tokens[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
+    free(raw);
+    for (int64_t i = 0; i < n; i++) {
+        if (task->file_tokens[i] >= cfg->vocab_size) {
+            return fail_at(err, cfg, "data.path",
+                           "'%s' holds token id %d at index %lld; ids must be below "
+                           "model.vocab_size = %d",
+                           path, task->file_tokens[i], (long long)i, cfg->vocab_size);
+        }
+    }
+    task->n_tokens = n;
+    task->n_train = (int64_t)((double)n * (1.0 - cfg->eval_fraction));
+    int64_t need = cfg->seq_len + 1;
+    if (task->n_train < need || n - task->n_train < need) {
+        return fail_at(err, cfg, "data.path",
+                       "'%s' is too short: %lld tokens, but both the training and the held-out part "
+                       "(data.eval_fraction) need at least seq_len + 1 = %lld",
+                       path, (long long)n, (long long)need);
+    }
+    return CONFIG_OK;
+}
+
+int task_open(Task *task, const Config *cfg, ConfigError *err) {
+    memset(task, 0, sizeof *task);
+    task->cfg = cfg;
+    if (cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) {
+        int rc = load_file(task, cfg, err);
+        if (rc != CONFIG_OK) task_close(task);
+        return rc;
+    }
+    if (cfg->task == TASK_TWO_SOURCE) {
+        int s = 1;
+        while (2 + 2 * (s + 1) + (s + 1) * (s + 1) <= cfg->vocab_size) s++;
+        if (2 + 2 * s + s * s > cfg->vocab_size || cfg->seq_len < 5)
+            return fail_at(err, cfg, "model.vocab_size",
+                           "the two_source task needs vocab_size >= 6 and seq_len >= 5");
+        task->pair_symbols = s;
+    }
+    return CONFIG_OK;
+}
+
+void task_close(Task *task) {
+    free(task->file_tokens);
+    task->file_tokens = NULL;
+}
+
+void batch_alloc(Batch *b, int B, int T) {
+    b->B = B;
+    b->T = T;
+    b->inputs = xcalloc((size_t)B * T, sizeof(int));
+    b->targets = xcalloc((size_t)B * T, sizeof(int));
+    b->mask = xcalloc((size_t)B * T, sizeof(float));
+}
+
+void batch_free(Batch *b) {
+    free(b->inputs);
+    free(b->targets);
+    free(b->mask);
+    memset(b, 0, sizeof *b);
+}
+
+/* Fill seq[0..len) with BOS and a segment of `period` distinct symbols repeated. */
+static void induction_sequence(int *seq, int len, int period, int vocab, Rng *rng) {
+    int n_symbols = vocab - 1, segment[4096];
+    CHECK(period <= 4096);
+    int distinct = period <= n_symbols;
+    for (int i = 0; i < period; i++) {
+        int s;
+        int clash;
+        do {
+            s = 1 + (int)rng_below(rng, (uint64_t)n_symbols);
+            clash = 0;
+            for (int k = 0; distinct && k < i; k++) clash |= segment[k] == s;
+        } while (clash);
+        segment[i] = s;
+    }
+    seq[0] = BOS;
+    for (int t = 1; t < len; t++) seq[t] = segment[(t - 1) % period];
+}
+
+static int draw_period(const Config *cfg, int T, Rng *rng) {
+    int max_p = cfg->max_period < (T - 1) / 2 ? cfg->max_period : (T - 1) / 2;
+    int min_p = cfg->min_period < max_p ? cfg->min_period : max_p;
+    return min_p + (int)rng_below(rng, (uint64_t)(max_p - min_p + 1));
+}
+
+/* One row of T inputs / targets from a synthetic task; returns nothing, fills mask too. */
+static void synthetic_row(const Task *task, int *in, int *tg, float *mask, int T, Rng *rng) {
+    const Config *cfg = task->cfg;
+    int seq[65537];
+    CHECK(T + 1 <= 65537);
+    if (cfg->task == TASK_INDUCTION) {
+        int p = draw_period(cfg, T + 1, rng);
+        induction_sequence(seq, T + 1, p, cfg->vocab_size, rng);
+        for (int t = 0; t < T; t++) mask[t] = t >= p; /* target seq[t+1] repeats seq[t+1-p] */
+    } else { /* two_source: BOS, (a, b, SEP, pair)* */
+        int s = task->pair_symbols;
+        seq[0] = BOS;
+        int a = 0, b = 0;
+        for (int t = 1; t <= T; t++) {
+            switch ((t - 1) % 4) {
+            case 0: a = (int)rng_below(rng, s); seq[t] = 2 + a; break;
+            case 1: b = (int)rng_below(rng, s); seq[t] = 2 + s + b; break;
+            case 2: seq[t] = SEP; break;
+            default: seq[t] = 2 + 2 * s + a * s + b; break;
+            }
+        }
+        for (int t = 0; t < T; t++) mask[t] = seq[t] == SEP;
+    }
+    for (int t = 0; t < T; t++) {
+        in[t] = seq[t];
+        tg[t] = seq[t + 1];
+    }
+}
+
+/* A window of T + 1 file tokens starting at `start`. */
+static void file_row(const Task *task, int64_t start, int *in, int *tg, float *mask, int T) {
+    for (int t = 0; t < T; t++) {
+        in[t] = task->file_tokens[start + t];
+        tg[t] = task->file_tokens[start + t + 1];
+        mask[t] = 1.0f;
+    }
+}
+
+void task_train_batch(const Task *task, Batch *out, int64_t step) {
+    const Config *cfg = task->cfg;
+    int B = out->B, T = out->T;
+    Rng rng = rng_stream((uint64_t)cfg->seed, RNG_TRAIN, (uint64_t)step);
+    for (int b = 0; b < B; b++) {
+        int *in = out->inputs + (size_t)b * T, *tg = out->targets + (size_t)b * T;
+        float *mask = out->mask + (size_t)b * T;
+        if (!task->file_tokens) {
+            synthetic_row(task, in, tg, mask, T, &rng);
+        } else if (cfg->order == ORDER_SEQUENTIAL) {
+            /* README "Sequential order": window w = (step*B + b) mod n_win starts at w*T. */
+            int64_t n_win = (task->n_train - 1) / T;
+            int64_t w = (step * B + b) % n_win;
+            file_row(task, w * T, in, tg, mask, T);
+        } else {
+            int64_t start = (int64_t)rng_below(&rng, (uint64_t)(task->n_train - T));
+            file_row(task, start, in, tg, mask, T);
+        }
+    }
+}
+
+/* Held-out batches: file tasks walk the held-out part in consecutive windows; synthetic tasks
+ * draw from their own generator stream, separate from every training step's. */
+void task_eval_batch(const Task *task, Batch *out, int index) {
+    int B = out->B, T = out->T;
+    Rng rng = rng_stream((uint64_t)task->cfg->seed, RNG_EVAL, (uint64_t)index);
+    for (int b = 0; b < B; b++) {
+        int *in = out->inputs + (size_t)b * T, *tg = out->targets + (size_t)b * T;
+        float *mask = out->mask + (size_t)b * T;
+        if (!task->file_tokens) {
+            synthetic_row(task, in, tg, mask, T, &rng);
+        } else {
+            int64_t n_heldout = task->n_tokens - task->n_train;
+            int64_t n_win = (n_heldout - 1) / T;
+            int64_t w = ((int64_t)index * B + b) % n_win;
+            file_row(task, task->n_train + w * T, in, tg, mask, T);
+        }
+    }
+}
+
+void task_probes(const Task *task, Probes *out) {
+    const Config *cfg = task->cfg;
+    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
+    if (T > cfg->seq_len) T = cfg->seq_len;
+    int n_text = cfg->task == TASK_TEXT ? cfg->n_probe_text : 0;
+    if (n_text > P) n_text = P;
+    for (int i = 0; i < n_text; i++) {
+        int len = (int)strlen(cfg->probe_text[i]);
+        if (len >= 2 && len < T) T = len; /* all probes share one length */
+    }
+    out->P = P;
+    out->T = T;
+    out->tokens = xcalloc((size_t)P * T, sizeof(int));
+    out->labels = NULL;
+    Rng rng = rng_stream((uint64_t)cfg->seed, RNG_PROBE, 0);
+    if (!task->file_tokens) {
+        Batch one;
+        batch_alloc(&one, 1, T);
+        for (int p = 0; p < P; p++) {
+            synthetic_row(task, one.inputs, one.targets, one.mask, T, &rng);
+            memcpy(out->tokens + (size_t)p * T, one.inputs, sizeof(int) * T);
+        }
+        batch_free(&one);
+        return;
+    }
+    if (cfg->task == TASK_TEXT) out->labels = xcalloc((size_t)P, sizeof(char *));
+    int64_t n_heldout = task->n_tokens - task->n_train;
+    for (int p = 0; p < P; p++) {
+        int *row = out->tokens + (size_t)p * T;
+        if (p < n_text && (int)strlen(cfg->probe_text[p]) >= T) {
+            for (int t = 0; t < T; t++) row[t] = (unsigned char)cfg->probe_text[p][t];
+        } else { /* a held-out window */
+            int64_t start = task->n_train + (int64_t)rng_below(&rng, (uint64_t)(n_heldout - T));
+            for (int t = 0; t < T; t++) row[t] = task->file_tokens[start + t];
+        }
+        if (out->labels) {
+            out->labels[p] = xcalloc((size_t)T + 1, 1);
+            for (int t = 0; t < T; t++) out->labels[p][t] = (char)row[t];
+        }
+    }
+}
+
+void probes_free(Probes *p) {
+    if (p->labels)
+        for (int i = 0; i < p->P; i++) free(p->labels[i]);
+    free(p->labels);
+    free(p->tokens);
+    memset(p, 0, sizeof *p);
+}

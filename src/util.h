@@ -1,0 +1,29 @@
+/* util.h: the always-on check macro and checked allocation shared by the harness and kernels.
+ * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
+ * prints file and line and aborts. User errors are returned as codes to main (see config.h). */
+#ifndef UTIL_H
+#define UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stddef.h>
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: internal error: CHECK(%s) failed\n", __FILE__,  \
+                    __LINE__, #cond);                                                \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
+static inline void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory allocating %zu x %zu bytes\n", count, size);
+        exit(2);
+    }
+    return p;
+}
+
+#endif

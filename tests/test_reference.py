@@ -1,0 +1,428 @@
+#!/usr/bin/python3
+"""Compare the C harness against the independent PyTorch reference (tests/reference.py).
+
+usage: /usr/bin/python3 tests/test_reference.py [--harness PATH] [--keep] [--self-test]
+  --harness PATH  harness binary (default: ./harness at the repo root, the parent of tests/)
+  --keep          keep the temporary directory with configs, token files and results
+  --self-test     only run the reference's own self-test (finite differences, naive loops, torch AdamW)
+
+Checks (one line each: "ok - ...", "FAIL - ...: details", or "skip - ..." which counts as neither;
+the last line is "N passed, M failed"; exit status 1 if anything failed):
+  0. the reference's self-test (reference.py --self-test), so the reference is not trusted blindly.
+  1. gradients: `harness CONFIG --dump-grads OUT.h5 [--set k=v ...]` on the layouts that break code
+     (1 head, 12 heads, E > D, E < D, odd sizes, T = 1, n_layer 1 and 3); the reference recomputes
+     loss and every gradient on the dumped params and batch in float64.
+  2. training: `harness CONFIG --set train.steps=0 --set output.path=init.h5`, then
+     `harness CONFIG --set train.init_from=init.h5 --set output.path=run.h5` (10 steps, log_every 1);
+     /train/loss, /train/lr and the final /params are compared with reference.train_steps started
+     from init.h5's /params on the same sequential batches, in float64 (1 head, 12 heads, E > D with
+     grad_clip 0.5 so clipping triggers).
+  3. attention maps: /attn/maps[-1] of each run.h5 vs reference.attention_maps(final /params,
+     /probe/tokens); skipped (not counted) while the harness writes no /attn/maps.
+
+Tolerances (harness float32 vs reference float64). Calibrated by running the reference itself in
+float32 against float64 on these configs (float32 noise stayed >= 7x below every bound; the C
+harness as first built was >= 100x below) and by injecting bugs (missing weight decay, missing bias
+correction, a gradient off by 0.1%, a loss off by 3e-5, permuted heads in the maps: all fail):
+  loss of a --dump-grads batch   |l_c - l_ref| <= 1e-5 * |l_ref|
+  each gradient tensor           max|g_c - g_ref| <= 1e-4 * max|g_ref| + 1e-7   (worst element reported)
+  loss of each of the 10 steps   |l_c - l_ref| <= 1e-4 * |l_ref|
+  lr of each step (/train/lr)    |lr_c - lr_ref| <= 1e-5 * lr_ref
+  final params after 10 steps   per tensor: max|p_c - p_ref| <= 1e-3 (lr 0.01, so 10% of one full
+                                 Adam step; parameters move ~0.05 in total), and
+                                 ||p_c - p_ref|| <= 2e-3 * ||p_ref - p_init|| (Frobenius; catches
+                                 small systematic errors such as a missing weight decay, which gives
+                                 ~6e-3). The K block of b_qkv is exempt from both: its gradient is
+                                 exactly zero in exact arithmetic (softmax is shift-invariant per
+                                 query), so Adam turns float32 rounding noise into O(lr*g/eps) steps;
+                                 it only gets the sanity bound max|diff| <= 2 * sum_s lr_s.
+  attention maps                 max|a_c - a_ref| <= 1e-5
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # leave no __pycache__ in tests/
+import reference as R  # noqa: E402
+
+HARNESS_TIMEOUT_S = 300
+N_TOKENS = 20000
+STEPS = 10
+
+GRAD_LOSS_RTOL = 1e-5
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-7
+TRAIN_LOSS_RTOL = 1e-4
+TRAIN_LR_RTOL = 1e-5
+PARAM_ATOL = 1e-3
+PARAM_FROB_RTOL = 2e-3
+ATTN_ATOL = 1e-5
+
+BASE = {"vocab_size": 64, "d_model": 32, "n_head": 2, "d_head": 16}
+
+# name -> (model/train overrides as --set pairs). d_head is always given explicitly so that
+# E = n_head*d_head is what the case says whatever rule the harness uses to derive it.
+GRAD_CASES = [
+    ("1 head (D32 H1 dh32)", {"model.d_model": 32, "model.n_head": 1, "model.d_head": 32}),
+    ("12 heads (D48 H12 dh4)", {"model.d_model": 48, "model.n_head": 12, "model.d_head": 4}),
+    ("E>D (D32 H6 dh8, E48)", {"model.d_model": 32, "model.n_head": 6, "model.d_head": 8}),
+    ("E<D (D40 H2 dh7, E14)", {"model.d_model": 40, "model.n_head": 2, "model.d_head": 7}),
+    ("odd sizes (V37 D21 H3 dh7 T13 B3)", {"model.vocab_size": 37, "model.d_model": 21, "model.n_head": 3,
+                                           "model.d_head": 7, "model.seq_len": 13, "train.batch_size": 3}),
+    ("T=1", {"model.seq_len": 1}),
+    ("n_layer 1", {"model.n_layer": 1}),
+    ("n_layer 3", {"model.n_layer": 3}),
+]
+TRAIN_CASES = [
+    ("1 head (D32 H1 dh32)", {"model.d_model": 32, "model.n_head": 1, "model.d_head": 32}),
+    ("12 heads (D48 H12 dh4)", {"model.d_model": 48, "model.n_head": 12, "model.d_head": 4}),
+    ("E>D (D32 H6 dh8) grad_clip 0.5", {"model.d_model": 32, "model.n_head": 6, "model.d_head": 8,
+                                        "train.grad_clip": 0.5}),
+]
+CLIP_CASE = "E>D (D32 H6 dh8) grad_clip 0.5"
+
+
+class Runner:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, what, details=""):
+        if ok:
+            self.passed += 1
+            print(f"ok - {what}" + (f" ({details})" if details else ""), flush=True)
+        else:
+            self.failed += 1
+            print(f"FAIL - {what}: {details}", flush=True)
+        return ok
+
+    def skip(self, what, why):
+        print(f"skip - {what}: {why}", flush=True)
+
+
+# ----------------------------------------------------------------------------- setup
+
+def write_tokens(tmp, vocab):
+    path = os.path.join(tmp, f"tokens_v{vocab}.bin")
+    if not os.path.exists(path):
+        rng = np.random.RandomState(1234 + vocab)
+        rng.randint(0, vocab, size=N_TOKENS).astype("<u2").tofile(path)
+    return path
+
+
+def write_config(tmp):
+    """The base config the test owns: tokens task, sequential order, 10 steps."""
+    path = os.path.join(tmp, "base.yaml")
+    text = f"""# written by tests/test_reference.py
+model:
+  vocab_size: {BASE['vocab_size']}
+  d_model: {BASE['d_model']}
+  n_head: {BASE['n_head']}
+  d_head: {BASE['d_head']}
+  n_layer: 2
+  seq_len: 16
+train:
+  steps: {STEPS}
+  batch_size: 4
+  lr: 0.01
+  warmup_steps: 3
+  weight_decay: 0.1
+  seed: 1
+  threads: 2
+data:
+  task: tokens
+  path: {write_tokens(tmp, BASE['vocab_size'])}
+  order: sequential
+output:
+  path: {os.path.join(tmp, 'run.h5')}
+  log_every: 1
+  eval_every: 5
+  eval_batches: 1
+"""
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def case_sets(tmp, overrides):
+    """--set pairs of a case: its overrides, a token file matching its vocabulary, and
+    output.probe_len = seq_len where seq_len is below the base 16 (probe length <= seq_len)."""
+    sets = dict(overrides)
+    vocab = int(sets.get("model.vocab_size", BASE["vocab_size"]))
+    if vocab != BASE["vocab_size"]:
+        sets["data.path"] = write_tokens(tmp, vocab)
+    seq_len = int(sets.get("model.seq_len", 16))
+    if seq_len < 16:
+        sets["output.probe_len"] = seq_len
+    return sets
+
+
+def harness_path(argv):
+    if "--harness" in argv:
+        return os.path.abspath(argv[argv.index("--harness") + 1])
+    return os.path.join(ROOT, "harness")
+
+
+def run_harness(harness, config, extra, sets):
+    """Run the harness; returns (ok, message). Fails loudly if it is missing."""
+    if not os.path.isfile(harness) or not os.access(harness, os.X_OK):
+        return False, f"harness not found or not executable at {harness} (build it first)"
+    cmd = [harness, config] + list(extra)
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=HARNESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {HARNESS_TIMEOUT_S}s: {' '.join(cmd)}"
+    if p.returncode != 0:
+        tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-5:]
+        return False, f"exit status {p.returncode}: {' '.join(cmd)}\n    " + "\n    ".join(tail)
+    return True, ""
+
+
+# ----------------------------------------------------------------------------- 1. gradients
+
+def check_grads(run, harness, tmp, config, label, overrides):
+    what = f"grads {label}"
+    out = os.path.join(tmp, "grads_" + "".join(c if c.isalnum() else "_" for c in label) + ".h5")
+    sets = case_sets(tmp, overrides)
+    sets["output.path"] = out[:-3] + "_run.h5"
+    ok, msg = run_harness(harness, config, ["--dump-grads", out], sets)
+    if not ok:
+        run.check(False, what, msg)
+        return
+    try:
+        cfg, params, grads_c, (x, y, mask), loss_c = R.load_grad_dump(out)
+    except Exception as e:
+        run.check(False, what, f"reading {out}: {e}")
+        return
+    # the dump must be of the layout asked for
+    want = {k.split(".")[1]: int(v) for k, v in sets.items() if k.split(".")[0] == "model"}
+    got = {k: int(cfg.get(k, -1)) for k in want}
+    if got != want:
+        run.check(False, what, f"/config of the dump is {got}, asked for {want}")
+        return
+    V, D, H, dh, L, T = R.dims(cfg)
+    B = int(R.need(cfg, "batch_size"))
+    problems = []
+    if tuple(x.shape) != (B, T) or tuple(y.shape) != (B, T) or tuple(mask.shape) != (B, T):
+        problems.append(f"batch shapes {tuple(x.shape)}, {tuple(y.shape)}, {tuple(mask.shape)}, expected ({B},{T})")
+    elif int(x.min()) < 0 or int(x.max()) >= V or int(y.min()) < 0 or int(y.max()) >= V:
+        problems.append(f"token ids outside [0,{V})")
+    elif not bool((mask == 1).all()):
+        problems.append("tokens task: /batch/mask should be all ones")
+    elif T > 1 and not torch.equal(y[:, :-1], x[:, 1:]):
+        problems.append("tokens task: targets are not the inputs shifted by one")
+    if problems:
+        run.check(False, f"{what}: batch", "; ".join(problems))
+        return
+
+    loss_ref, g_ref = R.grads(params, cfg, x, y, mask, dtype=torch.float64)
+    loss_ref = float(loss_ref)
+    rel = abs(loss_c - loss_ref) / abs(loss_ref)
+    run.check(rel <= GRAD_LOSS_RTOL, f"{what}: loss",
+              f"harness {loss_c:.9g}, reference {loss_ref:.9g}, rel err {rel:.2g} (tol {GRAD_LOSS_RTOL:g})")
+
+    failures, worst, worst_ratio = [], "", -1.0
+    for name in R.param_names(L):
+        ok, msg = R.compare(name, grads_c[name], g_ref[name], GRAD_RTOL, GRAD_ATOL)
+        ref_max = float(g_ref[name].abs().max())
+        err = float((grads_c[name].double() - g_ref[name]).abs().max())
+        ratio = err / (GRAD_ATOL + GRAD_RTOL * ref_max)
+        if not ok:
+            failures.append(msg)
+        if ratio > worst_ratio:
+            worst_ratio, worst = ratio, msg
+    if failures:
+        run.check(False, f"{what}: {len(failures)} of {len(g_ref)} gradient tensors",
+                  "\n    " + "\n    ".join(failures))
+    else:
+        run.check(True, f"{what}: all {len(g_ref)} gradient tensors",
+                  f"worst err/tol {worst_ratio:.2g}: {worst}")
+
+
+# ----------------------------------------------------------------------------- 2. training
+
+def k_block_mask(name, cfg):
+    """Boolean mask of the K block of a b_qkv tensor (the gradient-free gauge direction)."""
+    _, _, H, dh, _, _ = R.dims(cfg)
+    E = H * dh
+    m = torch.zeros(3 * E, dtype=torch.bool)
+    if name.endswith("b_qkv"):
+        m[E:2 * E] = True
+    return m
+
+
+def check_train(run, harness, tmp, config, label, overrides):
+    what = f"train {label}"
+    tag = "".join(c if c.isalnum() else "_" for c in label)
+    init_h5 = os.path.join(tmp, f"init_{tag}.h5")
+    run_h5 = os.path.join(tmp, f"run_{tag}.h5")
+    sets = case_sets(tmp, overrides)
+    ok, msg = run_harness(harness, config, [], dict(sets, **{"train.steps": 0, "output.path": init_h5}))
+    if not ok:
+        run.check(False, f"{what}: init run (train.steps=0)", msg)
+        return None
+    ok, msg = run_harness(harness, config, [], dict(sets, **{"train.init_from": init_h5, "output.path": run_h5}))
+    if not ok:
+        run.check(False, f"{what}: 10-step run from init_from", msg)
+        return None
+
+    import h5py
+    try:
+        _, p_init = R.load_params(init_h5)
+        cfg, p_final = R.load_params(run_h5)
+        with h5py.File(run_h5, "r") as f:
+            loss_c = np.asarray(f["train/loss"][()], dtype=np.float64)
+            lr_c = np.asarray(f["train/lr"][()], dtype=np.float64) if "train/lr" in f else None
+            gn_c = np.asarray(f["train/grad_norm"][()], dtype=np.float64) if "train/grad_norm" in f else None
+            step_c = np.asarray(f["train/step"][()]) if "train/step" in f else None
+        steps = int(R.need(cfg, "steps"))
+        token_file = sets.get("data.path", os.path.join(tmp, f"tokens_v{BASE['vocab_size']}.bin"))
+        batches = R.sequential_batches(token_file, cfg, steps)
+    except Exception as e:
+        run.check(False, what, f"reading {init_h5} / {run_h5}: {type(e).__name__}: {e}")
+        return None
+    if steps != STEPS or loss_c.shape != (STEPS,):
+        run.check(False, f"{what}: /train/loss", f"steps {steps}, /train/loss shape {loss_c.shape}, "
+                  f"expected {STEPS} rows (log_every 1); /train/step {step_c}")
+        return run_h5
+
+    params = R.cast(p_init, torch.float64)
+    hist = {}
+    loss_ref = R.train_steps(params, cfg, batches, steps, history=hist)
+
+    rel = np.abs(loss_c - np.array(loss_ref)) / np.abs(np.array(loss_ref))
+    rows = "  ".join(f"{s}:{loss_c[s]:.7g}/{loss_ref[s]:.7g}" for s in range(steps))
+    run.check(bool((rel <= TRAIN_LOSS_RTOL).all()), f"{what}: /train/loss per step",
+              f"worst rel err {rel.max():.2g} at step {int(rel.argmax())} (tol {TRAIN_LOSS_RTOL:g})"
+              + ("" if (rel <= TRAIN_LOSS_RTOL).all() else f"; step:harness/reference {rows}"))
+
+    if lr_c is None or lr_c.shape != (steps,):
+        run.check(False, f"{what}: /train/lr", "missing or wrong shape" if lr_c is None else f"shape {lr_c.shape}")
+    else:
+        lr_ref = np.array(hist["lr"])
+        lrel = np.abs(lr_c - lr_ref) / lr_ref
+        run.check(bool((lrel <= TRAIN_LR_RTOL).all()), f"{what}: /train/lr schedule",
+                  f"worst rel err {lrel.max():.2g} at step {int(lrel.argmax())}"
+                  + ("" if (lrel <= TRAIN_LR_RTOL).all() else
+                     f"; harness {np.array2string(lr_c, precision=6)}, reference {np.array2string(lr_ref, precision=6)}"))
+
+    n_clip = sum(hist["clipped"])
+    if label == CLIP_CASE:
+        run.check(n_clip > 0, f"{what}: gradient clipping is exercised",
+                  f"reference clipped {n_clip}/{steps} steps at grad_clip {R.need(cfg, 'grad_clip')}, "
+                  f"pre-clip norms {['%.3g' % v for v in hist['grad_norm']]}")
+    if gn_c is not None and gn_c.shape == (steps,):
+        pre = np.array(hist["grad_norm"])
+        print(f"# note - {what}: /train/grad_norm vs reference pre-clip norm: max rel diff "
+              f"{np.max(np.abs(gn_c - pre) / pre):.2g} (not a check; clipped {n_clip}/{steps} steps)", flush=True)
+
+    budget = 2 * sum(hist["lr"])
+    failures, worst, worst_ratio = [], "", -1.0
+    for name in R.param_names(int(R.need(cfg, "n_layer"))):
+        got, ref, start = p_final[name].double(), params[name], p_init[name].double()
+        gauge = k_block_mask(name, cfg) if name.endswith("b_qkv") else None
+        if gauge is not None:
+            kerr = float((got[gauge] - ref[gauge]).abs().max())
+            if not kerr <= budget:
+                failures.append(f"{name} K block: max|diff| {kerr:.3g} > sanity bound 2*sum(lr) {budget:.3g}")
+            got, ref, start = got[~gauge], ref[~gauge], start[~gauge]
+        ok, msg = R.compare(name, got, ref, 0.0, PARAM_ATOL)
+        frob = float((got - ref).norm()) / max(float((ref - start).norm()), 1e-30)
+        msg += f", ||diff||/||p_ref-p_init|| {frob:.2g} (tol {PARAM_FROB_RTOL:g})"
+        if not ok or not frob <= PARAM_FROB_RTOL:
+            failures.append(msg)
+        ratio = max(float((got - ref).abs().max()) / PARAM_ATOL, frob / PARAM_FROB_RTOL)
+        if ratio > worst_ratio:
+            worst_ratio, worst = ratio, msg
+    if failures:
+        run.check(False, f"{what}: final /params after {steps} steps ({len(failures)} tensors)",
+                  "\n    " + "\n    ".join(failures))
+    else:
+        run.check(True, f"{what}: final /params after {steps} steps", f"worst err/tol {worst_ratio:.2g}: {worst}")
+    return run_h5
+
+
+# ----------------------------------------------------------------------------- 3. attention maps
+
+def check_attention(run, label, results_h5):
+    import h5py
+    what = f"attn {label}"
+    with h5py.File(results_h5, "r") as f:
+        if "attn/maps" not in f:
+            run.skip(what, f"{os.path.basename(results_h5)} has no /attn/maps yet")
+            return
+        try:
+            maps = np.asarray(f["attn/maps"][-1], dtype=np.float64)
+            attn_step = int(np.asarray(f["attn/step"][-1])) if "attn/step" in f else None
+            tokens = np.asarray(f["probe/tokens"][()])
+        except Exception as e:
+            run.check(False, what, f"reading /attn, /probe: {type(e).__name__}: {e}")
+            return
+    cfg, params = R.load_params(results_h5)
+    ref = R.attention_maps(params, cfg, tokens)
+    ok, msg = R.compare("/attn/maps[-1]", maps, ref, 0.0, ATTN_ATOL)
+    run.check(ok, f"{what}: /attn/maps[-1] == reference maps of the final /params on /probe/tokens",
+              msg + f"; /attn/step[-1] = {attn_step}, train.steps = {cfg.get('steps')}")
+
+
+# ----------------------------------------------------------------------------- main
+
+def main(argv):
+    torch.set_num_threads(2)
+    run = Runner()
+    print("# reference self-test", flush=True)
+    p, f = R.self_test(verbose=True)
+    run.passed += p
+    run.failed += f
+    if "--self-test" in argv:
+        print(f"{run.passed} passed, {run.failed} failed")
+        return 1 if run.failed else 0
+
+    harness = harness_path(argv)
+    tmp = tempfile.mkdtemp(prefix="test_reference_")
+    print(f"# harness {harness}; temporary files in {tmp}", flush=True)
+    try:
+        config = write_config(tmp)
+        print("# gradients (--dump-grads) vs reference autograd in float64", flush=True)
+        for label, over in GRAD_CASES:
+            try:
+                check_grads(run, harness, tmp, config, label, over)
+            except Exception as e:
+                run.check(False, f"grads {label}", f"{type(e).__name__}: {e}")
+        print(f"# {STEPS} AdamW steps from init_from vs reference train_steps in float64", flush=True)
+        runs = []
+        for label, over in TRAIN_CASES:
+            try:
+                path = check_train(run, harness, tmp, config, label, over)
+                if path:
+                    runs.append((label, path))
+            except Exception as e:
+                run.check(False, f"train {label}", f"{type(e).__name__}: {e}")
+        print("# attention maps", flush=True)
+        if not runs:
+            run.check(False, "attn", "no results file to read (the training runs failed)")
+        for label, path in runs:
+            try:
+                check_attention(run, label, path)
+            except Exception as e:
+                run.check(False, f"attn {label}", f"{type(e).__name__}: {e}")
+    finally:
+        if "--keep" in argv:
+            print(f"# kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{run.passed} passed, {run.failed} failed")
+    return 1 if run.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
