@@ -168,6 +168,7 @@ static void list_names(const char *section, const char *typed, char *out, size_t
         const char *name = section ? KEYS[k].name : KEYS[k].section;
         append(out, size, "%s%s", out[0] ? ", " : "", name);
         int d = edit_distance(typed, name);
+        if (strlen(typed) >= 3 && !strncmp(typed, name, strlen(typed))) d = 2; /* "out" for "output" */
         if (d < best && d < (int)strlen(typed)) best = d, *suggest = name;
     }
 }
@@ -329,7 +330,7 @@ static int syntax_error(Loader *L) {
         char value[32] = "";
         if (p->problem_value != -1)
             snprintf(value, sizeof value, " (byte 0x%02X)", (unsigned)p->problem_value & 0xffu);
-        return load_fail(L, mark, "%s%s; the config must be UTF-8 text", problem, value);
+        return load_fail(L, mark, "%s%s; the config must be printable UTF-8 text", problem, value);
     }
     /* YAML forbids tabs in indentation and libyaml's wording for it is obscure. */
     const char *hint = "", *s = L->text, *end = L->text + L->len;
@@ -634,37 +635,41 @@ int config_load(Config *cfg, const char *path, ConfigError *err) {
     return rc;
 }
 
+/* The value goes through libyaml like a file's, so "[a, b]", quotes and escapes mean the same. */
 int config_set(Config *cfg, const char *assignment, ConfigError *err) {
-    Loader L;
     const char *eq = strchr(assignment, '=');
     const char *dot = eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
     const char *value = eq ? eq + 1 : "";
-    char section[64], name[64], message[1024];
-    loader_start(&L, cfg, err, value, strlen(value));
-    L.assignment = assignment;
-    int rc = CONFIG_ERROR, k = -1;
+    char section[64] = "", name[64] = "", message[1024];
     if (dot) {
         copy_span(section, sizeof section, assignment, (size_t)(dot - assignment));
         copy_span(name, sizeof name, dot + 1, (size_t)(eq - dot - 1));
-        k = find_key(section, name);
     }
+    int rc = CONFIG_ERROR, k = find_key(section, name);
+    Config scratch = *cfg; /* a failed override (say, a bad 3rd probe text) must leave cfg whole */
+    Loader L;
+    loader_start(&L, &scratch, err, value, strlen(value));
+    L.assignment = assignment;
+    yaml_mark_t none = {0, 0, 0};
     if (!dot) {
-        load_fail(&L, L.ev.start_mark, "expected section.key=value, e.g. model.n_head=4");
+        load_fail(&L, none, "expected section.key=value, e.g. model.n_head=4");
     } else if (find_section(section) < 0) {
         describe_unknown_section(section, message, sizeof message);
-        load_fail(&L, L.ev.start_mark, "%s", message);
+        load_fail(&L, none, "%s", message);
     } else if (k < 0) {
         describe_unknown_key(section, name, message, sizeof message);
-        load_fail(&L, L.ev.start_mark, "%s", message);
-    } else if (!check_syntax(&L) && !advance(&L) && !advance(&L)) { /* STREAM-START, DOCUMENT-START or STREAM-END */
-        if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, L.ev.start_mark);
+        load_fail(&L, none, "%s", message);
+    } else if (!check_syntax(&L) && !advance(&L) && !advance(&L)) { /* STREAM-START, then DOCUMENT-START */
+        if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, none); /* "key=" */
         else if (!advance(&L) && !load_value(&L, k) && !advance(&L) && !advance(&L))
-            rc = L.ev.type == YAML_STREAM_END_EVENT
-                     ? CONFIG_OK
-                     : load_fail(&L, L.ev.start_mark, "the value must be a single YAML value");
+            rc = L.ev.type == YAML_STREAM_END_EVENT ? CONFIG_OK
+                                                    : load_fail(&L, none, "the value must be a single YAML value");
     }
     loader_free(&L);
-    if (rc == CONFIG_OK) cfg->marks[k] = (ConfigMark){SET_FILE, 1, 1};
+    if (rc == CONFIG_OK) {
+        scratch.marks[k] = (ConfigMark){SET_FILE, 1, 1};
+        *cfg = scratch;
+    }
     return rc;
 }
 

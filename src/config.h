@@ -22,7 +22,8 @@ typedef enum { ORDER_RANDOM = 0, ORDER_SEQUENTIAL } DataOrder;
 
 /* Where a key was set, for cross-field errors: line/col are 1-based; line 0 = default. */
 typedef struct {
-    const char *file; /* config path, or "--set" for a command-line override */
+    const char *file; /* config path, or "--set" for a command-line override; read marks through
+                       * config_mark(), which stays valid for a copied Config */
     int line, col;
 } ConfigMark;
 
@@ -58,18 +59,21 @@ typedef struct {
 
 /* Fill cfg with the defaults of the descriptor table. */
 void config_defaults(Config *cfg);
-/* Load a YAML file over the defaults. */
+/* Load a YAML file over the defaults (cfg is reset to the defaults first). */
 int config_load(Config *cfg, const char *path, ConfigError *err);
-/* Apply one "section.key=value" override (value parsed as a YAML scalar). */
+/* Apply one "section.key=value" override (value parsed as a YAML scalar, or a list for
+ * output.probe_text). On error cfg is unchanged. */
 int config_set(Config *cfg, const char *assignment, ConfigError *err);
-/* Derive d_head and check cross-field rules; call after load and overrides. */
+/* Derive d_head and check cross-field rules; call after load and overrides. Also fills in
+ * the default corpus for data.task text when data.path is empty. */
 int config_validate(Config *cfg, ConfigError *err);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
-/* Where a key ("model.n_head") was set. */
+/* Where a key ("model.n_head") was set; line 0 = default. An unknown key is a CHECK failure. */
 ConfigMark config_mark(const Config *cfg, const char *dotted_key);
 
-/* Walk every key with its typed value (for HDF5 /config attributes). */
+/* Walk every key with its typed value (for HDF5 /config attributes). Enums are visited as
+ * CONFIG_STRING with their name; output.probe_text as one string joined with '\n'. */
 typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_STRING } ConfigValueType;
 typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval);

@@ -328,6 +328,9 @@ static void test_marks_and_visit(void) {
     report("mark of a default", m.line == 0 && !strcmp(m.file, config_path), "");
     m = config_mark(&cfg, "train.lr");
     report("mark of a --set", m.line > 0 && !strcmp(m.file, "--set") && cfg.lr == 0.5, m.file);
+    rc = config_set(&cfg, "output.probe_text=[a, b, {c: d}]", &err);
+    report("failed --set leaves the config unchanged", rc == CONFIG_ERROR && cfg.n_probe_text == 2 &&
+           !strcmp(cfg.probe_text[0], "x") && !strcmp(cfg.probe_text[1], "y"), err.message);
     copy = cfg;
     memset(&cfg, 0, sizeof cfg); /* the copy's marks must not point into the old Config */
     m = config_mark(&copy, "model.n_head");

@@ -1,0 +1,117 @@
+#!/bin/bash
+# tests/test_cli.sh HARNESS: the command line end to end: help, --shapes, a short training run
+# checked against the DESIGN.md contract, inspect, and bad input of every kind (exit status 2,
+# a "file:line:col: message" line, no partial results file, no earlier result lost).
+set -u
+harness=${1:-./harness}
+harness=$(cd "$(dirname "$harness")" && pwd)/$(basename "$harness")
+cd "$(dirname "$0")/.."
+root=$(pwd)
+checker="$root/../shared/tools/check-results.py"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { echo "ok - $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL - $1"; fail=$((fail + 1)); }
+
+# A small, fast config every case starts from.
+cat > "$tmp/base.yaml" <<YAML
+model: {vocab_size: 32, d_model: 24, n_head: 4, n_layer: 2, seq_len: 24}
+train: {steps: 30, batch_size: 8, lr: 3.0e-3, warmup_steps: 5, seed: 1, threads: 2}
+data: {task: induction, min_period: 3, max_period: 8}
+output: {path: $tmp/run.h5, log_every: 5, eval_every: 10, eval_batches: 2, attn_every: 10, probes: 3}
+YAML
+
+# expect_user_error NAME CONFIG_FILE EXPECTED_SUBSTRING [harness args...]
+expect_user_error() {
+    local name=$1 file=$2 want=$3
+    shift 3
+    rm -f "$tmp/run.h5" "$tmp/run.h5.tmp"
+    "$harness" "$file" "$@" > "$tmp/out" 2> "$tmp/err"
+    local status=$?
+    local first
+    first=$(head -1 "$tmp/err")
+    if [ $status -ne 2 ]; then bad "$name: exit status $status, expected 2 ($first)"
+    elif ! grep -qE '^[^:]+:[0-9]+:[0-9]+: ' "$tmp/err"; then bad "$name: no file:line:col message: '$first'"
+    elif ! grep -qF -- "$want" "$tmp/err"; then bad "$name: message lacks '$want': '$first'"
+    elif [ -e "$tmp/run.h5" ] || [ -e "$tmp/run.h5.tmp" ]; then bad "$name: left a results file behind"
+    else ok "$name -> $first"
+    fi
+}
+
+# ---- help and shapes
+"$harness" --help | grep -q -- "--set section.key=value" && ok "--help lists the options" || bad "--help"
+"$harness" --shapes configs/heads12.yaml > "$tmp/shapes" 2>&1 && grep -q "QKV" "$tmp/shapes" \
+    && ok "--shapes heads12" || bad "--shapes heads12: $(head -3 "$tmp/shapes")"
+one=$("$harness" --shapes "$tmp/base.yaml" --set model.d_model=768 --set model.n_head=1 --set model.seq_len=1024 --set model.vocab_size=50257 | grep "total forward")
+twelve=$("$harness" --shapes "$tmp/base.yaml" --set model.d_model=768 --set model.n_head=12 --set model.seq_len=1024 --set model.vocab_size=50257 | grep "total forward")
+[ -n "$one" ] && [ "$one" = "$twelve" ] && ok "--shapes: 1x768 and 12x64 cost the same FLOPs" || bad "--shapes 1x768 vs 12x64: '$one' vs '$twelve'"
+timeout 10 "$harness" --shapes configs/qwen_style.yaml > "$tmp/qwen" 2>&1 && grep -q "5120" "$tmp/qwen" \
+    && ok "--shapes on a real-size Qwen-style layout (no allocation)" || bad "--shapes qwen_style: $(head -3 "$tmp/qwen")"
+
+# ---- a short run end to end, checked against the contract
+if "$harness" "$tmp/base.yaml" > "$tmp/out" 2> "$tmp/err"; then
+    ok "short training run completes"
+    if [ -x "$checker" ] || [ -f "$checker" ]; then
+        /usr/bin/python3 "$checker" "$tmp/run.h5" --level analysis > "$tmp/check" 2>&1 \
+            && ok "results file passes check-results --level analysis" || bad "check-results: $(cat "$tmp/check")"
+    else
+        bad "check-results.py not found at $checker"
+    fi
+    grep -q "heads are\|head is" "$tmp/out" && ok "end-of-run summary counts heads per class" || bad "no head summary"
+    "$harness" inspect "$tmp/run.h5" --tokens 0,3,5,7,3,5 > "$tmp/inspect" 2>&1 && grep -q "layer 1 head 3" "$tmp/inspect" \
+        && ok "inspect --tokens prints every head's rows" || bad "inspect: $(head -3 "$tmp/inspect")"
+    "$harness" inspect "$tmp/run.h5" --prompt "hi" > /dev/null 2>&1
+    [ $? -eq 2 ] && ok "inspect --prompt on a non-byte model is a user error" || bad "inspect --prompt on induction model"
+    cp "$tmp/run.h5" "$tmp/keep.h5"
+    "$harness" "$tmp/base.yaml" > /dev/null 2> "$tmp/err"
+    [ $? -eq 2 ] && cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "refuses to replace a complete result without --force" \
+        || bad "overwrote a complete result without --force"
+    "$harness" "$tmp/base.yaml" --force > /dev/null 2>&1 && ok "--force replaces it" || bad "--force"
+else
+    bad "short training run failed: $(tail -3 "$tmp/err")"
+fi
+
+# ---- SIGKILL mid-run: the earlier result stays, nothing that looks complete appears
+cp "$tmp/run.h5" "$tmp/keep.h5" 2>/dev/null
+"$harness" "$tmp/base.yaml" --force --set train.steps=100000 > /dev/null 2>&1 &
+pid=$!
+sleep 2
+kill -KILL $pid 2>/dev/null
+wait $pid 2>/dev/null
+cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "SIGKILL leaves the previous result untouched" || bad "SIGKILL damaged the previous result"
+
+# ---- bad input, each a user error
+cat > "$tmp/syntax.yaml" <<YAML
+model:
+  d_model: [1, 2
+YAML
+expect_user_error "YAML syntax error" "$tmp/syntax.yaml" "syntax.yaml:"
+printf 'model:\n  n_heads: 4\n' > "$tmp/unknown.yaml"
+expect_user_error "unknown key" "$tmp/unknown.yaml" "unknown.yaml:2:3"
+printf 'model:\n  n_head: twelve\n' > "$tmp/type.yaml"
+expect_user_error "wrong type" "$tmp/type.yaml" "type.yaml:2:11"
+printf 'model:\n  n_head: -3\n' > "$tmp/range.yaml"
+expect_user_error "out of range" "$tmp/range.yaml" "range.yaml:2:11"
+printf 'model:\n  d_model: 100\n  n_head: 12\n' > "$tmp/divide.yaml"
+expect_user_error "d_model not divisible by n_head" "$tmp/divide.yaml" "divide.yaml:3:"
+expect_user_error "missing config file" "$tmp/nonexistent.yaml" "nonexistent.yaml:1:1"
+expect_user_error "unknown --set key" "$tmp/base.yaml" "n_heads" --set model.n_heads=4
+expect_user_error "missing data file" "$tmp/base.yaml" "data.path" --set data.task=tokens --set data.path=$tmp/none.bin --set model.vocab_size=300
+head -c 101 /dev/urandom > "$tmp/odd.bin"
+expect_user_error "odd-sized tokens file" "$tmp/base.yaml" "odd size" --set data.task=tokens --set data.path=$tmp/odd.bin
+: > "$tmp/empty.bin"
+expect_user_error "empty tokens file" "$tmp/base.yaml" "empty" --set data.task=tokens --set data.path=$tmp/empty.bin
+/usr/bin/python3 -c "import numpy as np; np.arange(2000, dtype='<u2').tofile('$tmp/big_ids.bin')"
+expect_user_error "token id >= vocab_size" "$tmp/base.yaml" "vocab_size" --set data.task=tokens --set data.path=$tmp/big_ids.bin
+expect_user_error "unwritable output directory" "$tmp/base.yaml" "output.path" --set output.path=$tmp/no/such/dir/run.h5
+if [ -f "$tmp/keep.h5" ]; then
+    expect_user_error "init_from with the wrong shapes" "$tmp/base.yaml" "shape" --set train.init_from=$tmp/keep.h5 --set model.d_model=32
+fi
+expect_user_error "init_from missing" "$tmp/base.yaml" "init_from" --set train.init_from=$tmp/none.h5
+printf 'model: {vocab_size: 64}\ndata: {task: text}\n' > "$tmp/textvocab.yaml"
+expect_user_error "text task needs 256 tokens" "$tmp/textvocab.yaml" "vocab_size"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
