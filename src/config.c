@@ -81,6 +81,7 @@ static const ConfigKey KEYS[] = {
     FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL),
     INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL),
     INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL),
+    INT_KEY("data", "max_prefix", max_prefix, 0, 0, INT_MAX, NULL),
     STRING_KEY("output", "path", out_path, "results/run.h5"),
     INT_KEY("output", "log_every", log_every, 10, 1, INT_MAX, NULL),
     INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL),
@@ -299,14 +300,25 @@ typedef struct {
     size_t len;
     const char *file;       /* config path, for messages */
     const char *assignment; /* the --set text instead of a file, or NULL */
+    size_t value_col;       /* --set: where the value starts in the assignment (0 = not reached) */
     Config *cfg;
     ConfigError *err;
     int key_line[CONFIG_MAX_KEYS]; /* where each key was first seen (duplicate detection) */
 } Loader;
 
+/* The 1-based column in a --set assignment of a mark in its value (libyaml puts the end of
+ * the input on a line of its own, so go by the character index). */
+static size_t set_column(const Loader *L, yaml_mark_t mark) {
+    return L->value_col + (mark.index < L->len ? mark.index : L->len) + 1;
+}
+
 PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *fmt, ...) {
     char where[CONFIG_PATH_MAX + 64];
-    if (L->assignment) snprintf(where, sizeof where, "--set '%s'", L->assignment);
+    /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
+     * in the assignment, so every user error has the same shape for tools and for the eye. */
+    if (L->assignment)
+        snprintf(where, sizeof where, "--set:1:%zu: '%.200s%s'", set_column(L, mark), L->assignment,
+                 strlen(L->assignment) > 200 ? "..." : "");
     else snprintf(where, sizeof where, "%s:%zu:%zu", L->file, mark.line + 1, mark.column + 1);
     va_list ap;
     va_start(ap, fmt);
@@ -339,7 +351,9 @@ static int syntax_error(Loader *L) {
     while (s < end && *s == ' ') s++;
     if (s < end && *s == '\t') hint = "; YAML does not allow tabs for indentation, use spaces";
     char context[128] = "";
-    if (p->context)
+    if (p->context && L->assignment)
+        snprintf(context, sizeof context, " (%s at column %zu)", p->context, set_column(L, p->context_mark));
+    else if (p->context)
         snprintf(context, sizeof context, " (%s at line %zu, column %zu)", p->context, p->context_mark.line + 1,
                  p->context_mark.column + 1);
     return load_fail(L, mark, "YAML syntax error: %s%s%s", problem, context, hint);
@@ -659,11 +673,15 @@ int config_set(Config *cfg, const char *assignment, ConfigError *err) {
     } else if (k < 0) {
         describe_unknown_key(section, name, message, sizeof message);
         load_fail(&L, none, "%s", message);
-    } else if (!check_syntax(&L) && !advance(&L) && !advance(&L)) { /* STREAM-START, then DOCUMENT-START */
-        if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, none); /* "key=" */
-        else if (!advance(&L) && !load_value(&L, k) && !advance(&L) && !advance(&L))
-            rc = L.ev.type == YAML_STREAM_END_EVENT ? CONFIG_OK
-                                                    : load_fail(&L, none, "the value must be a single YAML value");
+    } else {
+        L.value_col = (size_t)(eq + 1 - assignment);
+        if (!check_syntax(&L) && !advance(&L) && !advance(&L)) { /* STREAM-START, then DOCUMENT-START */
+            if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, none); /* "key=" */
+            else if (!advance(&L) && !load_value(&L, k) && !advance(&L) && !advance(&L))
+                rc = L.ev.type == YAML_STREAM_END_EVENT
+                         ? CONFIG_OK
+                         : load_fail(&L, L.ev.start_mark, "the value must be a single YAML value");
+        }
     }
     loader_free(&L);
     if (rc == CONFIG_OK) {
@@ -692,8 +710,7 @@ ConfigMark config_mark(const Config *cfg, const char *dotted_key) {
 PRINTF_LIKE(4, 5) static int key_fail(const Config *cfg, ConfigError *err, int k, const char *fmt, ...) {
     ConfigMark m = resolved_mark(cfg, k);
     char where[CONFIG_PATH_MAX + 64];
-    if (m.file == SET_FILE) snprintf(where, sizeof where, "--set %s.%s", KEYS[k].section, KEYS[k].name);
-    else if (m.line == 0) snprintf(where, sizeof where, "%s:1:1", m.file[0] ? m.file : "(defaults)");
+    if (m.line == 0) snprintf(where, sizeof where, "%s:1:1", m.file[0] ? m.file : "(defaults)");
     else snprintf(where, sizeof where, "%s:%d:%d", m.file, m.line, m.col);
     va_list ap;
     va_start(ap, fmt);
@@ -759,11 +776,11 @@ int config_validate(Config *cfg, ConfigError *err) {
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),
                             "data.min_period %d is larger than data.max_period %d; it must be <= max_period",
                             cfg->min_period, cfg->max_period);
-        if (cfg->seq_len < 2 * cfg->min_period + 1)
+        if (cfg->seq_len < 2 * (int64_t)cfg->min_period + 1) /* int64: min_period may be near INT_MAX */
             return key_fail(cfg, err, later_key(cfg, seq_len, min_period),
                             "model.seq_len %d is too short for data.min_period %d: a sequence holds BOS and two "
-                            "copies of a segment, so seq_len must be >= 2*min_period+1 = %d",
-                            cfg->seq_len, cfg->min_period, 2 * cfg->min_period + 1);
+                            "copies of a segment, so seq_len must be >= 2*min_period+1 = %" PRId64,
+                            cfg->seq_len, cfg->min_period, 2 * (int64_t)cfg->min_period + 1);
         if (cfg->vocab_size < 3)
             return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
                             "model.vocab_size must be >= 3 for data.task %s (BOS plus two symbols), got %d",
@@ -778,7 +795,15 @@ int config_validate(Config *cfg, ConfigError *err) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* the resolved config as YAML */
+/* the resolved config as YAML, and as typed values */
+
+/* Enum fields are only set from the table, so a value without a name is a programming error. */
+static const char *enum_name(const ConfigKey *key, int value) {
+    int n = 0;
+    while (key->choices[n]) n++;
+    CHECK(value >= 0 && value < n);
+    return key->choices[value];
+}
 
 typedef struct {
     char *data;
@@ -814,8 +839,8 @@ static void buf_quoted(Buf *b, const char *s) {
             cp &= 0x3Fu >> (n - 1);
             for (int i = 1; i < n && (p[i] & 0xC0) == 0x80; i++) cp = (cp << 6) | (p[i] & 0x3Fu);
         }
-        int printable = (cp >= 0x20 && cp < 0x7F) || (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 && cp != 0x2029) ||
-                        (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
+        int printable = (cp >= 0x20 && cp < 0x7F) || (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 &&
+                        cp != 0x2029) || (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
         if (cp == '"' || cp == '\\') buf_printf(b, "\\%c", (char)cp);
         else if (cp == '\n') buf_printf(b, "\\n");
         else if (cp == '\t') buf_printf(b, "\\t");
@@ -857,7 +882,7 @@ char *config_to_yaml(const Config *cfg) {
             format_double(number, sizeof number, *(const double *)field);
             buf_printf(&b, " %s\n", number);
             break;
-        case KEY_ENUM: buf_printf(&b, " %s\n", key->choices[*(const int *)field]); break;
+        case KEY_ENUM: buf_printf(&b, " %s\n", enum_name(key, *(const int *)field)); break;
         case KEY_STRING:
             buf_printf(&b, " ");
             buf_quoted(&b, field);
@@ -885,7 +910,7 @@ void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
         case KEY_INT64: visit(ctx, key->section, key->name, CONFIG_INT, *(const int64_t *)field, 0, NULL); break;
         case KEY_FLOAT: visit(ctx, key->section, key->name, CONFIG_FLOAT, 0, *(const double *)field, NULL); break;
         case KEY_ENUM:
-            visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, key->choices[*(const int *)field]);
+            visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, enum_name(key, *(const int *)field));
             break;
         case KEY_STRING: visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, field); break;
         case KEY_STRLIST: {

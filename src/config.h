@@ -42,6 +42,7 @@ typedef struct {
     DataOrder order;
     double eval_fraction;
     int min_period, max_period; /* induction: segment length drawn per sequence */
+    int max_prefix;             /* induction: up to this many random tokens before the segment */
     /* output: */
     char out_path[CONFIG_PATH_MAX];
     int log_every, eval_every, eval_batches, attn_every, probes, probe_len;
@@ -62,7 +63,8 @@ void config_defaults(Config *cfg);
 /* Load a YAML file over the defaults (cfg is reset to the defaults first). */
 int config_load(Config *cfg, const char *path, ConfigError *err);
 /* Apply one "section.key=value" override (value parsed as a YAML scalar, or a list for
- * output.probe_text). On error cfg is unchanged. */
+ * output.probe_text). On error cfg is unchanged and the message reads
+ * "--set:1:COL: 'model.n_head=x': ...", COL counted in the assignment. */
 int config_set(Config *cfg, const char *assignment, ConfigError *err);
 /* Derive d_head and check cross-field rules; call after load and overrides. Also fills in
  * the default corpus for data.task text when data.path is empty. */

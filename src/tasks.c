@@ -114,8 +114,9 @@ void batch_free(Batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* Fill seq[0..len) with BOS and a segment of `period` distinct symbols repeated. */
-static void induction_sequence(int *seq, int len, int period, int vocab, Rng *rng) {
+/* Fill seq[0..len) with BOS, `prefix` random symbols, then a segment of `period` distinct
+ * symbols repeated to the end. */
+static void induction_sequence(int *seq, int len, int prefix, int period, int vocab, Rng *rng) {
     int n_symbols = vocab - 1, segment[4096];
     CHECK(period <= 4096);
     int distinct = period <= n_symbols;
@@ -130,7 +131,8 @@ static void induction_sequence(int *seq, int len, int period, int vocab, Rng *rn
         segment[i] = s;
     }
     seq[0] = BOS;
-    for (int t = 1; t < len; t++) seq[t] = segment[(t - 1) % period];
+    for (int t = 1; t <= prefix && t < len; t++) seq[t] = 1 + (int)rng_below(rng, (uint64_t)n_symbols);
+    for (int t = prefix + 1; t < len; t++) seq[t] = segment[(t - 1 - prefix) % period];
 }
 
 static int draw_period(const Config *cfg, int T, Rng *rng) {
@@ -146,8 +148,11 @@ static void synthetic_row(const Task *task, int *in, int *tg, float *mask, int T
     CHECK(T + 1 <= 65537);
     if (cfg->task == TASK_INDUCTION) {
         int p = draw_period(cfg, T + 1, rng);
-        induction_sequence(seq, T + 1, p, cfg->vocab_size, rng);
-        for (int t = 0; t < T; t++) mask[t] = t >= p; /* target seq[t+1] repeats seq[t+1-p] */
+        int room = T - 2 * p; /* BOS + prefix + two copies fit in the T + 1 tokens */
+        int max_prefix = cfg->max_prefix < room ? cfg->max_prefix : room;
+        int prefix = max_prefix > 0 ? (int)rng_below(rng, (uint64_t)max_prefix + 1) : 0;
+        induction_sequence(seq, T + 1, prefix, p, cfg->vocab_size, rng);
+        for (int t = 0; t < T; t++) mask[t] = t >= prefix + p; /* seq[t+1] repeats seq[t+1-p] */
     } else { /* two_source: BOS, (a, b, SEP, pair)* */
         int s = task->pair_symbols;
         seq[0] = BOS;

@@ -17,7 +17,7 @@ typedef struct {
     const char *name;
     const char *yaml;       /* written to the temp config; "@DATA@" becomes a readable data file */
     const char *sets[3];    /* config_set overrides applied after loading */
-    const char *where;      /* expected error "LINE:COL", "--set", or NULL when the config is valid */
+    const char *where;      /* expected error "LINE:COL", "--set:LINE:COL", or NULL when valid */
     const char *expect;     /* a phrase the error message must contain */
     int (*check)(const Config *cfg); /* valid configs: are the values right? */
     const char *path;       /* load this path instead of writing the yaml */
@@ -68,7 +68,7 @@ static void run_case(const Case *c) {
         return;
     }
     char prefix[512];
-    if (!strcmp(c->where, "--set")) snprintf(prefix, sizeof prefix, "--set ");
+    if (!strncmp(c->where, "--set", 5)) snprintf(prefix, sizeof prefix, "%s: ", c->where);
     else snprintf(prefix, sizeof prefix, "%s:%s: ", path, c->where);
     int ok = rc == CONFIG_ERROR && !strncmp(err.message, prefix, strlen(prefix)) &&
              strstr(err.message, c->expect) && !strchr(err.message, '\n');
@@ -237,8 +237,8 @@ static const Case CASES[] = {
      "d_model 100 is not divisible by n_head 12; set model.d_head to choose the head width explicitly", NULL, NULL},
     {"d_model not divisible, n_head set later", "model:\n  d_model: 100\n  n_head: 12\n", {0}, "3:3",
      "d_model 100 is not divisible by n_head 12", NULL, NULL},
-    {"d_model not divisible, d_model from --set", "model:\n  n_head: 12\n", {"model.d_model=100"}, "--set",
-     "--set model.d_model: d_model 100 is not divisible by n_head 12", NULL, NULL},
+    {"d_model not divisible, d_model from --set", "model:\n  n_head: 12\n", {"model.d_model=100"}, "--set:1:1",
+     "d_model 100 is not divisible by n_head 12", NULL, NULL},
     {"text task needs bytes", "data:\n  task: text\n  path: '@DATA@'\n", {0}, "2:3",
      "data.task text reads bytes, so model.vocab_size must be >= 256, got 64", NULL, NULL},
     {"text task, vocab set too small", "model:\n  vocab_size: 100\ndata:\n  task: text\n", {0}, "2:3",
@@ -266,18 +266,20 @@ static const Case CASES[] = {
     {"warmup may exceed steps", "train:\n  steps: 10\n  warmup_steps: 100\n", {0}, NULL, NULL, NULL, NULL},
 
     /* --set */
-    {"--set without '='", "model:\n", {"model.n_head"}, "--set", "--set 'model.n_head': expected section.key=value", NULL, NULL},
-    {"--set without a section", "model:\n", {"n_head=4"}, "--set", "expected section.key=value, e.g. model.n_head=4", NULL, NULL},
-    {"--set unknown section", "model:\n", {"modl.n_head=4"}, "--set", "unknown section 'modl' (did you mean 'model'?", NULL, NULL},
-    {"--set unknown key", "model:\n", {"model.n_heads=4"}, "--set", "--set 'model.n_heads=4': unknown key 'n_heads' in section "
+    {"--set without '='", "model:\n", {"model.n_head"}, "--set:1:1", "'model.n_head': expected section.key=value", NULL, NULL},
+    {"--set without a section", "model:\n", {"n_head=4"}, "--set:1:1", "expected section.key=value, e.g. model.n_head=4", NULL, NULL},
+    {"--set unknown section", "model:\n", {"modl.n_head=4"}, "--set:1:1", "unknown section 'modl' (did you mean 'model'?", NULL, NULL},
+    {"--set unknown key", "model:\n", {"model.n_heads=4"}, "--set:1:1", "'model.n_heads=4': unknown key 'n_heads' in section "
      "'model' (did you mean 'n_head'? known: vocab_size,", NULL, NULL},
-    {"--set bad value", "model:\n", {"model.n_head=twelve"}, "--set", "--set 'model.n_head=twelve': model.n_head must be an integer",
+    {"--set bad value", "model:\n", {"model.n_head=twelve"}, "--set:1:14", "'model.n_head=twelve': model.n_head must be an integer",
      NULL, NULL},
-    {"--set empty value", "model:\n", {"model.n_head="}, "--set", "model.n_head must be an integer in [1, 4096], got nothing",
+    {"--set empty value", "model:\n", {"model.n_head="}, "--set:1:14", "model.n_head must be an integer in [1, 4096], got nothing",
      NULL, NULL},
-    {"--set value is a mapping", "model:\n", {"output.path=a: b"}, "--set", "output.path must be a single value, got a mapping",
+    {"--set value is a mapping", "model:\n", {"output.path=a: b"}, "--set:1:13", "output.path must be a single value, got a mapping",
      NULL, NULL},
-    {"--set YAML syntax error", "model:\n", {"output.probe_text=[a, b"}, "--set", "YAML syntax error", NULL, NULL},
+    {"--set YAML syntax error", "model:\n", {"output.probe_text=[a, b"}, "--set:1:24",
+     "'output.probe_text=[a, b': YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence "
+     "at column 19)", NULL, NULL},
 };
 
 /* ---- tests that are not one load ---- */
