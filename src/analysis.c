@@ -64,12 +64,15 @@ void analysis_init(Analysis *a, const Model *m, const Task *task, const Config *
     a->cfg = cfg;
     task_probes(task, &a->probes);
     CHECK(a->probes.P <= m->max_batch);
-    size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
-    a->maps = xcalloc(LH * a->probes.P * a->probes.T * a->probes.T, sizeof(float));
+    a->n_layer = m->shape.n_layer;
+    a->n_head = m->shape.n_head;
+    a->map_floats = (size_t)m->shape.n_layer * m->shape.n_head * a->probes.P * a->probes.T *
+                    a->probes.T;
 }
 
 void analysis_free(Analysis *a) {
     probes_free(&a->probes);
+    free(a->steps);
     free(a->maps);
     free(a->scores);
     memset(a, 0, sizeof *a);
@@ -86,20 +89,38 @@ void analysis_collect_maps(float *maps, const Model *m) {
                        sizeof(float) * TT);
 }
 
-int analysis_snapshot(Analysis *a, Model *m, Results *res, int step, ConfigError *err) {
-    int L = m->shape.n_layer, H = m->shape.n_head, P = a->probes.P, T = a->probes.T;
-    size_t LH = (size_t)L * H;
-    model_forward(m, a->probes.tokens, NULL, NULL, P, T);
-    analysis_collect_maps(a->maps, m);
+/* Make room for one more snapshot and return its index. */
+static int grow(Analysis *a) {
+    size_t LH = (size_t)a->n_layer * a->n_head;
     if (a->n_snapshots == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 16;
+        a->steps = realloc(a->steps, sizeof(int64_t) * a->cap);
+        a->maps = realloc(a->maps, sizeof(float) * a->cap * a->map_floats);
         a->scores = realloc(a->scores, sizeof(double) * a->cap * N_PATTERNS * LH);
-        CHECK(a->scores != NULL);
+        CHECK(a->steps && a->maps && a->scores);
     }
-    analysis_pattern_scores(a->scores + (size_t)a->n_snapshots * N_PATTERNS * LH, a->maps,
-                            a->probes.tokens, L, H, P, T);
-    a->n_snapshots++;
-    return results_append_maps(res, step, a->maps, L, H, P, T, err);
+    return a->n_snapshots++;
+}
+
+static void score_snapshot(Analysis *a, int s) {
+    analysis_pattern_scores(a->scores + (size_t)s * N_PATTERNS * a->n_layer * a->n_head,
+                            a->maps + (size_t)s * a->map_floats, a->probes.tokens, a->n_layer,
+                            a->n_head, a->probes.P, a->probes.T);
+}
+
+void analysis_snapshot(Analysis *a, Model *m, int step) {
+    int s = grow(a);
+    a->steps[s] = step;
+    model_forward(m, a->probes.tokens, NULL, NULL, a->probes.P, a->probes.T);
+    analysis_collect_maps(a->maps + (size_t)s * a->map_floats, m);
+    score_snapshot(a, s);
+}
+
+void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps) {
+    int s = grow(a);
+    a->steps[s] = step;
+    memcpy(a->maps + (size_t)s * a->map_floats, maps, sizeof(float) * a->map_floats);
+    score_snapshot(a, s);
 }
 
 /* Held-out loss increase when each head's output is zeroed, and Michel et al.'s importance:
@@ -160,7 +181,7 @@ static void print_summary(const Model *m, const double *final, const char **clas
     fflush(stdout);
 }
 
-int analysis_finish(Analysis *a, Model *m, Results *res, ConfigError *err) {
+int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H, S = a->n_snapshots;
     int P = a->probes.P, T = a->probes.T;
     uint64_t dims_probe[2] = {(uint64_t)P, (uint64_t)T};
@@ -169,6 +190,9 @@ int analysis_finish(Analysis *a, Model *m, Results *res, ConfigError *err) {
         uint64_t d = (uint64_t)P;
         rc = results_write_strings(res, "/probe/labels", (const char *const *)a->probes.labels, 1, &d, err);
     }
+    if (rc == CONFIG_OK && S == 0) return rc;
+    if (rc == CONFIG_OK) rc = results_write_ints(res, "/attn/step", a->steps, S, err);
+    if (rc == CONFIG_OK) rc = results_write_maps(res, "/attn/maps", a->maps, S, L, H, P, T, err);
     /* /scores/<pattern> (S, L, H) */
     float *series = xcalloc((size_t)S * LH, sizeof(float));
     for (int k = 0; k < N_PATTERNS && rc == CONFIG_OK; k++) {
@@ -186,12 +210,22 @@ int analysis_finish(Analysis *a, Model *m, Results *res, ConfigError *err) {
     for (int i = 0; i < LH; i++) classes[i] = analysis_classify(final + i, LH);
     uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H};
     if (rc == CONFIG_OK) rc = results_write_strings(res, "/scores/class", classes, 2, dims_lh, err);
+    free(classes);
+    return rc;
+}
 
+int analysis_finish(const Analysis *a, Model *m, Results *res, ConfigError *err) {
+    int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H, S = a->n_snapshots;
+    CHECK(S > 0);
+    const double *final = a->scores + (size_t)(S - 1) * N_PATTERNS * LH;
+    const char **classes = xcalloc(LH, sizeof(char *));
+    for (int i = 0; i < LH; i++) classes[i] = analysis_classify(final + i, LH);
+    uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H};
     double *delta = xcalloc(LH, sizeof(double)), *importance = xcalloc(LH, sizeof(double));
     float *out = xcalloc(LH, sizeof(float));
     head_importance(m, a->task, a->cfg, delta, importance);
     for (int i = 0; i < LH; i++) out[i] = (float)delta[i];
-    if (rc == CONFIG_OK) rc = results_write_array(res, "/heads/ablation_delta", out, 0, 2, dims_lh, err);
+    int rc = results_write_array(res, "/heads/ablation_delta", out, 0, 2, dims_lh, err);
     for (int i = 0; i < LH; i++) out[i] = (float)importance[i];
     if (rc == CONFIG_OK) rc = results_write_array(res, "/heads/importance", out, 0, 2, dims_lh, err);
     for (int l = 0; l < L; l++) { /* Michel et al.: normalise by the layer's l2 norm */

@@ -4,6 +4,7 @@
 #ifndef ANALYSIS_H
 #define ANALYSIS_H
 
+#include <stdint.h>
 #include "config.h"
 #include "model.h"
 #include "results.h"
@@ -23,17 +24,24 @@ typedef struct {
     const Task *task;
     const Config *cfg;
     Probes probes;
-    float *maps;        /* (L, H, P, T, T) the latest snapshot */
-    double *scores;     /* (S, N_PATTERNS, L, H) one block per snapshot */
+    int n_layer, n_head;
+    size_t map_floats;  /* L * H * P * T * T, one snapshot */
     int n_snapshots, cap;
+    int64_t *steps;     /* (S) */
+    float *maps;        /* (S, L, H, P, T, T) every snapshot so far */
+    double *scores;     /* (S, N_PATTERNS, L, H) */
 } Analysis;
 
 void analysis_init(Analysis *a, const Model *m, const Task *task, const Config *cfg);
 void analysis_free(Analysis *a);
-/* Run the probes, append their maps at `step` to the results file, and score them. */
-int analysis_snapshot(Analysis *a, Model *m, Results *res, int step, ConfigError *err);
-/* At the end: /probe, /scores, head importance in /heads, and the summary table on stdout. */
-int analysis_finish(Analysis *a, Model *m, Results *res, ConfigError *err);
+/* Run the probes through the model and keep their maps and scores as the snapshot at `step`. */
+void analysis_snapshot(Analysis *a, Model *m, int step);
+/* Add a snapshot from stored maps (resuming a run); the scores are recomputed from them. */
+void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps);
+/* /probe, /attn and /scores (with the classes of the last snapshot) into the results file. */
+int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError *err);
+/* At the end of a complete run: head importance into /heads and the summary table on stdout. */
+int analysis_finish(const Analysis *a, Model *m, Results *res, ConfigError *err);
 
 /* Copy the probs of the last forward, stored (L, B, H, T, T), into maps (L, H, B, T, T). */
 void analysis_collect_maps(float *maps, const Model *m);

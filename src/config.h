@@ -45,7 +45,7 @@ typedef struct {
     int max_prefix;             /* induction: up to this many random tokens before the segment */
     /* output: */
     char out_path[CONFIG_PATH_MAX];
-    int log_every, eval_every, eval_batches, attn_every, probes, probe_len;
+    int log_every, eval_every, eval_batches, attn_every, probes, probe_len, checkpoint_every;
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
     int n_probe_text;
 

@@ -97,7 +97,7 @@ int inspect_main(int argc, char **argv) {
     Model m;
     model_init(&m, model_shape_from_config(&cfg), 1);
     ConfigMark here = {path, 1, 1};
-    if (results_read_params(path, &m, here, &err) != CONFIG_OK) {
+    if (results_read_tensors(path, "/params", &m, m.param_block, here, &err) != CONFIG_OK) {
         fprintf(stderr, "%s\n", err.message);
         model_free(&m);
         free(tokens);

@@ -21,7 +21,7 @@
 #define EXIT_INTERRUPTED 130
 
 static const char *usage =
-    "usage: harness CONFIG.yaml [--set section.key=value ...] [--force]\n"
+    "usage: harness CONFIG.yaml [--set section.key=value ...] [--force | --resume]\n"
     "       harness --shapes CONFIG.yaml [--set ...]\n"
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5)\n"
@@ -33,6 +33,8 @@ static const char *usage =
     "  --set section.key=value  override one config value, e.g. --set model.n_head=4 (repeatable)\n"
     "  --shapes                 print tensor shapes, parameter counts and FLOPs per token; no training\n"
     "  --force                  replace an existing complete results file\n"
+    "  --resume                 continue an interrupted run (output.path, or its .ckpt checkpoint)\n"
+    "                           with the same config; the result is bitwise the uninterrupted one\n"
     "  --dump-grads OUT.h5      write the loss and every gradient on the first training batch\n"
     "                           (/params, /grads, /batch) and exit; used by the reference tests\n"
     "  --help, --version\n"
@@ -76,9 +78,10 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
 }
 
 int main(int argc, char **argv) {
+    results_library_init();
     if (argc >= 2 && strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
     const char *config_path = NULL, *dump_path = NULL;
-    int shapes = 0, force = 0;
+    int shapes = 0, force = 0, resume = 0;
     Config cfg;
     ConfigError err;
     config_defaults(&cfg);
@@ -96,6 +99,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes")) shapes = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--resume")) resume = 1;
         else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--dump-grads")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "harness: %s needs a value\n%s", argv[i], usage);
@@ -136,22 +140,21 @@ int main(int argc, char **argv) {
     model_init_weights(&model, (uint64_t)cfg.seed);
     int exit_code = 0;
     if (cfg.init_from[0] &&
-        results_read_params(cfg.init_from, &model, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
+        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
         exit_code = user_error(&err);
     } else if (dump_path) {
         exit_code = dump_grads(&model, &task, &cfg, dump_path);
     } else {
-        Results res;
-        if (results_open(&res, cfg.out_path, &cfg, force, &err) != CONFIG_OK) {
+        char resume_path[CONFIG_PATH_MAX + 8];
+        if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != CONFIG_OK) {
             exit_code = user_error(&err);
         } else {
             signal(SIGINT, request_stop);
             signal(SIGTERM, request_stop);
+            signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
             const char *status = "complete";
-            int rc = train_run(&model, &task, &cfg, &res, &status, &err);
-            if (rc == CONFIG_OK) rc = results_close(&res, status, &err);
-            else results_discard(&res);
-            if (rc != CONFIG_OK) exit_code = user_error(&err);
+            if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != CONFIG_OK)
+                exit_code = user_error(&err);
             else {
                 fprintf(stderr, "%s: %s\n", cfg.out_path, status);
                 exit_code = !strcmp(status, "complete") ? 0 : !strcmp(status, "diverged") ? EXIT_DIVERGED : EXIT_INTERRUPTED;

@@ -43,6 +43,20 @@ static int ensure_parents(hid_t file, const char *path) {
     return 0;
 }
 
+/* Whether the object at an absolute path exists (every link on the way checked). */
+static int ensure_exists(hid_t file, const char *path) {
+    if (strcmp(path, "/") == 0) return 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *slash = strchr(buf + 1, '/');; slash = strchr(slash + 1, '/')) {
+        if (slash) *slash = '\0';
+        htri_t exists = H5Lexists(file, buf, H5P_DEFAULT);
+        if (exists <= 0) return exists < 0 ? -1 : 0;
+        if (!slash) return 1;
+        *slash = '/';
+    }
+}
+
 static hid_t string_type(void) {
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
@@ -100,6 +114,11 @@ static void write_config_attr(void *ctx, const char *section, const char *key,
     else w->rc = results_write_attr_string(w->r, "/config", name, sval, w->err);
 }
 
+void results_library_init(void) {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
 int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err) {
     memset(r, 0, sizeof *r);
     r->file = -1;
@@ -113,6 +132,8 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
             return fail(err, "%s: a complete result exists already; pass --force to replace it, or "
                              "set output.path elsewhere", path);
     }
+    unlink(r->tmp_path); /* a killed run's leftover; HDF5 may refuse to truncate it */
+    errno = 0;
     r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (r->file < 0) {
         ConfigMark mk = config_mark(cfg, "output.path");
@@ -225,64 +246,23 @@ int results_write_tensors(Results *r, const char *group, const Model *m, const f
     return CONFIG_OK;
 }
 
-int results_append_maps(Results *r, int step, const float *maps, int L, int H, int P, int T,
-                        ConfigError *err) {
-    hsize_t one[6] = {1, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
-    hid_t maps_ds, step_ds;
-    if (r->n_snapshots == 0) {
-        if (ensure_parents(r->file, "/attn/maps") < 0) return fail(err, "%s: cannot create /attn", r->tmp_path);
-        hsize_t zero[6] = {0, one[1], one[2], one[3], one[4], one[5]};
-        hsize_t unlimited[6] = {H5S_UNLIMITED, one[1], one[2], one[3], one[4], one[5]};
-        hsize_t chunk[6] = {1, 1, 1, one[3], one[4], one[5]};
-        hid_t space = H5Screate_simple(6, zero, unlimited);
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_chunk(dcpl, 6, chunk);
-        if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
-            H5Pset_shuffle(dcpl);
-            H5Pset_deflate(dcpl, 4);
-        }
-        maps_ds = H5Dcreate2(r->file, "/attn/maps", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        H5Pclose(dcpl);
-        H5Sclose(space);
-        hsize_t s0 = 0, s_max = H5S_UNLIMITED, s_chunk = 64;
-        space = H5Screate_simple(1, &s0, &s_max);
-        dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_chunk(dcpl, 1, &s_chunk);
-        step_ds = H5Dcreate2(r->file, "/attn/step", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        H5Pclose(dcpl);
-        H5Sclose(space);
-    } else {
-        maps_ds = H5Dopen2(r->file, "/attn/maps", H5P_DEFAULT);
-        step_ds = H5Dopen2(r->file, "/attn/step", H5P_DEFAULT);
+int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
+                       int T, ConfigError *err) {
+    hsize_t dims[6] = {(hsize_t)S, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
+    hsize_t chunk[6] = {1, 1, 1, (hsize_t)P, (hsize_t)T, (hsize_t)T};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 6, chunk);
+    if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, 4);
     }
-    int ok = maps_ds >= 0 && step_ds >= 0;
-    hsize_t n = (hsize_t)r->n_snapshots;
-    hsize_t grown[6] = {n + 1, one[1], one[2], one[3], one[4], one[5]};
-    hsize_t start[6] = {n, 0, 0, 0, 0, 0}, grown_steps = n + 1, one_step = 1;
-    long long step64 = step;
-    if (ok) ok = H5Dset_extent(maps_ds, grown) >= 0 && H5Dset_extent(step_ds, &grown_steps) >= 0;
-    if (ok) {
-        hid_t fspace = H5Dget_space(maps_ds), mspace = H5Screate_simple(6, one, NULL);
-        ok = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, one, NULL) >= 0 &&
-             H5Dwrite(maps_ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, maps) >= 0;
-        H5Sclose(mspace);
-        H5Sclose(fspace);
-    }
-    if (ok) {
-        hid_t fspace = H5Dget_space(step_ds), mspace = H5Screate_simple(1, &one_step, NULL);
-        ok = H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &n, NULL, &one_step, NULL) >= 0 &&
-             H5Dwrite(step_ds, H5T_NATIVE_LLONG, mspace, fspace, H5P_DEFAULT, &step64) >= 0;
-        H5Sclose(mspace);
-        H5Sclose(fspace);
-    }
-    if (maps_ds >= 0) H5Dclose(maps_ds);
-    if (step_ds >= 0) H5Dclose(step_ds);
-    if (!ok) return fail(err, "%s: cannot append attention maps (disk full?)", r->tmp_path);
-    r->n_snapshots++;
-    return CONFIG_OK;
+    int rc = write_dataset(r, path, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, maps, 6, dims, dcpl, err);
+    H5Pclose(dcpl);
+    return rc;
 }
 
-int results_read_params(const char *path, Model *m, ConfigMark where, ConfigError *err) {
+int results_read_tensors(const char *path, const char *group, Model *m, float *block,
+                         ConfigMark where, ConfigError *err) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char at[CONFIG_PATH_MAX + 32];
     snprintf(at, sizeof at, "%s:%d:%d", where.file ? where.file : "?", where.line ? where.line : 1,
@@ -293,11 +273,11 @@ int results_read_params(const char *path, Model *m, ConfigMark where, ConfigErro
     for (int i = 0; i < m->n_tensors && rc == CONFIG_OK; i++) {
         const TensorSpec *t = &m->tensors[i];
         char name[256];
-        snprintf(name, sizeof name, "/params/%s", t->name);
-        hid_t ds = H5Lexists(file, "/params", H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0
+        snprintf(name, sizeof name, "%s/%s", group, t->name);
+        hid_t ds = H5Lexists(file, group, H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0
                        ? H5Dopen2(file, name, H5P_DEFAULT) : -1;
         if (ds < 0) {
-            rc = fail(err, "%s: '%s' has no %s; init_from needs a results file of the same model", at, path, name);
+            rc = fail(err, "%s: '%s' has no %s; it must come from a run of the same model", at, path, name);
             break;
         }
         hid_t space = H5Dget_space(ds);
@@ -310,13 +290,73 @@ int results_read_params(const char *path, Model *m, ConfigMark where, ConfigErro
                       at, name, path, (unsigned long long)dims[0], nd > 1 ? ", " : "",
                       nd > 1 ? (unsigned long long)dims[1] : 0ull, t->shape[0], t->ndim > 1 ? ", " : "",
                       t->ndim > 1 ? t->shape[1] : 0);
-        else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m->param_block + t->offset) < 0)
+        else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, block + t->offset) < 0)
             rc = fail(err, "%s: cannot read %s from '%s'", at, name, path);
         H5Sclose(space);
         H5Dclose(ds);
     }
     H5Fclose(file);
     return rc;
+}
+
+int results_reader_open(ResultsReader *rd, const char *path, ConfigError *err) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    snprintf(rd->path, sizeof rd->path, "%s", path);
+    rd->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    return rd->file >= 0 ? CONFIG_OK : fail(err, "%s:1:1: cannot open as an HDF5 results file", path);
+}
+
+void results_reader_close(ResultsReader *rd) {
+    if (rd->file >= 0) H5Fclose(rd->file);
+    rd->file = -1;
+}
+
+int64_t results_reader_count(ResultsReader *rd, const char *name) {
+    if (ensure_exists(rd->file, name) <= 0) return -1;
+    hid_t ds = H5Dopen2(rd->file, name, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t space = H5Dget_space(ds);
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    H5Dclose(ds);
+    return n;
+}
+
+static int reader_read(ResultsReader *rd, const char *name, hid_t mem_type, void *out,
+                       int64_t count, ConfigError *err) {
+    if (results_reader_count(rd, name) != count)
+        return fail(err, "%s:1:1: %s is missing or does not hold %lld values", rd->path, name,
+                    (long long)count);
+    hid_t ds = H5Dopen2(rd->file, name, H5P_DEFAULT);
+    int ok = count == 0 || H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    H5Dclose(ds);
+    return ok ? CONFIG_OK : fail(err, "%s:1:1: cannot read %s", rd->path, name);
+}
+
+int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
+                           ConfigError *err) {
+    return reader_read(rd, name, H5T_NATIVE_DOUBLE, out, count, err);
+}
+
+int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
+                          ConfigError *err) {
+    return reader_read(rd, name, H5T_NATIVE_INT64, out, count, err);
+}
+
+int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
+                          ConfigError *err) {
+    return reader_read(rd, name, H5T_NATIVE_FLOAT, out, count, err);
+}
+
+int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,
+                            ConfigError *err) {
+    if (ensure_exists(rd->file, object) <= 0 ||
+        H5Aexists_by_name(rd->file, object, name, H5P_DEFAULT) <= 0)
+        return fail(err, "%s:1:1: no attribute %s on %s", rd->path, name, object);
+    hid_t attr = H5Aopen_by_name(rd->file, object, name, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = attr >= 0 && H5Aread(attr, H5T_NATIVE_INT64, out) >= 0;
+    if (attr >= 0) H5Aclose(attr);
+    return ok ? CONFIG_OK : fail(err, "%s:1:1: cannot read attribute %s of %s", rd->path, name, object);
 }
 
 static int read_attr_string(hid_t file, const char *name, char **out) {
@@ -365,4 +405,10 @@ void results_read_status(const char *path, char *status, int size) {
     if (read_attr_string(file, "status", &value) == 0) snprintf(status, size, "%s", value);
     free(value);
     H5Fclose(file);
+}
+
+char *results_reader_attr_string(ResultsReader *rd, const char *name) {
+    char *value = NULL;
+    read_attr_string(rd->file, name, &value);
+    return value;
 }

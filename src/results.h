@@ -18,6 +18,10 @@ typedef struct {
     int n_snapshots;
 } Results;
 
+/* Call once before any other results_ function: HDF5 prints no errors of its own, and does not
+ * try to close files at exit (after a failed write it would crash doing so). */
+void results_library_init(void);
+
 /* Refuses to replace a complete result unless force. */
 int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err);
 /* Set the status attribute ("complete", "diverged", "interrupted") and move into place. */
@@ -43,13 +47,35 @@ int results_write_attr_double(Results *r, const char *object, const char *name, 
 int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
                           ConfigError *err);
 
-/* Append one snapshot of the attention maps (L, H, P, T, T) at `step`; the first call creates
- * /attn/maps (S, L, H, P, T, T), chunked per head and deflate-compressed. */
-int results_append_maps(Results *r, int step, const float *maps, int L, int H, int P, int T,
-                        ConfigError *err);
+/* Attention maps (S, L, H, P, T, T) in one dataset, chunked per head and deflate-compressed. */
+int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
+                       int T, ConfigError *err);
 
-/* Read /params of a results file into the model (init_from); shapes must match the config. */
-int results_read_params(const char *path, Model *m, ConfigMark where, ConfigError *err);
+/* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
+ * block; shapes must match. `where` is the config key that named the file, for messages. */
+int results_read_tensors(const char *path, const char *group, Model *m, float *block,
+                         ConfigMark where, ConfigError *err);
+
+/* Reading datasets back (resume). Each returns CONFIG_ERROR with a message if the dataset is
+ * missing or has another number of elements than `count`. */
+typedef struct {
+    int64_t file; /* hid_t */
+    char path[CONFIG_PATH_MAX + 8];
+} ResultsReader;
+int results_reader_open(ResultsReader *rd, const char *path, ConfigError *err);
+void results_reader_close(ResultsReader *rd);
+/* Number of elements of a dataset, -1 if there is none. */
+int64_t results_reader_count(ResultsReader *rd, const char *name);
+int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
+                           ConfigError *err);
+int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
+                          ConfigError *err);
+int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
+                          ConfigError *err);
+int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,
+                            ConfigError *err);
+/* A string attribute of the root group, malloc'd; NULL if absent. */
+char *results_reader_attr_string(ResultsReader *rd, const char *name);
 
 /* The /config group and root attributes of a results file, for `inspect`. */
 int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err);

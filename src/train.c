@@ -1,4 +1,4 @@
-/* train.c: the training loop (see train.h). */
+/* train.c: the training loop, checkpoints and resume (see train.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,24 +40,27 @@ static double now_seconds(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* Growable columns of the /train and /eval logs. */
+/* Growable columns of the /train log (the /eval log uses step and loss only). */
 typedef struct {
     int n, cap;
     int64_t *step;
     double *loss, *lr, *grad_norm, *elapsed;
 } TrainLog;
 
+static void log_reserve(TrainLog *g, int n) {
+    if (n <= g->cap) return;
+    while (g->cap < n) g->cap = g->cap ? 2 * g->cap : 256;
+    g->step = realloc(g->step, sizeof(int64_t) * g->cap);
+    g->loss = realloc(g->loss, sizeof(double) * g->cap);
+    g->lr = realloc(g->lr, sizeof(double) * g->cap);
+    g->grad_norm = realloc(g->grad_norm, sizeof(double) * g->cap);
+    g->elapsed = realloc(g->elapsed, sizeof(double) * g->cap);
+    CHECK(g->step && g->loss && g->lr && g->grad_norm && g->elapsed);
+}
+
 static void log_append(TrainLog *g, int64_t step, double loss, double lr, double norm,
                        double elapsed) {
-    if (g->n == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 256;
-        g->step = realloc(g->step, sizeof(int64_t) * g->cap);
-        g->loss = realloc(g->loss, sizeof(double) * g->cap);
-        g->lr = realloc(g->lr, sizeof(double) * g->cap);
-        g->grad_norm = realloc(g->grad_norm, sizeof(double) * g->cap);
-        g->elapsed = realloc(g->elapsed, sizeof(double) * g->cap);
-        CHECK(g->step && g->loss && g->lr && g->grad_norm && g->elapsed);
-    }
+    log_reserve(g, g->n + 1);
     g->step[g->n] = step;
     g->loss[g->n] = loss;
     g->lr[g->n] = lr;
@@ -73,6 +76,14 @@ static void log_free(TrainLog *g) {
     free(g->grad_norm);
     free(g->elapsed);
 }
+
+/* Everything a run has made so far. */
+typedef struct {
+    TrainLog train, eval;
+    Analysis analysis;
+    int step;              /* parameter updates done */
+    double elapsed_before; /* wall seconds of the sessions before a resume */
+} RunState;
 
 /* The progress line: a bar on a terminal, plain lines otherwise. */
 static void report_progress(int step, int steps, double loss, double eval_loss, double tok_per_s,
@@ -102,87 +113,244 @@ static const char *first_nonfinite_grad(const Model *m) {
     return NULL;
 }
 
-static int write_logs(Results *res, const TrainLog *train, const TrainLog *eval, ConfigError *err) {
-    int rc = results_write_ints(res, "/train/step", train->step, train->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/loss", train->loss, train->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/lr", train->lr, train->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/grad_norm", train->grad_norm, train->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/elapsed_s", train->elapsed, train->n, err);
-    if (rc == CONFIG_OK) rc = results_write_ints(res, "/eval/step", eval->step, eval->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/eval/loss", eval->loss, eval->n, err);
+/* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
+ * moments and the step) so the run can be resumed from this file. */
+static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
+                       ConfigError *err) {
+    const TrainLog *t = &st->train, *e = &st->eval;
+    int rc = results_write_ints(res, "/train/step", t->step, t->n, err);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/loss", t->loss, t->n, err);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/lr", t->lr, t->n, err);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/grad_norm", t->grad_norm, t->n, err);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/elapsed_s", t->elapsed, t->n, err);
+    if (rc == CONFIG_OK) rc = results_write_ints(res, "/eval/step", e->step, e->n, err);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
+    if (rc == CONFIG_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
+    if (rc == CONFIG_OK) rc = analysis_write(&st->analysis, m, res, err);
+    if (rc == CONFIG_OK && with_checkpoint) {
+        rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
+        if (rc == CONFIG_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
+        if (rc == CONFIG_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
+        if (rc == CONFIG_OK)
+            rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before), err);
+    }
     return rc;
 }
 
-int train_run(Model *m, const Task *task, const Config *cfg, Results *res, const char **status,
-              ConfigError *err) {
-    TrainLog train = {0}, eval = {0};
+static void checkpoint_path(const Config *cfg, char *out, size_t size) {
+    snprintf(out, size, "%s.ckpt", cfg->out_path);
+}
+
+/* Periodic checkpoint: a whole results file beside the target, written atomically. */
+static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, ConfigError *err) {
+    char path[CONFIG_PATH_MAX + 8];
+    checkpoint_path(cfg, path, sizeof path);
+    Results ck;
+    int rc = results_open(&ck, path, cfg, 1, err);
+    if (rc != CONFIG_OK) return rc;
+    rc = write_state(&ck, m, st, 1, err);
+    if (rc == CONFIG_OK) return results_close(&ck, "running", err);
+    results_discard(&ck);
+    return rc;
+}
+
+/* The /checkpoint step of a results file, or -1 if it has none. */
+static int64_t checkpoint_step(const char *path) {
+    if (access(path, R_OK) != 0) return -1;
+    ConfigError ignored;
+    ResultsReader rd;
+    if (results_reader_open(&rd, path, &ignored) != CONFIG_OK) return -1;
+    int64_t step = -1;
+    if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
+        results_reader_attr_int(&rd, "/checkpoint", "step", &step, &ignored) != CONFIG_OK)
+        step = -1;
+    results_reader_close(&rd);
+    return step;
+}
+
+int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, ConfigError *err) {
+    char ckpt[CONFIG_PATH_MAX + 8];
+    checkpoint_path(cfg, ckpt, sizeof ckpt);
+    char status[64];
+    results_read_status(cfg->out_path, status, sizeof status);
+    int64_t main_step = strcmp(status, "interrupted") == 0 ? checkpoint_step(cfg->out_path) : -1;
+    int64_t ckpt_step = checkpoint_step(ckpt);
+    if (main_step < 0 && ckpt_step < 0) {
+        ConfigMark mk = config_mark(cfg, "output.path");
+        snprintf(err->message, sizeof err->message,
+                 "%.600s:%d:%d: output.path: nothing to resume: '%.600s' is %s and there is no checkpoint '%.600s'",
+                 mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1, mk.col ? mk.col : 1,
+                 cfg->out_path, status[0] ? status : "not there", ckpt);
+        return CONFIG_ERROR;
+    }
+    snprintf(path_out, size, "%s", main_step >= ckpt_step ? cfg->out_path : ckpt);
+    return CONFIG_OK;
+}
+
+/* Load a run's state from a file with a /checkpoint group. */
+static int load_state(const char *path, const Config *cfg, Model *m, RunState *st,
+                      ConfigError *err) {
+    ResultsReader rd;
+    if (results_reader_open(&rd, path, err) != CONFIG_OK) return CONFIG_ERROR;
+    char *stored = results_reader_attr_string(&rd, "config_yaml");
+    char *wanted = config_to_yaml(cfg);
+    int same = stored && strcmp(stored, wanted) == 0;
+    free(stored);
+    free(wanted);
+    int rc = CONFIG_OK;
+    int64_t step = 0, elapsed = 0;
+    if (!same)
+        rc = (snprintf(err->message, sizeof err->message,
+                       "%s:1:1: was made with another config; --resume needs the same config and "
+                       "--set values as the interrupted run", path), CONFIG_ERROR);
+    if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
+    if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
+    int64_t n_train = results_reader_count(&rd, "/train/step");
+    int64_t n_eval = results_reader_count(&rd, "/eval/step");
+    int64_t n_snap = results_reader_count(&rd, "/attn/step");
+    if (rc == CONFIG_OK && (n_train < 0 || n_eval < 0)) rc = (snprintf(err->message, sizeof err->message, "%s:1:1: no /train or /eval log", path), CONFIG_ERROR);
+    if (rc == CONFIG_OK) {
+        log_reserve(&st->train, (int)n_train);
+        st->train.n = (int)n_train;
+        rc = results_reader_int64s(&rd, "/train/step", st->train.step, n_train, err);
+        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/loss", st->train.loss, n_train, err);
+        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/lr", st->train.lr, n_train, err);
+        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/grad_norm", st->train.grad_norm, n_train, err);
+        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/elapsed_s", st->train.elapsed, n_train, err);
+    }
+    if (rc == CONFIG_OK) {
+        log_reserve(&st->eval, (int)n_eval);
+        st->eval.n = (int)n_eval;
+        rc = results_reader_int64s(&rd, "/eval/step", st->eval.step, n_eval, err);
+        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/eval/loss", st->eval.loss, n_eval, err);
+    }
+    if (rc == CONFIG_OK && n_snap > 0) {
+        int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
+        float *maps = xcalloc((size_t)n_snap * st->analysis.map_floats, sizeof(float));
+        rc = results_reader_int64s(&rd, "/attn/step", steps, n_snap, err);
+        if (rc == CONFIG_OK)
+            rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)st->analysis.map_floats, err);
+        for (int64_t s = 0; rc == CONFIG_OK && s < n_snap; s++)
+            analysis_add_snapshot(&st->analysis, steps[s], maps + s * st->analysis.map_floats);
+        free(steps);
+        free(maps);
+    }
+    results_reader_close(&rd);
+    ConfigMark here = {path, 1, 1};
+    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/params", m, m->param_block, here, err);
+    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/checkpoint/adam_m", m, m->m_block, here, err);
+    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/checkpoint/adam_v", m, m->v_block, here, err);
+    st->step = (int)step;
+    st->elapsed_before = (double)elapsed / 1000.0;
+    return rc;
+}
+
+/* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
+ * gradient norm before clipping. */
+static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
+                        double *norm) {
+    task_train_batch(task, batch, step);
+    float loss = model_forward(m, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
+    model_zero_grad(m);
+    model_backward(m);
+    *norm = global_norm(m->grad_block, m->n_params);
+    if (!isfinite(loss) || !isfinite(*norm)) return loss;
+    if (cfg->grad_clip > 0 && *norm > cfg->grad_clip)
+        scale_inplace(m->grad_block, m->n_params, (float)(cfg->grad_clip / *norm));
+    float lr = (float)train_lr_at(cfg, step);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorSpec *t = &m->tensors[i];
+        adamw_update(m->param_block + t->offset, m->m_block + t->offset, m->v_block + t->offset,
+                     m->grad_block + t->offset, t->size, lr, (float)cfg->beta1, (float)cfg->beta2,
+                     (float)cfg->eps, t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
+    }
+    return loss;
+}
+
+int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
+              const char **status, ConfigError *err) {
+    RunState st;
+    memset(&st, 0, sizeof st);
+    analysis_init(&st.analysis, m, task, cfg);
+    Results res;
+    int rc = results_open(&res, cfg->out_path, cfg, force || resume_from, err);
+    if (rc == CONFIG_OK && resume_from) {
+        rc = load_state(resume_from, cfg, m, &st, err);
+        if (rc == CONFIG_OK)
+            fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st.step, cfg->steps);
+        else
+            results_discard(&res);
+    }
+    if (rc != CONFIG_OK) {
+        analysis_free(&st.analysis);
+        return rc;
+    }
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
-    Analysis analysis;
-    analysis_init(&analysis, m, task, cfg);
     int on_terminal = isatty(STDERR_FILENO);
-    int rc = CONFIG_OK;
     *status = "complete";
-    double start = now_seconds(), last_eval = NAN, last_loss = NAN;
-    int step = 0;
-    for (;; step++) {
-        /* evaluations and snapshots describe the parameters after `step` updates */
+    double start = now_seconds() - st.elapsed_before;
+    double last_eval = st.eval.n ? st.eval.loss[st.eval.n - 1] : NAN;
+    int first = st.step;
+    for (int step = st.step;; step++) {
+        st.step = step;
         int last = step == cfg->steps;
-        if (step % cfg->eval_every == 0 || last) {
-            last_eval = train_eval_loss(m, task, cfg);
-            log_append(&eval, step, last_eval, 0, 0, now_seconds() - start);
-        }
-        if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last) {
-            rc = analysis_snapshot(&analysis, m, res, step, err);
-            if (rc != CONFIG_OK) break;
+        /* evaluation and snapshots describe the parameters after `step` updates; a resumed
+         * run has them for its first step already */
+        if (!(resume_from && step == first)) {
+            if (step % cfg->eval_every == 0 || last) {
+                last_eval = train_eval_loss(m, task, cfg);
+                log_append(&st.eval, step, last_eval, 0, 0, 0);
+            }
+            if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last)
+                analysis_snapshot(&st.analysis, m, step);
+            if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
+                st.elapsed_before = now_seconds() - start;
+                rc = write_checkpoint(cfg, m, &st, err);
+                if (rc != CONFIG_OK) break;
+            }
         }
         if (last) break;
         if (train_stop_requested) {
             *status = "interrupted";
             break;
         }
-        task_train_batch(task, &batch, step);
-        float loss = model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
-        model_zero_grad(m);
-        model_backward(m);
-        double norm = global_norm(m->grad_block, m->n_params);
-        double lr = train_lr_at(cfg, step);
-        last_loss = loss;
+        double norm;
+        float loss = train_step(m, task, cfg, &batch, step, &norm);
+        double elapsed = now_seconds() - start, lr = train_lr_at(cfg, step);
         if (!isfinite(loss) || !isfinite(norm)) {
             const char *where = first_nonfinite_grad(m);
             fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
-                    on_terminal ? "\n" : "", step, loss, norm, where ? "; first non-finite gradient in " : "",
-                    where ? where : "");
-            log_append(&train, step, loss, lr, norm, now_seconds() - start);
+                    on_terminal ? "\n" : "", step, loss, norm,
+                    where ? "; first non-finite gradient in " : "", where ? where : "");
+            log_append(&st.train, step, loss, lr, norm, elapsed);
             *status = "diverged";
             break;
         }
-        if (cfg->grad_clip > 0 && norm > cfg->grad_clip)
-            scale_inplace(m->grad_block, m->n_params, (float)(cfg->grad_clip / norm));
-        for (int i = 0; i < m->n_tensors; i++) {
-            const TensorSpec *t = &m->tensors[i];
-            adamw_update(m->param_block + t->offset, m->m_block + t->offset, m->v_block + t->offset,
-                         m->grad_block + t->offset, t->size, (float)lr, (float)cfg->beta1,
-                         (float)cfg->beta2, (float)cfg->eps,
-                         t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
-        }
-        double elapsed = now_seconds() - start;
         if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
-            log_append(&train, step, loss, lr, norm, elapsed);
+            log_append(&st.train, step, loss, lr, norm, elapsed);
             report_progress(step + 1, cfg->steps, loss, last_eval,
-                            (double)(step + 1) * cfg->batch_size * cfg->seq_len / elapsed, elapsed,
-                            on_terminal);
+                            (double)(step + 1 - first) * cfg->batch_size * cfg->seq_len /
+                                (elapsed - st.elapsed_before + 1e-9),
+                            elapsed, on_terminal);
         }
     }
     if (on_terminal) fprintf(stderr, "\n");
-    (void)last_loss;
-    if (rc == CONFIG_OK) rc = write_logs(res, &train, &eval, err);
-    if (rc == CONFIG_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
+    st.elapsed_before = now_seconds() - start;
+    int interrupted = strcmp(*status, "interrupted") == 0;
+    if (rc == CONFIG_OK) rc = write_state(&res, m, &st, interrupted, err);
     if (rc == CONFIG_OK && strcmp(*status, "complete") == 0)
-        rc = analysis_finish(&analysis, m, res, err);
-    analysis_free(&analysis);
+        rc = analysis_finish(&st.analysis, m, &res, err);
+    if (rc == CONFIG_OK) rc = results_close(&res, *status, err);
+    else results_discard(&res);
+    if (rc == CONFIG_OK && strcmp(*status, "diverged") != 0) {
+        char ckpt[CONFIG_PATH_MAX + 8];
+        checkpoint_path(cfg, ckpt, sizeof ckpt);
+        unlink(ckpt); /* superseded by the file just written */
+    }
+    analysis_free(&st.analysis);
     batch_free(&batch);
-    log_free(&train);
-    log_free(&eval);
+    log_free(&st.train);
+    log_free(&st.eval);
     return rc;
 }

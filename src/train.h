@@ -1,5 +1,11 @@
 /* train.h: the training loop: learning-rate schedule, clipping, AdamW, evaluation, progress,
- * logging into the results file, and the analysis snapshots along the way. */
+ * analysis snapshots, checkpoints, and the results file at the end.
+ *
+ * A run's whole state is (parameters, AdamW moments, step, logs so far, attention snapshots so
+ * far): batches are pure functions of (seed, step), so no generator state is needed. The same
+ * state written with a /checkpoint group is what SIGINT/SIGTERM leave behind (status
+ * "interrupted", at output.path) and what output.checkpoint_every writes periodically
+ * (output.path + ".ckpt"); --resume continues from either, bit for bit. */
 #ifndef TRAIN_H
 #define TRAIN_H
 
@@ -15,12 +21,16 @@ double train_lr_at(const Config *cfg, int step);
 /* Mean held-out loss over cfg->eval_batches batches. */
 double train_eval_loss(Model *m, const Task *task, const Config *cfg);
 
-/* Set from a SIGINT/SIGTERM handler: the loop stops after the current step. */
+/* Set from a SIGINT/SIGTERM handler: the loop stops before the next step. */
 extern volatile sig_atomic_t train_stop_requested;
 
-/* Train for cfg->steps steps, writing /train, /eval and /params into res. On return *status is
- * "complete", "diverged" or "interrupted". Returns CONFIG_OK or CONFIG_ERROR (I/O failure). */
-int train_run(Model *m, const Task *task, const Config *cfg, Results *res, const char **status,
-              ConfigError *err);
+/* The checkpoint to resume from: output.path if it is an interrupted run, else its ".ckpt"
+ * (the one with the later step when both exist). CONFIG_ERROR if there is none. */
+int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, ConfigError *err);
+
+/* Train (from scratch, or from resume_from when not NULL) and write the results file.
+ * On return *status is "complete", "diverged" or "interrupted". */
+int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
+              const char **status, ConfigError *err);
 
 #endif

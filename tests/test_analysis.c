@@ -1,0 +1,457 @@
+/* test_analysis.c: the per-head analysis of src/analysis.c against answers known by construction.
+ *
+ *  1. analysis_pattern_scores on hand-made maps: pure previous-token, self, first-token and
+ *     uniform causal maps; induction on a repeated sequence; several earlier occurrences of a
+ *     token (summed); an adjacent repeat; pooling over probes with different numbers of repeat
+ *     positions (a pooled mean, not a mean of per-probe means); the (pattern, layer, head) layout.
+ *  2. analysis_classify: the highest score above 0.5 wins, none above -> "mixed", exactly 0.5 is
+ *     not above; the stride walks a (pattern, L*H) block.
+ *  3. A one-layer model whose weights are set by hand so that head 0 attends to the previous token
+ *     and head 1 to itself: model_forward + analysis_collect_maps + scores find and classify them;
+ *     and analysis_collect_maps's (L, B, H, T, T) -> (L, H, B, T, T) reordering, map by map.
+ *  4. Ablation: gating off a head whose rows of W_o are zero changes the loss by exactly 0 (and its
+ *     gate gradient is exactly 0), while gating off a live head does change it.
+ *  5. Importance: head_gate_grad from model_backward against a finite difference of the loss in the
+ *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch.
+ *
+ * Hand-made maps hold values like 1/(i+1) rounded to float32, so expected scores derived in exact
+ * arithmetic are compared within 1e-6 (the rounding is ~6e-8 relative). Ends with
+ * "N passed, M failed" and exits 1 if any check failed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "analysis.h"
+#include "config.h"
+#include "model.h"
+#include "tasks.h"
+#include "testlib.h"
+
+#define SCORE_TOL 1e-6
+
+static const char *const score_names[N_PATTERNS] = {"prev", "self", "first", "induction", "duplicate"};
+
+/* scores of head lh (of LH) against expected[N_PATTERNS] (NAN: not checked), as one check. */
+static void expect_scores(const char *name, const double *scores, int lh, int LH, const double *expected) {
+    char details[512] = "";
+    int ok = 1;
+    for (int k = 0; k < N_PATTERNS; k++) {
+        double got = scores[k * LH + lh];
+        if (isnan(expected[k])) continue;
+        if (!(fabs(got - expected[k]) <= SCORE_TOL)) {
+            ok = 0;
+            size_t used = strlen(details);
+            snprintf(details + used, sizeof details - used, "%s%s = %.9g, expected %.9g", used ? "; " : "",
+                     score_names[k], got, expected[k]);
+        }
+    }
+    test_check(name, ok, "%s", details);
+}
+
+/* A map (T, T) of zeros with the given row i set: row i gets weight w at key j. */
+static void put(float *map, int T, int i, int j, float w) { map[(size_t)i * T + j] = w; }
+
+/* ---- 1. pattern scores on hand-made maps ---- */
+
+static void test_simple_maps(void) {
+    enum { T = 7 };
+    int tokens[T] = {0, 1, 2, 3, 4, 5, 6}; /* no repeats: induction and duplicate have no positions */
+    float map[T * T];
+    double s[N_PATTERNS];
+
+    /* previous token: row i on i-1, row 0 on 0. Only i = 1 has i-1 = 0, so first = 1/(T-1). */
+    memset(map, 0, sizeof map);
+    put(map, T, 0, 0, 1.0f);
+    for (int i = 1; i < T; i++) put(map, T, i, i - 1, 1.0f);
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: pure previous-token map: prev 1, self 0, first 1/(T-1), no repeats -> 0",
+                  s, 0, 1, (double[]){1.0, 0.0, 1.0 / (T - 1), 0.0, 0.0});
+
+    /* self: row i on i */
+    memset(map, 0, sizeof map);
+    for (int i = 0; i < T; i++) put(map, T, i, i, 1.0f);
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: pure self map: prev 0, self 1, first 0", s, 0, 1, (double[]){0.0, 1.0, 0.0, 0.0, 0.0});
+
+    /* first token: row i on 0. Row 1's key 0 is also its previous token: prev = 1/(T-1). */
+    memset(map, 0, sizeof map);
+    for (int i = 0; i < T; i++) put(map, T, i, 0, 1.0f);
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: first-token map: prev 1/(T-1), self 0, first 1", s, 0, 1,
+                  (double[]){1.0 / (T - 1), 0.0, 1.0, 0.0, 0.0});
+}
+
+/* Uniform causal map, T = 8: row i is 1/(i+1) on j <= i, so prev = self = first = the mean over
+ * i = 1..7 of 1/(i+1) = (1/2 + 1/3 + ... + 1/8) / 7 = (H_8 - 1) / 7 = (761/280 - 1) / 7 = 481/1960. */
+static void test_uniform_map(void) {
+    enum { T = 8 };
+    int tokens[T] = {0, 1, 2, 3, 4, 5, 6, 7};
+    float map[T * T] = {0};
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j <= i; j++) put(map, T, i, j, 1.0f / (float)(i + 1));
+    double s[N_PATTERNS], u = 481.0 / 1960.0;
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: uniform causal map: prev = self = first = 481/1960", s, 0, 1, (double[]){u, u, u, 0.0, 0.0});
+}
+
+/* [BOS, a b c d, a b c d]: the repeat at i (i = 5..8) saw its token at j = i - 4 and puts 1 on
+ * j + 1 = i - 3. The first half (i = 1..4) attends to BOS. So induction = 1, duplicate = 0,
+ * first = 4/8, prev = 1/8 (only row 1, whose key 0 is both first and previous), self = 0. */
+static void test_induction_map(void) {
+    enum { T = 9 };
+    int tokens[T] = {0, 11, 12, 13, 14, 11, 12, 13, 14};
+    float map[T * T] = {0};
+    for (int i = 0; i <= 4; i++) put(map, T, i, 0, 1.0f);
+    for (int i = 5; i < T; i++) put(map, T, i, i - 3, 1.0f);
+    double s[N_PATTERNS];
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: induction map on [BOS, a b c d, a b c d]: induction 1, duplicate 0", s, 0, 1,
+                  (double[]){1.0 / 8, 0.0, 4.0 / 8, 1.0, 0.0});
+
+    /* the same sequence, repeats attending to the earlier occurrence itself: duplicate 1 */
+    memset(map, 0, sizeof map);
+    for (int i = 0; i <= 4; i++) put(map, T, i, i, 1.0f);
+    for (int i = 5; i < T; i++) put(map, T, i, i - 4, 1.0f);
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: duplicate-token map on [BOS, a b c d, a b c d]: induction 0, duplicate 1", s, 0, 1,
+                  (double[]){0.0, 4.0 / 8, 0.0, 0.0, 1.0});
+}
+
+/* Tokens [0, 1, 2, 1, 2, 1]: repeat positions 3 (earlier 1), 4 (earlier 2), 5 (earlier 1 and 3).
+ *   row 3: 0.5 on 2 (= 1+1), 0.25 on 1, 0.25 on 3         induction 0.5, duplicate 0.25
+ *   row 4: 1 on 3 (= 2+1)                                   induction 1,   duplicate 0
+ *   row 5: 0.3 on 2, 0.3 on 4 (= 1+1, 3+1), 0.2 on 1,       induction 0.6, duplicate 0.3
+ *          0.1 on 3, 0.1 on 5                               (summed over both occurrences)
+ * induction = (0.5 + 1 + 0.6) / 3 = 0.7, duplicate = (0.25 + 0 + 0.3) / 3 = 0.55 / 3. */
+static void test_several_occurrences(void) {
+    enum { T = 6 };
+    int tokens[T] = {0, 1, 2, 1, 2, 1};
+    float map[T * T] = {0};
+    for (int i = 0; i < 3; i++) put(map, T, i, i, 1.0f);
+    put(map, T, 3, 2, 0.5f), put(map, T, 3, 1, 0.25f), put(map, T, 3, 3, 0.25f);
+    put(map, T, 4, 3, 1.0f);
+    put(map, T, 5, 2, 0.3f), put(map, T, 5, 4, 0.3f), put(map, T, 5, 1, 0.2f), put(map, T, 5, 3, 0.1f),
+        put(map, T, 5, 5, 0.1f);
+    double s[N_PATTERNS];
+    analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
+    expect_scores("scores: several earlier occurrences are summed: induction 0.7, duplicate 0.55/3", s, 0, 1,
+                  (double[]){NAN, NAN, NAN, 0.7, 0.55 / 3});
+
+    /* an adjacent repeat [0, 5, 5]: at i = 2 the earlier j = 1 has j + 1 = 2 = i, so the
+     * induction target is the query itself: row 2 = (0, 0.25, 0.75) gives induction 0.75 */
+    enum { T3 = 3 };
+    int tokens3[T3] = {0, 5, 5};
+    float map3[T3 * T3] = {1, 0, 0, 0.5f, 0.5f, 0, 0, 0.25f, 0.75f};
+    analysis_pattern_scores(s, map3, tokens3, 1, 1, 1, T3);
+    expect_scores("scores: adjacent repeat: induction reads P[i, i], duplicate P[i, i-1]", s, 0, 1,
+                  (double[]){(0.5 + 0.25) / 2, (0.5 + 0.75) / 2, 0.5 / 2, 0.75, 0.25});
+}
+
+/* Two probes of T = 6. Probe 0 [0 1 2 3 4 1] has one repeat (i = 5, earlier j = 1) and puts 1 on
+ * j+1 = 2; probe 1 [0 5 6 5 6 5] has three (i = 3, 4, 5) and puts 1 on the latest earlier
+ * occurrence. Pooled: induction 1/4, duplicate 3/4; a mean of per-probe means would give 1/2, 1/2.
+ * Other rows attend to themselves: self = 6 of the 10 rows i >= 1 (4 in probe 0, 2 in probe 1). */
+static void test_pooling(void) {
+    enum { P = 2, T = 6 };
+    int tokens[P * T] = {0, 1, 2, 3, 4, 1, 0, 5, 6, 5, 6, 5};
+    float maps[P * T * T] = {0};
+    float *m0 = maps, *m1 = maps + T * T;
+    for (int i = 0; i < 5; i++) put(m0, T, i, i, 1.0f);
+    put(m0, T, 5, 2, 1.0f);
+    for (int i = 0; i < 3; i++) put(m1, T, i, i, 1.0f);
+    put(m1, T, 3, 1, 1.0f), put(m1, T, 4, 2, 1.0f), put(m1, T, 5, 3, 1.0f);
+    double s[N_PATTERNS];
+    analysis_pattern_scores(s, maps, tokens, 1, 1, P, T);
+    expect_scores("scores: pooled over probes with 1 and 3 repeat positions: induction 1/4, duplicate 3/4", s, 0, 1,
+                  (double[]){0.0, 6.0 / 10, 0.0, 0.25, 0.75});
+}
+
+/* Maps (L=2, H=3, P=2, T=5), a different kind per head (the same on both probes); scores
+ * [k * L*H + l*H + h] must follow, and maps are read as (L, H, P, T, T): reading them as
+ * (P, L, H, T, T) would mix the heads up. */
+static void test_layout_and_classes(void) {
+    enum { L = 2, H = 3, P = 2, T = 5, LH = L * H };
+    int tokens[P * T] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float maps[LH * P * T * T] = {0};
+    const int kind[LH] = {0, 1, 2, 3, 0, 1}; /* 0 prev, 1 self, 2 first, 3 uniform */
+    for (int lh = 0; lh < LH; lh++) {
+        for (int p = 0; p < P; p++) {
+            float *map = maps + ((size_t)lh * P + p) * T * T;
+            for (int i = 0; i < T; i++) {
+                if (kind[lh] == 3)
+                    for (int j = 0; j <= i; j++) put(map, T, i, j, 1.0f / (float)(i + 1));
+                else
+                    put(map, T, i, kind[lh] == 0 ? (i ? i - 1 : 0) : kind[lh] == 1 ? i : 0, 1.0f);
+            }
+        }
+    }
+    double s[N_PATTERNS * LH];
+    analysis_pattern_scores(s, maps, tokens, L, H, P, T);
+    /* uniform, T = 5: (1/2 + 1/3 + 1/4 + 1/5) / 4 = 77/240 */
+    const double expected[4][N_PATTERNS] = {{1, 0, 0.25, 0, 0}, {0, 1, 0, 0, 0}, {0.25, 0, 1, 0, 0},
+                                            {77.0 / 240, 77.0 / 240, 77.0 / 240, 0, 0}};
+    const char *classes[4] = {"prev", "self", "first", "mixed"};
+    int ok_scores = 1, ok_classes = 1;
+    char details[256] = "";
+    for (int lh = 0; lh < LH; lh++) {
+        for (int k = 0; k < N_PATTERNS; k++)
+            if (!(fabs(s[k * LH + lh] - expected[kind[lh]][k]) <= SCORE_TOL)) {
+                if (ok_scores) snprintf(details, sizeof details, "layer %d head %d %s = %.9g, expected %.9g",
+                                        lh / H, lh % H, score_names[k], s[k * LH + lh], expected[kind[lh]][k]);
+                ok_scores = 0;
+            }
+        ok_classes &= strcmp(analysis_classify(s + lh, LH), classes[kind[lh]]) == 0;
+    }
+    test_check("scores: maps (L, H, P, T, T) -> scores (pattern, L, H) for 2 layers, 3 heads, 2 probes", ok_scores, "%s", details);
+    test_check("classify: stride L*H over the score block gives prev/self/first/mixed per head", ok_classes,
+               "got %s %s %s %s %s %s", analysis_classify(s + 0, LH), analysis_classify(s + 1, LH),
+               analysis_classify(s + 2, LH), analysis_classify(s + 3, LH), analysis_classify(s + 4, LH),
+               analysis_classify(s + 5, LH));
+}
+
+/* ---- 2. classification ---- */
+
+static void expect_class(const char *name, const double *scores, int stride, const char *expected) {
+    const char *got = analysis_classify(scores, stride);
+    test_check(name, got && strcmp(got, expected) == 0, "got '%s', expected '%s'", got ? got : "(null)", expected);
+}
+
+static void test_classify(void) {
+    expect_class("classify: two above 0.5, the highest wins (induction 0.7 over prev 0.6)",
+                 (double[]){0.6, 0.2, 0.1, 0.7, 0.3}, 1, "induction");
+    expect_class("classify: none above 0.5 -> mixed", (double[]){0.4, 0.3, 0.2, 0.1, 0.45}, 1, "mixed");
+    expect_class("classify: exactly 0.5 everywhere -> mixed", (double[]){0.5, 0.5, 0.5, 0.5, 0.5}, 1, "mixed");
+    expect_class("classify: just above 0.5 counts", (double[]){0.5, 0.0, 0.0, 0.0, nextafter(0.5, 1.0)}, 1,
+                 "duplicate");
+    expect_class("classify: each pattern can win (first)", (double[]){0.1, 0.2, 0.95, 0.0, 0.0}, 1, "first");
+    /* stride 3: head 1 of a (pattern, 3) block */
+    const double block[N_PATTERNS * 3] = {0.9, 0.1, 0.2, /* prev */ 0.0, 0.8, 0.3, /* self */
+                                          0.0, 0.0, 0.4, /* first */ 0.0, 0.0, 0.1, /* induction */
+                                          0.0, 0.0, 0.0 /* duplicate */};
+    expect_class("classify: stride 3, head 0 -> prev", block + 0, 3, "prev");
+    expect_class("classify: stride 3, head 1 -> self", block + 1, 3, "self");
+    expect_class("classify: stride 3, head 2 -> mixed", block + 2, 3, "mixed");
+}
+
+/* ---- 3. a hand-built previous-token head in a real forward pass ---- */
+
+/* One layer, D = T = 8, H = 2 heads of d_head 8. pos_emb[t] = e_t; LayerNorm of a one-hot vector
+ * is (e_t - 1/8) / sqrt(7/64 + 1e-5), so gain sqrt(7/64 + 1e-5) and bias 1/8 give back z = e_t
+ * (tok_emb keeps its GPT-2 init, std 0.02: a little noise on top). Then
+ *   head 0:  Q_t = s e_t,  K_j = s e_{j+1}   ->  Q_t · K_j = s^2 [j = t - 1]
+ *   head 1:  Q_t = s e_t,  K_j = s e_j       ->  Q_t · K_j = s^2 [j = t]
+ * With s = 6 the matching score is 36 / sqrt(8) ≈ 12.7 above the others, so the matching key gets
+ * e^12.7 / (e^12.7 + t) > 0.999 of the attention at every t < 8. */
+static void test_handmade_prev_head(void) {
+    enum { V = 10, D = 8, H = 2, DH = 8, T = 8, B = 2, E = H * DH };
+    ModelShape shape = {V, D, H, DH, 1, T};
+    Model m;
+    model_init(&m, shape, B);
+    model_init_weights(&m, 5);
+    ParamTensors *p = &m.params;
+    memset(p->pos_emb, 0, sizeof(float) * T * D);
+    for (int t = 0; t < T; t++) p->pos_emb[t * D + t] = 1.0f;
+    for (int i = 0; i < D; i++) p->ln_g[i] = sqrtf(7.0f / 64.0f + 1e-5f), p->ln_b[i] = 1.0f / 8.0f;
+    memset(p->w_qkv, 0, sizeof(float) * D * 3 * E);
+    memset(p->b_qkv, 0, sizeof(float) * 3 * E);
+    const float s = 6.0f;
+    for (int r = 0; r < D; r++) {
+        float *w = p->w_qkv + (size_t)r * 3 * E; /* row r of W_qkv: what z = e_r produces */
+        w[0 * DH + r] = s;                       /* head 0 Q */
+        if (r + 1 < DH) w[E + 0 * DH + r + 1] = s; /* head 0 K: shifted by one */
+        w[1 * DH + r] = s;                       /* head 1 Q */
+        w[E + 1 * DH + r] = s;                   /* head 1 K */
+        w[2 * E + 0 * DH + r] = 1.0f;            /* V: identity, any values would do */
+        w[2 * E + 1 * DH + r] = 1.0f;
+    }
+    int tokens[B * T] = {0, 3, 7, 3, 7, 3, 7, 3, /* repeats: the induction positions exist */
+                         0, 1, 2, 4, 5, 6, 8, 9};
+    model_forward(&m, tokens, NULL, NULL, B, T);
+    float *maps = test_alloc((size_t)H * B * T * T);
+    analysis_collect_maps(maps, &m);
+    double scores[N_PATTERNS * H];
+    analysis_pattern_scores(scores, maps, tokens, 1, H, B, T);
+    const char *c0 = analysis_classify(scores + 0, H), *c1 = analysis_classify(scores + 1, H);
+    test_check("hand-built model: head 0 is a previous-token head (prev > 0.95, class prev)",
+               scores[PATTERN_PREV * H + 0] > 0.95 && !strcmp(c0, "prev"), "prev = %.6f, self = %.6f, class %s",
+               scores[PATTERN_PREV * H + 0], scores[PATTERN_SELF * H + 0], c0);
+    test_check("hand-built model: head 1 is a self head (self > 0.95, class self)",
+               scores[PATTERN_SELF * H + 1] > 0.95 && !strcmp(c1, "self"), "prev = %.6f, self = %.6f, class %s",
+               scores[PATTERN_PREV * H + 1], scores[PATTERN_SELF * H + 1], c1);
+    free(maps);
+    model_free(&m);
+}
+
+/* analysis_collect_maps reorders the forward's (L, B, H, T, T) into (L, H, B, T, T). */
+static void test_collect_maps_layout(void) {
+    enum { L = 2, H = 3, B = 2, T = 5 };
+    ModelShape shape = {9, 6, H, 2, L, 7};
+    Model m;
+    model_init(&m, shape, 3);
+    model_init_weights(&m, 6);
+    Rng rng = rng_stream(6, 50, 0);
+    for (size_t i = 0; i < m.n_params; i++) m.param_block[i] += (float)(0.5 * rng_normal(&rng));
+    int tokens[B * T];
+    for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 9);
+    model_forward(&m, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
+    float *maps = test_alloc((size_t)L * H * B * T * T);
+    analysis_collect_maps(maps, &m);
+    long bad = 0;
+    for (int l = 0; l < L; l++)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                bad += memcmp(maps + (((size_t)l * H + h) * B + b) * T * T,
+                              m.act.att_probs + (size_t)l * B * H * T * T + ((size_t)b * H + h) * T * T,
+                              sizeof(float) * T * T) != 0;
+    test_check("collect_maps: (L, B, H, T, T) of the forward -> (L, H, B, T, T), with B < max_batch, T < seq_len",
+               bad == 0, "%ld of %d (layer, batch, head) maps misplaced", bad, L * B * H);
+    free(maps);
+    model_free(&m);
+}
+
+/* ---- 4 and 5. ablation and importance ---- */
+
+typedef struct {
+    Model *m;
+    const int *tokens, *targets;
+    const float *mask;
+    int B, T;
+} LossCtx;
+
+/* The mean loss, summed in double from the per-position losses (less rounding noise for the FD). */
+static double loss_of(void *p) {
+    LossCtx *c = p;
+    model_forward(c->m, c->tokens, c->targets, c->mask, c->B, c->T);
+    double total = 0.0;
+    for (int n = 0; n < c->B * c->T; n++) total += (double)c->m->act.loss_weight[n] * c->m->act.losses[n];
+    return total;
+}
+
+/* Weights from model_init_weights moved by normal(0, 0.3), quantized (testlib.h): attention is not
+ * uniform, every head matters, and gate gradients are well above the FD noise. */
+static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
+    model_init(m, shape, max_batch);
+    model_init_weights(m, seed);
+    Rng rng = rng_stream(seed, 51, 0);
+    for (size_t i = 0; i < m->n_params; i++)
+        m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
+}
+
+static void test_ablation(void) {
+    enum { V = 11, D = 12, H = 3, DH = 4, L = 2, T = 6, B = 2, E = H * DH };
+    ModelShape shape = {V, D, H, DH, L, T};
+    Model m;
+    init_perturbed(&m, shape, B, 7);
+    Rng rng = rng_stream(7, 52, 0);
+    int tokens[B * T], targets[B * T];
+    float mask[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (int)rng_below(&rng, V);
+        targets[i] = (int)rng_below(&rng, V);
+        mask[i] = i % 3 == 0 ? 0.0f : 1.0f;
+    }
+    /* heads (layer 0, head 1) and (layer 1, head 2) write nothing: their rows of W_o are zero */
+    const int dead[2][2] = {{0, 1}, {1, 2}};
+    for (int k = 0; k < 2; k++) {
+        float *w_o = m.params.w_o + (size_t)dead[k][0] * E * D;
+        memset(w_o + (size_t)dead[k][1] * DH * D, 0, sizeof(float) * DH * D);
+    }
+    float base = model_forward(&m, tokens, targets, mask, B, T);
+    model_zero_grad(&m);
+    model_backward(&m);
+    for (int k = 0; k < 2; k++) {
+        int gate = dead[k][0] * H + dead[k][1];
+        char name[160];
+        m.head_gate[gate] = 0.0f;
+        float ablated = model_forward(&m, tokens, targets, mask, B, T);
+        m.head_gate[gate] = 1.0f;
+        snprintf(name, sizeof name, "ablation: gating off layer %d head %d, whose W_o rows are zero, changes the loss by exactly 0",
+                 dead[k][0], dead[k][1]);
+        test_check(name, memcmp(&ablated, &base, sizeof base) == 0, "loss %.9g with the gate at 0, %.9g at 1 (diff %.3g)",
+                   ablated, base, (double)ablated - base);
+        snprintf(name, sizeof name, "importance: the gate gradient of that head (layer %d head %d) is exactly 0",
+                 dead[k][0], dead[k][1]);
+        test_check(name, m.head_gate_grad[gate] == 0.0f, "head_gate_grad = %.9g", m.head_gate_grad[gate]);
+    }
+    /* a live head: the gate must do something */
+    m.head_gate[0] = 0.0f;
+    float live = model_forward(&m, tokens, targets, mask, B, T);
+    m.head_gate[0] = 1.0f;
+    test_check("ablation: gating off a live head (layer 0 head 0) changes the loss", fabs((double)live - base) > 1e-4,
+               "loss %.9g with the gate at 0, %.9g at 1", live, base);
+    float again = model_forward(&m, tokens, targets, mask, B, T);
+    test_check("ablation: restoring the gate restores the loss bit for bit", memcmp(&again, &base, sizeof base) == 0,
+               "loss %.9g after restoring, %.9g before", again, base);
+    model_free(&m);
+}
+
+/* Gate gradients on a held-out batch of the induction task against the fourth-order central
+ * difference of the loss in the gate, h = 2^-6 (1 ± h and 1 ± 2h are exact; see test_fd and the
+ * step discussion in test_kernels.c). FD noise there is ~1e-5 absolute; gate gradients are ~1e-2. */
+static void test_importance(void) {
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.task = TASK_INDUCTION;
+    cfg.vocab_size = 16, cfg.d_model = 16, cfg.n_head = 4, cfg.d_head = 4, cfg.n_layer = 2, cfg.seq_len = 12;
+    cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 3;
+    Task task;
+    ConfigError err;
+    if (task_open(&task, &cfg, &err) != CONFIG_OK) {
+        test_check("importance: open the induction task", 0, "%s", err.message);
+        return;
+    }
+    Batch batch;
+    batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
+    task_eval_batch(&task, &batch, 0);
+    Model m;
+    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 8);
+    LossCtx c = {&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
+    loss_of(&c);
+    model_zero_grad(&m);
+    model_backward(&m);
+    int LH = cfg.n_layer * cfg.n_head;
+    float *grad = test_alloc(LH);
+    memcpy(grad, m.head_gate_grad, sizeof(float) * LH);
+    TestCompare cmp = test_compare_start(1e-5, 1e-2);
+#ifdef _OPENMP
+    /* many tiny forwards: at one thread (spinning OpenMP workers on a busy machine made them ~100x
+     * slower); the gradient above came from the default thread count */
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    for (int i = 0; i < LH; i++) {
+        double fd = test_fd(loss_of, &c, &m.head_gate[i], 1.0f / 64.0f);
+        test_compare(&cmp, grad[i], fd, "head_gate_grad", i);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    test_compare_report("importance: head_gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
+                        &cmp);
+    int all_one = 1;
+    for (int i = 0; i < LH; i++) all_one &= m.head_gate[i] == 1.0f;
+    test_check("importance: the finite differences leave every gate at exactly 1", all_one, "a gate was not restored");
+    free(grad);
+    model_free(&m);
+    batch_free(&batch);
+    task_close(&task);
+}
+
+int main(void) {
+    test_simple_maps();
+    test_uniform_map();
+    test_induction_map();
+    test_several_occurrences();
+    test_pooling();
+    test_layout_and_classes();
+    test_classify();
+    test_handmade_prev_head();
+    test_collect_maps_layout();
+    test_ablation();
+    test_importance();
+    return test_finish();
+}
