@@ -1,0 +1,527 @@
+#!/usr/bin/python3
+"""Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare and harnesslib.
+
+usage: /usr/bin/python3 tests/test_scripts.py [--keep]
+  --keep   keep the temporary directory (configs, experiments, results, PNGs) and print its path
+
+Needs a built harness (`make`) and gnuplot. Uses tiny configs (d_model 16, 20 steps) so the whole
+file runs in well under a minute. Checks, one line each ("ok - ..." or "FAIL - ...: details"),
+then "N passed, M failed"; exit status 1 if anything failed:
+  grid expansion   fixed_width, fixed_d_head, arbitrary keys (train.lr, n_layer), seeds, run names,
+                   YAML 1.1 numbers such as 3e-3, and the file:line:col errors of bad experiments
+  sweep            runs, logs and summary; skips complete results; reruns results whose config
+                   changed; overwrites a stale .tmp; a failing run is reported with its log tail
+                   and does not stop the others (exit 1); bad input stops before training (exit 2)
+  resume           kill -9 a sweep after its first run completed, rerun it: only the missing runs
+                   run (the first file's mtime is unchanged); SIGINT: exit 130, the running
+                   harness saves status "interrupted", the next sweep completes it
+  summary          one row per run; params and FLOPs equal `harness --shapes` and the DESIGN.md
+                   formulas; losses equal the results files; class counts sum to layers x heads
+  statistics       Welch's t, df, p against a hand computation and scipy.stats.ttest_ind
+                   (equal_var=False), with scipy and with our own incomplete beta; compare's
+                   table on a summary with known numbers
+  plots            plot (induction and text runs), plot-sweep: every PNG exists, is a PNG and
+                   is not trivially small
+"""
+import csv
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
+sys.path.insert(0, SCRIPTS)
+import harnesslib as hl  # noqa: E402
+import numpy as np  # noqa: E402
+
+PY = "/usr/bin/python3"
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def check(name, condition, details=""):
+    if condition:
+        RESULTS["passed"] += 1
+        print(f"ok - {name}", flush=True)
+    else:
+        RESULTS["failed"] += 1
+        print(f"FAIL - {name}" + (f": {details}" if details else ""), flush=True)
+    return condition
+
+
+def run_check(name, fn):
+    """Run one test function; an exception is a failure with its message."""
+    t0 = time.time()
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - report and go on with the next test
+        import traceback
+        RESULTS["failed"] += 1
+        tb = traceback.format_exc().strip().splitlines()
+        print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
+              flush=True)
+    print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def script(name, *args, env=None, timeout=120):
+    return subprocess.run([PY, os.path.join(SCRIPTS, name)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+TMP = tempfile.mkdtemp(prefix="test_scripts.")
+TINY = write(os.path.join(TMP, "tiny.yaml"), """\
+model: {vocab_size: 16, d_model: 16, n_head: 2, n_layer: 2, seq_len: 16}
+train: {steps: 20, batch_size: 4, lr: 1.0e-2, warmup_steps: 2, seed: 0}
+data: {task: induction, min_period: 2, max_period: 6}
+output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2}
+""")
+TINY_TEXT = write(os.path.join(TMP, "tiny_text.yaml"), """\
+model: {vocab_size: 256, d_model: 16, n_head: 2, n_layer: 1, seq_len: 24}
+train: {steps: 20, batch_size: 4, lr: 1.0e-2, warmup_steps: 2}
+data: {task: text, path: /usr/share/common-licenses/GPL-3}
+output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
+         probe_text: ["The cat sat on the mat"]}
+""")
+
+
+def experiment(name, body):
+    return write(os.path.join(TMP, name + ".yaml"), f"base: {TINY}\n" + body)
+
+
+def expect_error(body, pattern, name):
+    path = experiment("bad", body)
+    try:
+        hl.Experiment(path)
+    except hl.UserError as e:
+        return check(name, re.match(pattern, str(e)) is not None, f"message: {e}")
+    return check(name, False, "no error raised")
+
+
+# ------------------------------------------------------------------------------------------------
+# grid expansion
+
+
+def test_grid():
+    exp = hl.Experiment(experiment("fw", "grid: {n_head: [1, 2, 4]}\nseeds: [0, 1]\n"
+                                         "width: fixed_width\n"))
+    names = [r.name for r in exp.runs]
+    check("fixed_width: 3 head counts x 2 seeds = 6 runs with readable names",
+          names == ["h1_dh16_s0", "h1_dh16_s1", "h2_dh8_s0", "h2_dh8_s1", "h4_dh4_s0", "h4_dh4_s1"],
+          str(names))
+    check("fixed_width: d_head = d_model / n_head for every run",
+          all(r.overrides["model.d_head"] * r.overrides["model.n_head"] == 16 for r in exp.runs),
+          str([r.overrides for r in exp.runs]))
+    check("seeds become train.seed; a run's point leaves the seed out",
+          [r.overrides["train.seed"] for r in exp.runs] == [0, 1] * 3
+          and exp.runs[0].point == exp.runs[1].point == (("model.n_head", 1),))
+
+    exp = hl.Experiment(experiment("fdh", "set: {model.d_head: 8}\ngrid: {model.n_head: [1, 2, 4]}\n"
+                                          "width: fixed_d_head\nseeds: 2\n"))
+    check("fixed_d_head: d_head stays 8, so E = 8, 16, 32 grows with the heads",
+          [(r.name, r.overrides["model.d_head"]) for r in exp.runs][::2]
+          == [("h1_dh8_s0", 8), ("h2_dh8_s0", 8), ("h4_dh8_s0", 8)], str([r.name for r in exp.runs]))
+    ok, params, flops, width, msg = hl.run_shapes(exp.base_path, exp.runs[-1].overrides)
+    check("fixed_d_head: the harness accepts E != d_model (E = 32 for 4 heads of 8)",
+          ok and width == 32, msg or str(width))
+
+    exp = hl.Experiment(experiment("keys", "grid:\n  train.lr: [1.0e-2, 3e-3]\n  n_layer: [1, 2]\n"
+                                           "seeds: [7]\n"))
+    names = [r.name for r in exp.runs]
+    check("arbitrary keys: train.lr x n_layer (bare key -> model.n_layer), 3e-3 read as a number",
+          names == ["lr0.01_L1_s7", "lr0.01_L2_s7", "lr0.003_L1_s7", "lr0.003_L2_s7"]
+          and exp.runs[2].overrides["train.lr"] == 0.003
+          and exp.runs[1].overrides["model.n_layer"] == 2, str(names))
+    exp = hl.Experiment(experiment("nested", "set:\n  train: {steps: 5}\n  data.max_period: 5\n"
+                                             "grid: {model.n_head: [1, 2]}\n"))
+    check("set: accepts section: {key: v} and section.key: v; free width keeps d_head implicit",
+          exp.runs[0].overrides == {"train.steps": 5, "data.max_period": 5, "model.n_head": 1}
+          and exp.runs[1].name == "h2_dh8_s0", str(exp.runs[0].overrides))
+
+    expect_error("grid: {n_head: [1, 3]}\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:8: width: fixed_width needs d_model divisible by n_head",
+                 "error: fixed_width with a head count that does not divide d_model, at its line")
+    expect_error("grid: {n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown config key 'n_haed' "
+                 r"\(did you mean 'n_head'\?\)", "error: misspelt key, with a suggestion")
+    expect_error("grid: {n_head: [1, 2]}\nwidht: fixed_width\n",
+                 r".*bad\.yaml:3:1: unknown key 'widht' \(did you mean 'width'\?\)",
+                 "error: unknown top-level key, with a suggestion")
+    expect_error("grid: {train.seed: [1, 2]}\nseeds: [0]\n", r".*bad\.yaml:3:1: seeds: and grid",
+                 "error: seeds and grid train.seed together")
+    expect_error("grid: {n_head: [1, 2, 2]}\n", r".*bad\.yaml:2:23: .*listed twice",
+                 "error: a value listed twice points at the repeat")
+    expect_error("grid: {n_head: [1, 2]}\nwidth: fixed_d_head\n",
+                 r".*fixed_d_head keeps model.d_head fixed",
+                 "error: fixed_d_head without a d_head")
+    expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep",
+                 "error: output.path is the sweep's")
+
+
+# ------------------------------------------------------------------------------------------------
+# sweeps
+
+
+def statuses(outdir):
+    out = {}
+    for name in sorted(os.listdir(outdir)):
+        if name.endswith(".h5") and name != "summary.h5":
+            out[name[:-3]] = hl.read_status(os.path.join(outdir, name))
+    return out
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_sweep_and_summary():
+    res = os.path.join(TMP, "results")
+    exp_path = experiment("small", "grid: {n_head: [1, 2, 4]}\nseeds: [0, 1]\nwidth: fixed_width\n")
+    stale = os.path.join(res, "small", "h2_dh8_s0.h5.tmp")
+    os.makedirs(os.path.dirname(stale), exist_ok=True)
+    write(stale, "garbage left by a killed harness")
+    p = script("sweep", exp_path, "-j", "2", "--results", res)
+    outdir = os.path.join(res, "small")
+    st = statuses(outdir)
+    check("sweep -j 2: exit 0 and six complete results", p.returncode == 0 and len(st) == 6
+          and set(st.values()) == {"complete"}, p.stdout[-500:] + p.stderr[-500:])
+    check("sweep: a stale .tmp is overwritten, not left behind", not os.path.exists(stale))
+    log = open(os.path.join(outdir, "h1_dh16_s0.log")).read()
+    check("sweep: each run's log holds the command (threads = nproc // 2) and the harness output",
+          log.startswith("# ") and f"train.threads={max(1, len(os.sched_getaffinity(0)) // 2)}"
+          in log.splitlines()[0] and ": complete" in log, log[:300])
+    check("sweep: prints progress with an ETA", re.search(r"\d+/6 runs done.*ETA", p.stdout)
+          is not None or "done   h4_dh4_s1" in p.stdout, p.stdout[-300:])
+
+    rows = read_csv(os.path.join(outdir, "summary.csv"))
+    check("summary.csv: one row per run, all complete, with the swept values",
+          [r["run"] for r in rows] == ["h1_dh16_s0", "h1_dh16_s1", "h2_dh8_s0", "h2_dh8_s1",
+                                       "h4_dh4_s0", "h4_dh4_s1"]
+          and all(r["status"] == "complete" for r in rows)
+          and [r["model.n_head"] for r in rows] == ["1", "1", "2", "2", "4", "4"]
+          and [r["train.seed"] for r in rows] == ["0", "1"] * 3, str(rows[:1]))
+    ok, params, flops, _, _ = hl.run_shapes(TINY, {"model.n_head": 2, "model.d_head": 8})
+    cfg = dict(vocab_size=16, d_model=16, n_head=2, d_head=8, n_layer=2, seq_len=16)
+    check("summary: params and FLOPs/token equal `harness --shapes` and the DESIGN.md formulas",
+          all(int(r["params"]) == params and int(r["flops_per_token"]) == flops for r in rows)
+          and hl.shapes_formula(cfg) == (params, flops), f"{rows[0]['params']} {params} "
+          f"{hl.shapes_formula(cfg)} {flops}")
+    bad = []
+    for r in rows:
+        result = hl.RunResult(os.path.join(outdir, r["run"] + ".h5"))
+        heads = sum(int(r[f"heads_{c}"]) for c in hl.CLASSES)
+        if not (math.isclose(float(r["final_eval_loss"]), result.eval_loss[-1], rel_tol=1e-8)
+                and math.isclose(float(r["final_train_loss"]), result.train_loss[-1], rel_tol=1e-8)
+                and heads == 2 * int(r["n_head"]) and int(r["params"]) == result.n_params):
+            bad.append(r["run"])
+    check("summary: final losses equal the files; class counts sum to layers x heads; params "
+          "equal the size of /params", not bad, str(bad))
+    s = hl.Summary(outdir)
+    check("summary.h5: the same rows as columns, with the swept keys and width rule",
+          list(s["run"]) == [r["run"] for r in rows] and s.swept == ["model.n_head", "train.seed"]
+          and s.width == "fixed_width" and np.allclose(s["final_eval_loss"],
+                                                       [float(r["final_eval_loss"]) for r in rows]))
+
+    mtimes = {n: os.path.getmtime(os.path.join(outdir, n + ".h5")) for n in st}
+    p = script("sweep", exp_path, "--threads", "1", "--results", res)
+    check("sweep again: everything complete is skipped (no file rewritten)",
+          p.returncode == 0 and "6 complete already, 0 to run" in p.stdout
+          and all(os.path.getmtime(os.path.join(outdir, n + ".h5")) == t
+                  for n, t in mtimes.items()), p.stdout[-400:])
+
+    exp_path = experiment("small", "set: {train.steps: 22}\ngrid: {n_head: [1, 2, 4]}\n"
+                                   "seeds: [0, 1]\nwidth: fixed_width\n")
+    p = script("sweep", exp_path, "--results", res, "--list")
+    check("sweep --list: names, states and overrides", p.returncode == 0
+          and re.search(r"h2_dh8_s1\s+complete\s+train.steps=22 model.n_head=2", p.stdout),
+          p.stdout[:400])
+    p = script("sweep", exp_path, "-j", "2", "--results", res)
+    check("sweep: complete results made with other config values are rerun, saying which",
+          p.returncode == 0 and p.stdout.count("train.steps: 20 -> 22") == 6
+          and hl.RunResult(os.path.join(outdir, "h1_dh16_s0.h5")).train_step[-1] == 21,
+          p.stdout[-600:])
+    return outdir
+
+
+def test_failures():
+    res = os.path.join(TMP, "results")
+    # A harness that fails for seed 1 (after printing a message), and runs normally otherwise.
+    wrapper = write(os.path.join(TMP, "flaky-harness"), f"""#!/bin/sh
+case "$*" in
+  *--shapes*) ;;
+  *train.seed=1*) echo "step 1/20  loss 9.9"; echo "flaky: simulated failure for seed 1" >&2; exit 5 ;;
+esac
+exec {hl.HARNESS} "$@"
+""")
+    os.chmod(wrapper, 0o755)
+    env = dict(os.environ, HARNESS=wrapper)
+    exp_path = experiment("flaky", "grid: {n_head: [1, 2]}\nseeds: [0, 1]\nwidth: fixed_width\n")
+    p = script("sweep", exp_path, "-j", "2", "--results", res, env=env)
+    outdir = os.path.join(res, "flaky")
+    st = statuses(outdir)
+    check("failing runs: exit 1, the other runs complete",
+          p.returncode == 1 and st == {"h1_dh16_s0": "complete", "h2_dh8_s0": "complete"},
+          f"rc {p.returncode} {st}")
+    check("failing runs: reported with exit status and the tail of the log",
+          "FAILED h1_dh16_s1: exit status 5" in p.stdout
+          and "flaky: simulated failure for seed 1" in p.stdout
+          and "failed h2_dh8_s1" in p.stdout, p.stdout[-800:])
+    rows = {r["run"]: r for r in read_csv(os.path.join(outdir, "summary.csv"))}
+    check("failing runs: summary rows with status failed and no loss",
+          rows["h1_dh16_s1"]["status"] == "failed" and rows["h1_dh16_s1"]["final_eval_loss"] == ""
+          and rows["h1_dh16_s0"]["status"] == "complete", str(rows.get("h1_dh16_s1")))
+
+    exp_path = experiment("badlr", "grid: {train.lr: [0.01, -1]}\n")
+    p = script("sweep", exp_path, "--results", res)
+    check("bad values: exit 2 before anything trains, the harness's message at the grid's line",
+          p.returncode == 2 and re.search(r"badlr\.yaml:2:8: run lr-1_s0: .*train\.lr", p.stderr)
+          and not os.path.exists(os.path.join(res, "badlr", "lr0.01_s0.h5")), p.stderr)
+
+
+def harness_pids(path_fragment):
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if path_fragment in cmd and "harness" in cmd and "sweep" not in cmd:
+            pids.append(int(pid))
+    return pids
+
+
+def wait_for(condition, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_resume():
+    res = os.path.join(TMP, "results")
+    # Runs long enough (a fraction of a second each) to kill the sweep between them; one thread
+    # each, as a 2-thread OpenMP run can stall for seconds when other jobs hold the cores.
+    exp_path = experiment("resume", "set: {train.steps: 2000, output.attn_every: 0}\n"
+                                    "grid: {n_head: [1, 2, 4]}\nwidth: fixed_width\n")
+    outdir = os.path.join(res, "resume")
+    proc = subprocess.Popen([PY, os.path.join(SCRIPTS, "sweep"), exp_path, "-j", "1",
+                             "--threads", "1", "--results", res], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    first = os.path.join(outdir, "h1_dh16_s0.h5")
+    second = os.path.join(outdir, "h2_dh8_s0.h5")
+    started = wait_for(lambda: hl.read_status(first) == "complete", 60)
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait()
+    gone = wait_for(lambda: not harness_pids(outdir), 20)
+    check("kill -9 of a sweep: its running harness stops too (parent-death signal)",
+          started and gone, f"first complete: {started}, harnesses left: {harness_pids(outdir)}")
+    before = statuses(outdir)
+    check("after the kill: the first run is complete, the rest is not",
+          before.get("h1_dh16_s0") == "complete" and before.get("h4_dh4_s0") is None
+          and before.get("h2_dh8_s0") in (None, "interrupted"), str(before))
+    t_first = os.path.getmtime(first)
+    time.sleep(0.05)
+    p = script("sweep", exp_path, "-j", "1", "--threads", "1", "--results", res)
+    after = statuses(outdir)
+    check("resume: only the missing runs ran; the complete one was not touched",
+          p.returncode == 0 and "1 complete already, 2 to run" in p.stdout
+          and os.path.getmtime(first) == t_first and os.path.getmtime(second) > t_first
+          and set(after.values()) == {"complete"} and len(after) == 3,
+          p.stdout[-500:] + str(after))
+
+    # SIGINT: stop launching, forward it; the running harness saves "interrupted"; exit 130.
+    # Sent once the second run is training (its log shows a step line).
+    exp_path = experiment("sigint", "set: {train.steps: 2000, output.attn_every: 0}\n"
+                                    "grid: {n_head: [1, 2, 4]}\nwidth: fixed_width\n")
+    outdir = os.path.join(res, "sigint")
+    proc = subprocess.Popen([PY, os.path.join(SCRIPTS, "sweep"), exp_path, "-j", "1",
+                             "--threads", "1", "--results", res], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+    def second_is_training():
+        try:
+            with open(os.path.join(outdir, "h2_dh8_s0.log")) as f:
+                return re.search(r"^step \d+/", f.read(), re.M) is not None
+        except OSError:
+            return False
+
+    wait_for(second_is_training, 60)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    st = statuses(outdir)
+    check("SIGINT: exit 130, the running run saved as interrupted, nothing more launched",
+          proc.returncode == 130 and st == {"h1_dh16_s0": "complete", "h2_dh8_s0": "interrupted"}
+          and "stopped h2_dh8_s0" in out, f"rc {proc.returncode} {st} {out[-400:]}")
+    p = script("sweep", exp_path, "-j", "2", "--results", res)
+    check("after SIGINT: the next sweep reruns the interrupted run and finishes",
+          p.returncode == 0 and "1 complete already, 2 to run" in p.stdout
+          and set(statuses(outdir).values()) == {"complete"}, p.stdout[-400:])
+
+
+# ------------------------------------------------------------------------------------------------
+# statistics
+
+
+def test_statistics():
+    a, b = [1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]
+    # By hand: var(a)/3 = 1/3, var(b)/4 = (5/3)/4 = 5/12, se^2 = 3/4, t = -3.5/sqrt(0.75),
+    # df = 0.75^2 / ((1/3)^2/2 + (5/12)^2/3) = 0.5625 / (1/18 + 25/432) = 4.9592...
+    t, df, p = hl.welch_t_test(a, b)
+    check("Welch t and df against the hand computation",
+          math.isclose(t, -3.5 / math.sqrt(0.75), rel_tol=1e-12)
+          and math.isclose(df, 0.5625 / (1 / 18 + 25 / 432), rel_tol=1e-12), f"t {t} df {df}")
+    data = [([2.31, 2.35, 2.29], [2.41, 2.47, 2.38, 2.44]),
+            ([1.0, 1.1, 0.9, 1.05, 0.95], [1.5, 1.2, 1.9]),
+            ([3.2, 3.3], [3.25, 3.26, 3.24, 3.3, 3.31, 3.22]),
+            ([0.5, 0.7, 0.6], [0.5, 0.71, 0.61])]
+    try:
+        from scipy import stats
+        worst = 0.0
+        for x, y in data + [(a, b)]:
+            ref = stats.ttest_ind(x, y, equal_var=False)
+            for use_scipy in (True, False):
+                t, df, p = hl.welch_t_test(x, y, use_scipy=use_scipy)
+                worst = max(worst, abs(t - ref.statistic) / abs(ref.statistic),
+                            abs(p - ref.pvalue) / ref.pvalue)
+        check("Welch t and p equal scipy.stats.ttest_ind(equal_var=False), with scipy's t "
+              "distribution and with our own incomplete beta", worst < 1e-9, f"worst rel {worst}")
+    except ImportError:
+        print("skip - scipy not installed: comparison with scipy.stats.ttest_ind")
+        # p of the hand example from tables: t(4.959) = 4.0415 -> two-sided p ~ 0.0101
+        t, df, p = hl.welch_t_test(a, b, use_scipy=False)
+        check("Welch p (own incomplete beta) near the tabled value", abs(p - 0.0101) < 5e-4, str(p))
+    check("incomplete beta: I_x(a, b) at known points (I_0.5(2, 2) = 0.5, I_0.25(1, 1) = 0.25, "
+          "I_x(1, b) = 1 - (1-x)^b)",
+          math.isclose(hl.betainc_regularized(2, 2, 0.5), 0.5, rel_tol=1e-12)
+          and math.isclose(hl.betainc_regularized(1, 1, 0.25), 0.25, rel_tol=1e-12)
+          and math.isclose(hl.betainc_regularized(1, 3.5, 0.3), 1 - 0.7 ** 3.5, rel_tol=1e-12))
+    t, df, p = hl.welch_t_test([1.0], [2.0, 3.0])
+    m, sd, n = hl.mean_std([1.0, 2.0, 4.0])
+    check("one seed gives no p-value (nan); mean_std uses the sample std",
+          math.isnan(p) and math.isclose(sd, math.sqrt(7 / 3)) and n == 3)
+
+    # compare on a summary with known numbers
+    outdir = os.path.join(TMP, "results", "known")
+    os.makedirs(outdir, exist_ok=True)
+
+    class FakeExperiment:
+        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
+
+        def swept_keys(self):
+            return ["model.n_head", "train.seed"]
+
+    losses = {1: [2.50, 2.55, 2.47], 4: [2.31, 2.35, 2.29], 16: [2.41, 2.47, 2.38]}
+    rows = []
+    for h, values in losses.items():
+        for seed, v in enumerate(values):
+            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
+                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
+                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
+                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
+                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
+                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in hl.CLASSES[:-1]},
+                         "heads_mixed": 2 * h})
+    rows.append(dict(rows[-1], run="h16_dh4_s3", status="failed", final_eval_loss=float("nan")))
+    hl.write_summary(outdir, rows, FakeExperiment())
+    p = script("compare", outdir)
+    lines = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[1:-1]]
+             for l in p.stdout.splitlines() if re.match(r"\| \d", l)}
+    ok = p.returncode == 0 and set(lines) == {"1", "4", "16"}
+    if ok:
+        from_row = lines["4"]
+        t, df, pv = hl.welch_t_test(losses[4], losses[1])
+        delta = np.mean(losses[4]) - np.mean(losses[1])
+        m, sd, _ = hl.mean_std(losses[4])
+        ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
+              and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
+              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == f"{pv:.2g}"
+              and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
+    check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
+          "left out)", ok, p.stdout + p.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# plots
+
+
+def is_png(path, min_bytes=2000):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+        return head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(path) >= min_bytes
+    except OSError:
+        return False
+
+
+def test_plots(sweep_dir):
+    run = os.path.join(sweep_dir, "h4_dh4_s0.h5")
+    out = os.path.join(TMP, "plots_run")
+    p = script("plot", run, "-o", out)
+    want = ["loss.png", "attn_layer0.png", "attn_layer1.png", "scores.png", "scores_over_steps.png"]
+    missing = [w for w in want if not is_png(os.path.join(out, w))]
+    check("plot: loss, attention maps per layer, score heatmap, scores over steps (induction)",
+          p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
+
+    text_run = os.path.join(TMP, "text.h5")
+    subprocess.run([hl.HARNESS, TINY_TEXT, "--set", f"output.path={text_run}", "--force"],
+                   capture_output=True, timeout=60)
+    out = os.path.join(TMP, "plots_text")
+    p = script("plot", text_run, "-o", out)
+    missing = [w for w in want[:2] + want[3:] if not is_png(os.path.join(out, w))]
+    check("plot: a text run (token labels from /probe/labels) gives every PNG",
+          p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
+
+    out = os.path.join(TMP, "plots_sweep")
+    p = script("plot-sweep", sweep_dir, "-o", out)
+    want = ["final_eval_loss.png", "eval_curves.png", "head_classes.png"]
+    missing = [w for w in want if not is_png(os.path.join(out, w))]
+    check("plot-sweep: final loss vs heads, eval curves, head classes",
+          p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
+    p = script("compare", sweep_dir)
+    check("compare on a real sweep: a row per head count", p.returncode == 0
+          and len(re.findall(r"^\| (1|2|4) \|", p.stdout, re.M)) == 3, p.stdout + p.stderr)
+
+
+def main():
+    keep = "--keep" in sys.argv[1:]
+    if not os.access(hl.HARNESS, os.X_OK):
+        print(f"FAIL - {hl.HARNESS} not built: run `make` first")
+        print("0 passed, 1 failed")
+        return 1
+    t0 = time.time()
+    run_check("grid expansion", test_grid)
+    sweep_dir = []
+    run_check("sweep and summary", lambda: sweep_dir.append(test_sweep_and_summary()))
+    run_check("failing runs", test_failures)
+    run_check("resume after kill", test_resume)
+    run_check("statistics", test_statistics)
+    if sweep_dir:
+        run_check("plots", lambda: test_plots(sweep_dir[0]))
+    else:
+        check("plots", False, "no sweep to plot")
+    if keep:
+        print(f"# kept {TMP}")
+    else:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print(f"# {time.time() - t0:.1f} s")
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
