@@ -8,8 +8,12 @@ void embedding_forward(float *out, const int *tokens, const float *tok_emb, cons
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * D;
             const float *te = tok_emb + (size_t)tokens[b * T + t] * D;
-            const float *pe = pos_emb + (size_t)t * D;
-            for (int i = 0; i < D; i++) o[i] = te[i] + pe[i];
+            if (pos_emb) {
+                const float *pe = pos_emb + (size_t)t * D;
+                for (int i = 0; i < D; i++) o[i] = te[i] + pe[i];
+            } else {
+                for (int i = 0; i < D; i++) o[i] = te[i];
+            }
         }
     }
 }
@@ -27,10 +31,10 @@ void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, 
             for (int t = 0; t < T; t++) {
                 const float *g = d_out + ((size_t)b * T + t) * D;
                 float *dt = d_tok_emb + (size_t)tokens[b * T + t] * D;
-                float *dp = d_pos_emb + (size_t)t * D;
-                for (int i = c0; i < c1; i++) {
-                    dt[i] += g[i];
-                    dp[i] += g[i];
+                for (int i = c0; i < c1; i++) dt[i] += g[i];
+                if (d_pos_emb) {
+                    float *dp = d_pos_emb + (size_t)t * D;
+                    for (int i = c0; i < c1; i++) dp[i] += g[i];
                 }
             }
         }

@@ -15,10 +15,10 @@
 void embedding_forward(float *out,             // (B, T, D)
                        const int *tokens,      // (B, T)
                        const float *tok_emb,   // (V, D)
-                       const float *pos_emb,   // (T_max, D), T <= T_max
+                       const float *pos_emb,   // (T_max, D), T <= T_max; NULL: no positions
                        int B, int T, int D);
 void embedding_backward(float *d_tok_emb,      // (V, D) +=
-                        float *d_pos_emb,      // (T_max, D) +=
+                        float *d_pos_emb,      // (T_max, D) += , or NULL
                         const float *d_out,    // (B, T, D)
                         const int *tokens,     // (B, T)
                         int B, int T, int D, int V);
@@ -90,5 +90,33 @@ void adamw_update(float *param, float *m, float *v, // (n) updated in place
 /* sqrt(sum of squares), summed in fixed-size chunks in a fixed order (thread-count independent). */
 double global_norm(const float *grad, size_t n);
 void scale_inplace(float *x, size_t n, float factor);
+
+/* ---- rope.c: rotary positions on the Q and K heads of qkv (B, T, (H + 2·H_kv)·d_head), in place ----
+ * NeoX "rotate half" convention, only the first rope_dims dims of each head (partial rotary). */
+void rope_forward(float *qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
+                  double base);
+/* In place on d_qkv: turns the gradient w.r.t. rotated Q/K into the gradient w.r.t. unrotated. */
+void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head,
+                   int rope_dims, double base);
+
+/* ---- gate.c: the output gate of gated attention, out = o ⊙ σ(pre) ---- */
+void sigmoid_gate_forward(float *out,          // (N) gated output
+                          float *gate,         // (N) in: pre-activation; out: σ(pre), saved
+                          const float *o,      // (N)
+                          size_t n);
+void sigmoid_gate_backward(float *d_o,         // (N) +=
+                           float *d_pre,       // (N) +=
+                           const float *d_out, // (N)
+                           const float *o,     // (N)
+                           const float *gate,  // (N) σ(pre)
+                           size_t n);
+
+/* ---- kv_repeat.c: grouped K/V heads expanded to one per query head (HF repeat_kv), and back ---- */
+void kv_repeat_forward(float *qkv,                // (B, T, 3·H·d_head)
+                       const float *qkv_grouped,  // (B, T, (H + 2·H_kv)·d_head)
+                       int B, int T, int n_head, int n_kv_head, int d_head);
+void kv_repeat_backward(float *d_qkv_grouped,     // (B, T, (H + 2·H_kv)·d_head) +=
+                        const float *d_qkv,       // (B, T, 3·H·d_head)
+                        int B, int T, int n_head, int n_kv_head, int d_head);
 
 #endif

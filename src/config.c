@@ -37,6 +37,8 @@ typedef struct {
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
 static const char *const SCHEDULE_NAMES[] = {"cosine", "constant", NULL};
 static const char *const ORDER_NAMES[] = {"random", "sequential", NULL};
+static const char *const POS_NAMES[] = {"learned", "rope", "none", NULL};
+static const char *const BOOL_NAMES[] = {"false", "true", NULL};
 
 /* Enum fields are written through an int pointer. */
 _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(int) &&
@@ -61,6 +63,12 @@ static const ConfigKey KEYS[] = {
     INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head"),
     INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL),
     INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL),
+    INT_KEY("model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head"),
+    ENUM_KEY("model", "pos", pos, POS_LEARNED, POS_NAMES),
+    INT_KEY("model", "rope_dims", rope_dims, 0, 0, 65536, "0 = d_head"),
+    FLOAT_KEY("model", "rope_base", rope_base, 10000.0, 0, OPEN, INFINITY, OPEN, NULL),
+    ENUM_KEY("model", "output_gate", output_gate, 0, BOOL_NAMES),
+    ENUM_KEY("model", "sink", sink, 0, BOOL_NAMES),
     INT_KEY("train", "steps", steps, 2000, 0, 1000000000, NULL),
     INT_KEY("train", "batch_size", batch_size, 32, 1, 1 << 20, NULL),
     FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL),
@@ -748,6 +756,7 @@ int config_validate(Config *cfg, ConfigError *err) {
     int path = key_id("data", "path");
     int min_period = key_id("data", "min_period"), max_period = key_id("data", "max_period");
     int probe_len = key_id("output", "probe_len");
+    int n_kv_head = key_id("model", "n_kv_head"), rope_dims = key_id("model", "rope_dims");
     const char *why;
 
     if (cfg->d_head == 0) {
@@ -758,6 +767,16 @@ int config_validate(Config *cfg, ConfigError *err) {
                             cfg->d_model, cfg->n_head);
         cfg->d_head = cfg->d_model / cfg->n_head;
     }
+    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
+    if (cfg->n_head % cfg->n_kv_head)
+        return key_fail(cfg, err, later_key(cfg, n_kv_head, n_head),
+                        "n_head %d is not a multiple of n_kv_head %d; each K/V head serves a whole "
+                        "group of query heads", cfg->n_head, cfg->n_kv_head);
+    if (cfg->rope_dims == 0) cfg->rope_dims = cfg->d_head;
+    if (cfg->pos == POS_ROPE && (cfg->rope_dims % 2 || cfg->rope_dims > cfg->d_head))
+        return key_fail(cfg, err, rope_dims,
+                        "model.rope_dims %d must be even and at most d_head %d (rotary turns pairs of "
+                        "dimensions)", cfg->rope_dims, cfg->d_head);
     if (cfg->task == TASK_TEXT && cfg->vocab_size < 256)
         return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
                         "data.task text reads bytes, so model.vocab_size must be >= 256, got %d",

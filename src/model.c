@@ -10,8 +10,15 @@
 
 ModelShape model_shape_from_config(const Config *cfg) {
     ModelShape s = {cfg->vocab_size, cfg->d_model, cfg->n_head, cfg->d_head, cfg->n_layer,
-                    cfg->seq_len};
+                    cfg->seq_len, cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head, cfg->pos,
+                    cfg->rope_dims ? cfg->rope_dims : cfg->d_head, cfg->rope_base,
+                    cfg->output_gate};
     return s;
+}
+
+/* Width of the fused projection: Q for every head, K and V for every K/V head. */
+static size_t qkv_width(ModelShape s) {
+    return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head;
 }
 
 /* Append one tensor (or one layer's slice of a per-layer tensor) to the table. */
@@ -33,16 +40,19 @@ static void add_tensor(Model *m, const char *name, int layer, size_t rows, size_
  * base == NULL only the size is computed (and the pointers are left NULL). */
 static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
-    size_t E = (size_t)s.n_head * s.d_head, off = 0;
+    size_t E = (size_t)s.n_head * s.d_head, W = qkv_width(s), off = 0;
+    size_t G = s.output_gate ? E : 0;
 #define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
     TAKE(tok_emb, V * D);
     TAKE(pos_emb, T * D);
     TAKE(ln_g, L * D);
     TAKE(ln_b, L * D);
-    TAKE(w_qkv, L * D * 3 * E);
-    TAKE(b_qkv, L * 3 * E);
+    TAKE(w_qkv, L * D * W);
+    TAKE(b_qkv, L * W);
     TAKE(w_o, L * E * D);
     TAKE(b_o, L * D);
+    TAKE(w_gate, L * D * G);
+    TAKE(b_gate, L * G);
     TAKE(lnf_g, D);
     TAKE(lnf_b, D);
     TAKE(w_unembed, D * V);
@@ -54,6 +64,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
 static void build_tensor_table(Model *m) {
     ModelShape s = m->shape;
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, E = (size_t)s.n_head * s.d_head;
+    size_t W = qkv_width(s);
     const ParamTensors *p = &m->params;
 #define OFF(ptr) ((size_t)((ptr) - m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
@@ -61,10 +72,14 @@ static void build_tensor_table(Model *m) {
     for (int l = 0; l < s.n_layer; l++) {
         add_tensor(m, "ln_g", l, D, 0, OFF(p->ln_g) + l * D);
         add_tensor(m, "ln_b", l, D, 0, OFF(p->ln_b) + l * D);
-        add_tensor(m, "w_qkv", l, D, 3 * E, OFF(p->w_qkv) + l * D * 3 * E);
-        add_tensor(m, "b_qkv", l, 3 * E, 0, OFF(p->b_qkv) + l * 3 * E);
+        add_tensor(m, "w_qkv", l, D, W, OFF(p->w_qkv) + l * D * W);
+        add_tensor(m, "b_qkv", l, W, 0, OFF(p->b_qkv) + l * W);
         add_tensor(m, "w_o", l, E, D, OFF(p->w_o) + l * E * D);
         add_tensor(m, "b_o", l, D, 0, OFF(p->b_o) + l * D);
+        if (s.output_gate) {
+            add_tensor(m, "w_gate", l, D, E, OFF(p->w_gate) + l * D * E);
+            add_tensor(m, "b_gate", l, E, 0, OFF(p->b_gate) + l * E);
+        }
     }
     add_tensor(m, "lnf_g", -1, D, 0, OFF(p->lnf_g));
     add_tensor(m, "lnf_b", -1, D, 0, OFF(p->lnf_b));
@@ -78,15 +93,19 @@ static void build_tensor_table(Model *m) {
 /* Lay the activations out in one block for batches up to B; returns its size in floats. */
 static size_t point_activations(Activations *a, float *base, ModelShape s, int B) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer, H = s.n_head;
-    size_t E = H * s.d_head, BT = (size_t)B * T, off = 0;
+    size_t E = H * s.d_head, BT = (size_t)B * T, W = qkv_width(s), off = 0;
+    size_t full = s.n_kv_head < s.n_head ? 3 * E : 0, G = s.output_gate ? E : 0;
 #define TAKE(field, count) (a->field = base ? base + off : NULL, off += (count))
     TAKE(residual, (L + 1) * BT * D);
     TAKE(ln_out, L * BT * D);
     TAKE(ln_mean, L * BT);
     TAKE(ln_rstd, L * BT);
-    TAKE(qkv, L * BT * 3 * E);
+    TAKE(qkv, L * BT * W);
+    TAKE(qkv_full, L * BT * full);
     TAKE(att_probs, L * B * H * T * T);
     TAKE(att_out, L * BT * E);
+    TAKE(gate, L * BT * G);
+    TAKE(att_gated, L * BT * G);
     TAKE(lnf_out, BT * D);
     TAKE(lnf_mean, BT);
     TAKE(lnf_rstd, BT);
@@ -97,7 +116,10 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(d_residual, BT * D);
     TAKE(d_ln_out, BT * D);
     TAKE(d_qkv, BT * 3 * E);
+    TAKE(d_qkv_grouped, BT * (full ? W : 0));
     TAKE(d_att_out, BT * E);
+    TAKE(d_o, BT * G);
+    TAKE(d_gate, BT * G);
     TAKE(d_logits, BT * V);
 #undef TAKE
     return off;
@@ -105,6 +127,10 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
 
 void model_init(Model *m, ModelShape shape, int max_batch) {
     memset(m, 0, sizeof *m);
+    if (shape.n_kv_head == 0) shape.n_kv_head = shape.n_head;
+    if (shape.rope_dims == 0) shape.rope_dims = shape.d_head;
+    CHECK(shape.n_head % shape.n_kv_head == 0);
+    CHECK(shape.pos != POS_ROPE || (shape.rope_dims % 2 == 0 && shape.rope_dims <= shape.d_head));
     m->shape = shape;
     m->max_batch = max_batch;
     m->n_params = point_params(&m->params, NULL, shape);
@@ -141,7 +167,9 @@ void model_init_weights(Model *m, uint64_t seed) {
         const TensorSpec *t = &m->tensors[i];
         float *x = m->param_block + t->offset;
         const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
-        if (t->ndim == 2) {
+        if (strcmp(t->name, "pos_emb") == 0 && m->shape.pos != POS_LEARNED) {
+            for (size_t k = 0; k < t->size; k++) x[k] = 0.0f; /* kept for the file layout, unused */
+        } else if (t->ndim == 2) {
             float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
             for (size_t k = 0; k < t->size; k++) x[k] = std * (float)rng_normal(&rng);
         } else {
@@ -181,21 +209,31 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     m->targets = targets;
     m->has_targets = targets != NULL;
 
-    embedding_forward(a->residual, tokens, p->tok_emb, p->pos_emb, B, T, D);
+    const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
+    embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B,
+                      T, D);
     for (int l = 0; l < L; l++) {
         const float *h_in = a->residual + (size_t)l * BT * D;
         float *h_out = a->residual + (size_t)(l + 1) * BT * D;
         float *z = a->ln_out + (size_t)l * BT * D;
-        float *qkv = a->qkv + (size_t)l * BT * 3 * E;
+        float *qkv = a->qkv + (size_t)l * BT * W;
+        float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : qkv;
         float *probs = a->att_probs + (size_t)l * B * H * T * T;
         float *att = a->att_out + (size_t)l * BT * E;
+        float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att; /* W_o's input */
         layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
                           p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
-        linear_forward(qkv, z, p->w_qkv + (size_t)l * D * 3 * E, p->b_qkv + (size_t)l * 3 * E,
-                       BT, D, 3 * E);
-        attention_forward(att, probs, qkv, B, T, H, dh);
-        apply_head_gates(att, m->head_gate + (size_t)l * H, BT, H, dh);
-        linear_forward(h_out, att, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
+        linear_forward(qkv, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
+        if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
+        if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
+        attention_forward(att, probs, qkv_heads, B, T, H, dh);
+        if (s.output_gate) {
+            float *gate = a->gate + (size_t)l * BT * E;
+            linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
+            sigmoid_gate_forward(mix_in, gate, att, (size_t)BT * E);
+        }
+        apply_head_gates(mix_in, m->head_gate + (size_t)l * H, BT, H, dh);
+        linear_forward(h_out, mix_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
         for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
     }
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D,
@@ -256,46 +294,70 @@ void model_backward(Model *m) {
     layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
                        a->residual + (size_t)L * BT * D, p->lnf_g, a->lnf_mean, a->lnf_rstd, BT,
                        D);
+    const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
     for (int l = L - 1; l >= 0; l--) {
         const float *h_in = a->residual + (size_t)l * BT * D;
         const float *z = a->ln_out + (size_t)l * BT * D;
-        const float *qkv = a->qkv + (size_t)l * BT * 3 * E;
+        const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
         const float *probs = a->att_probs + (size_t)l * B * H * T * T;
         const float *att = a->att_out + (size_t)l * BT * E;
-        /* h_out = h_in + att · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
+        const float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att;
+        /* h_out = h_in + mix_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
         memset(a->d_att_out, 0, sizeof(float) * BT * E);
         linear_backward(a->d_att_out, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
-                        a->d_residual, att, p->w_o + (size_t)l * E * D, BT, E, D);
-        head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, att, BT, H, dh);
-        memset(a->d_qkv, 0, sizeof(float) * BT * 3 * E);
-        attention_backward(a->d_qkv, a->d_att_out, qkv, probs, B, T, H, dh);
+                        a->d_residual, mix_in, p->w_o + (size_t)l * E * D, BT, E, D);
+        head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, BT, H, dh);
         memset(a->d_ln_out, 0, sizeof(float) * BT * D);
-        linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * 3 * E,
-                        g->b_qkv + (size_t)l * 3 * E, a->d_qkv, z, p->w_qkv + (size_t)l * D * 3 * E,
-                        BT, D, 3 * E);
+        const float *d_o = a->d_att_out; /* gradient at O_cat */
+        if (s.output_gate) {
+            memset(a->d_o, 0, sizeof(float) * BT * E);
+            memset(a->d_gate, 0, sizeof(float) * BT * E);
+            sigmoid_gate_backward(a->d_o, a->d_gate, a->d_att_out, att, a->gate + (size_t)l * BT * E,
+                                  (size_t)BT * E);
+            linear_backward(a->d_ln_out, g->w_gate + (size_t)l * D * E, g->b_gate + (size_t)l * E,
+                            a->d_gate, z, p->w_gate + (size_t)l * D * E, BT, D, E);
+            d_o = a->d_o;
+        }
+        memset(a->d_qkv, 0, sizeof(float) * BT * 3 * E);
+        attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
+        float *d_qkv = a->d_qkv;
+        if (grouped) {
+            memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);
+            kv_repeat_backward(a->d_qkv_grouped, a->d_qkv, B, T, H, s.n_kv_head, dh);
+            d_qkv = a->d_qkv_grouped;
+        }
+        if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
+        linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W, d_qkv,
+                        z, p->w_qkv + (size_t)l * D * W, BT, D, W);
         layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D,
                            a->d_ln_out, h_in, p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT,
                            a->ln_rstd + (size_t)l * BT, BT, D);
     }
-    embedding_backward(g->tok_emb, g->pos_emb, a->d_residual, m->tokens, B, T, D, V);
+    embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual,
+                       m->tokens, B, T, D, V);
 }
 
 ModelCost model_cost(ModelShape s) {
     double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
-    double E = (double)s.n_head * s.d_head;
+    double E = (double)s.n_head * s.d_head, W = (double)qkv_width(s), G = s.output_gate ? E : 0;
     ModelCost c;
     c.params_embed = V * D + T * D;
-    c.params_layer_qkv = D * 3 * E + 3 * E;
+    c.params_layer_qkv = D * W + W;
     c.params_layer_o = E * D + D;
+    c.params_layer_gate = D * G + G;
     c.params_layer_ln = 2 * D;
     c.params_final = 2 * D + D * V;
-    c.flops_qkv = 2 * D * 3 * E;
+    c.flops_qkv = 2 * D * W;
     c.flops_scores = 2 * T * E; /* Q·Kᵀ against a full context of T keys */
     c.flops_mix = 2 * T * E;    /* P·V */
     c.flops_o = 2 * E * D;
+    c.flops_gate = 2 * D * G;
     c.flops_unembed = 2 * D * V;
-    c.params_total = c.params_embed + L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_ln)
-                     + c.params_final;
-    c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o) + c.flops_unembed;
+    c.params_total = c.params_embed +
+                     L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_ln) +
+                     c.params_final;
+    c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) +
+                      c.flops_unembed;
+    c.kv_cache_values = 2 * s.n_kv_head * (double)s.d_head * L; /* per token */
     return c;
 }

@@ -14,6 +14,11 @@
 
 typedef struct {
     int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
+    int n_kv_head;            /* K/V heads; n_head = MHA, fewer = GQA, 1 = MQA */
+    PositionKind pos;         /* learned positions, rotary, or none */
+    int rope_dims;
+    double rope_base;
+    int output_gate;          /* O_cat ⊙ σ(z · W_gate + b_gate) */
 } ModelShape;
 
 /* Pointers into a parameter-shaped block (parameters, gradients or AdamW moments). */
@@ -22,16 +27,18 @@ typedef struct {
     float *pos_emb;   // (T, D)
     float *ln_g;      // (L, D)
     float *ln_b;      // (L, D)
-    float *w_qkv;     // (L, D, 3E)
-    float *b_qkv;     // (L, 3E)
+    float *w_qkv;     // (L, D, W)  W = (H + 2·H_kv)·d_head, = 3E without grouped K/V
+    float *b_qkv;     // (L, W)
     float *w_o;       // (L, E, D)
     float *b_o;       // (L, D)
+    float *w_gate;    // (L, D, E) output gate only
+    float *b_gate;    // (L, E)    output gate only
     float *lnf_g;     // (D)
     float *lnf_b;     // (D)
     float *w_unembed; // (D, V)
 } ParamTensors;
 
-#define MODEL_MAX_TENSORS (5 + 6 * 64)
+#define MODEL_MAX_TENSORS (5 + 8 * 64)
 
 typedef struct {
     char name[32];    // HDF5 name below /params, e.g. "layer0/w_qkv"
@@ -47,9 +54,12 @@ typedef struct {
     float *ln_out;    // (L, B, T, D)
     float *ln_mean;   // (L, B, T)
     float *ln_rstd;   // (L, B, T)
-    float *qkv;       // (L, B, T, 3E)
+    float *qkv;       // (L, B, T, W) the projection (after rotary, when on)
+    float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head (grouped K/V only)
     float *att_probs; // (L, B, H, T, T) the attention maps
-    float *att_out;   // (L, B, T, E) concatenated head outputs (after the head gates)
+    float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
+    float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate) (output gate only)
+    float *att_gated; // (L, B, T, E) O_cat ⊙ gate (output gate only)
     float *lnf_out;   // (B, T, D)
     float *lnf_mean;  // (B, T)
     float *lnf_rstd;  // (B, T)
@@ -61,7 +71,10 @@ typedef struct {
     float *d_residual; // (B, T, D)
     float *d_ln_out;   // (B, T, D)
     float *d_qkv;      // (B, T, 3E)
-    float *d_att_out;  // (B, T, E)
+    float *d_qkv_grouped; // (B, T, W) grouped K/V only
+    float *d_att_out;  // (B, T, E) gradient at the input of W_o
+    float *d_o;        // (B, T, E) gradient at O_cat (output gate only)
+    float *d_gate;     // (B, T, E) gradient at the gate's pre-activation (output gate only)
     float *d_logits;   // (B, T, V)
 } Activations;
 
@@ -101,9 +114,11 @@ void model_backward(Model *m);
 
 /* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */
 typedef struct {
-    double params_embed, params_layer_qkv, params_layer_o, params_layer_ln, params_final;
-    double flops_qkv, flops_scores, flops_mix, flops_o, flops_unembed; /* per token, per layer */
+    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_ln;
+    double params_final;
+    double flops_qkv, flops_scores, flops_mix, flops_o, flops_gate, flops_unembed; /* per token, per layer */
     double params_total, flops_forward; /* per token, whole model, full context of seq_len */
+    double kv_cache_values;             /* K and V values cached per token, all layers */
 } ModelCost;
 ModelCost model_cost(ModelShape s);
 

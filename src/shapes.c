@@ -21,37 +21,52 @@ static const char *grouped(double value, char *buf, int size) {
 void shapes_print(const Config *cfg, FILE *out) {
     ModelShape s = model_shape_from_config(cfg);
     ModelCost c = model_cost(s);
-    int D = s.d_model, H = s.n_head, dh = s.d_head, T = s.seq_len, E = H * dh, L = s.n_layer;
+    int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
+    int E = H * dh, W = (H + 2 * Hkv) * dh, L = s.n_layer;
+    static const char *const pos_names[] = {"learned positions", "rotary", "no positions"};
     char a[32], b[32], d[32];
     fprintf(out, "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
-                 "seq_len T=%d, vocab V=%d\n\n",
+                 "seq_len T=%d, vocab V=%d\n",
             cfg->source_path, D, H, dh, E, E == D ? " (= D)" : E > D ? " (> D)" : " (< D)", L, T,
             s.vocab_size);
+    fprintf(out, "attention: %s K/V heads H_kv=%d%s; %s", Hkv == H ? "multi-head," : Hkv == 1 ? "multi-query," : "grouped-query,",
+            Hkv, Hkv == H ? "" : " (each shared by H/H_kv query heads)", pos_names[s.pos]);
+    if (s.pos == POS_ROPE) fprintf(out, " on the first %d of %d dims per head, base %g", s.rope_dims, dh, s.rope_base);
+    fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
     fprintf(out, "one block, one sequence (the mainline):\n");
     fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
-    fprintf(out, "  QKV     [T,3E]     = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", T, 3 * E, D, 3 * E);
-    fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
+    fprintf(out, "  QKV     [T,%s]  = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n",
+            Hkv == H ? "3E    " : "(H+2H_kv)d_h", T, W, D, W);
+    if (Hkv == H) fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
+    else fprintf(out, "  Q [H,T,d_h] = [%d, %d, %d];  K/V [H_kv,T,d_h] = [%d, %d, %d] each\n", H, T, dh, Hkv, T, dh);
     fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
     fprintf(out, "  weights [H,T,T]    = [%d, %d, %d]      softmax over keys: the attention maps\n", H, T, T);
     fprintf(out, "  O       [H,T,d_h]  = [%d, %d, %d]      weights . V\n", H, T, dh);
-    fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated\n", T, E);
+    fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated%s\n", T, E,
+            s.output_gate ? ", times sigmoid(Z . W_gate + b_gate)" : "");
     fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D, E, D);
+    fprintf(out, "K/V cache per token: 2*H_kv*d_head*L = %s values = %s bytes in bf16 (%s in fp32)\n\n",
+            grouped(c.kv_cache_values, a, 32), grouped(2 * c.kv_cache_values, b, 32), grouped(4 * c.kv_cache_values, d, 32));
 
     fprintf(out, "parameters                          per layer        whole model\n");
     fprintf(out, "  embeddings (tok V*D + pos T*D)    %15s  %15s\n", "-", grouped(c.params_embed, a, 32));
-    fprintf(out, "  W_qkv + b_qkv (3*D*E + 3*E)       %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
+    fprintf(out, "  W_qkv + b_qkv (D*W + W)           %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
+    if (s.output_gate)
+        fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32), grouped(L * c.params_layer_gate, b, 32));
     fprintf(out, "  W_o + b_o (E*D + D)               %15s  %15s\n", grouped(c.params_layer_o, a, 32), grouped(L * c.params_layer_o, b, 32));
     fprintf(out, "  LayerNorm (2*D)                   %15s  %15s\n", grouped(c.params_layer_ln, a, 32), grouped(L * c.params_layer_ln, b, 32));
     fprintf(out, "  final LN + unembedding (D*V)      %15s  %15s\n", "-", grouped(c.params_final, a, 32));
     fprintf(out, "  total                             %15s  %15s\n\n",
-            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_ln, a, 32), grouped(c.params_total, b, 32));
+            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_ln, a, 32),
+            grouped(c.params_total, b, 32));
 
-    double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o;
+    double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate;
     fprintf(out, "matmul FLOPs per token, forward (multiply-add = 2; attention over a full context of T=%d)\n", T);
-    fprintf(out, "  QKV projection   2*D*3E           %15s\n", grouped(c.flops_qkv, a, 32));
+    fprintf(out, "  QKV projection   2*D*W            %15s\n", grouped(c.flops_qkv, a, 32));
     fprintf(out, "  scores Q.K^T     2*T*E            %15s\n", grouped(c.flops_scores, a, 32));
     fprintf(out, "  weights . V      2*T*E            %15s\n", grouped(c.flops_mix, a, 32));
     fprintf(out, "  output W_o       2*E*D            %15s\n", grouped(c.flops_o, a, 32));
+    if (s.output_gate) fprintf(out, "  output gate      2*D*E            %15s\n", grouped(c.flops_gate, a, 32));
     fprintf(out, "  per layer                         %15s   x %d layers = %s\n", grouped(per_layer, a, 32), L, grouped(L * per_layer, d, 32));
     fprintf(out, "  unembedding      2*D*V            %15s\n", grouped(c.flops_unembed, a, 32));
     fprintf(out, "  total forward                     %15s   (forward + backward ~ 3x: %s)\n",

@@ -89,6 +89,28 @@ def dims(cfg):
                  ("vocab_size", "d_model", "n_head", "d_head", "n_layer", "seq_len"))
 
 
+def layout(cfg):
+    """The attention switches, with their defaults: (n_kv_head, pos, rope_dims, rope_base, gate)."""
+    H, dh = int(need(cfg, "n_head")), int(need(cfg, "d_head"))
+    n_kv = int(cfg.get("n_kv_head", 0) or H)
+    pos = str(cfg.get("pos", "learned"))
+    rope_dims = int(cfg.get("rope_dims", 0) or dh)
+    rope_base = float(cfg.get("rope_base", 10000.0))
+    gate = str(cfg.get("output_gate", "false")) in ("true", "1", "True")
+    return n_kv, pos, rope_dims, rope_base, gate
+
+
+def rotary(a, rope_dims, base):
+    """GPT-NeoX / HF "rotate half" on the first rope_dims dims of each head; a [B,H,T,dh]."""
+    T = a.shape[2]
+    half = rope_dims // 2
+    inv_freq = base ** (-torch.arange(0, half, dtype=torch.float64) * 2 / rope_dims)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]     # [T, half]
+    cos, sin = torch.cos(angle).to(a.dtype), torch.sin(angle).to(a.dtype)
+    x1, x2, rest = a[..., :half], a[..., half:rope_dims], a[..., rope_dims:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+
+
 def param_names(n_layer):
     names = ["tok_emb", "pos_emb"]
     for l in range(n_layer):
@@ -99,10 +121,14 @@ def param_names(n_layer):
 def param_shapes(cfg):
     V, D, H, dh, L, T = dims(cfg)
     E = H * dh
+    n_kv, _, _, _, gate = layout(cfg)
+    W = (H + 2 * n_kv) * dh
     shapes = {"tok_emb": (V, D), "pos_emb": (T, D), "lnf_g": (D,), "lnf_b": (D,), "w_unembed": (D, V)}
     for l in range(L):
-        shapes.update({f"layer{l}/ln_g": (D,), f"layer{l}/ln_b": (D,), f"layer{l}/w_qkv": (D, 3 * E),
-                       f"layer{l}/b_qkv": (3 * E,), f"layer{l}/w_o": (E, D), f"layer{l}/b_o": (D,)})
+        shapes.update({f"layer{l}/ln_g": (D,), f"layer{l}/ln_b": (D,), f"layer{l}/w_qkv": (D, W),
+                       f"layer{l}/b_qkv": (W,), f"layer{l}/w_o": (E, D), f"layer{l}/b_o": (D,)})
+        if gate:
+            shapes.update({f"layer{l}/w_gate": (D, E), f"layer{l}/b_gate": (E,)})
     return shapes
 
 
@@ -166,23 +192,32 @@ def forward(params, cfg, x, targets=None, mask=None):
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
     """
     V, D, H, dh, L, _ = dims(cfg)
-    E = H * dh
+    n_kv, pos, rope_dims, rope_base, gate = layout(cfg)
+    E, Ekv = H * dh, n_kv * dh
     B, T = x.shape
-    h = params["tok_emb"][x] + params["pos_emb"][:T]                         # [B,T,D]
+    h = params["tok_emb"][x]                                                  # [B,T,D]
+    if pos == "learned":
+        h = h + params["pos_emb"][:T]
     causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)       # True above diag
     probs = []
     for l in range(L):
         p = lambda n: params[f"layer{l}/{n}"]
         z = layer_norm(h, p("ln_g"), p("ln_b"))                               # [B,T,D]
-        qkv = z @ p("w_qkv") + p("b_qkv")                                     # [B,T,3E]
-        q, k, v = qkv[..., :E], qkv[..., E:2 * E], qkv[..., 2 * E:]
-        heads = lambda a: a.reshape(B, T, H, dh).transpose(1, 2)              # [B,H,T,dh]
-        q, k, v = heads(q), heads(k), heads(v)
+        qkv = z @ p("w_qkv") + p("b_qkv")                                     # [B,T,(H+2Hkv)dh]
+        q, k, v = qkv[..., :E], qkv[..., E:E + Ekv], qkv[..., E + Ekv:]
+        heads = lambda a, n: a.reshape(B, T, n, dh).transpose(1, 2)           # [B,n,T,dh]
+        q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
+        if pos == "rope":
+            q, k = rotary(q, rope_dims, rope_base), rotary(k, rope_dims, rope_base)
+        k = k.repeat_interleave(H // n_kv, dim=1)                             # GQA: query head h
+        v = v.repeat_interleave(H // n_kv, dim=1)                             # reads K/V h // group
         s = (q @ k.transpose(-2, -1)) / math.sqrt(dh)                         # [B,H,T,T]
         s = s.masked_fill(causal, float("-inf"))
         att = torch.softmax(s, dim=-1)
         probs.append(att)
         o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
+        if gate:
+            o = o * torch.sigmoid(z @ p("w_gate") + p("b_gate"))
         h = h + o @ p("w_o") + p("b_o")
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
     if targets is None:
@@ -203,8 +238,9 @@ def grads(params, cfg, x, targets, mask, dtype=torch.float64):
     work = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in params.items()}
     loss, _ = forward(work, cfg, x, targets, mask)
     names = list(work)
-    g = torch.autograd.grad(loss, [work[n] for n in names])
-    return loss.detach(), {n: gi.detach() for n, gi in zip(names, g)}
+    g = torch.autograd.grad(loss, [work[n] for n in names], allow_unused=True)  # pos_emb is unused
+    return loss.detach(), {n: (gi.detach() if gi is not None else torch.zeros_like(work[n]))  # with rope/none
+                           for n, gi in zip(names, g)}
 
 
 def attention_maps(params, cfg, tokens):

@@ -178,7 +178,7 @@ static const Case CASES[] = {
     {"key at the top level", "model:\n  n_head: 4\nseq_len: 8\n", {0}, "3:1",
      "'seq_len' is a key of section 'model', not a section", NULL, NULL},
     {"unknown key, near typo", "model:\n  n_heads: 4\n", {0}, "2:3", "unknown key 'n_heads' in section 'model' (did you "
-     "mean 'n_head'? known: vocab_size, d_model, n_head, d_head, n_layer, seq_len)", NULL, NULL},
+     "mean 'n_head'? known: vocab_size, d_model, n_head, d_head, n_layer, seq_len, n_kv_head, pos, rope_dims, rope_base, output_gate, sink)", NULL, NULL},
     {"unknown key, no suggestion", "train:\n  momentum: 0.9\n", {0}, "2:3", "unknown key 'momentum' in section 'train' "
      "(known: steps,", NULL, NULL},
     {"key in the wrong section", "model:\n  lr: 0.1\n", {0}, "2:3", "it belongs in section 'train'", NULL, NULL},
@@ -343,7 +343,7 @@ static void test_marks_and_visit(void) {
     config_visit(&copy, collect, seen);
     int lines = 0;
     for (char *s = seen; *s; s++) lines += *s == '\n';
-    report("visit sees every key with typed values", lines == 37 && strstr(seen, "model.n_head=4\n") &&
+    report("visit sees every key with typed values", lines == 43 && strstr(seen, "model.n_head=4\n") &&
            strstr(seen, "train.lr=0x1p-1\n") && strstr(seen, "data.task='induction'\n") &&
            strstr(seen, "output.probe_text='x\ny'\n"), seen);
     report("task names", !strcmp(config_task_name(TASK_TWO_SOURCE), "two_source") &&

@@ -842,23 +842,30 @@ int main(void) {
                                  attention_shapes[i][3], 200 + i);
     test_global_norm();
 
-    /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len} */
+    /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,
+     *    n_kv_head, pos, rope_dims, rope_base, output_gate} (0 = n_head / d_head) */
     const Layout layouts[] = {
-        {"1 head (D=16 H=1 d_head=16)", {11, 16, 1, 16, 2, 6}, 2, 6, 2},
-        {"12 heads (D=24 H=12 d_head=2)", {10, 24, 12, 2, 2, 6}, 2, 6, 2},
-        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len", {9, 8, 4, 6, 2, 8}, 2, 6, 3},
-        {"E < D (D=20 H=3 d_head=5)", {12, 20, 3, 5, 2, 7}, 2, 7, 2},
-        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)", {13, 7, 3, 3, 2, 5}, 3, 5, 3},
-        {"T=1 (B=3)", {8, 12, 2, 6, 2, 1}, 3, 1, 3},
-        {"n_layer 1", {10, 12, 3, 4, 1, 6}, 2, 6, 2},
-        {"n_layer 3", {10, 12, 2, 6, 3, 6}, 2, 6, 2},
+        {"1 head (D=16 H=1 d_head=16)", {11, 16, 1, 16, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
+        {"12 heads (D=24 H=12 d_head=2)", {10, 24, 12, 2, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
+        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len", {9, 8, 4, 6, 2, 8, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 3},
+        {"E < D (D=20 H=3 d_head=5)", {12, 20, 3, 5, 2, 7, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 7, 2},
+        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)", {13, 7, 3, 3, 2, 5, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 5, 3},
+        {"T=1 (B=3)", {8, 12, 2, 6, 2, 1, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 1, 3},
+        {"n_layer 1", {10, 12, 3, 4, 1, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
+        {"n_layer 3", {10, 12, 2, 6, 3, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
+        {"GQA (H=4 H_kv=2 D=16 d_head=4)", {10, 16, 4, 4, 2, 6, 2, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
+        {"MQA + partial rotary (H=3 H_kv=1 d_head=6 rope_dims=4)", {10, 12, 3, 6, 2, 7, 1, POS_ROPE, 4, 100.0, 0}, 2, 7, 2},
+        {"full rotary, T=1", {8, 12, 2, 6, 2, 1, 0, POS_ROPE, 0, 10000.0, 0}, 3, 1, 3},
+        {"no positions + output gate, E > D", {9, 8, 4, 6, 2, 8, 0, POS_NONE, 0, 10000.0, 1}, 2, 6, 3},
+        {"GQA + rotary + output gate", {11, 12, 4, 4, 2, 6, 2, POS_ROPE, 2, 10000.0, 1}, 2, 6, 2},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) test_model_layout(&layouts[i], 300 + i);
 
     /* 3. thread-count independence */
     /* sizes that split unevenly over threads and cross the kernels' blocks (rows 4 / 12 / 144,
      * columns 16 / 32 / 64 / 512, inner dimension 256) */
-    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19", {517, 80, 5, 12, 2, 19}, 3, 19, 3});
-    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40", {300, 272, 4, 70, 2, 40}, 4, 40, 4});
+    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19", {517, 80, 5, 12, 2, 19, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 19, 3});
+    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40", {300, 272, 4, 70, 2, 40, 0, POS_LEARNED, 0, 10000.0, 0}, 4, 40, 4});
+    test_thread_independence((Layout){"GQA + rotary + gate V=50 D=40 H=6 H_kv=2 d_head=8 T=21", {50, 40, 6, 8, 2, 21, 2, POS_ROPE, 6, 10000.0, 1}, 3, 21, 3});
     return test_finish();
 }
