@@ -37,7 +37,7 @@ typedef struct {
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
 static const char *const SCHEDULE_NAMES[] = {"cosine", "constant", NULL};
 static const char *const ORDER_NAMES[] = {"random", "sequential", NULL};
-static const char *const POS_NAMES[] = {"learned", "rope", "none", NULL};
+static const char *const POS_NAMES[] = {"learned", "rope", "shortformer", "none", NULL};
 static const char *const BOOL_NAMES[] = {"false", "true", NULL};
 
 /* Enum fields are written through an int pointer. */

@@ -19,7 +19,7 @@ enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
 typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
 typedef enum { LR_COSINE = 0, LR_CONSTANT } LrSchedule;
 typedef enum { ORDER_RANDOM = 0, ORDER_SEQUENTIAL } DataOrder;
-typedef enum { POS_LEARNED = 0, POS_ROPE, POS_NONE } PositionKind;
+typedef enum { POS_LEARNED = 0, POS_ROPE, POS_SHORTFORMER, POS_NONE } PositionKind;
 
 /* Where a key was set, for cross-field errors: line/col are 1-based; line 0 = default. */
 typedef struct {
@@ -32,7 +32,7 @@ typedef struct {
     /* model: */
     int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
     int n_kv_head;          /* grouped K/V heads (n_head = MHA, 1 = MQA); 0 in a file = n_head */
-    PositionKind pos;       /* learned positions added to h0, rotary on Q/K, or none */
+    PositionKind pos;       /* learned positions added to h0, rotary on Q/K, learned on the Q/K input only, or none */
     int rope_dims;          /* rotate the first rope_dims dims of each head; 0 in a file = d_head */
     double rope_base;
     int output_gate;        /* O_cat *= sigmoid(z · W_gate + b_gate), elementwise (Qwen's gated attention) */

@@ -16,6 +16,8 @@ ModelShape model_shape_from_config(const Config *cfg) {
     return s;
 }
 
+static int uses_pos_emb(ModelShape s) { return s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER; }
+
 /* Width of the fused projection: Q for every head, K and V for every K/V head. */
 static size_t qkv_width(ModelShape s) {
     return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head;
@@ -100,6 +102,12 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(ln_out, L * BT * D);
     TAKE(ln_mean, L * BT);
     TAKE(ln_rstd, L * BT);
+    size_t SF = s.pos == POS_SHORTFORMER;
+    TAKE(h_pos, SF * L * BT * D);
+    TAKE(ln_qk_out, SF * L * BT * D);
+    TAKE(ln_qk_mean, SF * L * BT);
+    TAKE(ln_qk_rstd, SF * L * BT);
+    TAKE(qkv_v, SF * BT * W);
     TAKE(qkv, L * BT * W);
     TAKE(qkv_full, L * BT * full);
     TAKE(att_probs, L * B * H * T * T);
@@ -117,6 +125,9 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(d_ln_out, BT * D);
     TAKE(d_qkv, BT * 3 * E);
     TAKE(d_qkv_grouped, BT * (full ? W : 0));
+    TAKE(d_qkv_part, SF * BT * W);
+    TAKE(d_ln_qk, SF * BT * D);
+    TAKE(d_h_pos, SF * BT * D);
     TAKE(d_att_out, BT * E);
     TAKE(d_o, BT * G);
     TAKE(d_gate, BT * G);
@@ -167,7 +178,7 @@ void model_init_weights(Model *m, uint64_t seed) {
         const TensorSpec *t = &m->tensors[i];
         float *x = m->param_block + t->offset;
         const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
-        if (strcmp(t->name, "pos_emb") == 0 && m->shape.pos != POS_LEARNED) {
+        if (strcmp(t->name, "pos_emb") == 0 && !uses_pos_emb(m->shape)) {
             for (size_t k = 0; k < t->size; k++) x[k] = 0.0f; /* kept for the file layout, unused */
         } else if (t->ndim == 2) {
             float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
@@ -195,6 +206,57 @@ static void apply_head_gates(float *att_out, const float *gate, int BT, int H, i
             for (int i = 0; i < d_head; i++) att_out[((size_t)n * H + h) * d_head + i] *= gate[h];
 }
 
+/* Shortformer (as TransformerLens's attention-only models): learned positions enter only the
+ * Q/K input, LN(h + W_pos[t]); V reads LN(h) = z. Both inputs go through the whole W_qkv and the
+ * V part of the second replaces the first's (the projection costs twice; the layout stays one). */
+static void shortformer_qkv(Model *m, int l, const float *z, float *qkv, int B, int T) {
+    ModelShape s = m->shape;
+    const int D = s.d_model, BT = B * T, W = (int)qkv_width(s), VOFF = (s.n_head + s.n_kv_head) * s.d_head;
+    const ParamTensors *p = &m->params;
+    Activations *a = &m->act;
+    const float *h_in = a->residual + (size_t)l * BT * D;
+    float *h_pos = a->h_pos + (size_t)l * BT * D;
+    for (int n = 0; n < BT; n++)
+        for (int i = 0; i < D; i++)
+            h_pos[(size_t)n * D + i] = h_in[(size_t)n * D + i] + p->pos_emb[(size_t)(n % T) * D + i];
+    float *z_qk = a->ln_qk_out + (size_t)l * BT * D;
+    layernorm_forward(z_qk, a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, h_pos,
+                      p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
+    linear_forward(qkv, z_qk, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
+    linear_forward(a->qkv_v, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
+    for (int n = 0; n < BT; n++)
+        memcpy(qkv + (size_t)n * W + VOFF, a->qkv_v + (size_t)n * W + VOFF, sizeof(float) * (W - VOFF));
+}
+
+/* Differentiates shortformer_qkv: the Q|K gradient flows through LN(h + W_pos) into h and W_pos,
+ * the V gradient through z = LN(h) (into d_ln_out, which the caller's LayerNorm backward uses). */
+static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const float *z, int B,
+                                     int T) {
+    ModelShape s = m->shape;
+    const int D = s.d_model, BT = B * T, W = (int)qkv_width(s), VOFF = (s.n_head + s.n_kv_head) * s.d_head;
+    const ParamTensors *p = &m->params;
+    ParamTensors *g = &m->grads;
+    Activations *a = &m->act;
+    const float *w = p->w_qkv + (size_t)l * D * W;
+    float *dw = g->w_qkv + (size_t)l * D * W, *db = g->b_qkv + (size_t)l * W;
+    for (int n = 0; n < BT; n++) /* the V part, through z */
+        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? 0.0f : d_qkv[(size_t)n * W + i];
+    linear_backward(a->d_ln_out, dw, db, a->d_qkv_part, z, w, BT, D, W);
+    for (int n = 0; n < BT; n++) /* the Q|K part, through LN(h + W_pos) */
+        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? d_qkv[(size_t)n * W + i] : 0.0f;
+    memset(a->d_ln_qk, 0, sizeof(float) * BT * D);
+    linear_backward(a->d_ln_qk, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w, BT, D, W);
+    memset(a->d_h_pos, 0, sizeof(float) * BT * D);
+    layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
+                       a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
+                       a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, BT, D);
+    for (int n = 0; n < BT; n++) /* h + W_pos[t]: both get the gradient; rows of W_pos in order */
+        for (int i = 0; i < D; i++) {
+            a->d_residual[(size_t)n * D + i] += a->d_h_pos[(size_t)n * D + i];
+            g->pos_emb[(size_t)(n % T) * D + i] += a->d_h_pos[(size_t)n * D + i];
+        }
+}
+
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
                     int T) {
     ModelShape s = m->shape;
@@ -211,7 +273,7 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
 
     const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
     embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B,
-                      T, D);
+                      T, D); /* shortformer adds W_pos inside each layer, to the Q/K input only */
     for (int l = 0; l < L; l++) {
         const float *h_in = a->residual + (size_t)l * BT * D;
         float *h_out = a->residual + (size_t)(l + 1) * BT * D;
@@ -223,7 +285,12 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
         float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att; /* W_o's input */
         layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
                           p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
-        linear_forward(qkv, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
+        if (s.pos == POS_SHORTFORMER) {
+            /* Q and K read LN(h + W_pos[t]), V reads LN(h): project both, keep V from the second */
+            shortformer_qkv(m, l, z, qkv, B, T);
+        } else {
+            linear_forward(qkv, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
+        }
         if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
         if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
         attention_forward(att, probs, qkv_heads, B, T, H, dh);
@@ -327,8 +394,12 @@ void model_backward(Model *m) {
             d_qkv = a->d_qkv_grouped;
         }
         if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
-        linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W, d_qkv,
-                        z, p->w_qkv + (size_t)l * D * W, BT, D, W);
+        if (s.pos == POS_SHORTFORMER) {
+            shortformer_qkv_backward(m, l, d_qkv, z, B, T);
+        } else {
+            linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W,
+                            d_qkv, z, p->w_qkv + (size_t)l * D * W, BT, D, W);
+        }
         layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D,
                            a->d_ln_out, h_in, p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT,
                            a->ln_rstd + (size_t)l * BT, BT, D);

@@ -54,6 +54,11 @@ typedef struct {
     float *ln_out;    // (L, B, T, D)
     float *ln_mean;   // (L, B, T)
     float *ln_rstd;   // (L, B, T)
+    float *h_pos;     // (L, B, T, D) h + W_pos[t], the Q/K input (shortformer only)
+    float *ln_qk_out; // (L, B, T, D) LN(h + W_pos[t])      (shortformer only)
+    float *ln_qk_mean; // (L, B, T)                        (shortformer only)
+    float *ln_qk_rstd; // (L, B, T)                        (shortformer only)
+    float *qkv_v;     // (B, T, W) scratch: the projection of LN(h), whose V part is kept (shortformer)
     float *qkv;       // (L, B, T, W) the projection (after rotary, when on)
     float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head (grouped K/V only)
     float *att_probs; // (L, B, H, T, T) the attention maps
@@ -72,6 +77,9 @@ typedef struct {
     float *d_ln_out;   // (B, T, D)
     float *d_qkv;      // (B, T, 3E)
     float *d_qkv_grouped; // (B, T, W) grouped K/V only
+    float *d_qkv_part;    // (B, T, W) shortformer: the Q|K or the V part of the gradient
+    float *d_ln_qk;       // (B, T, D) shortformer
+    float *d_h_pos;       // (B, T, D) shortformer
     float *d_att_out;  // (B, T, E) gradient at the input of W_o
     float *d_o;        // (B, T, E) gradient at O_cat (output gate only)
     float *d_gate;     // (B, T, E) gradient at the gate's pre-activation (output gate only)

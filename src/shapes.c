@@ -23,7 +23,8 @@ void shapes_print(const Config *cfg, FILE *out) {
     ModelCost c = model_cost(s);
     int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
     int E = H * dh, W = (H + 2 * Hkv) * dh, L = s.n_layer;
-    static const char *const pos_names[] = {"learned positions", "rotary", "no positions"};
+    static const char *const pos_names[] = {"learned positions", "rotary",
+                                            "shortformer (learned positions on the Q/K input only)", "no positions"};
     char a[32], b[32], d[32];
     fprintf(out, "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
                  "seq_len T=%d, vocab V=%d\n",

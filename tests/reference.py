@@ -205,6 +205,9 @@ def forward(params, cfg, x, targets=None, mask=None):
         z = layer_norm(h, p("ln_g"), p("ln_b"))                               # [B,T,D]
         qkv = z @ p("w_qkv") + p("b_qkv")                                     # [B,T,(H+2Hkv)dh]
         q, k, v = qkv[..., :E], qkv[..., E:E + Ekv], qkv[..., E + Ekv:]
+        if pos == "shortformer":  # positions only in the Q/K input (TransformerLens attn-only)
+            qk = layer_norm(h + params["pos_emb"][:T], p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
+            q, k = qk[..., :E], qk[..., E:E + Ekv]
         heads = lambda a, n: a.reshape(B, T, n, dh).transpose(1, 2)           # [B,n,T,dh]
         q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
         if pos == "rope":

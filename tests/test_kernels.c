@@ -858,6 +858,8 @@ int main(void) {
         {"full rotary, T=1", {8, 12, 2, 6, 2, 1, 0, POS_ROPE, 0, 10000.0, 0}, 3, 1, 3},
         {"no positions + output gate, E > D", {9, 8, 4, 6, 2, 8, 0, POS_NONE, 0, 10000.0, 1}, 2, 6, 3},
         {"GQA + rotary + output gate", {11, 12, 4, 4, 2, 6, 2, POS_ROPE, 2, 10000.0, 1}, 2, 6, 2},
+        {"shortformer positions", {10, 12, 3, 4, 2, 6, 0, POS_SHORTFORMER, 0, 10000.0, 0}, 2, 6, 2},
+        {"shortformer + MQA + gate, T < seq_len", {10, 12, 4, 3, 2, 8, 1, POS_SHORTFORMER, 0, 10000.0, 1}, 2, 6, 3},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) test_model_layout(&layouts[i], 300 + i);
 
