@@ -4,6 +4,8 @@
                runs with readable names, and report mistakes as `file:line:col: message`
   harness      the command line of one run, `harness --shapes` (parameters, FLOPs per token)
   results      read one results file (layout: /work/shared/DESIGN.md) and a sweep's summary
+  run state    a run's lock, log header/footer, Slurm submissions and squeue, and from them
+               complete / running / failed / missing (sweep --status, docs/slurm.md)
   statistics   mean, sample std, Welch's t-test (own Welch-Satterthwaite df; the p-value from
                scipy.stats.t when scipy is there, else from our own regularized incomplete beta)
   gnuplot      run a gnuplot script, pick the pngcairo terminal (png if cairo is missing)
@@ -807,7 +809,8 @@ class Submission:
 
 
 def slurm_submissions(outdir):
-    """{run name: Submission} for the latest Slurm submission of each run in a results dir."""
+    """{run name: Submission} for the latest Slurm submission of each run in a results dir
+    (the latest one submitted by the sweep, else the latest --dry-run)."""
     base = os.path.join(outdir, SLURM_DIR)
     out = {}
     try:
@@ -830,7 +833,9 @@ def slurm_submissions(outdir):
                 for line in f:
                     parts = line.rstrip("\n").split("\t")
                     if len(parts) >= 2 and parts[0].isdigit():
-                        out[parts[1]] = Submission(path, job, int(parts[0]))
+                        # a later --dry-run (no job id) does not hide a submitted one
+                        if job or parts[1] not in out or not out[parts[1]].job:
+                            out[parts[1]] = Submission(path, job, int(parts[0]))
         except OSError:
             pass
     return out
@@ -844,7 +849,7 @@ def slurm_queue():
     try:
         import pwd
         user = pwd.getpwuid(os.getuid()).pw_name
-        p = subprocess.run(["squeue", "-h", "-r", "-u", user, "-o", "%A|%a|%T|%R"],
+        p = subprocess.run(["squeue", "-h", "-r", "-u", user, "-o", "%F|%K|%T|%R"],
                            capture_output=True, text=True, timeout=30)
     except (OSError, KeyError, subprocess.TimeoutExpired):
         return None
@@ -854,7 +859,7 @@ def slurm_queue():
     for line in p.stdout.splitlines():
         parts = line.strip().split("|", 3)
         if len(parts) == 4 and parts[1].isdigit():
-            out[(parts[0], int(parts[1]))] = (parts[2], parts[3])
+            out[(parts[0], int(parts[1]))] = (parts[2], parts[3].strip("()"))
     return out
 
 
@@ -877,13 +882,16 @@ def run_state(outdir, name, submission=None, queue=None):
     queued = None
     if submission is not None and submission.job and queue:
         queued = queue.get((submission.job, submission.index))
+    current = holder is not None  # the log is the running one's (the holder wrote it)
     if holder is None and queued and queued[0] in SLURM_ACTIVE:
         holder = f"{queued[1]} (slurm job {submission.task})"
+        # started in Slurm; its runner may not have taken the lock and begun the log yet
+        current = bool(log.where and f"slurm job {submission.task}," in log.where)
     if holder is not None:
         detail = f"on {holder}"
-        if log.started:
+        if current and log.started:
             detail += f", started {log.started}"
-        if log.progress and log.rc is None:
+        if current and log.progress and log.rc is None:
             detail += f", step {log.progress[0]}/{log.progress[1]}"
         return RunState(name, "running", detail)
     if queued:
