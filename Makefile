@@ -6,11 +6,12 @@
 CC      ?= gcc
 SAN     ?= 0
 OPENMP  ?= 1
+CFLAGS_ARCH ?= -march=native
 VERSION := 0.1.0
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 PKGS    := yaml-0.1 hdf5
-CFLAGS  := -std=c11 -O3 -march=native -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP \
+CFLAGS  := -std=c11 -O3 $(CFLAGS_ARCH) -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP \
            -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5) -lm
@@ -33,7 +34,7 @@ LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNELS)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TESTS   := $(BUILD)/test_kernels $(BUILD)/test_config $(BUILD)/test_analysis
 
-.PHONY: all run test test-c bench clean deps
+.PHONY: all run test test-c bench clean deps fuzz valgrind-check
 all: harness
 
 $(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/main.o
@@ -61,10 +62,49 @@ run: deps
 test: harness $(TESTS)
 	tests/run $(BUILD)
 
-bench: harness
-	scripts/bench
+# BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help
+bench: harness $(BUILD)/gemm_peak
+	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
+
+$(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build harness
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# ==== fuzzing, sanitizers, valgrind (tests/fuzz_config.c, tests/fuzz/, scripts/fuzz, scripts/valgrind-check)
+#   make fuzz [FUZZ_SECONDS=60]  build the config-loader fuzz target (clang, libFuzzer + ASan/UBSan)
+#                                and run it; fails on any crash, leak or hang. Longer: scripts/fuzz 3600
+#   make SAN=1 test              every test suite against build/san/ with the sanitizer options below
+#   make valgrind-check          the harness and test_config under valgrind memcheck (build/valgrind/)
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -D_GNU_SOURCE \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                $(shell pkg-config --cflags yaml-0.1 2>/dev/null)
+FUZZ_LDLIBS  := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) -lm
+
+build/fuzz/fuzz_config: tests/fuzz_config.c src/config.c src/config.h src/util.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz_config.c src/config.c -o $@ $(FUZZ_LDLIBS)
+
+fuzz:
+	scripts/fuzz $(FUZZ_SECONDS)
+
+valgrind-check:
+	scripts/valgrind-check
+
+# Runtime options of the SAN=1 build, inherited by tests/run and every process it starts (the
+# Python suites run build/san/harness as a subprocess). LeakSanitizer is on; UBSan stops at the
+# first report (gcc's UBSan otherwise prints and carries on, and the test would pass). Reports go
+# to files under build/san/sanitizer-reports/ rather than to stderr, where a test that expects a
+# failure could swallow them: tests/run counts each report file as a failure and prints it.
+ifeq ($(SAN),1)
+SANITIZER_REPORTS := $(abspath $(BUILD))/sanitizer-reports
+export SANITIZER_REPORTS
+export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$(SANITIZER_REPORTS)/asan
+export UBSAN_OPTIONS ?= halt_on_error=1:print_stacktrace=1:log_path=$(SANITIZER_REPORTS)/ubsan
+endif
+# ==== end of fuzzing, sanitizers, valgrind

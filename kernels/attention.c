@@ -2,106 +2,305 @@
  *
  * One OpenMP iteration is one (batch, head) pair: it reads that head's columns of qkv and writes
  * that head's columns of out / d_qkv and its own (T, T) map, so iterations never share output
- * memory and the backward needs no atomics. The softmax weights are stored (B, H, T, T) because
- * they are also the attention maps that the analysis records: one computation, no second copy. */
+ * memory and the backward needs no atomics; which thread runs a pair cannot change its bits.
+ * The softmax weights are stored (B, H, T, T) because they are also the attention maps that the
+ * analysis records: one computation, no second copy.
+ *
+ * Per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K, V and the maps
+ * in place and skip what the causal triangle makes zero: scores and dP only for tiles on or below
+ * the diagonal, P·V and dS·K only over keys up to the tile's last query, dSᵀ·Q and Pᵀ·dO only over
+ * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
+ * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
+ * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
+ * while it is in L1. The softmax uses a vectorised exp with AVX-512 (expf without). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#include "gemm.h"
 #include "../src/util.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
-void attention_forward(float *out, float *probs, const float *qkv, int B, int T, int H,
-                       int d_head) {
-    const int E = H * d_head, row = 3 * E;
-    const float scale = 1.0f / sqrtf((float)d_head);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            const float *base = qkv + (size_t)b * T * row;
-            float *P = probs + ((size_t)b * H + h) * T * T;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + (size_t)t * row + h * d_head;
-                float *p = P + (size_t)t * T;
-                float maxs = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    const float *k = base + (size_t)j * row + E + h * d_head;
-                    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                    for (int i = 0; i < d_head; i++) s += q[i] * k[i];
-                    s *= scale;
-                    p[j] = s;
-                    maxs = s > maxs ? s : maxs;
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= t; j++) {
-                    p[j] = expf(p[j] - maxs);
-                    sum += p[j];
-                }
-                float inv = 1.0f / sum;
-                for (int j = 0; j <= t; j++) p[j] *= inv;
-                for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+static float *alloc_floats(size_t count) {
+    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+    CHECK(p != NULL);
+    return p;
+}
 
-                float *o = out + ((size_t)b * T + t) * E + h * d_head;
-                memset(o, 0, sizeof(float) * d_head);
-                for (int j = 0; j <= t; j++) {
-                    const float *v = base + (size_t)j * row + 2 * E + h * d_head;
-                    float pj = p[j];
-#pragma omp simd
-                    for (int i = 0; i < d_head; i++) o[i] += pj * v[i];
-                }
-            }
+#ifdef __AVX512F__
+/* exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2/2, Cephes' degree-6 polynomial (about 1 ulp),
+ * scaled by 2^n with vscalefps (which gives 0 for very negative x, as expf does). */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __mmask16 tail_mask(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+#endif
+
+/* Rows t = t0 .. t0+rows-1 of a causal map, row stride ld: p[t, 0..t] = softmax(scale * p[t, 0..t])
+ * and p[t, t+1..n_zero) = 0. With a sink logit (-INFINITY for none, which changes no bit), the
+ * denominator also holds exp(sink): the row then sums to less than 1, the rest going to nothing.
+ * Each pass runs over all the rows before the next one starts, so the rows' independent
+ * dependency chains (max, exp, sum) overlap in the out-of-order core. */
+static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, float scale,
+                         float sink) {
+    float inv[GEMM_MR];
+    CHECK(rows <= GEMM_MR);
+#ifdef __AVX512F__
+    __m512 vscale = _mm512_set1_ps(scale);
+    float maxs[GEMM_MR];
+    for (int r = 0; r < rows; r++) {
+        float *x = p + r * ld;
+        int n = t0 + r + 1;
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vscale);
+            vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
         }
+        maxs[r] = fmaxf(_mm512_reduce_max_ps(vmax), sink);
+    }
+    for (int r = 0; r < rows; r++) {
+        float *x = p + r * ld;
+        int n = t0 + r + 1;
+        __m512 maxv = _mm512_set1_ps(maxs[r]), vsum = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + j), vscale, maxv));
+            e = _mm512_maskz_mov_ps(m, e);
+            _mm512_mask_storeu_ps(x + j, m, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        inv[r] = 1.0f / (_mm512_reduce_add_ps(vsum) + expf(sink - maxs[r]));
+    }
+    for (int r = 0; r < rows; r++) {
+        float *x = p + r * ld;
+        int n = t0 + r + 1;
+        __m512 vinv = _mm512_set1_ps(inv[r]);
+        for (int j = 0; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vinv));
+        }
+    }
+#else
+    for (int r = 0; r < rows; r++) {
+        float *x = p + r * ld;
+        int n = t0 + r + 1;
+        float maxs = sink;
+        for (int j = 0; j < n; j++) maxs = x[j] * scale > maxs ? x[j] * scale : maxs;
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) {
+            x[j] = expf(x[j] * scale - maxs);
+            sum += x[j];
+        }
+        inv[r] = 1.0f / (sum + expf(sink - maxs));
+        for (int j = 0; j < n; j++) x[j] *= inv[r];
+    }
+#endif
+    for (int r = 0; r < rows; r++) {
+        int n = t0 + r + 1;
+        if (n_zero > n) memset(p + r * ld + n, 0, sizeof(float) * (n_zero - n));
     }
 }
 
-/* Differentiates, per (b, h) and query t:  O_t = Σ_j P_tj V_j,  P_t = softmax(S_t),
- * S_tj = scale · Q_t·K_j.  With dP_tj = dO_t·V_j:  dS_tj = P_tj (dP_tj - Σ_k P_tk dP_tk),
- * dQ_t += scale Σ_j dS_tj K_j,  dK_j += scale dS_tj Q_t,  dV_j += P_tj dO_t. */
-void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *probs,
-                        int B, int T, int H, int d_head) {
+/* Rows t = t0 .. t0+rows-1 (row strides ld_ds, ld_p): ds[t, 0..t] = scale * p * (dp - Σ p·dp),
+ * dp read from ds, and ds[t, t+1..n_zero) = 0. Pass by pass over the rows, as softmax_rows. */
+static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, ptrdiff_t ld_p,
+                                  int t0, int rows, int n_zero, float scale) {
+    float w[GEMM_MR];
+    CHECK(rows <= GEMM_MR);
+#ifdef __AVX512F__
+    for (int r = 0; r < rows; r++) {
+        const float *x = ds + r * ld_ds, *pr = p + r * ld_p;
+        int n = t0 + r + 1;
+        __m512 d0 = _mm512_setzero_ps(), d1 = d0, d2 = d0, d3 = d0; /* 4 chains */
+        int j = 0;
+        for (; j + 64 <= n; j += 64) {
+            d0 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j), _mm512_loadu_ps(x + j), d0);
+            d1 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 16), _mm512_loadu_ps(x + j + 16), d1);
+            d2 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 32), _mm512_loadu_ps(x + j + 32), d2);
+            d3 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 48), _mm512_loadu_ps(x + j + 48), d3);
+        }
+        for (; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            d0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, x + j), d0);
+        }
+        w[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
+    }
+    __m512 vscale = _mm512_set1_ps(scale);
+    for (int r = 0; r < rows; r++) {
+        float *x = ds + r * ld_ds;
+        const float *pr = p + r * ld_p;
+        int n = t0 + r + 1;
+        __m512 vw = _mm512_set1_ps(w[r]);
+        for (int j = 0; j < n_zero; j += 16) { /* P is 0 right of the diagonal: so is dS */
+            __mmask16 m = tail_mask(n - j), store = tail_mask(n_zero - j);
+            __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vw);
+            d = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), d), vscale);
+            _mm512_mask_storeu_ps(x + j, store, d);
+        }
+    }
+#else
+    for (int r = 0; r < rows; r++) {
+        float *x = ds + r * ld_ds;
+        const float *pr = p + r * ld_p;
+        int n = t0 + r + 1;
+        w[r] = 0.0f;
+        for (int j = 0; j < n; j++) w[r] += pr[j] * x[j];
+        for (int j = 0; j < n; j++) x[j] = pr[j] * (x[j] - w[r]) * scale;
+        for (int j = n; j < n_zero; j++) x[j] = 0.0f;
+    }
+#endif
+}
+
+/* dst (rows, cols) contiguous = src (rows, cols) with row stride ld_src. */
+static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, int cols) {
+    for (int i = 0; i < rows; i++) {
+        float *d = dst + (size_t)i * cols;
+        const float *s = src + i * ld_src;
+#ifdef __AVX512F__
+        for (int j = 0; j < cols; j += 16) { /* inline: these rows are too short for memcpy */
+            __mmask16 m = tail_mask(cols - j);
+            _mm512_mask_storeu_ps(d + j, m, _mm512_maskz_loadu_ps(m, s + j));
+        }
+#else
+        memcpy(d, s, sizeof(float) * cols);
+#endif
+    }
+}
+
+/* dst (rows, cols) with row stride ld_dst += src (rows, cols) contiguous. */
+static void add_rows(float *dst, ptrdiff_t ld_dst, const float *src, int rows, int cols) {
+    for (int i = 0; i < rows; i++) {
+        float *d = dst + i * ld_dst;
+        const float *s = src + (size_t)i * cols;
+#pragma omp simd
+        for (int j = 0; j < cols; j++) d[j] += s[j];
+    }
+}
+
+/* A row stride for (T, T) scratch that is not a multiple of 4 KiB, so the rows of one tile do
+ * not all fall into the same L1 cache sets. */
+static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
+
+void attention_forward(float *out, float *probs, const float *qkv, const float *sink, int B, int T,
+                       int H, int d_head) {
     const int E = H * d_head, row = 3 * E;
     const float scale = 1.0f / sqrtf((float)d_head);
 #pragma omp parallel
     {
-        float *dp = malloc(sizeof(float) * (size_t)T);
-        CHECK(dp != NULL);
+        /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
+         * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
+        size_t head = (size_t)T * d_head;
+        float *q = alloc_floats(3 * head), *k_t = q + head, *v = q + 2 * head;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
-                const float *base = qkv + (size_t)b * T * row;
-                float *dbase = d_qkv + (size_t)b * T * row;
-                const float *P = probs + ((size_t)b * H + h) * T * T;
-                for (int t = 0; t < T; t++) {
-                    const float *p = P + (size_t)t * T;
-                    const float *g = d_out + ((size_t)b * T + t) * E + h * d_head;
-                    const float *q = base + (size_t)t * row + h * d_head;
-                    float *dq = dbase + (size_t)t * row + h * d_head;
-                    float weighted = 0.0f;
-                    for (int j = 0; j <= t; j++) {
-                        const float *v = base + (size_t)j * row + 2 * E + h * d_head;
-                        float *dv = dbase + (size_t)j * row + 2 * E + h * d_head;
-                        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                        for (int i = 0; i < d_head; i++) s += g[i] * v[i];
-                        dp[j] = s;
-                        weighted += p[j] * s;
-                        float pj = p[j];
-#pragma omp simd
-                        for (int i = 0; i < d_head; i++) dv[i] += pj * g[i];
-                    }
-                    for (int j = 0; j <= t; j++) {
-                        float ds = p[j] * (dp[j] - weighted) * scale;
-                        const float *k = base + (size_t)j * row + E + h * d_head;
-                        float *dk = dbase + (size_t)j * row + E + h * d_head;
-#pragma omp simd
-                        for (int i = 0; i < d_head; i++) {
-                            dq[i] += ds * k[i];
-                            dk[i] += ds * q[i];
-                        }
-                    }
+                const float *src = qkv + (size_t)b * T * row + h * d_head;
+                copy_rows(q, src, row, T, d_head);
+                gemm_transpose(k_t, T, src + E, row, T, d_head);
+                copy_rows(v, src + 2 * E, row, T, d_head);
+                float *o = out + (size_t)b * T * E + h * d_head;
+                float *P = probs + ((size_t)b * H + h) * T * T;
+                /* one panel of GEMM_MR queries at a time, start to end while it is in L1:
+                 * raw scores Q·Kᵀ up to the diagonal, softmax by rows, then P·V */
+                for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
+                    int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
+                    float *panel = P + (size_t)t0 * T;
+                    gemm_small(panel, T, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head,
+                               0, GEMM_LOWER, t0);
+                    softmax_rows(panel, T, t0, rows, T, scale, sink ? sink[h] : -INFINITY);
+                    gemm_small(o + (size_t)t0 * E, E, panel, T, 1, v, d_head, rows, d_head, T, 0,
+                               GEMM_PREFIX_K, t0);
                 }
             }
         }
-        free(dp);
+        free(q);
+    }
+}
+
+/* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
+ * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
+ * dQ += dS K,  dK += dSᵀ Q,  dV += Pᵀ dO. */
+void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *probs,
+                        int B, int T, int H, int d_head) {
+    const int E = H * d_head, row = 3 * E, ld_ds = padded_stride(T);
+    const float scale = 1.0f / sqrtf((float)d_head);
+#pragma omp parallel
+    {
+        /* contiguous copies of this head's Q, K, Vᵀ, dO, and its dQ, dK, dV (see the forward) */
+        size_t head = (size_t)T * d_head;
+        float *q = alloc_floats(7 * head), *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head;
+        float *dq = q + 4 * head, *dk = q + 5 * head, *dv = q + 6 * head;
+        float *ds = alloc_floats((size_t)T * ld_ds); /* (T, T) dP, then dS */
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < H; h++) {
+                const float *src = qkv + (size_t)b * T * row + h * d_head;
+                copy_rows(q, src, row, T, d_head);
+                copy_rows(k, src + E, row, T, d_head);
+                gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
+                copy_rows(g, d_out + (size_t)b * T * E + h * d_head, E, T, d_head);
+                const float *P = probs + ((size_t)b * H + h) * T * T;
+                /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K.
+                 * dS is zeroed right of the diagonal to the end of the row's panel, which is as
+                 * far as the products read (see GemmShape) */
+                for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
+                    int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
+                    float *panel = ds + (size_t)t0 * ld_ds;
+                    gemm_small(panel, ld_ds, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T,
+                               d_head, 0, GEMM_LOWER, t0);
+                    softmax_backward_rows(panel, ld_ds, P + (size_t)t0 * T, T, t0, rows, t0 + rows,
+                                          scale);
+                    gemm_small(dq + (size_t)t0 * d_head, d_head, panel, ld_ds, 1, k, d_head, rows,
+                               d_head, T, 0, GEMM_PREFIX_K, t0);
+                }
+                /* by panels of keys: dK = dSᵀ·Q and dV = Pᵀ·dO over the queries at or after them */
+                gemm_small(dk, d_head, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
+                gemm_small(dv, d_head, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
+                float *dst = d_qkv + (size_t)b * T * row + h * d_head;
+                add_rows(dst, row, dq, T, d_head);
+                add_rows(dst + E, row, dk, T, d_head);
+                add_rows(dst + 2 * E, row, dv, T, d_head);
+            }
+        }
+        free(ds);
+        free(q);
+    }
+}
+
+/* Threads split the heads; each head sums over (b, t) in order: thread-count independent. */
+void attention_sink_backward(float *d_sink, const float *d_out, const float *out,
+                             const float *probs, int B, int T, int H, int d_head) {
+    const int E = H * d_head;
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < H; h++) {
+        double sum = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const float *row = probs + (((size_t)b * H + h) * T + t) * T;
+                double mass = 0.0, dot = 0.0;
+                for (int j = 0; j <= t; j++) mass += row[j];
+                const float *g = d_out + ((size_t)b * T + t) * E + h * d_head;
+                const float *o = out + ((size_t)b * T + t) * E + h * d_head;
+                for (int i = 0; i < d_head; i++) dot += (double)g[i] * o[i];
+                sum -= (1.0 - mass) * dot;
+            }
+        d_sink[h] += (float)sum;
     }
 }

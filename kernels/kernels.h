@@ -57,16 +57,28 @@ void linear_backward(float *d_inp,             // (N, C) += , or NULL to skip
 
 /* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----
  * S = Q Kᵀ / sqrt(d_head) + causal mask; P = softmax(S); O = P V; out = concat heads.
- * E = n_head * d_head; head h of Q is qkv[..., h*d_head ...], of K at E + h*d_head, of V at 2E + ... */
+ * E = n_head * d_head; head h of Q is qkv[..., h*d_head ...], of K at E + h*d_head, of V at 2E + ...
+ * With a sink, P_tj = exp(S_tj) / (exp(sink_h) + Σ_k exp(S_tk)): a head may attend to nothing.
+ * The backward needs no change for it (the sink is a key whose value is 0); the sink's own
+ * gradient is attention_sink_backward's. */
 void attention_forward(float *out,             // (B, T, E)
                        float *probs,           // (B, H, T, T) the attention maps; zero above the diagonal
                        const float *qkv,       // (B, T, 3E)
+                       const float *sink,      // (H) a logit added to each softmax denominator, or NULL
                        int B, int T, int H, int d_head);
 void attention_backward(float *d_qkv,          // (B, T, 3E) +=
                         const float *d_out,    // (B, T, E)
                         const float *qkv,      // (B, T, 3E)
                         const float *probs,    // (B, H, T, T)
                         int B, int T, int H, int d_head);
+
+/* d sink_h += -Σ_{b,t} (1 - Σ_j P_tj) · (dO_t · O_t): the sink takes 1 - Σ_j P_tj of the mass and,
+ * as a key of value 0, dP_sink = 0, so dS_sink = -P_sink Σ_j P_tj dP_tj = -P_sink (dO_t · O_t). */
+void attention_sink_backward(float *d_sink,    // (H) +=
+                             const float *d_out, // (B, T, E)
+                             const float *out,   // (B, T, E)
+                             const float *probs, // (B, H, T, T)
+                             int B, int T, int H, int d_head);
 
 /* ---- crossentropy.c: softmax cross-entropy of the next token at weighted positions ---- */
 void crossentropy_forward(float *losses,       // (N) -log softmax(logits)[target]

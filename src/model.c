@@ -12,7 +12,7 @@ ModelShape model_shape_from_config(const Config *cfg) {
     ModelShape s = {cfg->vocab_size, cfg->d_model, cfg->n_head, cfg->d_head, cfg->n_layer,
                     cfg->seq_len, cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head, cfg->pos,
                     cfg->rope_dims ? cfg->rope_dims : cfg->d_head, cfg->rope_base,
-                    cfg->output_gate};
+                    cfg->output_gate, cfg->sink};
     return s;
 }
 
@@ -55,6 +55,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     TAKE(b_o, L * D);
     TAKE(w_gate, L * D * G);
     TAKE(b_gate, L * G);
+    TAKE(sink, L * (s.sink ? (size_t)s.n_head : 0));
     TAKE(lnf_g, D);
     TAKE(lnf_b, D);
     TAKE(w_unembed, D * V);
@@ -82,6 +83,7 @@ static void build_tensor_table(Model *m) {
             add_tensor(m, "w_gate", l, D, E, OFF(p->w_gate) + l * D * E);
             add_tensor(m, "b_gate", l, E, 0, OFF(p->b_gate) + l * E);
         }
+        if (s.sink) add_tensor(m, "sink", l, (size_t)s.n_head, 0, OFF(p->sink) + l * (size_t)s.n_head);
     }
     add_tensor(m, "lnf_g", -1, D, 0, OFF(p->lnf_g));
     add_tensor(m, "lnf_b", -1, D, 0, OFF(p->lnf_b));
@@ -293,7 +295,7 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
         }
         if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
         if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
-        attention_forward(att, probs, qkv_heads, B, T, H, dh);
+        attention_forward(att, probs, qkv_heads, s.sink ? p->sink + (size_t)l * H : NULL, B, T, H, dh);
         if (s.output_gate) {
             float *gate = a->gate + (size_t)l * BT * E;
             linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
@@ -387,6 +389,7 @@ void model_backward(Model *m) {
         }
         memset(a->d_qkv, 0, sizeof(float) * BT * 3 * E);
         attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
+        if (s.sink) attention_sink_backward(g->sink + (size_t)l * H, d_o, att, probs, B, T, H, dh);
         float *d_qkv = a->d_qkv;
         if (grouped) {
             memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);
@@ -430,5 +433,6 @@ ModelCost model_cost(ModelShape s) {
     c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) +
                       c.flops_unembed;
     c.kv_cache_values = 2 * s.n_kv_head * (double)s.d_head * L; /* per token */
+    c.params_total += s.sink ? L * s.n_head : 0;
     return c;
 }

@@ -19,6 +19,7 @@ typedef struct {
     int rope_dims;
     double rope_base;
     int output_gate;          /* O_cat ⊙ σ(z · W_gate + b_gate) */
+    int sink;                 /* a learnable logit per head in each softmax denominator */
 } ModelShape;
 
 /* Pointers into a parameter-shaped block (parameters, gradients or AdamW moments). */
@@ -33,6 +34,7 @@ typedef struct {
     float *b_o;       // (L, D)
     float *w_gate;    // (L, D, E) output gate only
     float *b_gate;    // (L, E)    output gate only
+    float *sink;      // (L, H)    attention sink only
     float *lnf_g;     // (D)
     float *lnf_b;     // (D)
     float *w_unembed; // (D, V)

@@ -100,6 +100,10 @@ def layout(cfg):
     return n_kv, pos, rope_dims, rope_base, gate
 
 
+def has_sink(cfg):
+    return str(cfg.get("sink", "false")) in ("true", "1", "True")
+
+
 def rotary(a, rope_dims, base):
     """GPT-NeoX / HF "rotate half" on the first rope_dims dims of each head; a [B,H,T,dh]."""
     T = a.shape[2]
@@ -129,6 +133,8 @@ def param_shapes(cfg):
                        f"layer{l}/b_qkv": (W,), f"layer{l}/w_o": (E, D), f"layer{l}/b_o": (D,)})
         if gate:
             shapes.update({f"layer{l}/w_gate": (D, E), f"layer{l}/b_gate": (E,)})
+        if has_sink(cfg):
+            shapes[f"layer{l}/sink"] = (H,)
     return shapes
 
 
@@ -216,7 +222,11 @@ def forward(params, cfg, x, targets=None, mask=None):
         v = v.repeat_interleave(H // n_kv, dim=1)                             # reads K/V h // group
         s = (q @ k.transpose(-2, -1)) / math.sqrt(dh)                         # [B,H,T,T]
         s = s.masked_fill(causal, float("-inf"))
-        att = torch.softmax(s, dim=-1)
+        if has_sink(cfg):  # one more logit in the denominator, a key of value 0
+            sink = p("sink").reshape(1, H, 1, 1).expand(B, H, T, 1)
+            att = torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[..., :T]
+        else:
+            att = torch.softmax(s, dim=-1)
         probs.append(att)
         o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
         if gate:

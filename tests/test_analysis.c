@@ -248,7 +248,7 @@ static void test_classify(void) {
  * e^12.7 / (e^12.7 + t) > 0.999 of the attention at every t < 8. */
 static void test_handmade_prev_head(void) {
     enum { V = 10, D = 8, H = 2, DH = 8, T = 8, B = 2, E = H * DH };
-    ModelShape shape = {V, D, H, DH, 1, T, 0, POS_LEARNED, 0, 10000.0, 0};
+    ModelShape shape = {V, D, H, DH, 1, T, 0, POS_LEARNED, 0, 10000.0, 0, 0};
     Model m;
     model_init(&m, shape, B);
     model_init_weights(&m, 5);
@@ -289,7 +289,7 @@ static void test_handmade_prev_head(void) {
 /* analysis_collect_maps reorders the forward's (L, B, H, T, T) into (L, H, B, T, T). */
 static void test_collect_maps_layout(void) {
     enum { L = 2, H = 3, B = 2, T = 5 };
-    ModelShape shape = {9, 6, H, 2, L, 7, 0, POS_LEARNED, 0, 10000.0, 0};
+    ModelShape shape = {9, 6, H, 2, L, 7, 0, POS_LEARNED, 0, 10000.0, 0, 0};
     Model m;
     model_init(&m, shape, 3);
     model_init_weights(&m, 6);
@@ -343,7 +343,7 @@ static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t s
 
 static void test_ablation(void) {
     enum { V = 11, D = 12, H = 3, DH = 4, L = 2, T = 6, B = 2, E = H * DH };
-    ModelShape shape = {V, D, H, DH, L, T, 0, POS_LEARNED, 0, 10000.0, 0};
+    ModelShape shape = {V, D, H, DH, L, T, 0, POS_LEARNED, 0, 10000.0, 0, 0};
     Model m;
     init_perturbed(&m, shape, B, 7);
     Rng rng = rng_stream(7, 52, 0);

@@ -395,13 +395,13 @@ typedef struct {
 
 static double attention_loss(void *p) {
     AttentionCtx *c = p;
-    attention_forward(c->out, c->probs, c->qkv, c->B, c->T, c->H, c->d_head);
+    attention_forward(c->out, c->probs, c->qkv, NULL, c->B, c->T, c->H, c->d_head);
     return dot(c->r, c->out, (size_t)c->B * c->T * c->H * c->d_head);
 }
 
 static void attention_grad(void *p) {
     AttentionCtx *c = p;
-    attention_forward(c->out, c->probs, c->qkv, c->B, c->T, c->H, c->d_head);
+    attention_forward(c->out, c->probs, c->qkv, NULL, c->B, c->T, c->H, c->d_head);
     attention_backward(c->d_qkv, c->r, c->qkv, c->probs, c->B, c->T, c->H, c->d_head);
 }
 
@@ -440,7 +440,7 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
     /* outputs pre-filled with NaN: every entry, also above the diagonal, must be written */
     for (size_t i = 0; i < (size_t)B * T * E; i++) c.out[i] = NAN;
     for (size_t i = 0; i < (size_t)B * H * T * T; i++) c.probs[i] = NAN;
-    attention_forward(c.out, c.probs, c.qkv, B, T, H, d_head);
+    attention_forward(c.out, c.probs, c.qkv, NULL, B, T, H, d_head);
     memset(c.d_qkv, 0, sizeof(float) * (size_t)B * T * row);
     attention_backward(c.d_qkv, c.r, c.qkv, c.probs, B, T, H, d_head);
     double *ref_d = calloc((size_t)B * T * row, sizeof(double));
@@ -517,7 +517,7 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
         for (int k = 0; k < N_THREAD_COUNTS && !differs; k++) {
             set_threads(thread_counts[k]);
             memset(d2, 0, sizeof(float) * (size_t)B * T * row);
-            attention_forward(out2, probs2, c.qkv, B, T, H, d_head);
+            attention_forward(out2, probs2, c.qkv, NULL, B, T, H, d_head);
             attention_backward(d2, c.r, c.qkv, probs2, B, T, H, d_head);
             at = thread_counts[k];
             differs = memcmp(out2, c.out, sizeof(float) * B * T * E) ? "out"
@@ -843,31 +843,34 @@ int main(void) {
     test_global_norm();
 
     /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,
-     *    n_kv_head, pos, rope_dims, rope_base, output_gate} (0 = n_head / d_head) */
+     *    n_kv_head, pos, rope_dims, rope_base, output_gate, sink} (0 = n_head / d_head) */
     const Layout layouts[] = {
-        {"1 head (D=16 H=1 d_head=16)", {11, 16, 1, 16, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
-        {"12 heads (D=24 H=12 d_head=2)", {10, 24, 12, 2, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
-        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len", {9, 8, 4, 6, 2, 8, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 3},
-        {"E < D (D=20 H=3 d_head=5)", {12, 20, 3, 5, 2, 7, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 7, 2},
-        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)", {13, 7, 3, 3, 2, 5, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 5, 3},
-        {"T=1 (B=3)", {8, 12, 2, 6, 2, 1, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 1, 3},
-        {"n_layer 1", {10, 12, 3, 4, 1, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
-        {"n_layer 3", {10, 12, 2, 6, 3, 6, 0, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
-        {"GQA (H=4 H_kv=2 D=16 d_head=4)", {10, 16, 4, 4, 2, 6, 2, POS_LEARNED, 0, 10000.0, 0}, 2, 6, 2},
-        {"MQA + partial rotary (H=3 H_kv=1 d_head=6 rope_dims=4)", {10, 12, 3, 6, 2, 7, 1, POS_ROPE, 4, 100.0, 0}, 2, 7, 2},
-        {"full rotary, T=1", {8, 12, 2, 6, 2, 1, 0, POS_ROPE, 0, 10000.0, 0}, 3, 1, 3},
-        {"no positions + output gate, E > D", {9, 8, 4, 6, 2, 8, 0, POS_NONE, 0, 10000.0, 1}, 2, 6, 3},
-        {"GQA + rotary + output gate", {11, 12, 4, 4, 2, 6, 2, POS_ROPE, 2, 10000.0, 1}, 2, 6, 2},
-        {"shortformer positions", {10, 12, 3, 4, 2, 6, 0, POS_SHORTFORMER, 0, 10000.0, 0}, 2, 6, 2},
-        {"shortformer + MQA + gate, T < seq_len", {10, 12, 4, 3, 2, 8, 1, POS_SHORTFORMER, 0, 10000.0, 1}, 2, 6, 3},
+        {"1 head (D=16 H=1 d_head=16)", {11, 16, 1, 16, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"12 heads (D=24 H=12 d_head=2)", {10, 24, 12, 2, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len", {9, 8, 4, 6, 2, 8, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 3},
+        {"E < D (D=20 H=3 d_head=5)", {12, 20, 3, 5, 2, 7, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 7, 2},
+        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)", {13, 7, 3, 3, 2, 5, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 3, 5, 3},
+        {"T=1 (B=3)", {8, 12, 2, 6, 2, 1, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 3, 1, 3},
+        {"n_layer 1", {10, 12, 3, 4, 1, 6, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"n_layer 3", {10, 12, 2, 6, 3, 6, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"GQA (H=4 H_kv=2 D=16 d_head=4)", {10, 16, 4, 4, 2, 6, 2, POS_LEARNED, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"MQA + partial rotary (H=3 H_kv=1 d_head=6 rope_dims=4)", {10, 12, 3, 6, 2, 7, 1, POS_ROPE, 4, 100.0, 0, 0}, 2, 7, 2},
+        {"full rotary, T=1", {8, 12, 2, 6, 2, 1, 0, POS_ROPE, 0, 10000.0, 0, 0}, 3, 1, 3},
+        {"no positions + output gate, E > D", {9, 8, 4, 6, 2, 8, 0, POS_NONE, 0, 10000.0, 1, 0}, 2, 6, 3},
+        {"GQA + rotary + output gate", {11, 12, 4, 4, 2, 6, 2, POS_ROPE, 2, 10000.0, 1, 0}, 2, 6, 2},
+        {"attention sink", {10, 12, 3, 4, 2, 6, 0, POS_LEARNED, 0, 10000.0, 0, 1}, 2, 6, 2},
+        {"sink + GQA + rotary + gate, T=1", {9, 12, 4, 3, 2, 5, 2, POS_ROPE, 2, 10000.0, 1, 1}, 3, 1, 3},
+        {"shortformer positions", {10, 12, 3, 4, 2, 6, 0, POS_SHORTFORMER, 0, 10000.0, 0, 0}, 2, 6, 2},
+        {"shortformer + MQA + gate, T < seq_len", {10, 12, 4, 3, 2, 8, 1, POS_SHORTFORMER, 0, 10000.0, 1, 0}, 2, 6, 3},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) test_model_layout(&layouts[i], 300 + i);
 
     /* 3. thread-count independence */
     /* sizes that split unevenly over threads and cross the kernels' blocks (rows 4 / 12 / 144,
      * columns 16 / 32 / 64 / 512, inner dimension 256) */
-    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19", {517, 80, 5, 12, 2, 19, 0, POS_LEARNED, 0, 10000.0, 0}, 3, 19, 3});
-    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40", {300, 272, 4, 70, 2, 40, 0, POS_LEARNED, 0, 10000.0, 0}, 4, 40, 4});
-    test_thread_independence((Layout){"GQA + rotary + gate V=50 D=40 H=6 H_kv=2 d_head=8 T=21", {50, 40, 6, 8, 2, 21, 2, POS_ROPE, 6, 10000.0, 1}, 3, 21, 3});
+    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19", {517, 80, 5, 12, 2, 19, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 3, 19, 3});
+    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40", {300, 272, 4, 70, 2, 40, 0, POS_LEARNED, 0, 10000.0, 0, 0}, 4, 40, 4});
+    test_thread_independence((Layout){"sink V=40 D=24 H=3 d_head=8 T=17", {40, 24, 3, 8, 2, 17, 0, POS_LEARNED, 0, 10000.0, 0, 1}, 3, 17, 3});
+    test_thread_independence((Layout){"GQA + rotary + gate V=50 D=40 H=6 H_kv=2 d_head=8 T=21", {50, 40, 6, 8, 2, 21, 2, POS_ROPE, 6, 10000.0, 1, 0}, 3, 21, 3});
     return test_finish();
 }

@@ -87,6 +87,9 @@ GRAD_CASES = [
                                                        "model.rope_base": 500}),
     ("no positions", {"model.pos": "none"}),
     ("shortformer positions", {"model.pos": "shortformer"}),
+    ("attention sink", {"model.sink": "true"}),
+    ("sink + GQA + rotary + gate", {"model.sink": "true", "model.n_head": 4, "model.d_head": 8,
+                                    "model.n_kv_head": 2, "model.pos": "rope", "model.output_gate": "true"}),
     ("shortformer + MQA + gate", {"model.pos": "shortformer", "model.n_head": 4, "model.d_head": 8,
                                   "model.n_kv_head": 1, "model.output_gate": "true"}),
     ("output gate", {"model.output_gate": "true"}),
@@ -101,6 +104,8 @@ TRAIN_CASES = [
                                         "train.grad_clip": 0.5}),
     # GQA with rotary is the most sensitive layout: float32 rounding grows ~100x faster over the
     # 10 steps than in the others (the step-0 gradients agree to 1e-8), so no clipping here
+    ("sink + shortformer (H4 dh8)", {"model.sink": "true", "model.pos": "shortformer",
+                                     "model.n_head": 4, "model.d_head": 8}),
     ("GQA + partial rotary + gate (H6 Hkv2 dh8)", {"model.n_head": 6, "model.d_head": 8,
                                                    "model.n_kv_head": 2, "model.pos": "rope",
                                                    "model.rope_dims": 4, "model.output_gate": "true",

@@ -1,0 +1,427 @@
+/* gemm.c: single-precision matrix multiply for linear.c and attention.c (contract in gemm.h).
+ *
+ * Large products (gemm, gemm_parallel) use the Goto/BLIS structure: B is copied ("packed") in
+ * KC x NC blocks into column panels NR wide, A in MC x KC blocks into row panels MR tall, so the
+ * micro-kernel reads both with unit stride whatever the original layout (that is where the
+ * transposes go). The micro-kernel keeps an MR x NR = 12 x 32 tile of C in registers: with
+ * AVX-512 that is 24 accumulators of 16 floats, two loads of B and twelve broadcasts of A per
+ * 24 fused multiply-adds. Ragged right edges use lane masks; ragged bottom edges read a clamped
+ * (valid) row and do not store it.
+ *
+ * The small per-head products of attention (gemm_small) are too small to repay packing: the same
+ * register tile reads A through its strides and B row by row in place (only a transposed A is
+ * packed, one row tile at a time), and the causal shapes skip the tiles (or the stretch of K)
+ * that the triangle makes zero.
+ *
+ * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
+ *
+ * Without AVX-512 the same loops run with a portable C tile that the compiler vectorises.
+ * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
+ * free lists after the first step, so the kernels stay free of global state. */
+#include <stdlib.h>
+#include <string.h>
+#include "gemm.h"
+#include "../src/util.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+enum {
+    MR = GEMM_MR, /* rows of the register tile */
+    NR = GEMM_NR, /* columns of the register tile */
+    KC = 256,     /* K block of the packed gemm: fixed, it defines the summation order */
+    MC = 144,     /* rows of A per packed block (multiple of MR): ~144 KiB, stays in L2 */
+    NC = 4096,    /* columns of B per packed block (multiple of NR): A is packed once */
+};
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- the register tile
+ * c[0..mr, 0..nr) = (load_c ? c : c_init ? the row c_init[0..nr) : 0) + Σ_{k < kc} A(i, k) · B(k, j)
+ * with A(i, k) = a[i*a_rs + k*a_cs] and B(k, j) = b[k*ldb + j]; the sum is a fused multiply-add
+ * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always valid memory) and are dropped;
+ * columns j >= nr are masked (not read, not stored) unless b_padded says B has them (as zeros).
+ * nv = 16-lane vectors per row (1 or 2), nr <= 16 nv. */
+#ifdef __AVX512F__
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
+                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
+                        const float *c_init) {
+    __m512 acc[MR][2];
+    const float *ar[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
+    }
+    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    for (int k = 0; k < kc; k++) {
+        __m512 b0, b1 = _mm512_setzero_ps();
+        if (b_padded) {
+            b0 = _mm512_load_ps(b);
+            if (nv == 2) b1 = _mm512_load_ps(b + 16);
+        } else {
+            b0 = _mm512_maskz_loadu_ps(m0, b);
+            if (nv == 2) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+        }
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            __m512 av = _mm512_set1_ps(ar[i][k * a_cs]);
+            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+            if (nv == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+        }
+        b += ldb;
+    }
+    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
+    __m512 init0 = _mm512_setzero_ps(), init1 = _mm512_setzero_ps();
+    if (!load_c && c_init) {
+        init0 = _mm512_maskz_loadu_ps(m0, c_init);
+        if (nv == 2) init1 = _mm512_maskz_loadu_ps(m1, c_init + 16);
+    }
+    if (mr == MR && nr == 16 * nv) {
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + i * ldc;
+            if (load_c) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
+            else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
+            _mm512_storeu_ps(ci, acc[i][0]);
+            if (nv == 2) {
+                if (load_c) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
+                else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
+                _mm512_storeu_ps(ci + 16, acc[i][1]);
+            }
+        }
+        return;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        if (load_c) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
+        else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
+        _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+        if (nv == 2) {
+            if (load_c) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
+            else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
+            _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+        }
+    }
+}
+const char *gemm_kernel_name(void) { return "AVX-512 12x32"; }
+#else
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
+                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
+                        const float *c_init) {
+    (void)nv;
+    (void)a_packed;
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    int n_read = b_padded ? NR : nr;
+    for (int k = 0; k < kc; k++) {
+        for (int i = 0; i < mr; i++) {
+            float av = a[i * a_rs + k * a_cs];
+            for (int j = 0; j < n_read; j++) acc[i][j] += av * b[j];
+        }
+        b += ldb;
+    }
+    for (int i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        for (int j = 0; j < nr; j++)
+            ci[j] = load_c ? ci[j] + acc[i][j] : c_init ? c_init[j] + acc[i][j] : acc[i][j];
+    }
+}
+const char *gemm_kernel_name(void) { return "portable C 12x32"; }
+#endif
+
+/* ---------------------------------------------------------------- packed gemm */
+
+#ifdef __AVX512F__
+/* In-register transpose of a 16 x 16 block: r[i] lane j <- r[j] lane i. */
+static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 16), k < cols; lanes rows..16 of
+ * each dst row are written as zeros only if they are within `width` (the panel width). */
+static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
+                           ptrdiff_t ld_src, int rows, int cols) {
+    __mmask16 store = lanes(width);
+    for (int k0 = 0; k0 < cols; k0 += 16) {
+        __mmask16 m = lanes(cols - k0);
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + i * ld_src + k0) : _mm512_setzero_ps();
+        transpose16(r);
+        int kn = cols - k0 < 16 ? cols - k0 : 16;
+        for (int k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * ld_dst, store, r[k]);
+    }
+}
+#endif
+
+void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
+                    int cols) {
+#ifdef __AVX512F__
+    for (int i0 = 0; i0 < rows; i0 += 16) {
+        int n = rows - i0 < 16 ? rows - i0 : 16;
+        transpose_rows(dst + i0, ld_dst, n, src + i0 * ld_src, ld_src, n, cols);
+    }
+#else
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[j * ld_dst + i] = src[i * ld_src + j];
+        }
+#endif
+}
+
+/* A[ic.., pc..] (mc x kc) -> panels of MR rows: ap[panel][k][MR], rows past mc zero. */
+static void pack_a(float *ap, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, int mc, int kc) {
+#ifdef __AVX512F__
+    if (a_rs == 1) { /* columns of A contiguous: read each one whole (prefetch-friendly), deal it
+                      * out MR floats per panel */
+        for (int k = 0; k < kc; k++) {
+            const float *s = a + k * a_cs;
+            for (int i0 = 0; i0 < mc; i0 += MR)
+                _mm512_mask_storeu_ps(ap + (size_t)i0 * kc + (size_t)k * MR, lanes(MR),
+                                      _mm512_maskz_loadu_ps(lanes(mc - i0), s + i0));
+        }
+        return;
+    }
+#endif
+    for (int i0 = 0; i0 < mc; i0 += MR) {
+        int mr = mc - i0 < MR ? mc - i0 : MR;
+        float *dst = ap + (size_t)i0 * kc;
+        const float *src = a + i0 * a_rs;
+#ifdef __AVX512F__
+        if (a_cs == 1) { /* rows of A contiguous: transpose 16 k at a time */
+            transpose_rows(dst, MR, MR, src, a_rs, mr, kc);
+            continue;
+        }
+#endif
+        for (int k = 0; k < kc; k++) {
+            float *d = dst + (size_t)k * MR;
+            for (int i = 0; i < mr; i++) d[i] = src[i * a_rs + k * a_cs];
+            for (int i = mr; i < MR; i++) d[i] = 0.0f;
+        }
+    }
+}
+
+/* B[pc.., jc..] (kc x nc) -> panels of NR columns: bp[panel][k][NR], columns past nc zero. */
+static void pack_b(float *bp, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int kc, int nc) {
+#ifdef __AVX512F__
+    if (b_cs == 1) { /* rows of B contiguous: read each one whole, deal it out NR per panel */
+        for (int k = 0; k < kc; k++) {
+            const float *s = b + k * b_rs;
+            for (int j0 = 0; j0 < nc; j0 += NR) {
+                float *d = bp + (size_t)j0 * kc + (size_t)k * NR;
+                _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nc - j0), s + j0));
+                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nc - j0 - 16), s + j0 + 16));
+            }
+        }
+        return;
+    }
+#endif
+    for (int j0 = 0; j0 < nc; j0 += NR) {
+        int nr = nc - j0 < NR ? nc - j0 : NR;
+        float *dst = bp + (size_t)j0 * kc;
+        const float *src = b + j0 * b_cs;
+#ifdef __AVX512F__
+        if (b_rs == 1) { /* columns of B contiguous: transpose 16 columns x 16 k at a time */
+            transpose_rows(dst, NR, 16, src, b_cs, nr < 16 ? nr : 16, kc);
+            if (nr > 16) transpose_rows(dst + 16, NR, 16, src + 16 * b_cs, b_cs, nr - 16, kc);
+            else
+                for (int k = 0; k < kc; k++) _mm512_store_ps(dst + (size_t)k * NR + 16, _mm512_setzero_ps());
+            continue;
+        }
+#endif
+        for (int k = 0; k < kc; k++) {
+            float *d = dst + (size_t)k * NR;
+            for (int j = 0; j < nr; j++) d[j] = src[k * b_rs + j * b_cs];
+            for (int j = nr; j < NR; j++) d[j] = 0.0f;
+        }
+    }
+}
+
+static void packed_tile(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
+                        int nr, int load_c, const float *c_init) {
+    tile(2, 1, 1, kc, ap, 1, MR, bp, NR, c, ldc, mr, nr, load_c, c_init);
+}
+
+static float *alloc_floats(size_t count) {
+    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+    CHECK(p != NULL);
+    return p;
+}
+
+void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+          ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
+    if (M <= 0 || N <= 0) return;
+    if (bias) accumulate = 0;
+    if (K <= 0) {
+        for (int i = 0; i < M && !accumulate; i++) {
+            if (bias) memcpy(c + i * ldc, bias, sizeof(float) * N);
+            else memset(c + i * ldc, 0, sizeof(float) * N);
+        }
+        return;
+    }
+    int kc_max = K < KC ? K : KC;
+    int nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
+    int mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
+    float *bp = alloc_floats((size_t)kc_max * nc_max);
+    float *ap = alloc_floats((size_t)kc_max * mc_max);
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            int load_c = accumulate || pc > 0;
+            pack_b(bp, b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc);
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = M - ic < MC ? M - ic : MC;
+                pack_a(ap, a + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int nr = nc - jr < NR ? nc - jr : NR;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int mr = mc - ir < MR ? mc - ir : MR;
+                        packed_tile(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
+                                    c + (ic + ir) * ldc + jc + jr, ldc, mr, nr, load_c,
+                                    bias ? bias + jc + jr : NULL);
+                    }
+                }
+            }
+        }
+    }
+    free(ap);
+    free(bp);
+}
+
+void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+                   int accumulate, const float *bias) {
+#ifdef _OPENMP
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    if (M <= 0 || N <= 0) return;
+    /* One tile-aligned slab of the larger output dimension per thread, each an independent gemm
+     * with its own packing: no synchronisation until the end. The operand that every slab
+     * needs whole is packed once per slab; that duplicate is O(K x the other dimension), small
+     * next to the slab's O(M N K / threads) arithmetic, and it is cheaper than sharing one copy
+     * behind a barrier per K block. The slabs are disjoint rows (or columns) of C and the bits
+     * of an element do not depend on its slab. */
+    int split_rows = (long)M * NR >= (long)N * MR;
+    int unit = split_rows ? MR : NR, extent = split_rows ? M : N;
+    int units = (extent + unit - 1) / unit;
+    if (threads > units) threads = units;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int t = 0; t < threads; t++) {
+        int lo = (int)((long)units * t / threads) * unit;
+        int hi = (int)((long)units * (t + 1) / threads) * unit;
+        if (hi > extent) hi = extent;
+        if (hi <= lo) continue;
+        if (split_rows)
+            gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K,
+                 accumulate, bias);
+        else
+            gemm(c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
+                 bias ? bias + lo : NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- small, unpacked gemm */
+
+static void small_tile_wide(int kc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                            ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
+    tile(2, 0, 0, kc, a, a_rs, a_cs, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+static void small_tile_narrow(int kc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                              const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr,
+                              int nr, int load_c) {
+    tile(1, 0, 0, kc, a, a_rs, a_cs, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+/* A with unit k-stride (rows of a row-major matrix): the common case, specialised. */
+static void small_tile_wide_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b,
+                                 ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr,
+                                 int load_c) {
+    tile(2, 0, 0, kc, a, a_rs, 1, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+static void small_tile_narrow_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b,
+                                   ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr,
+                                   int load_c) {
+    tile(1, 0, 0, kc, a, a_rs, 1, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+/* A packed by pack_a (a transposed operand: see gemm_small). */
+static void small_tile_wide_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb,
+                                   float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
+    tile(2, 1, 0, kc, ap, 1, MR, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+static void small_tile_narrow_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb,
+                                     float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
+    tile(1, 1, 0, kc, ap, 1, MR, b, ldb, c, ldc, mr, nr, load_c, NULL);
+}
+
+void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                const float *b, ptrdiff_t ldb, int M, int N, int K, int accumulate,
+                GemmShape shape, int diag) {
+    /* A transposed operand (unit row stride) is packed one row tile at a time: its k-th MR
+     * values are contiguous but successive k are a whole row of the source apart, which would
+     * have the tile loop miss L1 on every step. */
+    int pack = a_rs == 1 && a_cs != 1 && K > 0;
+    float *ap = pack ? alloc_floats((size_t)K * MR) : NULL;
+    for (int i0 = 0; i0 < M; i0 += MR) {
+        int mr = M - i0 < MR ? M - i0 : MR;
+        int first = diag + i0, last = diag + i0 + mr; /* the tile's diagonal positions */
+        int k_lo = 0, k_hi = K, n_hi = N;
+        if (shape == GEMM_PREFIX_K && last < K) k_hi = last > 0 ? last : 0;
+        if (shape == GEMM_SUFFIX_K) k_lo = first < 0 ? 0 : first < K ? first : K;
+        if (shape == GEMM_LOWER && last < N) n_hi = last > 0 ? last : 0;
+        const float *ai = a + i0 * a_rs + k_lo * a_cs;
+        const float *bk = b + k_lo * ldb;
+        int kc = k_hi - k_lo;
+        if (pack) pack_a(ap, ai, a_rs, a_cs, mr, kc);
+        for (int j0 = 0; j0 < n_hi; j0 += NR) {
+            int nr = n_hi - j0 < NR ? n_hi - j0 : NR;
+            float *cij = c + i0 * ldc + j0;
+            if (pack) {
+                if (nr > 16) small_tile_wide_packed(kc, ap, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                else small_tile_narrow_packed(kc, ap, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+            } else if (a_cs == 1) {
+                if (nr > 16) small_tile_wide_rows(kc, ai, a_rs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                else small_tile_narrow_rows(kc, ai, a_rs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+            } else {
+                if (nr > 16) small_tile_wide(kc, ai, a_rs, a_cs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                else small_tile_narrow(kc, ai, a_rs, a_cs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+            }
+        }
+    }
+    free(ap);
+}

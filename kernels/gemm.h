@@ -1,0 +1,65 @@
+/* gemm.h: the single-precision matrix multiply under linear.c and attention.c (internal to kernels/).
+ *
+ *   C[M, N] = (accumulate ? C : 0) + A[M, K] · B[K, N]
+ *
+ * Operands are described by strides, so one routine serves every layout the model needs:
+ * element (i, k) of A is a[i * a_rs + k * a_cs] and element (k, j) of B is b[k * b_rs + j * b_cs];
+ * a transposed operand is just swapped strides (Aᵀ of a row-major [K, M] array: a_rs = 1,
+ * a_cs = M). C is row-major with leading dimension ldc.
+ *
+ * Determinism: every element of C is summed in the same order whatever the matrix sizes around
+ * it, its position in a tile, or the thread that computes it: K is cut into fixed KC-long blocks,
+ * each block is a fused multiply-add chain in k order started from zero, and the block sums are
+ * added to C in block order. Only M and N are ever split between threads. So gemm_parallel gives
+ * the same bits as gemm at any thread count (the AVX-512 and the portable build differ from each
+ * other, each is deterministic). */
+#ifndef GEMM_H
+#define GEMM_H
+
+#include <stddef.h>
+
+enum { GEMM_MR = 12, GEMM_NR = 32 }; /* the register tile: rows x columns of C */
+
+/* One thread; safe to call from inside a parallel region. With bias != NULL (a row of N floats):
+ * C = bias broadcast over the rows + A·B (accumulate is ignored); the bias is added where the
+ * first K block is stored, bit-identical to copying it into C first and accumulating. */
+void gemm(float *c, ptrdiff_t ldc,                           // (M, N)
+          const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,    // (M, K)
+          const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs,    // (K, N)
+          int M, int N, int K, int accumulate,
+          const float *bias);                                // (N) or NULL
+
+/* The same product with M or N split over the OpenMP threads (bit-identical to gemm). */
+void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+                   int accumulate, const float *bias);
+
+/* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
+ * first row's position, so a panel of a larger triangle can be computed on its own); k is the
+ * summation index and j the column of C:
+ *   GEMM_FULL      the whole product
+ *   GEMM_LOWER     only C[i, j] with j <= p is wanted: tiles wholly right of the diagonal are
+ *                  skipped (not written); tiles crossing it are computed whole
+ *   GEMM_PREFIX_K  A[i, k] = 0 for k > p (a causal map times values): the sum stops after the tile
+ *   GEMM_SUFFIX_K  A[i, k] = 0 for k < p (a transposed causal map): the sum starts at the tile
+ * The skipped terms are exact zeros, so the result equals GEMM_FULL's: callers must make sure
+ * the entries that the tiles read across the diagonal really are zero (the rows of a tile read
+ * up to its last row's diagonal position). */
+typedef enum { GEMM_FULL, GEMM_LOWER, GEMM_PREFIX_K, GEMM_SUFFIX_K } GemmShape;
+
+/* One thread, no packing, no K blocking (one fused multiply-add chain per element over all of K),
+ * for the per-head products of attention. B is read in place row by row: B(k, j) = b[k*ldb + j].
+ * Row tiles are GEMM_MR rows from row 0. */
+void gemm_small(float *c, ptrdiff_t ldc,                        // (M, N)
+                const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, // (M, K)
+                const float *b, ptrdiff_t ldb,                  // (K, N)
+                int M, int N, int K, int accumulate, GemmShape shape, int diag);
+
+/* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols. */
+void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
+                    int cols);
+
+/* Which micro-kernel this build uses, e.g. "avx512 12x32" or "portable 6x16". */
+const char *gemm_kernel_name(void);
+
+#endif
