@@ -14,15 +14,10 @@ import tempfile
 
 import h5py
 
+from checks import check, finish
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
-passed = failed = 0
-
-
-def report(ok, name, detail=""):
-    global passed, failed
-    print(f"{'ok' if ok else 'FAIL'} - {name}{'' if ok else ': ' + detail}")
-    passed, failed = passed + ok, failed + (not ok)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -32,7 +27,7 @@ with tempfile.TemporaryDirectory() as tmp:
                               "--set", f"output.path={out}"], cwd=ROOT, capture_output=True,
                              text=True, timeout=900)
         if run.returncode != 0:
-            report(False, f"seed {seed}: heads12 run", run.stderr[-500:])
+            check(f"seed {seed}: heads12 run", False, run.stderr[-500:])
             continue
         with h5py.File(out, "r") as f:
             prev0 = float(f["/scores/prev"][-1][0].max())
@@ -40,13 +35,10 @@ with tempfile.TemporaryDirectory() as tmp:
             classes = f["/scores/class"][()].astype(str)
             vocab = int(f["/config"].attrs["vocab_size"])
             eval_loss = float(f["/eval/loss"][-1])
-        report(prev0 > 0.5 and "prev" in classes[0],
-               f"seed {seed}: layer 0 has a previous-token head (best prev {prev0:.3f})",
-               f"classes {list(classes[0])}")
-        report(ind1 > 0.5 and "induction" in classes[1],
-               f"seed {seed}: layer 1 has an induction head (best induction {ind1:.3f})",
-               f"classes {list(classes[1])}")
-        report(eval_loss < 0.1 * math.log(vocab),
-               f"seed {seed}: held-out loss {eval_loss:.4f} far below ln(V) = {math.log(vocab):.2f}")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+        check(f"seed {seed}: layer 0 has a previous-token head (best prev {prev0:.3f})",
+              prev0 > 0.5 and "prev" in classes[0], f"classes {list(classes[0])}")
+        check(f"seed {seed}: layer 1 has an induction head (best induction {ind1:.3f})",
+              ind1 > 0.5 and "induction" in classes[1], f"classes {list(classes[1])}")
+        check(f"seed {seed}: held-out loss {eval_loss:.4f} far below ln(V) = {math.log(vocab):.2f}",
+              eval_loss < 0.1 * math.log(vocab))
+sys.exit(finish())

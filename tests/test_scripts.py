@@ -38,34 +38,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 import harnesslib as hl  # noqa: E402
+from checks import check, finish, run_check  # noqa: E402
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
-RESULTS = {"passed": 0, "failed": 0}
-
-
-def check(name, condition, details=""):
-    if condition:
-        RESULTS["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        RESULTS["failed"] += 1
-        print(f"FAIL - {name}" + (f": {details}" if details else ""), flush=True)
-    return condition
-
-
-def run_check(name, fn):
-    """Run one test function; an exception is a failure with its message."""
-    t0 = time.time()
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - report and go on with the next test
-        import traceback
-        RESULTS["failed"] += 1
-        tb = traceback.format_exc().strip().splitlines()
-        print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
-              flush=True)
-    print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
 
 
 def write(path, text):
@@ -519,8 +495,7 @@ def main():
     else:
         shutil.rmtree(TMP, ignore_errors=True)
     print(f"# {time.time() - t0:.1f} s")
-    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
-    return 1 if RESULTS["failed"] else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -50,41 +50,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 import harnesslib as hl  # noqa: E402
+from checks import check, finish, run_check  # noqa: E402
 
 PY = "/usr/bin/python3"
 TOTAL_SECONDS = 240          # the whole test, daemons included
-RESULTS = {"passed": 0, "failed": 0}
 DAEMONS = ["munged", "slurmctld", "slurmd"]
 CLIENTS = ["sbatch", "squeue", "scancel", "sinfo"]
 
 
 class TimeLimit(Exception):
     pass
-
-
-def check(name, condition, details=""):
-    if condition:
-        RESULTS["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        RESULTS["failed"] += 1
-        print(f"FAIL - {name}" + (f": {details}" if details else ""), flush=True)
-    return condition
-
-
-def run_check(name, fn):
-    t0 = time.time()
-    try:
-        fn()
-    except TimeLimit:
-        raise
-    except Exception as e:  # noqa: BLE001 - report and go on with the next test
-        import traceback
-        RESULTS["failed"] += 1
-        tb = traceback.format_exc().strip().splitlines()
-        print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
-              flush=True)
-    print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
 
 
 def write(path, text, mode=0o644):
@@ -626,15 +601,14 @@ def main():
               f"{time.time() - t0:.1f} s)", True)
         exps = make_inputs(tmp)
         res, res_local = os.path.join(tmp, "results"), os.path.join(tmp, "results_local")
-        run_check("dry run", lambda: test_dry_run(cluster, exps, res))
+        run_check("dry run", lambda: test_dry_run(cluster, exps, res), passthrough=TimeLimit)
         job = []
-        run_check("submit", lambda: job.append(test_submit(cluster, exps, res)))
+        run_check("submit", lambda: job.append(test_submit(cluster, exps, res)), passthrough=TimeLimit)
         if job and job[0]:
-            run_check("same summary as a local sweep",
-                      lambda: test_same_as_local(cluster, exps, res, res_local))
-            run_check("resubmit", lambda: test_resubmit(cluster, exps, res, job[0]))
-        run_check("failure", lambda: test_failure(cluster, exps, res, res_local))
-        run_check("running, node failure, scancel", lambda: test_running(cluster, exps, res))
+            run_check("same summary as a local sweep", lambda: test_same_as_local(cluster, exps, res, res_local), passthrough=TimeLimit)
+            run_check("resubmit", lambda: test_resubmit(cluster, exps, res, job[0]), passthrough=TimeLimit)
+        run_check("failure", lambda: test_failure(cluster, exps, res, res_local), passthrough=TimeLimit)
+        run_check("running, node failure, scancel", lambda: test_running(cluster, exps, res), passthrough=TimeLimit)
     except (TimeLimit, KeyboardInterrupt, RuntimeError) as e:
         check("the Slurm test ran to its end", False, f"{type(e).__name__}: {e}")
     finally:
@@ -651,8 +625,7 @@ def main():
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"# {time.time() - t0:.1f} s")
-    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
-    return 1 if RESULTS["failed"] else 0
+    return finish()
 
 
 if __name__ == "__main__":

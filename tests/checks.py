@@ -1,0 +1,41 @@
+"""checks.py: the pass/fail bookkeeping of the Python test suites.
+
+check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test function and
+counts an exception as a failure; finish() prints the closing "N passed, M failed" line that
+tests/run adds up, and returns the exit status.
+"""
+import time
+import traceback
+
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def check(name, condition, details=""):
+    if condition:
+        RESULTS["passed"] += 1
+        print(f"ok - {name}", flush=True)
+    else:
+        RESULTS["failed"] += 1
+        print(f"FAIL - {name}" + (f": {details}" if details else ""), flush=True)
+    return condition
+
+
+def run_check(name, fn, passthrough=()):
+    """Run fn(); an exception (other than those in passthrough) is one failure, reported with
+    the line it came from, and the suite goes on with the next test."""
+    t0 = time.time()
+    try:
+        fn()
+    except passthrough:
+        raise
+    except Exception as e:  # noqa: BLE001 - report and go on with the next test
+        RESULTS["failed"] += 1
+        tb = traceback.format_exc().strip().splitlines()
+        print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
+              flush=True)
+    print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
+
+
+def finish():
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    return 1 if RESULTS["failed"] else 0
