@@ -79,6 +79,11 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
 
 int main(int argc, char **argv) {
     results_library_init();
+    /* at once: a background job starts with SIGINT ignored, and a signal that comes before the
+     * training loop must still stop the run (it then stops before its first step) */
+    signal(SIGINT, request_stop);
+    signal(SIGTERM, request_stop);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
     if (argc >= 2 && strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
     const char *config_path = NULL, *dump_path = NULL;
     int shapes = 0, force = 0, resume = 0;
@@ -149,9 +154,6 @@ int main(int argc, char **argv) {
         if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != CONFIG_OK) {
             exit_code = user_error(&err);
         } else {
-            signal(SIGINT, request_stop);
-            signal(SIGTERM, request_stop);
-            signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
             const char *status = "complete";
             if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != CONFIG_OK)
                 exit_code = user_error(&err);

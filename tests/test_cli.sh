@@ -75,9 +75,9 @@ fi
 
 # ---- SIGKILL mid-run: the earlier result stays, nothing that looks complete appears
 cp "$tmp/run.h5" "$tmp/keep.h5" 2>/dev/null
-"$harness" "$tmp/base.yaml" --force --set train.steps=100000 > /dev/null 2>&1 &
+"$harness" "$tmp/base.yaml" --force --set train.steps=100000 > /dev/null 2> "$tmp/kill0.log" &
 pid=$!
-sleep 2
+for i in $(seq 600); do grep -q "^step" "$tmp/kill0.log" 2>/dev/null && break; sleep 0.1; done
 kill -KILL $pid 2>/dev/null
 wait $pid 2>/dev/null
 cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "SIGKILL leaves the previous result untouched" || bad "SIGKILL damaged the previous result"
@@ -91,9 +91,18 @@ same_numbers() { # FILE_A FILE_B: every logged loss, every parameter, every map 
 }
 long="--set train.steps=2000 --set output.checkpoint_every=25"
 "$harness" "$tmp/base.yaml" --force $long --set output.path=$tmp/full.h5 > /dev/null 2>&1
-"$harness" "$tmp/base.yaml" $long --set output.path=$tmp/int.h5 > /dev/null 2>&1 &
+# wait_for FILE PATTERN: until FILE holds PATTERN (the run is training), at most 60 s
+wait_for() {
+    local i
+    for i in $(seq 600); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+"$harness" "$tmp/base.yaml" $long --set output.path=$tmp/int.h5 > /dev/null 2> "$tmp/int.log" &
 pid=$!
-sleep 1.5
+wait_for "$tmp/int.log" "^step 1[0-9]/"
 kill -INT $pid 2>/dev/null
 wait $pid
 status=$?
@@ -103,9 +112,9 @@ intstatus=$(/usr/bin/python3 -c "import h5py; print(h5py.File('$tmp/int.h5').att
 "$harness" "$tmp/base.yaml" $long --set output.path=$tmp/int.h5 --resume > /dev/null 2> "$tmp/err"
 diff=$(same_numbers "$tmp/full.h5" "$tmp/int.h5") && ok "SIGINT + --resume is bitwise the uninterrupted run" \
     || bad "SIGINT + --resume differs in $diff: $(tail -1 "$tmp/err")"
-"$harness" "$tmp/base.yaml" $long --set output.path=$tmp/kill.h5 > /dev/null 2>&1 &
+"$harness" "$tmp/base.yaml" $long --set output.path=$tmp/kill.h5 > /dev/null 2> "$tmp/kill.log" &
 pid=$!
-sleep 2
+wait_for "$tmp/kill.log" "^step 6[0-9]/" # past the checkpoints at steps 25 and 50
 kill -KILL $pid 2>/dev/null
 wait $pid 2>/dev/null
 [ -e "$tmp/kill.h5" ] && bad "SIGKILL left a file that looks complete" || ok "SIGKILL leaves no file at output.path"
@@ -114,7 +123,7 @@ if [ -e "$tmp/kill.h5.ckpt" ]; then
     diff=$(same_numbers "$tmp/full.h5" "$tmp/kill.h5") && ok "SIGKILL + --resume from the periodic checkpoint is bitwise the uninterrupted run" \
         || bad "SIGKILL + --resume differs in $diff: $(tail -1 "$tmp/err")"
 else
-    bad "no periodic checkpoint after 2 s (output.checkpoint_every=25)"
+    bad "no periodic checkpoint after step 60 (output.checkpoint_every=25)"
 fi
 "$harness" "$tmp/base.yaml" --set output.path=$tmp/none.h5 --resume > /dev/null 2> "$tmp/err"
 [ $? -eq 2 ] && ok "--resume with nothing to resume is a user error" || bad "--resume with nothing to resume"
