@@ -2,8 +2,11 @@
 
 check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test function and
 counts an exception as a failure; finish() prints the closing "N passed, M failed" line that
-tests/run adds up, and returns the exit status.
+tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
+results for the sweep suites.
 """
+import csv
+import os
 import time
 import traceback
 
@@ -34,6 +37,21 @@ def run_check(name, fn, passthrough=()):
         print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
               flush=True)
     print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
+
+
+def statuses(outdir):
+    """{run: status attribute} of every results file of a sweep directory."""
+    import harnesslib as hl  # scripts/, put on sys.path by the suites that use it
+    out = {}
+    for name in sorted(os.listdir(outdir)):
+        if name.endswith(".h5") and name != "summary.h5":
+            out[name[:-3]] = hl.read_status(os.path.join(outdir, name))
+    return out
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
 
 
 def finish():

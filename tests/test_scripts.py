@@ -23,7 +23,6 @@ then "N passed, M failed"; exit status 1 if anything failed:
   plots            plot (induction and text runs), plot-sweep: every PNG exists, is a PNG and
                    is not trivially small
 """
-import csv
 import math
 import os
 import re
@@ -38,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 import harnesslib as hl  # noqa: E402
-from checks import check, finish, run_check  # noqa: E402
+from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -145,19 +144,6 @@ def test_grid():
 
 # ------------------------------------------------------------------------------------------------
 # sweeps
-
-
-def statuses(outdir):
-    out = {}
-    for name in sorted(os.listdir(outdir)):
-        if name.endswith(".h5") and name != "summary.h5":
-            out[name[:-3]] = hl.read_status(os.path.join(outdir, name))
-    return out
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def test_sweep_and_summary():

@@ -35,7 +35,6 @@ status 1 if anything failed:
                 task's processes SIGKILLed) is reported as stopped without finishing; a
                 resubmission reruns it; scancel is reported as interrupted with Slurm's message
 """
-import csv
 import os
 import re
 import shutil
@@ -50,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 import harnesslib as hl  # noqa: E402
-from checks import check, finish, run_check  # noqa: E402
+from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
 
 PY = "/usr/bin/python3"
 TOTAL_SECONDS = 240          # the whole test, daemons included
@@ -263,19 +262,6 @@ def summary_job(outdir, array_job):
 def glob_dirs(outdir):
     base = os.path.join(outdir, "slurm")
     return [os.path.join(base, d) for d in os.listdir(base)] if os.path.isdir(base) else []
-
-
-def statuses(outdir):
-    out = {}
-    for name in sorted(os.listdir(outdir)):
-        if name.endswith(".h5") and name != "summary.h5":
-            out[name[:-3]] = hl.read_status(os.path.join(outdir, name))
-    return out
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def mtimes(outdir):
