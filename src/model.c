@@ -332,6 +332,7 @@ void model_zero_grad(Model *m) {
 /* d loss / d gate[h] at gate 1 = Σ over positions of d_att_out · att_out in head h's columns. */
 static void head_gate_backward(float *d_gate, const float *d_att_out, const float *att_out,
                                int BT, int H, int d_head) {
+#pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
     for (int h = 0; h < H; h++) {
         double sum = 0.0;
         for (int n = 0; n < BT; n++) {
