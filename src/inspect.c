@@ -117,13 +117,13 @@ int inspect_main(int argc, char **argv) {
             for (int j = 0; j < T; j++) {
                 printf(" ");
                 print_token(tokens[j], is_bytes);
-                printf("%*s", is_bytes ? 2 : 4 - (tokens[j] > 9) - (tokens[j] > 99), "");
+                printf("%*s", is_bytes ? 1 : 3 - (tokens[j] > 9) - (tokens[j] > 99), "");
             }
             printf("\n");
             for (int i = 0; i < T; i++) {
                 printf("  ");
                 print_token(tokens[i], is_bytes);
-                printf("%*s", is_bytes ? 1 : 4 - (tokens[i] > 9) - (tokens[i] > 99), "");
+                printf("%*s", is_bytes ? 1 : 3 - (tokens[i] > 9) - (tokens[i] > 99), "");
                 const float *row = maps + (((size_t)l * H + h) * T + i) * T;
                 for (int j = 0; j <= i; j++) printf(" %.2f", row[j]);
                 printf("\n");
