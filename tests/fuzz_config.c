@@ -11,7 +11,7 @@
  *   - config_to_yaml of any loaded Config loads back (round trip) to a Config that dumps the
  *     same YAML text, both before and after config_validate, and a validated Config validates
  *     again after the round trip;
- *   - config_visit visits every key, and config_mark places each in the file or --set.
+ *   - config_mark places every key that config_visit visits in the config file or --set.
  * Build and run with `make fuzz` or scripts/fuzz (see there); reproduce a crash with
  * `build/fuzz/fuzz_config CRASH_FILE`. Assumes Linux (memfd, /proc/self/fd). */
 #include "config.h"
@@ -73,7 +73,7 @@ static void check_message(const ConfigError *err, const char *context) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f) fuzz_fail("error message is not one printable line", m);
 }
 
-/* The dump of cfg must load back and dump to the same text; returns the reloaded Config. */
+/* The dump of cfg must load back (into *reloaded) and dump to the same text. */
 static void round_trip(const Config *cfg, Config *reloaded, const char *stage) {
     char *yaml = config_to_yaml(cfg);
     if (!yaml) fuzz_fail("config_to_yaml returned NULL", stage);
@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (start + n < size && n < SET_LINE_MAX && data[start + n] != '\n') n++;
     memcpy(assignment, data + start, n);
     assignment[n] = '\0';
-    before = cfg;
+    memcpy(&before, &cfg, sizeof cfg); /* with the padding: compared byte for byte below */
     if (config_set(&cfg, assignment, &err) != CONFIG_OK) {
         check_message(&err, "config_set");
         if (memcmp(&before, &cfg, sizeof cfg) != 0) fuzz_fail("a failed config_set changed the Config", assignment);
