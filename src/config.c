@@ -271,7 +271,7 @@ static int parse_int(const char *text, size_t len, int64_t *out) {
         *out = v;
         return errno == ERANGE ? PARSE_RANGE : PARSE_OK;
     }
-    if (!strpbrk(text, "eE") || strchr(text, '.')) return PARSE_BAD;
+    if (!strpbrk(text, "eE") || strpbrk(text, ".xX")) return PARSE_BAD; /* 1e6 yes; 4.0, 0x1e no */
     double d = strtod(text, &end);
     if (end != text + len) return PARSE_BAD;
     if (!(fabs(d) < 9e18)) return PARSE_RANGE;
@@ -283,6 +283,7 @@ static int parse_int(const char *text, size_t len, int64_t *out) {
 static int parse_float(const char *text, size_t len, double *out) {
     if (len == 0 || text[0] == ' ' || text[0] == '\t' || text[0] == '\n') return PARSE_BAD;
     char *end;
+    if (strpbrk(text, "xX")) return PARSE_BAD; /* strtod would read C hex floats such as 0x1p-10 */
     *out = strtod(text, &end); /* underflow to 0 or a denormal is fine; the range check decides */
     return end == text + len && isfinite(*out) ? PARSE_OK : PARSE_BAD;
 }

@@ -197,6 +197,9 @@ static const Case CASES[] = {
      "model.n_head must be an integer in [1, 4096], got 'twelve'", NULL, NULL},
     {"integer with trailing junk", "model:\n  n_head: 12abc\n", {0}, "2:11", "must be an integer in [1, 4096], got '12abc'",
      NULL, NULL},
+    {"hexadecimal integer containing an e", "model:\n  n_head: 0x1e\n", {0}, "2:11",
+     "must be an integer in [1, 4096], got '0x1e'", NULL, NULL},
+    {"C hex float", "train:\n  lr: 0x1p-10\n", {0}, "2:7", "train.lr must be", NULL, NULL},
     {"integer given a fraction", "model:\n  n_layer: 2.5\n", {0}, "2:12", "model.n_layer must be an integer in [1, 64]",
      NULL, NULL},
     {"integer left empty", "model:\n  n_head:\n  d_model: 8\n", {0}, "2:10", "model.n_head must be an integer in [1, 4096], "
