@@ -115,13 +115,6 @@ def rotary(a, rope_dims, base):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
 
-def param_names(n_layer):
-    names = ["tok_emb", "pos_emb"]
-    for l in range(n_layer):
-        names += [f"layer{l}/{n}" for n in ("ln_g", "ln_b", "w_qkv", "b_qkv", "w_o", "b_o")]
-    return names + ["lnf_g", "lnf_b", "w_unembed"]
-
-
 def param_shapes(cfg):
     V, D, H, dh, L, T = dims(cfg)
     E = H * dh
