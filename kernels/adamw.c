@@ -2,15 +2,15 @@
 #include <math.h>
 #include "kernels.h"
 
-void adamw_update(float *param, float *m, float *v, const float *grad, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int t) {
+void adamw_update(float *param, float *m, float *v, const float *grad, float grad_scale, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     float bias1 = 1.0f - powf(beta1, (float)t);
     float bias2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
     float step_size = lr / bias1;
     float decay = 1.0f - lr * weight_decay;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float g = grad[i];
+        float g = grad[i] * grad_scale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * g;
         v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
         float denom = sqrtf(v[i]) / bias2_sqrt + eps;
@@ -35,9 +35,4 @@ double global_norm(const float *grad, size_t n) {
     double total = 0.0;
     for (size_t c = 0; c < n_chunks; c++) total += partial[c];
     return sqrt(total);
-}
-
-void scale_inplace(float *x, size_t n, float factor) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] *= factor;
 }

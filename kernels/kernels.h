@@ -86,9 +86,10 @@ void crossentropy_forward(float *losses,       // (N) -log softmax(logits)[targe
                           const float *logits, // (N, V)
                           const int *targets,  // (N)
                           int N, int V);
-/* d_logits[n] += weight[n] * (probs[n] - onehot(target[n])); weight = mask / n_marked gives the
- * gradient of the mean loss over the marked positions. */
-void crossentropy_backward(float *d_logits,    // (N, V) +=
+/* d_logits[n] = weight[n] * (probs[n] - onehot(target[n])); weight = mask / n_marked gives the
+ * gradient of the mean loss over the marked positions. Overwrites (nothing else reaches the
+ * logits), so the caller need not zero d_logits. */
+void crossentropy_backward(float *d_logits,    // (N, V) =
                            const float *probs, // (N, V)
                            const int *targets, // (N)
                            const float *weight,// (N)
@@ -97,11 +98,11 @@ void crossentropy_backward(float *d_logits,    // (N, V) +=
 /* ---- adamw.c: one AdamW step (PyTorch semantics) and the global gradient norm ---- */
 void adamw_update(float *param, float *m, float *v, // (n) updated in place
                   const float *grad,                // (n)
+                  float grad_scale,                 // the step uses grad * grad_scale (clipping)
                   size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, int t);       // t = 1-based step for bias correction
 /* sqrt(sum of squares), summed in fixed-size chunks in a fixed order (thread-count independent). */
 double global_norm(const float *grad, size_t n);
-void scale_inplace(float *x, size_t n, float factor);
 
 /* ---- rope.c: rotary positions on the Q and K heads of qkv (B, T, (H + 2·H_kv)·d_head), in place ----
  * NeoX "rotate half" convention, only the first rope_dims dims of each head (partial rotary). */

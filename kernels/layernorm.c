@@ -1,6 +1,33 @@
-/* layernorm.c: LayerNorm over the last dimension (eps 1e-5, biased variance, as PyTorch). */
+/* layernorm.c: LayerNorm over the last dimension (eps 1e-5, biased variance, as PyTorch).
+ *
+ * Row sums use LANES interleaved float partial sums (element i goes to lane i % LANES), added in
+ * lane order in double at the end: the compiler vectorises the lanes without reassociating
+ * anything, so the bits are the same in every build and at every thread count. */
 #include <math.h>
 #include "kernels.h"
+
+enum { LANES = 16 };
+
+static double add_lanes(const float lane[LANES]) {
+    double total = 0.0;
+    for (int j = 0; j < LANES; j++) total += lane[j];
+    return total;
+}
+
+/* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)². */
+static void row_moments(const float *x, int D, float *mean, double *var) {
+    float lane[LANES] = {0}, dev[LANES] = {0};
+    int full = D / LANES * LANES;
+    for (int i0 = 0; i0 < full; i0 += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] += x[i0 + j];
+    for (int j = 0; full + j < D; j++) lane[j] += x[full + j];
+    float m = (float)(add_lanes(lane) / D);
+    for (int i0 = 0; i0 < full; i0 += LANES)
+        for (int j = 0; j < LANES; j++) dev[j] += (x[i0 + j] - m) * (x[i0 + j] - m);
+    for (int j = 0; full + j < D; j++) dev[j] += (x[full + j] - m) * (x[full + j] - m);
+    *mean = m;
+    *var = add_lanes(dev) / D;
+}
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *gain,
                        const float *bias, int N, int D) {
@@ -8,15 +35,10 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * D;
         float *o = out + (size_t)n * D;
-        double sum = 0.0;
-        for (int i = 0; i < D; i++) sum += x[i];
-        float m = (float)(sum / D);
-        double var = 0.0;
-        for (int i = 0; i < D; i++) {
-            float dx = x[i] - m;
-            var += (double)dx * dx;
-        }
-        float s = (float)(1.0 / sqrt(var / D + 1e-5));
+        float m;
+        double var;
+        row_moments(x, D, &m, &var);
+        float s = (float)(1.0 / sqrt(var + 1e-5));
         for (int i = 0; i < D; i++) o[i] = (x[i] - m) * s * gain[i] + bias[i];
         mean[n] = m;
         rstd[n] = s;
@@ -35,29 +57,44 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
         const float *dy = d_out + (size_t)n * D;
         float *dx = d_inp + (size_t)n * D;
         float m = mean[n], s = rstd[n];
-        double g_mean = 0.0, gx_mean = 0.0;
-        for (int i = 0; i < D; i++) {
-            float g = dy[i] * gain[i];
-            g_mean += g;
-            gx_mean += (double)g * (x[i] - m) * s;
+        float g_lane[LANES] = {0}, gx_lane[LANES] = {0};
+        int full = D / LANES * LANES;
+        for (int i0 = 0; i0 < full; i0 += LANES)
+            for (int j = 0; j < LANES; j++) {
+                g_lane[j] += dy[i0 + j] * gain[i0 + j];
+                gx_lane[j] += dy[i0 + j] * gain[i0 + j] * ((x[i0 + j] - m) * s);
+            }
+        for (int j = 0; full + j < D; j++) { /* the same lanes for a ragged end */
+            g_lane[j] += dy[full + j] * gain[full + j];
+            gx_lane[j] += dy[full + j] * gain[full + j] * ((x[full + j] - m) * s);
         }
-        float gm = (float)(g_mean / D), gxm = (float)(gx_mean / D);
+        float gm = (float)(add_lanes(g_lane) / D), gxm = (float)(add_lanes(gx_lane) / D);
         for (int i = 0; i < D; i++) {
             float xhat = (x[i] - m) * s;
             dx[i] += s * (dy[i] * gain[i] - gm - xhat * gxm);
         }
     }
-    const int col_block = 16;
+    enum { COLS = 64 }; /* columns per iteration: their running sums stay in L1 */
 #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < D; c0 += col_block) {
-        int c1 = c0 + col_block < D ? c0 + col_block : D;
+    for (int c0 = 0; c0 < D; c0 += COLS) {
+        int cols = c0 + COLS < D ? COLS : D - c0;
+        float g_sum[COLS], b_sum[COLS];
+        for (int j = 0; j < cols; j++) {
+            g_sum[j] = d_gain[c0 + j];
+            b_sum[j] = d_bias[c0 + j];
+        }
         for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * D;
-            const float *dy = d_out + (size_t)n * D;
-            for (int i = c0; i < c1; i++) {
-                d_gain[i] += dy[i] * (x[i] - mean[n]) * rstd[n];
-                d_bias[i] += dy[i];
+            const float *x = inp + (size_t)n * D + c0;
+            const float *dy = d_out + (size_t)n * D + c0;
+            float m = mean[n], s = rstd[n];
+            for (int j = 0; j < cols; j++) {
+                g_sum[j] += dy[j] * ((x[j] - m) * s);
+                b_sum[j] += dy[j];
             }
+        }
+        for (int j = 0; j < cols; j++) {
+            d_gain[c0 + j] = g_sum[j];
+            d_bias[c0 + j] = b_sum[j];
         }
     }
 }

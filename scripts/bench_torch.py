@@ -20,9 +20,14 @@ import resource
 import sys
 import time
 
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import reference  # noqa: E402  the tests' PyTorch reference (tests/reference.py)
 
 
 class Block(nn.Module):
@@ -66,6 +71,31 @@ class AttnOnly(nn.Module):
         return self.unembed(self.ln_f(h))
 
 
+class ReferenceModel(nn.Module):
+    """The tests' reference (tests/reference.py: forward written from DESIGN.md's math, with a
+    hand-written LayerNorm and cross-entropy) in float32, its parameters in a ParameterDict."""
+
+    def __init__(self, vocab, d_model, n_head, d_head, n_layer, seq_len):
+        super().__init__()
+        self.cfg = {"vocab_size": vocab, "d_model": d_model, "n_head": n_head, "d_head": d_head,
+                    "n_layer": n_layer, "seq_len": seq_len}
+        self.names = list(reference.param_shapes(self.cfg))
+        self.weights = nn.ParameterList()
+        for name, shape in reference.param_shapes(self.cfg).items():
+            base = name.split("/")[-1]
+            if len(shape) == 2:  # GPT-2 initialisation, as the harness
+                std = 0.02 / (math.sqrt(2 * n_layer) if base == "w_o" else 1)
+                value = torch.randn(shape) * std
+            else:
+                value = torch.ones(shape) if base in ("ln_g", "lnf_g") else torch.zeros(shape)
+            self.weights.append(nn.Parameter(value))
+
+    def loss(self, x, y):
+        params = dict(zip(self.names, self.weights))
+        loss, _ = reference.forward(params, self.cfg, x, y)
+        return loss
+
+
 def peak(n, reps=10):
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
@@ -86,9 +116,11 @@ def main(argv):
     ap.add_argument("--budget", type=float, default=0.0,
                     help="stop after this many seconds once 6 steps are done (0: run all steps)")
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--model", choices=("idiomatic", "reference"), default="idiomatic",
+                    help="idiomatic: nn modules (above); reference: the tests' tests/reference.py")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    info = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model}
     if a.peak:
         info.update(gflops=peak(a.peak), n=a.peak)
         print(json.dumps(info))
@@ -97,7 +129,8 @@ def main(argv):
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(a.data, "rb") as f:
         data = torch.tensor(list(f.read()), dtype=torch.long) % a.vocab
-    model = AttnOnly(a.vocab, a.d_model, a.n_head, a.d_head, a.n_layer, a.seq_len)
+    kind = AttnOnly if a.model == "idiomatic" else ReferenceModel
+    model = kind(a.vocab, a.d_model, a.n_head, a.d_head, a.n_layer, a.seq_len)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -115,8 +148,10 @@ def main(argv):
         idx = starts[:, None] + torch.arange(T + 1)
         chunk = data[idx]
         x, y = chunk[:, :-1], chunk[:, 1:]
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, a.vocab), y.reshape(-1))
+        if a.model == "idiomatic":
+            loss = F.cross_entropy(model(x).reshape(-1, a.vocab), y.reshape(-1))
+        else:
+            loss = model.loss(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

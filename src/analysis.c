@@ -137,6 +137,7 @@ static void head_importance(Model *m, const Task *task, const Config *cfg, doubl
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     memset(importance, 0, sizeof(double) * LH);
+    m->want_head_gate_grad = 1;
     for (int k = 0; k < cfg->eval_batches; k++) {
         task_eval_batch(task, &batch, k);
         model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
@@ -144,6 +145,7 @@ static void head_importance(Model *m, const Task *task, const Config *cfg, doubl
         model_backward(m);
         for (int i = 0; i < LH; i++) importance[i] += fabs(m->head_gate_grad[i]) / cfg->eval_batches;
     }
+    m->want_head_gate_grad = 0;
     batch_free(&batch);
 }
 

@@ -303,6 +303,7 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
         }
         apply_head_gates(mix_in, m->head_gate + (size_t)l * H, BT, H, dh);
         linear_forward(h_out, mix_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
     }
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D,
@@ -355,7 +356,6 @@ void model_backward(Model *m) {
     ParamTensors *g = &m->grads;
     Activations *a = &m->act;
 
-    memset(a->d_logits, 0, sizeof(float) * BT * V);
     crossentropy_backward(a->d_logits, a->probs, m->targets, a->loss_weight, BT, V);
     memset(a->d_ln_out, 0, sizeof(float) * BT * D);
     linear_backward(a->d_ln_out, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT,
@@ -376,7 +376,8 @@ void model_backward(Model *m) {
         memset(a->d_att_out, 0, sizeof(float) * BT * E);
         linear_backward(a->d_att_out, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, mix_in, p->w_o + (size_t)l * E * D, BT, E, D);
-        head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, BT, H, dh);
+        if (m->want_head_gate_grad)
+            head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, BT, H, dh);
         memset(a->d_ln_out, 0, sizeof(float) * BT * D);
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         if (s.output_gate) {

@@ -99,8 +99,10 @@ typedef struct {
     float *act_block;
     Activations act;
     /* Per-head gates on each head's output, (L, H), 1 by default: 0 ablates a head.
-     * head_gate_grad = d loss / d gate at gate = 1, filled by model_backward (Michel et al.). */
+     * head_gate_grad = d loss / d gate at gate = 1, filled by model_backward (Michel et al.)
+     * when want_head_gate_grad is set (the analysis sets it; training does not need it). */
     float *head_gate, *head_gate_grad;
+    int want_head_gate_grad;
     /* state of the last forward */
     int batch, seq, has_targets;
     const int *tokens, *targets;
@@ -119,7 +121,8 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
                     int T);
 void model_zero_grad(Model *m);
-/* Gradients of the last forward's loss, accumulated into grad_block and head_gate_grad. */
+/* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when
+ * want_head_gate_grad is set). */
 void model_backward(Model *m);
 
 /* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */

@@ -362,6 +362,7 @@ static void test_ablation(void) {
     }
     float base = model_forward(&m, tokens, targets, mask, B, T);
     model_zero_grad(&m);
+    m.want_head_gate_grad = 1;
     model_backward(&m);
     for (int k = 0; k < 2; k++) {
         int gate = dead[k][0] * H + dead[k][1];
@@ -412,6 +413,7 @@ static void test_importance(void) {
     LossCtx c = {&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
     loss_of(&c);
     model_zero_grad(&m);
+    m.want_head_gate_grad = 1;
     model_backward(&m);
     int LH = cfg.n_layer * cfg.n_head;
     float *grad = test_alloc(LH);
