@@ -160,14 +160,9 @@ static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, 
     }
 }
 
-/* dst (rows, cols) with row stride ld_dst += src (rows, cols) contiguous. */
-static void add_rows(float *dst, ptrdiff_t ld_dst, const float *src, int rows, int cols) {
-    for (int i = 0; i < rows; i++) {
-        float *d = dst + i * ld_dst;
-        const float *s = src + (size_t)i * cols;
-#pragma omp simd
-        for (int j = 0; j < cols; j++) d[j] += s[j];
-    }
+/* dst (rows, cols) with row stride ld_dst = src (rows, cols) contiguous. */
+static void store_rows(float *dst, ptrdiff_t ld_dst, const float *src, int rows, int cols) {
+    for (int i = 0; i < rows; i++) memcpy(dst + i * ld_dst, src + (size_t)i * cols, sizeof(float) * cols);
 }
 
 /* A row stride for (T, T) scratch that is not a multiple of 4 KiB, so the rows of one tile do
@@ -212,7 +207,7 @@ void attention_forward(float *out, float *probs, const float *qkv, const float *
 
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
  * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
- * dQ += dS K,  dK += dSᵀ Q,  dV += Pᵀ dO. */
+ * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed). */
 void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *probs,
                         int B, int T, int H, int d_head) {
     const int E = H * d_head, row = 3 * E, ld_ds = padded_stride(T);
@@ -250,9 +245,9 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 gemm_small(dk, d_head, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
                 gemm_small(dv, d_head, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
                 float *dst = d_qkv + (size_t)b * T * row + h * d_head;
-                add_rows(dst, row, dq, T, d_head);
-                add_rows(dst + E, row, dk, T, d_head);
-                add_rows(dst + 2 * E, row, dv, T, d_head);
+                store_rows(dst, row, dq, T, d_head);
+                store_rows(dst + E, row, dk, T, d_head);
+                store_rows(dst + 2 * E, row, dv, T, d_head);
             }
         }
         free(ds);

@@ -47,7 +47,11 @@ void linear_forward(float *out,                // (N, OC)
                     const float *weight,       // (C, OC)
                     const float *bias,         // (OC) or NULL
                     int N, int C, int OC);
-void linear_backward(float *d_inp,             // (N, C) += , or NULL to skip
+/* How a backward writes an input gradient: GRAD_SET overwrites it (no zeroing needed), GRAD_ADD
+ * adds to it (when several paths meet). */
+typedef enum { GRAD_SET, GRAD_ADD } GradWrite;
+void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), or NULL to skip
+                     GradWrite d_inp_write,
                      float *d_weight,          // (C, OC) +=
                      float *d_bias,            // (OC) += , or NULL
                      const float *d_out,       // (N, OC)
@@ -66,7 +70,7 @@ void attention_forward(float *out,             // (B, T, E)
                        const float *qkv,       // (B, T, 3E)
                        const float *sink,      // (H) a logit added to each softmax denominator, or NULL
                        int B, int T, int H, int d_head);
-void attention_backward(float *d_qkv,          // (B, T, 3E) +=
+void attention_backward(float *d_qkv,          // (B, T, 3E) = (overwritten: no zeroing needed)
                         const float *d_out,    // (B, T, E)
                         const float *qkv,      // (B, T, 3E)
                         const float *probs,    // (B, H, T, T)

@@ -15,10 +15,11 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 }
 
 /* Differentiates out = inp · W + b:
- *   d_inp += d_out · Wᵀ,   d_W += inpᵀ · d_out,   d_b += Σ_rows d_out. */
-void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
-                     const float *inp, const float *weight, int N, int C, int OC) {
-    if (d_inp) gemm_parallel(d_inp, C, d_out, OC, 1, weight, 1, OC, N, C, OC, 1, NULL);
+ *   d_inp (= or +=) d_out · Wᵀ,   d_W += inpᵀ · d_out,   d_b += Σ_rows d_out. */
+void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias,
+                     const float *d_out, const float *inp, const float *weight, int N, int C, int OC) {
+    if (d_inp)
+        gemm_parallel(d_inp, C, d_out, OC, 1, weight, 1, OC, N, C, OC, d_inp_write == GRAD_ADD, NULL);
     gemm_parallel(d_weight, OC, inp, 1, C, d_out, OC, 1, C, OC, N, 1, NULL);
     if (d_bias) {
         enum { COLS = 64 };

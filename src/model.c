@@ -231,9 +231,10 @@ static void shortformer_qkv(Model *m, int l, const float *z, float *qkv, int B, 
 }
 
 /* Differentiates shortformer_qkv: the Q|K gradient flows through LN(h + W_pos) into h and W_pos,
- * the V gradient through z = LN(h) (into d_ln_out, which the caller's LayerNorm backward uses). */
-static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const float *z, int B,
-                                     int T) {
+ * the V gradient through z = LN(h) (into d_ln_out, written as d_z_write says, which the caller's
+ * LayerNorm backward uses). */
+static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const float *z,
+                                     GradWrite d_z_write, int B, int T) {
     ModelShape s = m->shape;
     const int D = s.d_model, BT = B * T, W = (int)qkv_width(s), VOFF = (s.n_head + s.n_kv_head) * s.d_head;
     const ParamTensors *p = &m->params;
@@ -243,11 +244,10 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     float *dw = g->w_qkv + (size_t)l * D * W, *db = g->b_qkv + (size_t)l * W;
     for (int n = 0; n < BT; n++) /* the V part, through z */
         for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? 0.0f : d_qkv[(size_t)n * W + i];
-    linear_backward(a->d_ln_out, dw, db, a->d_qkv_part, z, w, BT, D, W);
+    linear_backward(a->d_ln_out, d_z_write, dw, db, a->d_qkv_part, z, w, BT, D, W);
     for (int n = 0; n < BT; n++) /* the Q|K part, through LN(h + W_pos) */
         for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? d_qkv[(size_t)n * W + i] : 0.0f;
-    memset(a->d_ln_qk, 0, sizeof(float) * BT * D);
-    linear_backward(a->d_ln_qk, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w, BT, D, W);
+    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w, BT, D, W);
     memset(a->d_h_pos, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
                        a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
@@ -357,8 +357,7 @@ void model_backward(Model *m) {
     Activations *a = &m->act;
 
     crossentropy_backward(a->d_logits, a->probs, m->targets, a->loss_weight, BT, V);
-    memset(a->d_ln_out, 0, sizeof(float) * BT * D);
-    linear_backward(a->d_ln_out, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT,
+    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT,
                     D, V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
@@ -373,23 +372,23 @@ void model_backward(Model *m) {
         const float *att = a->att_out + (size_t)l * BT * E;
         const float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att;
         /* h_out = h_in + mix_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
-        memset(a->d_att_out, 0, sizeof(float) * BT * E);
-        linear_backward(a->d_att_out, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
+        linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, mix_in, p->w_o + (size_t)l * E * D, BT, E, D);
         if (m->want_head_gate_grad)
             head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, BT, H, dh);
-        memset(a->d_ln_out, 0, sizeof(float) * BT * D);
         const float *d_o = a->d_att_out; /* gradient at O_cat */
+        GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {
             memset(a->d_o, 0, sizeof(float) * BT * E);
             memset(a->d_gate, 0, sizeof(float) * BT * E);
             sigmoid_gate_backward(a->d_o, a->d_gate, a->d_att_out, att, a->gate + (size_t)l * BT * E,
                                   (size_t)BT * E);
-            linear_backward(a->d_ln_out, g->w_gate + (size_t)l * D * E, g->b_gate + (size_t)l * E,
-                            a->d_gate, z, p->w_gate + (size_t)l * D * E, BT, D, E);
+            linear_backward(a->d_ln_out, GRAD_SET, g->w_gate + (size_t)l * D * E,
+                            g->b_gate + (size_t)l * E, a->d_gate, z, p->w_gate + (size_t)l * D * E, BT,
+                            D, E);
             d_o = a->d_o;
+            d_z_write = GRAD_ADD;
         }
-        memset(a->d_qkv, 0, sizeof(float) * BT * 3 * E);
         attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
         if (s.sink) attention_sink_backward(g->sink + (size_t)l * H, d_o, att, probs, B, T, H, dh);
         float *d_qkv = a->d_qkv;
@@ -400,10 +399,10 @@ void model_backward(Model *m) {
         }
         if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
         if (s.pos == POS_SHORTFORMER) {
-            shortformer_qkv_backward(m, l, d_qkv, z, B, T);
+            shortformer_qkv_backward(m, l, d_qkv, z, d_z_write, B, T);
         } else {
-            linear_backward(a->d_ln_out, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W,
-                            d_qkv, z, p->w_qkv + (size_t)l * D * W, BT, D, W);
+            linear_backward(a->d_ln_out, d_z_write, g->w_qkv + (size_t)l * D * W,
+                            g->b_qkv + (size_t)l * W, d_qkv, z, p->w_qkv + (size_t)l * D * W, BT, D, W);
         }
         layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D,
                            a->d_ln_out, h_in, p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT,

@@ -257,7 +257,7 @@ static double linear_loss(void *p) {
 static void linear_grad(void *p) {
     LinearCtx *c = p;
     linear_forward(c->out, c->inp, c->weight, c->bias, c->N, c->C, c->OC);
-    linear_backward(c->d_inp, c->d_weight, c->d_bias, c->r, c->inp, c->weight, c->N, c->C, c->OC);
+    linear_backward(c->d_inp, GRAD_ADD, c->d_weight, c->d_bias, c->r, c->inp, c->weight, c->N, c->C, c->OC);
 }
 
 /* with_bias: forward with a bias and backward with d_bias; with_d_inp: backward with d_inp. */
@@ -303,7 +303,8 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
     test_fill_normal(g, (size_t)N * OC, &rng, 0.0, 1.0);
     for (size_t i = 0; i < (size_t)N * OC; i++) out[i] = NAN; /* the forward must overwrite, not add */
     linear_forward(out, inp, w, b, N, C, OC);
-    linear_backward(d_inp, d_w, d_b, g, inp, w, N, C, OC);
+    for (size_t i = 0; i < (size_t)N * C; i++) d_inp[i] = NAN; /* GRAD_SET must overwrite */
+    linear_backward(d_inp, GRAD_SET, d_w, d_b, g, inp, w, N, C, OC);
     const double u = 1.0 / 16777216.0;
     long bad = 0, checked = 0;
     double worst = 0.0;
@@ -371,7 +372,7 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
         set_threads(thread_counts[k]);
         memset(d_inp2, 0, sizeof(float) * N * C), memset(d_w2, 0, sizeof(float) * C * OC), memset(d_b2, 0, sizeof(float) * OC);
         linear_forward(out2, inp, w, b, N, C, OC);
-        linear_backward(d_inp2, d_w2, d_b2, g, inp, w, N, C, OC);
+        linear_backward(d_inp2, GRAD_ADD, d_w2, d_b2, g, inp, w, N, C, OC);
         at = thread_counts[k];
         differs = memcmp(out2, out, sizeof(float) * N * OC) ? "out"
                   : memcmp(d_inp2, d_inp, sizeof(float) * N * C) ? "d_inp"
@@ -441,7 +442,7 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
     for (size_t i = 0; i < (size_t)B * T * E; i++) c.out[i] = NAN;
     for (size_t i = 0; i < (size_t)B * H * T * T; i++) c.probs[i] = NAN;
     attention_forward(c.out, c.probs, c.qkv, NULL, B, T, H, d_head);
-    memset(c.d_qkv, 0, sizeof(float) * (size_t)B * T * row);
+    for (size_t i = 0; i < (size_t)B * T * row; i++) c.d_qkv[i] = NAN; /* all must be written */
     attention_backward(c.d_qkv, c.r, c.qkv, c.probs, B, T, H, d_head);
     double *ref_d = calloc((size_t)B * T * row, sizeof(double));
     double *p = calloc((size_t)T, sizeof(double)), *dp = calloc((size_t)T, sizeof(double));
