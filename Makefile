@@ -65,8 +65,11 @@ test: deps
 	$(MAKE) $(BUILD)/harness $(TESTS) $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
 
-# BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help
-bench: harness $(BUILD)/gemm_peak
+# BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.
+# install-deps --bench adds Debian's two OpenBLAS builds, PyTorch's optimised-BLAS variants.
+bench:
+	@scripts/install-deps --bench
+	$(MAKE) harness $(BUILD)/gemm_peak
 	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
 
 $(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o

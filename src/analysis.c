@@ -127,15 +127,25 @@ void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps) {
  * the mean over held-out batches of |d loss / d gate|, gate = 1 on each head's output. */
 static void head_importance(Model *m, const Task *task, const Config *cfg, double *delta,
                             double *importance) {
-    int LH = m->shape.n_layer * m->shape.n_head;
+    const int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
     double base = train_eval_loss(m, task, cfg);
-    for (int i = 0; i < LH; i++) {
-        m->head_gate[i] = 0.0f;
-        delta[i] = train_eval_loss(m, task, cfg) - base;
-        m->head_gate[i] = 1.0f;
-    }
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
+    /* The same sums as train_eval_loss with each head gated off, but a head of layer l only
+     * recomputes layers l and up. Last layer first: ablating layer l overwrites the activations
+     * of later layers only, never those the next (earlier or same-layer) head starts from. */
+    for (int i = 0; i < LH; i++) delta[i] = 0.0;
+    for (int k = 0; k < cfg->eval_batches; k++) {
+        task_eval_batch(task, &batch, k);
+        model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        for (int l = L - 1; l >= 0; l--)
+            for (int h = 0; h < H; h++) {
+                m->head_gate[l * H + h] = 0.0f;
+                delta[l * H + h] += model_forward_from_layer(m, l);
+                m->head_gate[l * H + h] = 1.0f;
+            }
+    }
+    for (int i = 0; i < LH; i++) delta[i] = delta[i] / cfg->eval_batches - base;
     memset(importance, 0, sizeof(double) * LH);
     m->want_head_gate_grad = 1;
     for (int k = 0; k < cfg->eval_batches; k++) {

@@ -261,22 +261,32 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
 
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
                     int T) {
-    ModelShape s = m->shape;
-    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= s.seq_len);
-    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
-    const int E = H * dh, BT = B * T;
-    const ParamTensors *p = &m->params;
-    Activations *a = &m->act;
+    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
     m->batch = B;
     m->seq = T;
     m->tokens = tokens;
     m->targets = targets;
+    m->mask = mask;
     m->has_targets = targets != NULL;
+    embedding_forward(m->act.residual, tokens, m->params.tok_emb,
+                      m->shape.pos == POS_LEARNED ? m->params.pos_emb : NULL, B, T,
+                      m->shape.d_model); /* shortformer adds W_pos in each layer, to Q/K only */
+    return model_forward_from_layer(m, 0);
+}
+
+float model_forward_from_layer(Model *m, int first_layer) {
+    ModelShape s = m->shape;
+    CHECK(first_layer >= 0 && first_layer < s.n_layer && m->batch > 0);
+    const int B = m->batch, T = m->seq;
+    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
+    const int E = H * dh, BT = B * T;
+    const ParamTensors *p = &m->params;
+    Activations *a = &m->act;
+    const int *targets = m->targets;
+    const float *mask = m->mask;
 
     const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
-    embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B,
-                      T, D); /* shortformer adds W_pos inside each layer, to the Q/K input only */
-    for (int l = 0; l < L; l++) {
+    for (int l = first_layer; l < L; l++) {
         const float *h_in = a->residual + (size_t)l * BT * D;
         float *h_out = a->residual + (size_t)(l + 1) * BT * D;
         float *z = a->ln_out + (size_t)l * BT * D;

@@ -106,6 +106,7 @@ typedef struct {
     /* state of the last forward */
     int batch, seq, has_targets;
     const int *tokens, *targets;
+    const float *mask;
     float loss;
 } Model;
 
@@ -120,6 +121,10 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
  * positions (returned; NAN without targets). Keeps pointers to the inputs for backward. */
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
                     int T);
+/* Runs the last forward again from layer first_layer on (the layers before it, and their
+ * outputs, are reused): after changing only that layer's or later layers' head gates, it gives
+ * the bits a whole model_forward would. The per-head ablations use it. */
+float model_forward_from_layer(Model *m, int first_layer);
 void model_zero_grad(Model *m);
 /* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when
  * want_head_gate_grad is set). */

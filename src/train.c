@@ -289,6 +289,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
     int on_terminal = isatty(STDERR_FILENO);
     *status = "complete";
     double start = now_seconds() - st.elapsed_before;
+    double step_seconds = 0.0, eval_seconds = 0.0; /* this process's share, for the time line */
     double last_eval = st.eval.n ? st.eval.loss[st.eval.n - 1] : NAN;
     int first = st.step;
     for (int step = st.step;; step++) {
@@ -298,7 +299,9 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
          * run has them for its first step already */
         if (!(resume_from && step == first)) {
             if (step % cfg->eval_every == 0 || last) {
+                double eval_start = now_seconds();
                 last_eval = train_eval_loss(m, task, cfg);
+                eval_seconds += now_seconds() - eval_start;
                 log_append(&st.eval, step, last_eval, 0, 0, 0);
             }
             if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last)
@@ -314,9 +317,10 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
             *status = "interrupted";
             break;
         }
-        double norm;
+        double norm, step_start = now_seconds();
         float loss = train_step(m, task, cfg, &batch, step, &norm);
         double elapsed = now_seconds() - start, lr = train_lr_at(cfg, step);
+        step_seconds += now_seconds() - step_start;
         if (!isfinite(loss) || !isfinite(norm)) {
             const char *where = first_nonfinite_grad(m);
             fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
@@ -338,10 +342,17 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
     st.elapsed_before = now_seconds() - start;
     int interrupted = strcmp(*status, "interrupted") == 0;
     if (rc == CONFIG_OK) rc = write_state(&res, m, &st, interrupted, err);
+    double finish_start = now_seconds();
     if (rc == CONFIG_OK && strcmp(*status, "complete") == 0)
         rc = analysis_finish(&st.analysis, m, &res, err);
     if (rc == CONFIG_OK) rc = results_close(&res, *status, err);
     else results_discard(&res);
+    int steps_run = st.step - first;
+    if (rc == CONFIG_OK && steps_run > 0)
+        fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
+                "analysis and writing %.2f s\n", steps_run, step_seconds, 1e3 * step_seconds / steps_run,
+                (double)steps_run * cfg->batch_size * cfg->seq_len / step_seconds, eval_seconds,
+                now_seconds() - finish_start);
     if (rc == CONFIG_OK && strcmp(*status, "diverged") != 0) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);

@@ -378,6 +378,27 @@ static void test_ablation(void) {
                  dead[k][0], dead[k][1]);
         test_check(name, m.head_gate_grad[gate] == 0.0f, "head_gate_grad = %.9g", m.head_gate_grad[gate]);
     }
+    /* the ablations re-run only the layers from the gated head's on: same bits as a whole forward */
+    int same = 1;
+    for (int l = L - 1; l >= 0; l--) /* last layer first, as analysis.c does */
+        for (int h = 0; h < H; h++) {
+            m.head_gate[l * H + h] = 0.0f;
+            float whole = model_forward(&m, tokens, targets, mask, B, T);
+            model_forward(&m, tokens, targets, mask, B, T);
+            m.head_gate[l * H + h] = 1.0f;
+            model_forward(&m, tokens, targets, mask, B, T);
+            for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
+                m.head_gate[l2 * H] = 0.0f;
+                model_forward_from_layer(&m, l2);
+                m.head_gate[l2 * H] = 1.0f;
+            }
+            m.head_gate[l * H + h] = 0.0f;
+            float partial = model_forward_from_layer(&m, l);
+            m.head_gate[l * H + h] = 1.0f;
+            same &= memcmp(&whole, &partial, sizeof whole) == 0;
+        }
+    test_check("ablation: model_forward_from_layer(l) after gating a layer-l head = a whole forward, bit for bit",
+               same, "a partial forward gave other bits");
     /* a live head: the gate must do something */
     m.head_gate[0] = 0.0f;
     float live = model_forward(&m, tokens, targets, mask, B, T);

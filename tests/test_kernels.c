@@ -99,9 +99,10 @@ typedef struct {
     void (*backward)(void *ctx);    /* forward at the current inputs, then backward with d_out = r */
     KernelInput inputs[4];
     int n_inputs;
+    int overwrites; /* the backward writes (=) its gradients instead of adding to them (+=) */
 } KernelCase;
 
-/* FD check of every input element, then the accumulation check. */
+/* FD check of every input element, then the accumulation (or overwrite) check. */
 static void check_kernel(const KernelCase *kc, uint64_t seed) {
     char name[256];
     for (int k = 0; k < kc->n_inputs; k++)
@@ -121,7 +122,8 @@ static void check_kernel(const KernelCase *kc, uint64_t seed) {
     snprintf(name, sizeof name, "%s: backward = finite differences", kc->name);
     test_compare_report(name, &c);
 
-    /* g from one call into zeros (still in the buffers), then c + g + g from a pre-filled buffer */
+    /* g from one call into zeros (still in the buffers), then c + g + g from a pre-filled buffer
+     * (g alone for a backward that overwrites) */
     Rng rng = rng_stream(seed, 99, 0);
     float *saved[4] = {0}, *prefill[4] = {0};
     for (int k = 0; k < kc->n_inputs; k++) {
@@ -140,14 +142,15 @@ static void check_kernel(const KernelCase *kc, uint64_t seed) {
         const KernelInput *in = &kc->inputs[k];
         if (!in->grad) continue;
         for (size_t i = 0; i < in->n; i++) {
-            double expect = (double)prefill[k][i] + 2.0 * saved[k][i];
+            double expect = kc->overwrites ? saved[k][i] : (double)prefill[k][i] + 2.0 * saved[k][i];
             double scale = 1.0 + fabs(prefill[k][i]) + 2.0 * fabs(saved[k][i]);
             test_compare(&acc, in->grad[i] / scale, expect / scale, in->name, (long)i);
         }
         free(saved[k]);
         free(prefill[k]);
     }
-    snprintf(name, sizeof name, "%s: backward accumulates (c + 2 calls = c + 2g)", kc->name);
+    snprintf(name, sizeof name, kc->overwrites ? "%s: backward overwrites (c, then 2 calls = g)"
+                                               : "%s: backward accumulates (c + 2 calls = c + 2g)", kc->name);
     test_compare_report(name, &acc);
 }
 
@@ -190,7 +193,7 @@ static void test_embedding(int B, int T, int D, int V, int T_max, uint64_t seed)
     snprintf(name, sizeof name, "embedding B=%d T=%d D=%d V=%d T_max=%d", B, T, D, V, T_max);
     KernelCase kc = {name, &c, embedding_loss, embedding_grad,
                      {{"d_tok_emb", c.tok_emb, c.d_tok_emb, (size_t)V * D},
-                      {"d_pos_emb", c.pos_emb, c.d_pos_emb, (size_t)T_max * D}}, 2};
+                      {"d_pos_emb", c.pos_emb, c.d_pos_emb, (size_t)T_max * D}}, 2, .overwrites = 0};
     check_kernel(&kc, seed);
     free(c.tokens);
     free(c.tok_emb);
@@ -235,7 +238,7 @@ static void test_layernorm(int N, int D, uint64_t seed) {
     snprintf(name, sizeof name, "layernorm N=%d D=%d", N, D);
     KernelCase kc = {name, &c, layernorm_loss, layernorm_grad,
                      {{"d_inp", c.inp, c.d_inp, ND}, {"d_gain", c.gain, c.d_gain, (size_t)D},
-                      {"d_bias", c.bias, c.d_bias, (size_t)D}}, 3};
+                      {"d_bias", c.bias, c.d_bias, (size_t)D}}, 3, .overwrites = 0};
     check_kernel(&kc, seed);
     float *all[] = {c.inp, c.gain, c.bias, c.out, c.mean, c.rstd, c.r, c.d_inp, c.d_gain, c.d_bias};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
@@ -277,7 +280,7 @@ static void test_linear(int N, int C, int OC, int with_bias, int with_d_inp, uin
     KernelCase kc = {name, &c, linear_loss, linear_grad,
                      {{"d_inp", c.inp, c.d_inp, (size_t)N * C},
                       {"d_weight", c.weight, c.d_weight, (size_t)C * OC},
-                      {"d_bias", c.bias, c.d_bias, (size_t)OC}}, with_bias ? 3 : 2};
+                      {"d_bias", c.bias, c.d_bias, (size_t)OC}}, with_bias ? 3 : 2, .overwrites = 0};
     check_kernel(&kc, seed);
     free(c.inp);
     free(c.weight);
@@ -427,7 +430,7 @@ static void test_attention(int B, int T, int H, int d_head, uint64_t seed) {
     char name[128];
     snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d", B, T, H, d_head);
     KernelCase kc = {name, &c, attention_loss, attention_grad,
-                     {{"d_qkv", c.qkv, c.d_qkv, (size_t)B * T * 3 * E}}, 1};
+                     {{"d_qkv", c.qkv, c.d_qkv, (size_t)B * T * 3 * E}}, 1, .overwrites = 1};
     check_kernel(&kc, seed);
     attention_ctx_free(&c);
 }
@@ -569,7 +572,7 @@ static void test_crossentropy(int N, int V, uint64_t seed) {
     char name[128];
     snprintf(name, sizeof name, "crossentropy N=%d V=%d, weights with zeros", N, V);
     KernelCase kc = {name, &c, crossentropy_loss, crossentropy_grad,
-                     {{"d_logits", c.logits, c.d_logits, (size_t)N * V}}, 1};
+                     {{"d_logits", c.logits, c.d_logits, (size_t)N * V}}, 1, .overwrites = 1};
     check_kernel(&kc, seed);
     /* positions of weight 0 get exactly no gradient (the mask must not leak) */
     memset(c.d_logits, 0, sizeof(float) * N * V);
@@ -680,6 +683,7 @@ static void init_model(Model *m, const Layout *ly, uint64_t seed) {
     Rng rng = rng_stream(seed, 12, 0);
     for (size_t i = 0; i < m->n_params; i++)
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
+    m->want_head_gate_grad = 1; /* checked here too (the analysis's importance) */
 }
 
 static void test_model_layout(const Layout *ly, uint64_t seed) {
