@@ -20,7 +20,7 @@ ifeq ($(OPENMP),1)
   CFLAGS += -fopenmp
   LDLIBS += -fopenmp
 else
-  CFLAGS += -Wno-unknown-pragmas
+  CFLAGS += -fopenmp-simd -Wno-unknown-pragmas # "omp simd" still vectorises
   BUILD  := build/noomp
 endif
 ifeq ($(SAN),1)

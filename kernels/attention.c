@@ -160,11 +160,6 @@ static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, 
     }
 }
 
-/* dst (rows, cols) with row stride ld_dst = src (rows, cols) contiguous. */
-static void store_rows(float *dst, ptrdiff_t ld_dst, const float *src, int rows, int cols) {
-    for (int i = 0; i < rows; i++) memcpy(dst + i * ld_dst, src + (size_t)i * cols, sizeof(float) * cols);
-}
-
 /* A row stride for (T, T) scratch that is not a multiple of 4 KiB, so the rows of one tile do
  * not all fall into the same L1 cache sets. */
 static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
@@ -214,10 +209,10 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
     const float scale = 1.0f / sqrtf((float)d_head);
 #pragma omp parallel
     {
-        /* contiguous copies of this head's Q, K, Vᵀ, dO, and its dQ, dK, dV (see the forward) */
+        /* contiguous copies of this head's Q, K, Vᵀ and dO (see the forward); dQ, dK and dV are
+         * written straight into their columns of d_qkv */
         size_t head = (size_t)T * d_head;
-        float *q = alloc_floats(7 * head), *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head;
-        float *dq = q + 4 * head, *dk = q + 5 * head, *dv = q + 6 * head;
+        float *q = alloc_floats(4 * head), *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head;
         float *ds = alloc_floats((size_t)T * ld_ds); /* (T, T) dP, then dS */
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
@@ -228,6 +223,7 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
                 copy_rows(g, d_out + (size_t)b * T * E + h * d_head, E, T, d_head);
                 const float *P = probs + ((size_t)b * H + h) * T * T;
+                float *dq = d_qkv + (size_t)b * T * row + h * d_head, *dk = dq + E, *dv = dq + 2 * E;
                 /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K.
                  * dS is zeroed right of the diagonal to the end of the row's panel, which is as
                  * far as the products read (see GemmShape) */
@@ -238,16 +234,12 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                                d_head, 0, GEMM_LOWER, t0);
                     softmax_backward_rows(panel, ld_ds, P + (size_t)t0 * T, T, t0, rows, t0 + rows,
                                           scale);
-                    gemm_small(dq + (size_t)t0 * d_head, d_head, panel, ld_ds, 1, k, d_head, rows,
-                               d_head, T, 0, GEMM_PREFIX_K, t0);
+                    gemm_small(dq + (size_t)t0 * row, row, panel, ld_ds, 1, k, d_head, rows, d_head,
+                               T, 0, GEMM_PREFIX_K, t0);
                 }
                 /* by panels of keys: dK = dSᵀ·Q and dV = Pᵀ·dO over the queries at or after them */
-                gemm_small(dk, d_head, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
-                gemm_small(dv, d_head, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
-                float *dst = d_qkv + (size_t)b * T * row + h * d_head;
-                store_rows(dst, row, dq, T, d_head);
-                store_rows(dst + E, row, dk, T, d_head);
-                store_rows(dst + 2 * E, row, dv, T, d_head);
+                gemm_small(dk, row, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
+                gemm_small(dv, row, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
             }
         }
         free(ds);

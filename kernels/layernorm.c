@@ -1,17 +1,59 @@
 /* layernorm.c: LayerNorm over the last dimension (eps 1e-5, biased variance, as PyTorch).
  *
- * Row sums use LANES interleaved float partial sums (element i goes to lane i % LANES), added in
- * lane order in double at the end: the compiler vectorises the lanes without reassociating
- * anything, so the bits are the same in every build and at every thread count. */
+ * Row sums use LANES = 16 interleaved float partial sums (element i goes to lane i % 16), added
+ * pairwise at the end (8 + 8, 4 + 4, ...): AVX-512 registers with AVX-512, arrays that the
+ * compiler vectorises without reassociating anything otherwise. Either way the order is fixed,
+ * so the bits do not depend on the thread count. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include "kernels.h"
+#include "vec_math.h"
+#include "../src/util.h"
 
 enum { LANES = 16 };
 
+#ifdef __AVX512F__
+/* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)². */
+static void row_moments(const float *x, int D, float *mean, double *var) {
+    __m512 sum = _mm512_setzero_ps(), dev = _mm512_setzero_ps();
+    for (int i = 0; i < D; i += LANES)
+        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(D - i), x + i));
+    float m = _mm512_reduce_add_ps(sum) / D;
+    __m512 vm = _mm512_set1_ps(m);
+    for (int i = 0; i < D; i += LANES) {
+        __mmask16 k = tail_mask(D - i);
+        __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i), vm);
+        dev = _mm512_fmadd_ps(d, d, dev);
+    }
+    *mean = m;
+    *var = (double)_mm512_reduce_add_ps(dev) / D;
+}
+
+/* mean(g) and mean(g · x̂) over the row, g = d_out · gain, x̂ = (x - m) · s. */
+static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
+                           int D, float *g_mean, float *gx_mean) {
+    __m512 g_sum = _mm512_setzero_ps(), gx_sum = _mm512_setzero_ps();
+    __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(s);
+    for (int i = 0; i < D; i += LANES) {
+        __mmask16 k = tail_mask(D - i);
+        __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, gain + i));
+        __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vs);
+        g_sum = _mm512_add_ps(g_sum, g);
+        gx_sum = _mm512_fmadd_ps(g, xhat, gx_sum);
+    }
+    *g_mean = _mm512_reduce_add_ps(g_sum) / D;
+    *gx_mean = _mm512_reduce_add_ps(gx_sum) / D;
+}
+#else
+
+/* The sum of the lanes, pairwise (8 + 8, 4 + 4, ...): a short dependency chain, fixed order. */
 static double add_lanes(const float lane[LANES]) {
-    double total = 0.0;
-    for (int j = 0; j < LANES; j++) total += lane[j];
-    return total;
+    float t[LANES];
+    memcpy(t, lane, sizeof t);
+    for (int width = LANES / 2; width > 0; width /= 2)
+        for (int j = 0; j < width; j++) t[j] += t[j + width];
+    return t[0];
 }
 
 /* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)². */
@@ -28,6 +70,24 @@ static void row_moments(const float *x, int D, float *mean, double *var) {
     *mean = m;
     *var = add_lanes(dev) / D;
 }
+
+static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
+                           int D, float *g_mean, float *gx_mean) {
+    float g_lane[LANES] = {0}, gx_lane[LANES] = {0};
+    int full = D / LANES * LANES;
+    for (int i0 = 0; i0 < full; i0 += LANES)
+        for (int j = 0; j < LANES; j++) {
+            g_lane[j] += dy[i0 + j] * gain[i0 + j];
+            gx_lane[j] += dy[i0 + j] * gain[i0 + j] * ((x[i0 + j] - m) * s);
+        }
+    for (int j = 0; full + j < D; j++) { /* the same lanes for a ragged end */
+        g_lane[j] += dy[full + j] * gain[full + j];
+        gx_lane[j] += dy[full + j] * gain[full + j] * ((x[full + j] - m) * s);
+    }
+    *g_mean = (float)(add_lanes(g_lane) / D);
+    *gx_mean = (float)(add_lanes(gx_lane) / D);
+}
+#endif
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *gain,
                        const float *bias, int N, int D) {
@@ -47,54 +107,48 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 
 /* Differentiates out = x̂ · gain + bias with x̂ = (x - mean) · rstd:
  *   d_x = rstd · (g - mean(g) - x̂ · mean(g · x̂)),  g = d_out · gain.
- * d_gain and d_bias reduce over rows; threads split the columns so the row order is fixed. */
+ * One pass over the rows, which also sums d_gain = Σ d_out · x̂ and d_bias = Σ d_out per fixed
+ * chunk of CHUNK_ROWS rows (in row order within a chunk); the chunk sums are then added in
+ * chunk order. The chunks do not depend on the thread count, so neither do the bits. */
 void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float *d_out,
                         const float *inp, const float *gain, const float *mean, const float *rstd,
                         int N, int D) {
+    enum { CHUNK_ROWS = 32 };
+    const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    float *chunk_gain = malloc(sizeof(float) * n_chunks * 2 * D);
+    CHECK(chunk_gain != NULL);
+    float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * D;
-        const float *dy = d_out + (size_t)n * D;
-        float *dx = d_inp + (size_t)n * D;
-        float m = mean[n], s = rstd[n];
-        float g_lane[LANES] = {0}, gx_lane[LANES] = {0};
-        int full = D / LANES * LANES;
-        for (int i0 = 0; i0 < full; i0 += LANES)
-            for (int j = 0; j < LANES; j++) {
-                g_lane[j] += dy[i0 + j] * gain[i0 + j];
-                gx_lane[j] += dy[i0 + j] * gain[i0 + j] * ((x[i0 + j] - m) * s);
-            }
-        for (int j = 0; full + j < D; j++) { /* the same lanes for a ragged end */
-            g_lane[j] += dy[full + j] * gain[full + j];
-            gx_lane[j] += dy[full + j] * gain[full + j] * ((x[full + j] - m) * s);
-        }
-        float gm = (float)(add_lanes(g_lane) / D), gxm = (float)(add_lanes(gx_lane) / D);
-        for (int i = 0; i < D; i++) {
-            float xhat = (x[i] - m) * s;
-            dx[i] += s * (dy[i] * gain[i] - gm - xhat * gxm);
-        }
-    }
-    enum { COLS = 64 }; /* columns per iteration: their running sums stay in L1 */
-#pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < D; c0 += COLS) {
-        int cols = c0 + COLS < D ? COLS : D - c0;
-        float g_sum[COLS], b_sum[COLS];
-        for (int j = 0; j < cols; j++) {
-            g_sum[j] = d_gain[c0 + j];
-            b_sum[j] = d_bias[c0 + j];
-        }
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * D + c0;
-            const float *dy = d_out + (size_t)n * D + c0;
+    for (int c = 0; c < n_chunks; c++) {
+        float *restrict cg = chunk_gain + (size_t)c * D, *restrict cb = chunk_bias + (size_t)c * D;
+        memset(cg, 0, sizeof(float) * D);
+        memset(cb, 0, sizeof(float) * D);
+        int n_end = (c + 1) * CHUNK_ROWS < N ? (c + 1) * CHUNK_ROWS : N;
+        for (int n = c * CHUNK_ROWS; n < n_end; n++) {
+            const float *x = inp + (size_t)n * D;
+            const float *dy = d_out + (size_t)n * D;
+            float *restrict dx = d_inp + (size_t)n * D;
             float m = mean[n], s = rstd[n];
-            for (int j = 0; j < cols; j++) {
-                g_sum[j] += dy[j] * ((x[j] - m) * s);
-                b_sum[j] += dy[j];
+            float gm, gxm;
+            row_grad_means(dy, gain, x, m, s, D, &gm, &gxm);
+#pragma omp simd /* dx, cg and cb never overlap the inputs */
+            for (int i = 0; i < D; i++) {
+                float xhat = (x[i] - m) * s;
+                dx[i] += s * (dy[i] * gain[i] - gm - xhat * gxm);
+                cg[i] += dy[i] * xhat;
+                cb[i] += dy[i];
             }
         }
-        for (int j = 0; j < cols; j++) {
-            d_gain[c0 + j] = g_sum[j];
-            d_bias[c0 + j] = b_sum[j];
-        }
     }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < D; i++) {
+        float g = d_gain[i], b = d_bias[i];
+        for (int c = 0; c < n_chunks; c++) {
+            g += chunk_gain[(size_t)c * D + i];
+            b += chunk_bias[(size_t)c * D + i];
+        }
+        d_gain[i] = g;
+        d_bias[i] = b;
+    }
+    free(chunk_gain);
 }
