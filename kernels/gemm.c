@@ -3,7 +3,8 @@
  * Large products (gemm, gemm_parallel) use the Goto/BLIS structure: B is copied ("packed") in
  * KC x NC blocks into column panels NR wide, A in MC x KC blocks into row panels MR tall, so the
  * micro-kernel reads both with unit stride whatever the original layout (that is where the
- * transposes go). The micro-kernel keeps an MR x NR = 12 x 32 tile of C in registers: with
+ * transposes go). A whose rows are contiguous (a row-major activation) is instead read in place,
+ * twelve rows at a time: the tile only broadcasts from A, so it needs no panel. The micro-kernel keeps an MR x NR = 12 x 32 tile of C in registers: with
  * AVX-512 that is 24 accumulators of 16 floats, two loads of B and twelve broadcasts of A per
  * 24 fused multiply-adds. Ragged right edges use lane masks; ragged bottom edges read a clamped
  * (valid) row and do not store it.
@@ -275,6 +276,11 @@ static void packed_tile(int kc, const float *ap, const float *bp, float *c, ptrd
                         int nr, int load_c, const float *c_init) {
     tile(2, 1, 1, kc, ap, 1, MR, bp, NR, c, ldc, mr, nr, load_c, c_init);
 }
+/* A read in place, rows of a row-major matrix (a_cs = 1); B packed. */
+static void rows_tile(int kc, const float *a, ptrdiff_t a_rs, const float *bp, float *c,
+                      ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
+    tile(2, 0, 1, kc, a, a_rs, 1, bp, NR, c, ldc, mr, nr, load_c, c_init);
+}
 
 static float *alloc_floats(size_t count) {
     float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
@@ -296,8 +302,13 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
     int kc_max = K < KC ? K : KC;
     int nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
     int mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
+    /* Rows of A with unit k-stride are read in place by the tile: its 12 broadcasts per k then
+     * come from 12 rows instead of one packed panel, which saves transposing A into panels (the
+     * same sums, the same bits). Not when the row stride is a multiple of 4 KiB: the rows would
+     * all fall into one L1 set. */
+    const int a_in_place = a_cs == 1 && a_rs % 1024 != 0;
     float *bp = alloc_floats((size_t)kc_max * nc_max);
-    float *ap = alloc_floats((size_t)kc_max * mc_max);
+    float *ap = a_in_place ? NULL : alloc_floats((size_t)kc_max * mc_max);
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {
@@ -306,14 +317,19 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
             pack_b(bp, b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                pack_a(ap, a + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc);
+                if (!a_in_place) pack_a(ap, a + ic * a_rs + pc * a_cs, a_rs, a_cs, mc, kc);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        packed_tile(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
-                                    c + (ic + ir) * ldc + jc + jr, ldc, mr, nr, load_c,
-                                    bias ? bias + jc + jr : NULL);
+                        float *cij = c + (ic + ir) * ldc + jc + jr;
+                        const float *bias_j = bias ? bias + jc + jr : NULL;
+                        if (a_in_place)
+                            rows_tile(kc, a + (ic + ir) * a_rs + pc, a_rs, bp + (size_t)jr * kc, cij,
+                                      ldc, mr, nr, load_c, bias_j);
+                        else
+                            packed_tile(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, cij, ldc, mr,
+                                        nr, load_c, bias_j);
                     }
                 }
             }
