@@ -33,7 +33,7 @@
 enum {
     MR = GEMM_MR, /* rows of the register tile */
     NR = GEMM_NR, /* columns of the register tile */
-    KC = 256,     /* K block of the packed gemm: fixed, it defines the summation order */
+    KC = 512,     /* K block of the packed gemm: fixed, it defines the summation order */
     MC = 144,     /* rows of A per packed block (multiple of MR): ~144 KiB, stays in L2 */
     NC = 4096,    /* columns of B per packed block (multiple of NR): A is packed once */
 };
