@@ -4,10 +4,13 @@
  * KC x NC blocks into column panels NR wide, A in MC x KC blocks into row panels MR tall, so the
  * micro-kernel reads both with unit stride whatever the original layout (that is where the
  * transposes go). A whose rows are contiguous (a row-major activation) is instead read in place,
- * twelve rows at a time: the tile only broadcasts from A, so it needs no panel. The micro-kernel keeps an MR x NR = 12 x 32 tile of C in registers: with
- * AVX-512 that is 24 accumulators of 16 floats, two loads of B and twelve broadcasts of A per
- * 24 fused multiply-adds. Ragged right edges use lane masks; ragged bottom edges read a clamped
- * (valid) row and do not store it.
+ * MR rows at a time: the tile only broadcasts from A, so it needs no panel.
+ *
+ * The micro-kernel keeps an MR x NR tile of C in registers: 12 x 32 with AVX-512 (24 accumulators
+ * of 16 floats, two loads of B and twelve broadcasts of A per 24 fused multiply-adds), 6 x 16
+ * with AVX2 (12 accumulators of 8 floats), 6 x 16 in portable C that the compiler vectorises
+ * otherwise. Ragged right edges use lane masks; ragged bottom edges read a clamped (valid) row
+ * and do not store it.
  *
  * The small per-head products of attention (gemm_small) are too small to repay packing: the same
  * register tile reads A through its strides and B row by row in place (only a transposed A is
@@ -16,7 +19,6 @@
  *
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
  *
- * Without AVX-512 the same loops run with a portable C tile that the compiler vectorises.
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
  * free lists after the first step, so the kernels stay free of global state. */
 #include <stdlib.h>
@@ -26,15 +28,16 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 enum {
     MR = GEMM_MR, /* rows of the register tile */
-    NR = GEMM_NR, /* columns of the register tile */
+    NR = GEMM_NR, /* columns of the register tile: two vectors */
+    VL = NR / 2,  /* floats per vector */
     KC = 512,     /* K block of the packed gemm: fixed, it defines the summation order */
-    MC = 144,     /* rows of A per packed block (multiple of MR): ~144 KiB, stays in L2 */
+    MC = 144,     /* rows of A per packed block (multiple of MR): ~288 KiB, stays in L2 */
     NC = 4096,    /* columns of B per packed block (multiple of NR): A is packed once */
 };
 
@@ -45,7 +48,7 @@ enum {
  * with A(i, k) = a[i*a_rs + k*a_cs] and B(k, j) = b[k*ldb + j]; the sum is a fused multiply-add
  * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always valid memory) and are dropped;
  * columns j >= nr are masked (not read, not stored) unless b_padded says B has them (as zeros).
- * nv = 16-lane vectors per row (1 or 2), nr <= 16 nv. */
+ * nv = vectors per row (1 or 2), nr <= VL nv. */
 #ifdef __AVX512F__
 ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
                         const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
@@ -113,6 +116,79 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     }
 }
 const char *gemm_kernel_name(void) { return "AVX-512 12x32"; }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The first n lanes of 8 (none for n <= 0), as AVX2's masked loads and stores want them. */
+static inline __m256i lanes8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The same tile with AVX2: 6 x 16, 12 accumulators of 8 floats, 2 loads of B and 6 broadcasts
+ * of A per 12 fused multiply-adds. */
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
+                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
+                        const float *c_init) {
+    __m256 acc[MR][2];
+    const float *ar[MR];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
+    }
+    __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+    for (int k = 0; k < kc; k++) {
+        __m256 b0, b1 = _mm256_setzero_ps();
+        if (b_padded) {
+            b0 = _mm256_load_ps(b);
+            if (nv == 2) b1 = _mm256_load_ps(b + 8);
+        } else {
+            b0 = _mm256_maskload_ps(b, m0);
+            if (nv == 2) b1 = _mm256_maskload_ps(b + 8, m1);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            __m256 av = _mm256_broadcast_ss(ar[i] + k * a_cs);
+            acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+            if (nv == 2) acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+        }
+        b += ldb;
+    }
+    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
+    __m256 init0 = _mm256_setzero_ps(), init1 = _mm256_setzero_ps();
+    if (!load_c && c_init) {
+        init0 = _mm256_maskload_ps(c_init, m0);
+        if (nv == 2) init1 = _mm256_maskload_ps(c_init + 8, m1);
+    }
+    if (mr == MR && nr == 8 * nv) {
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + i * ldc;
+            if (load_c) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
+            else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
+            _mm256_storeu_ps(ci, acc[i][0]);
+            if (nv == 2) {
+                if (load_c) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
+                else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
+                _mm256_storeu_ps(ci + 8, acc[i][1]);
+            }
+        }
+        return;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        if (load_c) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
+        else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
+        _mm256_maskstore_ps(ci, m0, acc[i][0]);
+        if (nv == 2) {
+            if (load_c) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
+            else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
+            _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
+        }
+    }
+}
+const char *gemm_kernel_name(void) { return "AVX2 6x16"; }
 #else
 ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
                         const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
@@ -136,7 +212,7 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
             ci[j] = load_c ? ci[j] + acc[i][j] : c_init ? c_init[j] + acc[i][j] : acc[i][j];
     }
 }
-const char *gemm_kernel_name(void) { return "portable C 12x32"; }
+const char *gemm_kernel_name(void) { return "portable C 6x16"; }
 #endif
 
 /* ---------------------------------------------------------------- packed gemm */
@@ -428,13 +504,13 @@ void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff
             int nr = n_hi - j0 < NR ? n_hi - j0 : NR;
             float *cij = c + i0 * ldc + j0;
             if (pack) {
-                if (nr > 16) small_tile_wide_packed(kc, ap, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                if (nr > VL) small_tile_wide_packed(kc, ap, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
                 else small_tile_narrow_packed(kc, ap, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
             } else if (a_cs == 1) {
-                if (nr > 16) small_tile_wide_rows(kc, ai, a_rs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                if (nr > VL) small_tile_wide_rows(kc, ai, a_rs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
                 else small_tile_narrow_rows(kc, ai, a_rs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
             } else {
-                if (nr > 16) small_tile_wide(kc, ai, a_rs, a_cs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
+                if (nr > VL) small_tile_wide(kc, ai, a_rs, a_cs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
                 else small_tile_narrow(kc, ai, a_rs, a_cs, bk + j0, ldb, cij, ldc, mr, nr, accumulate);
             }
         }
