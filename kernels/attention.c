@@ -12,7 +12,8 @@
  * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
  * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
  * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
- * while it is in L1. The softmax uses a vectorised exp with AVX-512 (expf without). */
+ * while it is in L1. The softmax uses vec_math.h's exp (vectorised with AVX-512, or by the
+ * compiler from an arithmetic-only scalar without). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,12 +80,8 @@ static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, f
         int n = t0 + r + 1;
         float maxs = sink;
         for (int j = 0; j < n; j++) maxs = x[j] * scale > maxs ? x[j] * scale : maxs;
-        float sum = 0.0f;
-        for (int j = 0; j < n; j++) {
-            x[j] = expf(x[j] * scale - maxs);
-            sum += x[j];
-        }
-        inv[r] = 1.0f / (sum + expf(sink - maxs));
+        for (int j = 0; j < n; j++) x[j] = exp_poly(x[j] * scale - maxs);
+        inv[r] = 1.0f / (sum_lanes(x, n) + expf(sink - maxs));
         for (int j = 0; j < n; j++) x[j] *= inv[r];
     }
 #endif

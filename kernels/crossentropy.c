@@ -1,6 +1,7 @@
 /* crossentropy.c: softmax cross-entropy of the next token, forward and backward.
- * With AVX-512 the rows are processed 16 logits at a time with the vectorised exp of vec_math.h;
- * each row's sum runs over fixed lanes in a fixed order, so threads cannot change its bits. */
+ * The exps are vec_math.h's (16 AVX-512 lanes, or an arithmetic-only scalar that the compiler
+ * vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot change
+ * its bits. */
 #include <math.h>
 #include "kernels.h"
 #include "vec_math.h"
@@ -31,12 +32,8 @@ static double exp_row(float *p, const float *z, float maxz, int V) {
     }
     return _mm512_reduce_add_ps(vsum);
 #else
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) {
-        p[i] = expf(z[i] - maxz);
-        sum += p[i];
-    }
-    return sum;
+    for (int i = 0; i < V; i++) p[i] = exp_poly(z[i] - maxz);
+    return sum_lanes(p, V);
 #endif
 }
 
