@@ -8,8 +8,8 @@
  *
  * The micro-kernel keeps an MR x NR tile of C in registers: 12 x 32 with AVX-512 (24 accumulators
  * of 16 floats, two loads of B and twelve broadcasts of A per 24 fused multiply-adds), 6 x 16
- * with AVX2 (12 accumulators of 8 floats), 6 x 16 in portable C that the compiler vectorises
- * otherwise. Ragged right edges use lane masks; ragged bottom edges read a clamped (valid) row
+ * with AVX2 (12 accumulators of 8 floats), and 4 x 8 in portable C that the compiler vectorises
+ * otherwise (SSE, NEON). Ragged right edges use lane masks; ragged bottom edges read a clamped (valid) row
  * and do not store it.
  *
  * The small per-head products of attention (gemm_small) are too small to repay packing: the same
@@ -195,14 +195,21 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
                         ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
                         const float *c_init) {
     (void)nv;
-    (void)a_packed;
     float acc[MR][NR];
     memset(acc, 0, sizeof acc);
-    int n_read = b_padded ? NR : nr;
+    const float *ar[MR];
+    for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
+    /* fixed trip counts (MR x NR) so that the compiler keeps acc in vector registers */
     for (int k = 0; k < kc; k++) {
-        for (int i = 0; i < mr; i++) {
-            float av = a[i * a_rs + k * a_cs];
-            for (int j = 0; j < n_read; j++) acc[i][j] += av * b[j];
+        const float *bk = b;
+        float row[NR];
+        if (!b_padded && nr < NR) { /* a ragged right edge: zeros past nr */
+            for (int j = 0; j < NR; j++) row[j] = j < nr ? b[j] : 0.0f;
+            bk = row;
+        }
+        for (int i = 0; i < MR; i++) {
+            float av = ar[i][k * a_cs];
+            for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
         }
         b += ldb;
     }
@@ -212,7 +219,7 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
             ci[j] = load_c ? ci[j] + acc[i][j] : c_init ? c_init[j] + acc[i][j] : acc[i][j];
     }
 }
-const char *gemm_kernel_name(void) { return "portable C 6x16"; }
+const char *gemm_kernel_name(void) { return "portable C 4x8"; }
 #endif
 
 /* ---------------------------------------------------------------- packed gemm */

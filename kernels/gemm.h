@@ -19,11 +19,13 @@
 #include <stddef.h>
 
 /* The register tile, rows x columns of C: 24 accumulators of 16 floats with AVX-512, 12 of 8
- * with AVX2 (and for the portable C tile). */
-#ifdef __AVX512F__
+ * with AVX2, and 8 of 4 (SSE, NEON) for the portable C tile. */
+#if defined(__AVX512F__)
 enum { GEMM_MR = 12, GEMM_NR = 32 };
-#else
+#elif defined(__AVX2__) && defined(__FMA__)
 enum { GEMM_MR = 6, GEMM_NR = 16 };
+#else
+enum { GEMM_MR = 4, GEMM_NR = 8 };
 #endif
 
 /* One thread; safe to call from inside a parallel region. With bias != NULL (a row of N floats):
