@@ -62,7 +62,7 @@ run: deps
 # deps first, then the build (a fresh machine has no headers before deps); only the default
 # variant moves the ./harness link
 test: deps
-	$(MAKE) $(BUILD)/harness $(TESTS) $(if $(filter build,$(BUILD)),harness)
+	$(MAKE) $(BUILD)/harness $(TESTS) $(BUILD)/gemm_peak $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare and harnesslib.
+"""Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare, bench and harnesslib.
 
 usage: /usr/bin/python3 tests/test_scripts.py [--keep]
   --keep   keep the temporary directory (configs, experiments, results, PNGs) and print its path
@@ -22,6 +22,8 @@ then "N passed, M failed"; exit status 1 if anything failed:
                    table on a summary with known numbers
   plots            plot (induction and text runs), plot-sweep: every PNG exists, is a PNG and
                    is not trivially small
+  bench            scripts/bench --quick on one config against one PyTorch variant: both sides
+                   measured, the printed ratio is the ratio of the printed times
 """
 import math
 import os
@@ -459,6 +461,42 @@ def test_plots(sweep_dir):
           and len(re.findall(r"^\| (1|2|4) \|", p.stdout, re.M)) == 3, p.stdout + p.stderr)
 
 
+# ------------------------------------------------------------------------------------------------
+# bench: one quick config end to end (the timings themselves are not tested: shared machines)
+
+
+def test_bench():
+    import json
+    gemm_peak = os.path.join(os.path.dirname(os.path.realpath(hl.HARNESS)), "gemm_peak")
+    variant = "openblas" if os.path.exists("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3") else "default"
+    md, js = os.path.join(TMP, "bench.md"), os.path.join(TMP, "bench.json")
+    p = script("bench", "--harness", hl.HARNESS, "--gemm-peak", gemm_peak, "--quick", "--only", "D128 H1",
+               "--torch", variant, "--markdown", md, "--json", js, timeout=600)
+    check(f"bench --quick --only 'D128 H1' --torch {variant}: exit 0", p.returncode == 0, p.stdout[-800:] + p.stderr[-800:])
+    if p.returncode != 0:
+        return
+    with open(js) as f:
+        record = json.load(f)
+    runs = record["runs"]
+    ok = len(runs) == 1 and runs[0]["config"] == "D128 H1 T64 B32"
+    check("bench: one run, the selected config", ok, str([r.get("config") for r in runs]))
+    if not ok:
+        return
+    h, t = runs[0]["harness"]["median_s"], runs[0][f"torch_{variant}"]["median_s"]
+    check("bench: both sides measured (median step > 0, max RSS > 0)",
+          h > 0 and t > 0 and runs[0]["harness"]["max_rss_kib"] > 0 and runs[0][f"torch_{variant}"]["max_rss_kib"] > 0,
+          json.dumps(runs[0])[:400])
+    with open(md) as f:
+        text = f.read()
+    row = re.search(r"^\| D128 H1 T64 B32 +\| +" + variant + r" +\| +([\d.]+) +\| +([\d.]+) +\| +([\d.]+)x \|", text, re.M)
+    check("bench: the table row's ratio is PyTorch ms / harness ms, as printed",
+          row is not None and abs(float(row.group(3)) - float(row.group(1)) / float(row.group(2))) < 0.02 * float(row.group(3)) + 0.01,
+          text[-1500:])
+    check("bench: the GEMM peak, GFLOP/s and % peak are reported",
+          "FP32 GEMM peak" in text and re.search(r"^\| D128 H1 T64 B32 +\| +[\d.]+ \| +\d+k \| +\d+ \| +\d+% \|", text, re.M) is not None,
+          text[:1500])
+
+
 def main():
     keep = "--keep" in sys.argv[1:]
     if not os.access(hl.HARNESS, os.X_OK):
@@ -472,6 +510,7 @@ def main():
     run_check("failing runs", test_failures)
     run_check("resume after kill", test_resume)
     run_check("statistics", test_statistics)
+    run_check("bench", test_bench)
     if sweep_dir:
         run_check("plots", lambda: test_plots(sweep_dir[0]))
     else:
