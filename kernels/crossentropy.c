@@ -10,7 +10,8 @@ static float row_max(const float *z, int V) {
 #ifdef __AVX512F__
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int i = 0; i < V; i += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(V - i), z + i));
+        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(V - i),
+                                                         z + i));
     return _mm512_reduce_max_ps(vmax);
 #else
     float maxz = z[0];

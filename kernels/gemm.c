@@ -9,8 +9,8 @@
  * The micro-kernel keeps an MR x NR tile of C in registers: 12 x 32 with AVX-512 (24 accumulators
  * of 16 floats, two loads of B and twelve broadcasts of A per 24 fused multiply-adds), 6 x 16
  * with AVX2 (12 accumulators of 8 floats), and 4 x 8 in portable C that the compiler vectorises
- * otherwise (SSE, NEON). Ragged right edges use lane masks; ragged bottom edges read a clamped (valid) row
- * and do not store it.
+ * otherwise (SSE, NEON). Ragged right edges use lane masks; ragged bottom edges read a clamped
+ * (valid) row and do not store it.
  *
  * The small per-head products of attention (gemm_small) are too small to repay packing: the same
  * register tile reads A through its strides and B row by row in place (only a transposed A is
@@ -190,33 +190,39 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
 }
 const char *gemm_kernel_name(void) { return "AVX2 6x16"; }
 #else
+/* 4 floats in a vector register (SSE, NEON): GCC's and Clang's vector extension, so the tile is
+ * the same C on every CPU and the compiler cannot scatter the accumulators. */
+typedef float vfloat __attribute__((vector_size(16)));
+enum { PV = NR / 4 }; /* vectors per tile row */
+
 ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
                         const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
                         ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
                         const float *c_init) {
     (void)nv;
-    float acc[MR][NR];
+    vfloat acc[MR][PV];
     memset(acc, 0, sizeof acc);
     const float *ar[MR];
     for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
-    /* fixed trip counts (MR x NR) so that the compiler keeps acc in vector registers */
     for (int k = 0; k < kc; k++) {
-        const float *bk = b;
-        float row[NR];
-        if (!b_padded && nr < NR) { /* a ragged right edge: zeros past nr */
-            for (int j = 0; j < NR; j++) row[j] = j < nr ? b[j] : 0.0f;
-            bk = row;
-        }
+        float row[NR] = {0};
+        if (b_padded || nr == NR) memcpy(row, b, sizeof row);
+        else memcpy(row, b, sizeof(float) * nr); /* a ragged right edge: zeros past nr */
+        vfloat bv[PV];
+        memcpy(bv, row, sizeof bv);
         for (int i = 0; i < MR; i++) {
-            float av = ar[i][k * a_cs];
-            for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
+            float x = ar[i][k * a_cs];
+            vfloat av = {x, x, x, x};
+            for (int p = 0; p < PV; p++) acc[i][p] += av * bv[p];
         }
         b += ldb;
     }
+    float sum[MR][NR];
+    memcpy(sum, acc, sizeof sum);
     for (int i = 0; i < mr; i++) {
         float *ci = c + i * ldc;
         for (int j = 0; j < nr; j++)
-            ci[j] = load_c ? ci[j] + acc[i][j] : c_init ? c_init[j] + acc[i][j] : acc[i][j];
+            ci[j] = load_c ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
     }
 }
 const char *gemm_kernel_name(void) { return "portable C 4x8"; }

@@ -247,7 +247,8 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     linear_backward(a->d_ln_out, d_z_write, dw, db, a->d_qkv_part, z, w, BT, D, W);
     for (int n = 0; n < BT; n++) /* the Q|K part, through LN(h + W_pos) */
         for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? d_qkv[(size_t)n * W + i] : 0.0f;
-    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w, BT, D, W);
+    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w,
+                    BT, D, W);
     memset(a->d_h_pos, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
                        a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
@@ -367,8 +368,8 @@ void model_backward(Model *m) {
     Activations *a = &m->act;
 
     crossentropy_backward(a->d_logits, a->probs, m->targets, a->loss_weight, BT, V);
-    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT,
-                    D, V);
+    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out,
+                    p->w_unembed, BT, D, V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
                        a->residual + (size_t)L * BT * D, p->lnf_g, a->lnf_mean, a->lnf_rstd, BT,

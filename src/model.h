@@ -122,8 +122,9 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
                     int T);
 /* Runs the last forward again from layer first_layer on (the layers before it, and their
- * outputs, are reused): after changing only that layer's or later layers' head gates, it gives
- * the bits a whole model_forward would. The per-head ablations use it. */
+ * outputs, are reused; the last forward's tokens, targets and mask must still be alive): after
+ * changing only that layer's or later layers' head gates, it gives the bits a whole
+ * model_forward would. The per-head ablations use it. */
 float model_forward_from_layer(Model *m, int first_layer);
 void model_zero_grad(Model *m);
 /* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when

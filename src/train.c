@@ -255,12 +255,14 @@ static float train_step(Model *m, const Task *task, const Config *cfg, Batch *ba
     model_backward(m);
     *norm = global_norm(m->grad_block, m->n_params);
     if (!isfinite(loss) || !isfinite(*norm)) return loss;
-    float clip_scale = cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
+    float clip_scale =
+        cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
     float lr = (float)train_lr_at(cfg, step);
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorSpec *t = &m->tensors[i];
         adamw_update(m->param_block + t->offset, m->m_block + t->offset, m->v_block + t->offset,
-                     m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1, (float)cfg->beta2,
+                     m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1,
+                     (float)cfg->beta2,
                      (float)cfg->eps, t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
     }
     return loss;
