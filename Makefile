@@ -3,6 +3,8 @@
 #   make run        install deps, build, train configs/heads12.yaml
 #   make SAN=1      AddressSanitizer + UBSan build    make OPENMP=0   single-threaded build
 #   make bench      speed against the PyTorch reference
+#   make test BUILD=build/avx2 CFLAGS_ARCH=-march=x86-64-v3   the AVX2 kernels, in their own dir
+#   (-march=x86-64-v2: the portable C kernels; the default -march=native picks AVX-512 if present)
 CC      ?= gcc
 SAN     ?= 0
 OPENMP  ?= 1
