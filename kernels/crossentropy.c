@@ -3,6 +3,7 @@
  * vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot change
  * its bits. */
 #include <math.h>
+#include <string.h>
 #include "kernels.h"
 #include "vec_math.h"
 
@@ -61,6 +62,10 @@ void crossentropy_backward(float *d_logits, const float *probs, const int *targe
         float w = weight[n];
         const float *p = probs + (size_t)n * V;
         float *d = d_logits + (size_t)n * V;
+        if (w == 0.0f) { /* a masked position: exactly no gradient, whatever its target holds */
+            memset(d, 0, sizeof(float) * V);
+            continue;
+        }
         for (int i = 0; i < V; i++) d[i] = w * p[i];
         d[targets[n]] -= w;
     }
