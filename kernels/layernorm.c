@@ -46,29 +46,16 @@ static void row_grad_means(const float *dy, const float *gain, const float *x, f
     *gx_mean = _mm512_reduce_add_ps(gx_sum) / D;
 }
 #else
-
-/* The sum of the lanes, pairwise (8 + 8, 4 + 4, ...): a short dependency chain, fixed order. */
-static double add_lanes(const float lane[LANES]) {
-    float t[LANES];
-    memcpy(t, lane, sizeof t);
-    for (int width = LANES / 2; width > 0; width /= 2)
-        for (int j = 0; j < width; j++) t[j] += t[j + width];
-    return t[0];
-}
-
-/* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)². */
+/* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)² (vec_math.h's lanes). */
 static void row_moments(const float *x, int D, float *mean, double *var) {
-    float lane[LANES] = {0}, dev[LANES] = {0};
+    float dev[LANES] = {0};
     int full = D / LANES * LANES;
-    for (int i0 = 0; i0 < full; i0 += LANES)
-        for (int j = 0; j < LANES; j++) lane[j] += x[i0 + j];
-    for (int j = 0; full + j < D; j++) lane[j] += x[full + j];
-    float m = (float)(add_lanes(lane) / D);
+    float m = (float)((double)sum_lanes(x, D) / D);
     for (int i0 = 0; i0 < full; i0 += LANES)
         for (int j = 0; j < LANES; j++) dev[j] += (x[i0 + j] - m) * (x[i0 + j] - m);
     for (int j = 0; full + j < D; j++) dev[j] += (x[full + j] - m) * (x[full + j] - m);
     *mean = m;
-    *var = add_lanes(dev) / D;
+    *var = (double)add_lanes(dev) / D;
 }
 
 static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
@@ -84,8 +71,8 @@ static void row_grad_means(const float *dy, const float *gain, const float *x, f
         g_lane[j] += dy[full + j] * gain[full + j];
         gx_lane[j] += dy[full + j] * gain[full + j] * ((x[full + j] - m) * s);
     }
-    *g_mean = (float)(add_lanes(g_lane) / D);
-    *gx_mean = (float)(add_lanes(gx_lane) / D);
+    *g_mean = (float)((double)add_lanes(g_lane) / D);
+    *gx_mean = (float)((double)add_lanes(gx_lane) / D);
 }
 #endif
 

@@ -53,17 +53,25 @@ static inline float exp_poly(float x) {
     return p * scale;
 }
 
-/* Σ x[0..n) over 16 interleaved lanes, added pairwise at the end (as _mm512_reduce_add_ps): the
- * compiler vectorises it without reassociating anything. */
+/* The sum of 16 lane partial sums, pairwise (8 + 8, 4 + 4, ..., as _mm512_reduce_add_ps): a
+ * short dependency chain in a fixed order. */
+static inline float add_lanes(const float lane[16]) {
+    float t[16];
+    memcpy(t, lane, sizeof t);
+    for (int width = 8; width > 0; width /= 2)
+        for (int j = 0; j < width; j++) t[j] += t[j + width];
+    return t[0];
+}
+
+/* Σ x[0..n) over 16 interleaved lanes (element i in lane i % 16), then add_lanes: the compiler
+ * vectorises it without reassociating anything. */
 static inline float sum_lanes(const float *x, int n) {
     float lane[16] = {0};
     int full = n / 16 * 16;
     for (int i0 = 0; i0 < full; i0 += 16)
         for (int j = 0; j < 16; j++) lane[j] += x[i0 + j];
     for (int j = 0; full + j < n; j++) lane[j] += x[full + j];
-    for (int width = 8; width > 0; width /= 2)
-        for (int j = 0; j < width; j++) lane[j] += lane[j + width];
-    return lane[0];
+    return add_lanes(lane);
 }
 #endif
 
