@@ -41,11 +41,11 @@ def run_check(name, fn, passthrough=()):
 
 def statuses(outdir):
     """{run: status attribute} of every results file of a sweep directory."""
-    import harnesslib as hl  # scripts/, put on sys.path by the suites that use it
+    from heads import results  # python/, put on sys.path by the suites that use it
     out = {}
     for name in sorted(os.listdir(outdir)):
         if name.endswith(".h5") and name != "summary.h5":
-            out[name[:-3]] = hl.read_status(os.path.join(outdir, name))
+            out[name[:-3]] = results.read_status(os.path.join(outdir, name))
     return out
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare, bench and harnesslib.
+"""Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare, bench and the heads package (python/heads).
 
 usage: /usr/bin/python3 tests/test_scripts.py [--keep]
   --keep   keep the temporary directory (configs, experiments, results, PNGs) and print its path
@@ -37,8 +37,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
-sys.path.insert(0, SCRIPTS)
-import harnesslib as hl  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
 from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -79,8 +79,8 @@ def experiment(name, body):
 def expect_error(body, pattern, name):
     path = experiment("bad", body)
     try:
-        hl.Experiment(path)
-    except hl.UserError as e:
+        experiments.Experiment(path)
+    except cli.UserError as e:
         return check(name, re.match(pattern, str(e)) is not None, f"message: {e}")
     return check(name, False, "no error raised")
 
@@ -90,7 +90,7 @@ def expect_error(body, pattern, name):
 
 
 def test_grid():
-    exp = hl.Experiment(experiment("fw", "grid: {n_head: [1, 2, 4]}\nseeds: [0, 1]\n"
+    exp = experiments.Experiment(experiment("fw", "grid: {n_head: [1, 2, 4]}\nseeds: [0, 1]\n"
                                          "width: fixed_width\n"))
     names = [r.name for r in exp.runs]
     check("fixed_width: 3 head counts x 2 seeds = 6 runs with readable names",
@@ -103,23 +103,23 @@ def test_grid():
           [r.overrides["train.seed"] for r in exp.runs] == [0, 1] * 3
           and exp.runs[0].point == exp.runs[1].point == (("model.n_head", 1),))
 
-    exp = hl.Experiment(experiment("fdh", "set: {model.d_head: 8}\ngrid: {model.n_head: [1, 2, 4]}\n"
+    exp = experiments.Experiment(experiment("fdh", "set: {model.d_head: 8}\ngrid: {model.n_head: [1, 2, 4]}\n"
                                           "width: fixed_d_head\nseeds: 2\n"))
     check("fixed_d_head: d_head stays 8, so E = 8, 16, 32 grows with the heads",
           [(r.name, r.overrides["model.d_head"]) for r in exp.runs][::2]
           == [("h1_dh8_s0", 8), ("h2_dh8_s0", 8), ("h4_dh8_s0", 8)], str([r.name for r in exp.runs]))
-    ok, params, flops, width, msg = hl.run_shapes(exp.base_path, exp.runs[-1].overrides)
+    ok, params, flops, width, msg = harness.run_shapes(exp.base_path, exp.runs[-1].overrides)
     check("fixed_d_head: the harness accepts E != d_model (E = 32 for 4 heads of 8)",
           ok and width == 32, msg or str(width))
 
-    exp = hl.Experiment(experiment("keys", "grid:\n  train.lr: [1.0e-2, 3e-3]\n  n_layer: [1, 2]\n"
+    exp = experiments.Experiment(experiment("keys", "grid:\n  train.lr: [1.0e-2, 3e-3]\n  n_layer: [1, 2]\n"
                                            "seeds: [7]\n"))
     names = [r.name for r in exp.runs]
     check("arbitrary keys: train.lr x n_layer (bare key -> model.n_layer), 3e-3 read as a number",
           names == ["lr0.01_L1_s7", "lr0.01_L2_s7", "lr0.003_L1_s7", "lr0.003_L2_s7"]
           and exp.runs[2].overrides["train.lr"] == 0.003
           and exp.runs[1].overrides["model.n_layer"] == 2, str(names))
-    exp = hl.Experiment(experiment("nested", "set:\n  train: {steps: 5}\n  data.max_period: 5\n"
+    exp = experiments.Experiment(experiment("nested", "set:\n  train: {steps: 5}\n  data.max_period: 5\n"
                                              "grid: {model.n_head: [1, 2]}\n"))
     check("set: accepts section: {key: v} and section.key: v; free width keeps d_head implicit",
           exp.runs[0].overrides == {"train.steps": 5, "data.max_period": 5, "model.n_head": 1}
@@ -174,23 +174,23 @@ def test_sweep_and_summary():
           and all(r["status"] == "complete" for r in rows)
           and [r["model.n_head"] for r in rows] == ["1", "1", "2", "2", "4", "4"]
           and [r["train.seed"] for r in rows] == ["0", "1"] * 3, str(rows[:1]))
-    ok, params, flops, _, _ = hl.run_shapes(TINY, {"model.n_head": 2, "model.d_head": 8})
+    ok, params, flops, _, _ = harness.run_shapes(TINY, {"model.n_head": 2, "model.d_head": 8})
     cfg = dict(vocab_size=16, d_model=16, n_head=2, d_head=8, n_layer=2, seq_len=16)
     check("summary: params and FLOPs/token equal `harness --shapes` and the DESIGN.md formulas",
           all(int(r["params"]) == params and int(r["flops_per_token"]) == flops for r in rows)
-          and hl.shapes_formula(cfg) == (params, flops), f"{rows[0]['params']} {params} "
-          f"{hl.shapes_formula(cfg)} {flops}")
+          and harness.shapes_formula(cfg) == (params, flops), f"{rows[0]['params']} {params} "
+          f"{harness.shapes_formula(cfg)} {flops}")
     bad = []
     for r in rows:
-        result = hl.RunResult(os.path.join(outdir, r["run"] + ".h5"))
-        heads = sum(int(r[f"heads_{c}"]) for c in hl.CLASSES)
+        result = results.RunResult(os.path.join(outdir, r["run"] + ".h5"))
+        heads = sum(int(r[f"heads_{c}"]) for c in results.CLASSES)
         if not (math.isclose(float(r["final_eval_loss"]), result.eval_loss[-1], rel_tol=1e-8)
                 and math.isclose(float(r["final_train_loss"]), result.train_loss[-1], rel_tol=1e-8)
                 and heads == 2 * int(r["n_head"]) and int(r["params"]) == result.n_params):
             bad.append(r["run"])
     check("summary: final losses equal the files; class counts sum to layers x heads; params "
           "equal the size of /params", not bad, str(bad))
-    s = hl.Summary(outdir)
+    s = results.Summary(outdir)
     check("summary.h5: the same rows as columns, with the swept keys and width rule",
           list(s["run"]) == [r["run"] for r in rows] and s.swept == ["model.n_head", "train.seed"]
           and s.width == "fixed_width" and np.allclose(s["final_eval_loss"],
@@ -212,7 +212,7 @@ def test_sweep_and_summary():
     p = script("sweep", exp_path, "-j", "2", "--results", res)
     check("sweep: complete results made with other config values are rerun, saying which",
           p.returncode == 0 and p.stdout.count("train.steps: 20 -> 22") == 6
-          and hl.RunResult(os.path.join(outdir, "h1_dh16_s0.h5")).train_step[-1] == 21,
+          and results.RunResult(os.path.join(outdir, "h1_dh16_s0.h5")).train_step[-1] == 21,
           p.stdout[-600:])
     return outdir
 
@@ -225,7 +225,7 @@ case "$*" in
   *--shapes*) ;;
   *train.seed=1*) echo "step 1/20  loss 9.9"; echo "flaky: simulated failure for seed 1" >&2; exit 5 ;;
 esac
-exec {hl.HARNESS} "$@"
+exec {harness.HARNESS} "$@"
 """)
     os.chmod(wrapper, 0o755)
     env = dict(os.environ, HARNESS=wrapper)
@@ -288,7 +288,7 @@ def test_resume():
                             stderr=subprocess.STDOUT)
     first = os.path.join(outdir, "h1_dh16_s0.h5")
     second = os.path.join(outdir, "h2_dh8_s0.h5")
-    started = wait_for(lambda: hl.read_status(first) == "complete", 60)
+    started = wait_for(lambda: results.read_status(first) == "complete", 60)
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
     gone = wait_for(lambda: not harness_pids(outdir), 20)
@@ -345,7 +345,7 @@ def test_statistics():
     a, b = [1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]
     # By hand: var(a)/3 = 1/3, var(b)/4 = (5/3)/4 = 5/12, se^2 = 3/4, t = -3.5/sqrt(0.75),
     # df = 0.75^2 / ((1/3)^2/2 + (5/12)^2/3) = 0.5625 / (1/18 + 25/432) = 4.9592...
-    t, df, p = hl.welch_t_test(a, b)
+    t, df, p = stats.welch_t_test(a, b)
     check("Welch t and df against the hand computation",
           math.isclose(t, -3.5 / math.sqrt(0.75), rel_tol=1e-12)
           and math.isclose(df, 0.5625 / (1 / 18 + 25 / 432), rel_tol=1e-12), f"t {t} df {df}")
@@ -354,12 +354,12 @@ def test_statistics():
             ([3.2, 3.3], [3.25, 3.26, 3.24, 3.3, 3.31, 3.22]),
             ([0.5, 0.7, 0.6], [0.5, 0.71, 0.61])]
     try:
-        from scipy import stats
+        from scipy import stats as scipy_stats
         worst = 0.0
         for x, y in data + [(a, b)]:
-            ref = stats.ttest_ind(x, y, equal_var=False)
+            ref = scipy_stats.ttest_ind(x, y, equal_var=False)
             for use_scipy in (True, False):
-                t, df, p = hl.welch_t_test(x, y, use_scipy=use_scipy)
+                t, df, p = stats.welch_t_test(x, y, use_scipy=use_scipy)
                 worst = max(worst, abs(t - ref.statistic) / abs(ref.statistic),
                             abs(p - ref.pvalue) / ref.pvalue)
         check("Welch t and p equal scipy.stats.ttest_ind(equal_var=False), with scipy's t "
@@ -367,15 +367,15 @@ def test_statistics():
     except ImportError:
         print("skip - scipy not installed: comparison with scipy.stats.ttest_ind")
         # p of the hand example from tables: t(4.959) = 4.0415 -> two-sided p ~ 0.0101
-        t, df, p = hl.welch_t_test(a, b, use_scipy=False)
+        t, df, p = stats.welch_t_test(a, b, use_scipy=False)
         check("Welch p (own incomplete beta) near the tabled value", abs(p - 0.0101) < 5e-4, str(p))
     check("incomplete beta: I_x(a, b) at known points (I_0.5(2, 2) = 0.5, I_0.25(1, 1) = 0.25, "
           "I_x(1, b) = 1 - (1-x)^b)",
-          math.isclose(hl.betainc_regularized(2, 2, 0.5), 0.5, rel_tol=1e-12)
-          and math.isclose(hl.betainc_regularized(1, 1, 0.25), 0.25, rel_tol=1e-12)
-          and math.isclose(hl.betainc_regularized(1, 3.5, 0.3), 1 - 0.7 ** 3.5, rel_tol=1e-12))
-    t, df, p = hl.welch_t_test([1.0], [2.0, 3.0])
-    m, sd, n = hl.mean_std([1.0, 2.0, 4.0])
+          math.isclose(stats.betainc_regularized(2, 2, 0.5), 0.5, rel_tol=1e-12)
+          and math.isclose(stats.betainc_regularized(1, 1, 0.25), 0.25, rel_tol=1e-12)
+          and math.isclose(stats.betainc_regularized(1, 3.5, 0.3), 1 - 0.7 ** 3.5, rel_tol=1e-12))
+    t, df, p = stats.welch_t_test([1.0], [2.0, 3.0])
+    m, sd, n = stats.mean_std([1.0, 2.0, 4.0])
     check("one seed gives no p-value (nan); mean_std uses the sample std",
           math.isnan(p) and math.isclose(sd, math.sqrt(7 / 3)) and n == 3)
 
@@ -398,19 +398,19 @@ def test_statistics():
                          "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
                          "params": 70528, "flops_per_token": 131072, "final_step": 100,
                          "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
-                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in hl.CLASSES[:-1]},
+                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in results.CLASSES[:-1]},
                          "heads_mixed": 2 * h})
     rows.append(dict(rows[-1], run="h16_dh4_s3", status="failed", final_eval_loss=float("nan")))
-    hl.write_summary(outdir, rows, FakeExperiment())
+    summary.write_summary(outdir, rows, FakeExperiment())
     p = script("compare", outdir)
     lines = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[1:-1]]
              for l in p.stdout.splitlines() if re.match(r"\| \d", l)}
     ok = p.returncode == 0 and set(lines) == {"1", "4", "16"}
     if ok:
         from_row = lines["4"]
-        t, df, pv = hl.welch_t_test(losses[4], losses[1])
+        t, df, pv = stats.welch_t_test(losses[4], losses[1])
         delta = np.mean(losses[4]) - np.mean(losses[1])
-        m, sd, _ = hl.mean_std(losses[4])
+        m, sd, _ = stats.mean_std(losses[4])
         ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
               and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
               and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == f"{pv:.2g}"
@@ -442,7 +442,7 @@ def test_plots(sweep_dir):
           p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
 
     text_run = os.path.join(TMP, "text.h5")
-    subprocess.run([hl.HARNESS, TINY_TEXT, "--set", f"output.path={text_run}", "--force"],
+    subprocess.run([harness.HARNESS, TINY_TEXT, "--set", f"output.path={text_run}", "--force"],
                    capture_output=True, timeout=60)
     out = os.path.join(TMP, "plots_text")
     p = script("plot", text_run, "-o", out)
@@ -467,10 +467,10 @@ def test_plots(sweep_dir):
 
 def test_bench():
     import json
-    gemm_peak = os.path.join(os.path.dirname(os.path.realpath(hl.HARNESS)), "gemm_peak")
+    gemm_peak = os.path.join(os.path.dirname(os.path.realpath(harness.HARNESS)), "gemm_peak")
     variant = "openblas" if os.path.exists("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3") else "default"
     md, js = os.path.join(TMP, "bench.md"), os.path.join(TMP, "bench.json")
-    p = script("bench", "--harness", hl.HARNESS, "--gemm-peak", gemm_peak, "--quick", "--only", "D128 H1",
+    p = script("bench", "--harness", harness.HARNESS, "--gemm-peak", gemm_peak, "--quick", "--only", "D128 H1",
                "--torch", variant, "--markdown", md, "--json", js, timeout=600)
     check(f"bench --quick --only 'D128 H1' --torch {variant}: exit 0", p.returncode == 0, p.stdout[-800:] + p.stderr[-800:])
     if p.returncode != 0:
@@ -499,8 +499,8 @@ def test_bench():
 
 def main():
     keep = "--keep" in sys.argv[1:]
-    if not os.access(hl.HARNESS, os.X_OK):
-        print(f"FAIL - {hl.HARNESS} not built: run `make` first")
+    if not os.access(harness.HARNESS, os.X_OK):
+        print(f"FAIL - {harness.HARNESS} not built: run `make` first")
         print("0 passed, 1 failed")
         return 1
     t0 = time.time()

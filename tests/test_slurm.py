@@ -47,8 +47,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
-sys.path.insert(0, SCRIPTS)
-import harnesslib as hl  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from heads import harness, results, runstate  # noqa: E402
 from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -116,7 +116,7 @@ class Cluster:
                         is not None, 15) or self.procs["munged"].poll() is not None:
             raise RuntimeError("munged did not start: " + self.tail("munged"))
 
-        ncpu = max(1, min(2, hl.available_cpus()))
+        ncpu = max(1, min(2, runstate.available_cpus()))
         self.cpus = ncpu
         ctld_port, slurmd_port = free_port(), free_port()
         while slurmd_port == ctld_port:
@@ -515,7 +515,7 @@ def test_running(cluster, exps, res):
         return
 
     # "Node failure": the task's runner and harness die at once, with no chance to clean up.
-    holder = hl.lock_holder(outdir, "s0") or ""
+    holder = runstate.lock_holder(outdir, "s0") or ""
     m = re.search(r"pid (\d+)\)", holder)
     pids = [int(m.group(1))] + _children(int(m.group(1))) if m else []
     for sig in (signal.SIGSTOP, signal.SIGKILL):
@@ -545,7 +545,7 @@ def test_running(cluster, exps, res):
           "with Slurm's message",
           re.search(r"^failed\s+s0\s+exit status 130 \(interrupted\)", s.stdout, re.M)
           and "CANCELLED" in s.stdout
-          and hl.read_status(os.path.join(outdir, "s0.h5")) == "interrupted", s.stdout)
+          and results.read_status(os.path.join(outdir, "s0.h5")) == "interrupted", s.stdout)
 
 
 def main():
@@ -559,8 +559,8 @@ def main():
     if missing:
         problems.append("not installed: " + ", ".join(missing) + " (apt-get install slurm-wlm "
                         "munge; scripts/install-deps)")
-    if not os.access(hl.HARNESS, os.X_OK):
-        problems.append(f"{hl.HARNESS} not built: run `make` first")
+    if not os.access(harness.HARNESS, os.X_OK):
+        problems.append(f"{harness.HARNESS} not built: run `make` first")
     if problems:
         for p in problems:
             print(f"FAIL - Slurm test: {p}")

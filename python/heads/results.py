@@ -1,0 +1,185 @@
+"""heads.results: reading results files (one run's HDF5 file; layout in docs/ and the README)
+and a sweep's summary.h5: the one reader that the scripts, the tests and users share.
+
+Knows nothing of how runs are launched; never writes.
+"""
+import os
+
+import numpy as np
+import yaml
+
+from .cli import UserError
+from .configs import values_equal
+
+try:
+    import h5py
+except ImportError:  # pragma: no cover - reported when a results file is first opened
+    h5py = None
+
+
+PATTERNS = ["prev", "self", "first", "induction", "duplicate"]
+CLASSES = PATTERNS + ["mixed"]
+
+
+def text(x):
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
+    if isinstance(x, np.ndarray) and x.shape == ():
+        return text(x[()])
+    return str(x)
+
+
+def read_status(path):
+    """The status attribute of a results file: 'complete', ..., '' if unreadable or missing."""
+    if not os.path.exists(path):
+        return ""
+    try:
+        with h5py.File(path, "r") as f:
+            return text(f.attrs.get("status", ""))
+    except (OSError, KeyError):
+        return ""
+
+
+def read_classes(f):
+    """/scores/class as a [L][H] list of str (string or enum datasets)."""
+    if "scores/class" not in f:
+        return []
+    ds = f["scores/class"]
+    data = ds[()]
+    enum = h5py.check_enum_dtype(ds.dtype)
+    if enum:
+        names = {v: k for k, v in enum.items()}
+        return [[names.get(int(x), str(x)) for x in row] for row in np.atleast_2d(data)]
+    return [[text(x) for x in row] for row in np.atleast_2d(data)]
+
+
+def read_strings(f, path):
+    """A string dataset or attribute (e.g. /probe/labels) as a list of str, or None."""
+    if path in f:
+        return [text(x) for x in np.atleast_1d(f[path][()])]
+    parent, _, name = path.rpartition("/")
+    parent = parent or "/"
+    if parent in f and name in f[parent].attrs:
+        return [text(x) for x in np.atleast_1d(f[parent].attrs[name])]
+    return None
+
+
+class RunResult:
+    """The summary-level contents of one results file (no attention maps)."""
+
+    def __init__(self, path):
+        self.path = path
+        with h5py.File(path, "r") as f:
+            self.status = text(f.attrs.get("status", ""))
+            self.config_yaml = text(f.attrs.get("config_yaml", ""))
+            self.config = {k: (text(v) if isinstance(v, (bytes, np.bytes_)) else v)
+                           for k, v in f["config"].attrs.items()} if "config" in f else {}
+            get = lambda p: np.asarray(f[p][()]) if p in f else np.zeros(0)
+            self.train_step, self.train_loss = get("train/step"), get("train/loss")
+            self.train_elapsed = get("train/elapsed_s")
+            self.eval_step, self.eval_loss = get("eval/step"), get("eval/loss")
+            self.classes = read_classes(f)
+            self.n_params = sum(int(np.prod(obj.shape)) for obj in datasets(f["params"])) \
+                if "params" in f else 0
+        try:
+            self.resolved = yaml.safe_load(self.config_yaml) or {}
+        except yaml.YAMLError:
+            self.resolved = {}
+
+    def resolved_value(self, key):
+        section, name = key.split(".", 1)
+        return (self.resolved.get(section) or {}).get(name)
+
+    def class_counts(self):
+        counts = {c: 0 for c in CLASSES}
+        for row in self.classes:
+            for c in row:
+                counts[c] = counts.get(c, 0) + 1
+        return counts
+
+    @property
+    def final_eval_loss(self):
+        return float(self.eval_loss[-1]) if len(self.eval_loss) else float("nan")
+
+    @property
+    def final_train_loss(self):
+        return float(self.train_loss[-1]) if len(self.train_loss) else float("nan")
+
+
+def datasets(group):
+    out = []
+    group.visititems(lambda name, obj: out.append(obj) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def config_mismatch(result, overrides, base_config):
+    """Keys whose value in a finished run differs from what the experiment now asks for:
+    [(key, was, now)]. Compares the base config's keys and every override, except the ones a
+    sweep chooses per machine (threads, output path)."""
+    want = dict(base_config)
+    want.update(overrides)
+    out = []
+    for key, now in want.items():
+        if key in ("train.threads", "output.path") or "." not in key:
+            continue
+        was = result.resolved_value(key)
+        if key == "model.d_head" and not now:
+            continue  # 0 = d_model / n_head: resolved to a number in the file
+        if key == "data.path" and not now:
+            continue
+        if not values_equal(was, now):
+            out.append((key, was, now))
+    return out
+
+
+class Summary:
+    """A sweep's summary.h5 as columns: s['final_eval_loss'] -> numpy array, one per run."""
+
+    def __init__(self, results_dir):
+        self.dir = results_dir.rstrip("/")
+        path = os.path.join(self.dir, "summary.h5")
+        if not os.path.exists(path):
+            raise UserError(f"{path}: not found; run scripts/sweep on the experiment first "
+                            "(it writes summary.h5 and summary.csv)")
+        with h5py.File(path, "r") as f:
+            self.name = text(f.attrs.get("experiment", os.path.basename(self.dir)))
+            self.width = text(f.attrs.get("width", "free"))
+            self.description = text(f.attrs.get("description", ""))
+            self.swept = [text(x) for x in f.attrs.get("swept", [])]
+            self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
+            self.data = {}
+            for c in self.columns:
+                v = f[c][()]
+                if v.dtype.kind in "OS":
+                    v = np.array([text(x) for x in v], dtype=object)
+                self.data[c] = v
+        self.n = len(self.data.get("run", []))
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def rows(self):
+        return [{c: self.data[c][i] for c in self.columns} for i in range(self.n)]
+
+    def other_keys(self):
+        """Swept keys besides the head count, d_head and the seed (they split the comparison)."""
+        return [k for k in self.swept if k not in ("model.n_head", "model.d_head", "train.seed")]
+
+    def run_path(self, i):
+        return os.path.join(self.dir, self.data["run"][i] + ".h5")
+
+
+def group_runs(summary, keys):
+    """{tuple of values of keys: [row indices]} over complete runs, in first-seen order."""
+    groups = {}
+    for i in range(summary.n):
+        if summary["status"][i] != "complete":
+            continue
+        groups.setdefault(tuple(plain(summary[k][i]) for k in keys), []).append(i)
+    return groups
+
+
+def plain(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    return v

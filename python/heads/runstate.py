@@ -1,0 +1,294 @@
+"""heads.runstate: the state of a run however it was launched (a local sweep, a Slurm array task,
+`sweep --run` by hand): its lock, its log's header and footer, and from them, the results file
+and Slurm's queue, complete / running / failed / missing (`sweep --status`, docs/slurm.md).
+
+Knows the results reader, an experiment's run names and heads.slurm's queue; knows
+nothing of how runs are launched.
+"""
+import fcntl
+import os
+import re
+import signal
+import socket
+import sys
+import time
+
+from .cli import UserError, die, indent, now_text, shell_quote
+from .experiments import Experiment
+from .results import read_status
+from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
+
+
+# the state of a run, however it was launched (a local sweep, a Slurm array task, --run by hand)
+#
+# Whoever runs a run holds an advisory lock on <results>/.run-locks/<run>.lock (flock) while its
+# harness runs, and writes <run>.log: a '#' header line with the command, '# started TIME on
+# WHERE', the harness's output, and a last line '# finished TIME: exit status N (meaning) after
+# S'. From these, the results file and Slurm's queue, `sweep --status` tells complete, running,
+# failed (with the error) and missing runs apart without knowing how they were started.
+
+EXIT_MEANING = {0: "complete", 2: "bad input", 3: "diverged", 130: "interrupted"}
+LOCK_DIR = ".run-locks"
+_STARTED = re.compile(r"^# started (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: on (.*))?$")
+_FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit status (-?\d+)")
+_PROGRESS = re.compile(r"step (\d+)/(\d+)")
+
+
+def exit_meaning(rc):
+    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'."""
+    if rc < 0 or (rc > 128 and rc != 130):
+        sig = -rc if rc < 0 else rc - 128
+        try:
+            return f"killed by signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"killed by signal {sig}" if rc < 0 else "error"
+    return EXIT_MEANING.get(rc, "error")
+
+
+def available_cpus():
+    """CPUs this process may use: $SLURM_CPUS_PER_TASK inside a Slurm job (--cpus-per-task),
+    else the CPU affinity mask, else the CPU count."""
+    v = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if v.isdigit() and int(v) > 0:
+        return int(v)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def launch_info():
+    """Where this process runs, for logs and locks: 'HOST (pid N)' or
+    'HOST (slurm job 12_3, pid N)'."""
+    job = slurm_task_id()
+    return f"{socket.gethostname()} (" + (f"slurm job {job}, " if job else "") + \
+        f"pid {os.getpid()})"
+
+
+def log_header(cmd):
+    """The first two lines of a run's log: the command, and when and where it started."""
+    return ("# " + " ".join(shell_quote(c) for c in cmd) + "\n"
+            + f"# started {now_text()} on {launch_info()}\n")
+
+
+def log_footer(rc, seconds):
+    """The last line of a run's log, written when its harness has exited."""
+    return f"# finished {now_text()}: exit status {rc} ({exit_meaning(rc)}) after {seconds:.1f} s\n"
+
+
+def log_error_tail(lines, n=8):
+    """The last lines of a log that are neither '#' lines nor progress lines (the error)."""
+    body = [l for l in lines if not l.startswith("#")]
+    errors = [l for l in body if not re.match(r"\s*step \d+/\d+", l)]
+    return "\n".join((errors or body)[-n:])
+
+
+class RunLog:
+    """What a run's log says: started (time text), where, finished, rc (None: no footer: still
+    running or killed), progress (done, total) steps, and tail (the error lines)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.exists = False
+        self.started = self.where = self.finished = self.rc = self.progress = None
+        self.tail = ""
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        self.exists = True
+        for line in lines[:4]:
+            m = _STARTED.match(line)
+            if m:
+                self.started, self.where = m.group(1), m.group(2)
+        for line in reversed(lines[-3:]):
+            m = _FINISHED.match(line)
+            if m:
+                self.finished, self.rc = m.group(1), int(m.group(2))
+                break
+        for line in reversed(lines):
+            m = _PROGRESS.search(line)
+            if m and not line.startswith("#"):
+                self.progress = (int(m.group(1)), int(m.group(2)))
+                break
+        self.tail = log_error_tail(lines)
+
+
+class RunLock:
+    """The lock a run's runner holds while its harness runs (flock on <results>/.run-locks/
+    <run>.lock, which holds the holder's launch_info()). On a file system without flock the
+    lock is a no-op, and `--status` falls back on the logs and Slurm's queue."""
+
+    def __init__(self, outdir, name):
+        self.path = os.path.join(outdir, LOCK_DIR, name + ".lock")
+        self.file = None
+
+    def acquire(self, attempts=20):
+        """True when held (or when locks do not work here); False when another holds it."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        f = open(self.path, "a+")
+        for i in range(attempts):
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if i == attempts - 1:  # held for 2 s: not just a `--status` peeking at it
+                    f.close()
+                    return False
+                time.sleep(0.1)
+            except OSError:  # no flock on this file system: run unlocked
+                break
+        f.seek(0)
+        f.truncate()
+        f.write(launch_info() + "\n")
+        f.flush()
+        self.file = f
+        return True
+
+    def release(self):
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def lock_holder(outdir, name):
+    """launch_info() of the process that holds the run's lock, or None when nobody does (or
+    locks do not work on this file system)."""
+    try:
+        f = open(os.path.join(outdir, LOCK_DIR, name + ".lock"))
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f.read().strip() or "?"
+        except OSError:
+            return None
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+class RunState:
+    """state: 'complete', 'running', 'failed' or 'missing'; detail: one line; error: the
+    error lines (failed runs)."""
+
+    def __init__(self, name, state, detail="", error=""):
+        self.name, self.state, self.detail, self.error = name, state, detail, error
+
+
+def run_state(outdir, name, submission=None, queue=None):
+    """The state of one run of a results directory, from its results file, its lock, its log,
+    its latest Slurm submission (a Submission or None) and Slurm's queue (slurm_queue())."""
+    h5 = os.path.join(outdir, name + ".h5")
+    if read_status(h5) == "complete":
+        return RunState(name, "complete")
+    log = RunLog(os.path.join(outdir, name + ".log"))
+    holder = lock_holder(outdir, name)
+    queued = None
+    if submission is not None and submission.job and queue:
+        queued = queue.get((submission.job, submission.index))
+    current = holder is not None  # the log is the running one's (the holder wrote it)
+    if holder is None and queued and queued[0] in SLURM_ACTIVE:
+        holder = f"{queued[1]} (slurm job {submission.task})"
+        # started in Slurm; its runner may not have taken the lock and begun the log yet
+        current = bool(log.where and f"slurm job {submission.task}," in log.where)
+    if holder is not None:
+        detail = f"on {holder}"
+        if current and log.started:
+            detail += f", started {log.started}"
+        if current and log.progress and log.rc is None:
+            detail += f", step {log.progress[0]}/{log.progress[1]}"
+        return RunState(name, "running", detail)
+    if queued:
+        return RunState(name, "missing", f"queued: slurm job {submission.task} {queued[0]} "
+                                         f"({queued[1]})")
+    if log.rc == 0 and read_status(h5) == "complete":  # finished since we looked
+        return RunState(name, "complete")
+
+    file_status = read_status(h5) or (read_status(h5 + ".tmp") and "left a .tmp")
+    slurm_lines = ""
+    task_out = submission.output() if submission is not None else None
+    if task_out:
+        try:
+            with open(task_out, errors="replace") as f:
+                text = f.read().splitlines()
+            slurm_lines = "\n".join([l for l in text if re.search(
+                r"slurmstepd|error|Error|Traceback|CANCELLED|DUE TO", l)][-6:])
+        except OSError:
+            pass
+    where = f" [{log.where}]" if log.where else ""
+    if log.exists and log.started:
+        if log.rc is not None:
+            if log.rc == 0:
+                detail = ("the harness exited 0 but left no complete results file"
+                          + (f" ({file_status})" if file_status else ""))
+            else:
+                detail = f"exit status {log.rc} ({exit_meaning(log.rc)})"
+            detail += f" at {log.finished}{where}"
+        else:
+            detail = ("stopped without finishing: no exit status in its log (killed: node "
+                      "failure, time limit, out of memory?)" + where)
+            if file_status:
+                detail += f"; results file: {file_status}"
+        error = log.tail
+        if slurm_lines:
+            error = (error + "\n" if error else "") + f"slurm ({task_out}):\n" + slurm_lines
+        return RunState(name, "failed", detail + f"; log {log.path}", error)
+    if file_status in ("diverged", "interrupted"):
+        return RunState(name, "failed", f"results file says {file_status} (no log)")
+    if task_out and slurm_lines:
+        return RunState(name, "failed", f"slurm job {submission.task} ended before running the "
+                                        f"harness; output {task_out}", slurm_lines)
+    if submission is not None and submission.job and queue is not None:
+        return RunState(name, "missing", f"submitted as slurm job {submission.task}, which is "
+                                         "no longer queued and left no log (cancelled?)")
+    return RunState(name, "missing")
+
+
+def show_status(results_dir):
+    """--status: complete, running, failed and missing runs of a results directory."""
+    outdir = os.path.normpath(results_dir)
+    if not os.path.isdir(outdir):
+        die(f"{results_dir}: no such results directory (scripts/sweep writes "
+               "results/<experiment>/)")
+    names = None
+    exp_file = os.path.join(outdir, "experiment.yaml")
+    if os.path.exists(exp_file):
+        try:
+            names = [r.name for r in Experiment(exp_file).runs]
+        except UserError as e:
+            print(f"warning: {e}; listing the runs from the files instead", file=sys.stderr)
+    subs = slurm_submissions(outdir)
+    if names is None:  # no copy of the experiment: whatever runs left files here
+        found = set(subs)
+        for f in os.listdir(outdir):
+            for ext in (".h5", ".log", ".h5.tmp"):
+                if f.endswith(ext) and f != "summary.h5":
+                    found.add(f[:-len(ext)])
+        names = sorted(found)
+    queue = slurm_queue() if subs else None
+    states = [run_state(outdir, n, subs.get(n), queue) for n in names]
+    count = {k: sum(s.state == k for s in states)
+             for k in ("complete", "running", "failed", "missing")}
+    print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
+          + ", ".join(f"{v} {k}" for k, v in count.items()))
+    width = max([len(s.name) for s in states] + [8])
+    for kind in ("running", "failed", "missing"):
+        for st in states:
+            if st.state == kind:
+                print(f"{kind:<8} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
+                if st.error:
+                    print(indent(st.error))
+    if subs and queue is None:
+        print("(squeue not available: queued Slurm tasks show as missing)")
+    summary = os.path.join(outdir, "summary.csv")
+    if count["complete"]:
+        newest = max(os.path.getmtime(os.path.join(outdir, s.name + ".h5"))
+                     for s in states if s.state == "complete")
+        if not os.path.exists(summary):
+            print("no summary.csv yet: scripts/sweep EXPERIMENT.yaml --summary-only writes it")
+        elif os.path.getmtime(summary) < newest:
+            print("summary.csv is older than some results: scripts/sweep EXPERIMENT.yaml "
+                  "--summary-only rewrites it")
+    return 0 if count["complete"] == len(states) and states else 1
