@@ -103,6 +103,7 @@ def slurm_queue():
 
 SLURM_OPTIONS = ["partition", "time", "mem", "account", "qos", "constraint"]
 
+
 def shown_path(path):
     """A path as the user would type it: relative when under the current directory."""
     rel = os.path.relpath(path)
@@ -119,33 +120,23 @@ def sbatch_lines(args, cpus):
     return lines
 
 
-def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
-    """--slurm: write the job array (one task per run in todo) and the summary job into
-    results/<experiment>/slurm/<time>/, and submit both unless --dry-run."""
+def new_submission_dir(outdir):
+    """A fresh results/<experiment>/slurm/<time>/ (absolute path)."""
     base = os.path.join(outdir, SLURM_DIR)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     subdir, n = os.path.join(base, stamp), 2
     while os.path.exists(subdir):
         subdir, n = os.path.join(base, f"{stamp}-{n}"), n + 1
     os.makedirs(subdir)
-    subdir = os.path.abspath(subdir)
-    # What the tasks run: a frozen copy of the experiment file (same name, so the same runs and
-    # results directory), the sweep and the harness of this checkout, this python.
-    frozen = os.path.join(subdir, exp.name + ".yaml")
-    with open(frozen, "w") as f:
-        f.write(exp.text)
-    results = os.path.abspath(args.results)
-    sweep_cmd = [sys.executable or "/usr/bin/python3", os.path.abspath(sweep_script), frozen,
-                 "--results", results]
+    return os.path.abspath(subdir)
+
+
+def write_array_script(path, args, exp, outdir, todo, cpus, sweep_cmd):
+    """The job array: one task per run in todo, each `sweep --run NAME`."""
     q = shell_quote
-    header = [f"#SBATCH --chdir={REPO}"] + sbatch_lines(args, cpus)
-    with open(os.path.join(subdir, "runs.tsv"), "w") as f:
-        f.write("# index\trun\n")
-        for i, run in enumerate(todo):
-            f.write(f"{i}\t{run.name}\n")
     throttle = f"%{args.jobs}" if args.jobs else ""
-    array = os.path.join(subdir, "array.sbatch")
-    with open(array, "w") as f:
+    subdir = os.path.dirname(path)
+    with open(path, "w") as f:
         f.write("\n".join([
             "#!/bin/bash",
             f"# The sweep '{exp.name}' as a Slurm job array: one array task per run "
@@ -153,8 +144,7 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
             f"# scripts/sweep --slurm on {now_text()}. Each task runs one run with "
             "`scripts/sweep --run NAME`",
             "# into " + os.path.abspath(outdir) + "/<run>.h5 and <run>.log, and exits at once "
-            "if its complete "
-            "result",
+            "if its complete result",
             "# exists: `sbatch` this file again to rerun only what is missing. The run's "
             "train.threads",
             "# is --cpus-per-task ($SLURM_CPUS_PER_TASK).",
@@ -164,7 +154,8 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
             "#SBATCH --ntasks=1",
             f"#SBATCH --cpus-per-task={cpus}",
             f"#SBATCH --output={subdir}/task-%A_%a.out",
-        ] + header + [
+            f"#SBATCH --chdir={REPO}",
+        ] + sbatch_lines(args, cpus) + [
             "set -eu",
             "runs=(",
         ] + [f"    {run.name}  # {i}: " + " ".join(
@@ -175,8 +166,13 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
             "exec " + " ".join(q(c) for c in sweep_cmd) + ' --run "${runs[$SLURM_ARRAY_TASK_ID]}"'
             + (" --force" if args.force else ""),
         ]) + "\n")
-    summary = os.path.join(subdir, "summary.sbatch")
-    with open(summary, "w") as f:
+    os.chmod(path, 0o755)
+
+
+def write_summary_script(path, args, exp, cpus, sweep_cmd):
+    """The summary job, run after the array (afterany): `sweep --summary-only`."""
+    q = shell_quote
+    with open(path, "w") as f:
         f.write("\n".join([
             "#!/bin/bash",
             f"# Writes summary.csv and summary.h5 of the sweep '{exp.name}' once its job array "
@@ -189,7 +185,7 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
             "#SBATCH --ntasks=1",
             "#SBATCH --cpus-per-task=1",
             "#SBATCH --time=10:00",
-            f"#SBATCH --output={subdir}/summary-%j.out",
+            f"#SBATCH --output={os.path.dirname(path)}/summary-%j.out",
             f"#SBATCH --chdir={REPO}",
         ] + [l for l in sbatch_lines(args, cpus)
              if l.split("=")[0] in ("#SBATCH --partition", "#SBATCH --account", "#SBATCH --qos")]
@@ -197,9 +193,28 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
             f"export HARNESS={q(os.path.abspath(HARNESS))}",
             " ".join(q(c) for c in sweep_cmd) + " --summary-only || [ $? -eq 1 ]",
         ]) + "\n")
-    for path in (array, summary):
-        os.chmod(path, 0o755)
+    os.chmod(path, 0o755)
 
+
+def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
+    """--slurm: write the job array (one task per run in todo) and the summary job into
+    results/<experiment>/slurm/<time>/, and submit both unless --dry-run."""
+    subdir = new_submission_dir(outdir)
+    # What the tasks run: a frozen copy of the experiment file (same name, so the same runs and
+    # results directory), the sweep and the harness of this checkout, this python.
+    frozen = os.path.join(subdir, exp.name + ".yaml")
+    with open(frozen, "w") as f:
+        f.write(exp.text)
+    sweep_cmd = [sys.executable or "/usr/bin/python3", os.path.abspath(sweep_script), frozen,
+                 "--results", os.path.abspath(args.results)]
+    with open(os.path.join(subdir, "runs.tsv"), "w") as f:
+        f.write("# index\trun\n")
+        for i, run in enumerate(todo):
+            f.write(f"{i}\t{run.name}\n")
+    array = os.path.join(subdir, "array.sbatch")
+    summary = os.path.join(subdir, "summary.sbatch")
+    write_array_script(array, args, exp, outdir, todo, cpus, sweep_cmd)
+    write_summary_script(summary, args, exp, cpus, sweep_cmd)
     rel = shown_path(subdir)
     print(f"wrote {rel}/array.sbatch ({len(todo)} array tasks"
           + (f", at most {args.jobs} at a time" if args.jobs else "")
@@ -209,6 +224,12 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
               f"  sbatch {rel}/array.sbatch\n"
               f"  sbatch --dependency=afterany:<its job id> {rel}/summary.sbatch")
         return 0
+    return sbatch_array_and_summary(args, outdir, subdir, array, summary, len(todo))
+
+
+def sbatch_array_and_summary(args, outdir, subdir, array, summary, n_tasks):
+    """Submit the array, then the summary job after it; record both ids in <subdir>/jobs."""
+    rel = shown_path(subdir)
     if not shutil.which("sbatch"):
         print("sweep: sbatch not found: run this on a Slurm login node (or use --dry-run and "
               f"submit {rel}/array.sbatch there)", file=sys.stderr)
@@ -233,7 +254,7 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
     else:
         after = (f"the summary job was not submitted ({(p.stderr or p.stdout).strip()}); run "
                  f"scripts/sweep {args.experiment} --summary-only when the array is done")
-    print(f"submitted job array {job}: {len(todo)} tasks, task output in {rel}/; {after}\n"
+    print(f"submitted job array {job}: {n_tasks} tasks, task output in {rel}/; {after}\n"
           f"follow it: scripts/sweep --status {shown_path(outdir)}   (or squeue -j {job})",
           flush=True)
     return 0
