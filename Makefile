@@ -16,7 +16,9 @@ PKGS    := yaml-0.1 hdf5
 CFLAGS  := -std=c11 -O3 $(CFLAGS_ARCH) -fno-math-errno -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP \
            -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5) -lm
+# libhdf5_hl (the H5DS dimension-scale API) sits beside libhdf5, but hdf5.pc does not list it
+# (Debian, Homebrew): put it right before -lhdf5, whatever pkg-config returned.
+LDLIBS  := $(patsubst -lhdf5,-lhdf5_hl -lhdf5,$(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)) -lm
 BUILD   := build
 ifeq ($(OPENMP),1)
   CFLAGS += -fopenmp

@@ -32,6 +32,7 @@ typedef struct {
     const char *sdef;           /* string, string list (one entry) */
     const char *const *choices; /* enum names, NULL-terminated, index = enum value */
     const char *note;           /* meaning of a special value, shown with range errors */
+    const char *help;           /* one line: what the key means (harness --keys, README table) */
 } ConfigKey;
 
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
@@ -45,62 +46,106 @@ _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(i
                sizeof(DataOrder) == sizeof(int), "config enums must be int-sized");
 
 #define FIELD(f) .offset = offsetof(Config, f), .size = sizeof(((Config *)0)->f)
-#define INT_KEY(sec, key, f, def, lo, hi, why) \
-    {.section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi, .note = why}
-#define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why)                                  \
+#define INT_KEY(sec, key, f, def, lo, hi, why, meaning)                                                   \
+    {.section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi, .note = why, \
+     .help = meaning}
+#define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why, meaning)                         \
     {.section = sec, .name = key, .type = KEY_FLOAT, FIELD(f), .fdef = def, .fmin = lo, .fmax = hi, \
-     .fmin_open = lo_open, .fmax_open = hi_open, .note = why}
-#define ENUM_KEY(sec, key, f, def, names) \
-    {.section = sec, .name = key, .type = KEY_ENUM, FIELD(f), .idef = def, .choices = names}
-#define STRING_KEY(sec, key, f, def) {.section = sec, .name = key, .type = KEY_STRING, FIELD(f), .sdef = def}
+     .fmin_open = lo_open, .fmax_open = hi_open, .note = why, .help = meaning}
+#define ENUM_KEY(sec, key, f, def, names, meaning) \
+    {.section = sec, .name = key, .type = KEY_ENUM, FIELD(f), .idef = def, .choices = names, .help = meaning}
+#define STRING_KEY(sec, key, f, def, meaning) \
+    {.section = sec, .name = key, .type = KEY_STRING, FIELD(f), .sdef = def, .help = meaning}
 #define OPEN 1
 #define CLOSED 0
 
 static const ConfigKey KEYS[] = {
-    INT_KEY("model", "vocab_size", vocab_size, 64, 2, 1048576, NULL),
-    INT_KEY("model", "d_model", d_model, 96, 1, 65536, NULL),
-    INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL),
-    INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head"),
-    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL),
-    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL),
-    INT_KEY("model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head"),
-    ENUM_KEY("model", "pos", pos, POS_LEARNED, POS_NAMES),
-    INT_KEY("model", "rope_dims", rope_dims, 0, 0, 65536, "0 = d_head"),
-    FLOAT_KEY("model", "rope_base", rope_base, 10000.0, 0, OPEN, INFINITY, OPEN, NULL),
-    ENUM_KEY("model", "output_gate", output_gate, 0, BOOL_NAMES),
-    ENUM_KEY("model", "sink", sink, 0, BOOL_NAMES),
-    INT_KEY("train", "steps", steps, 2000, 0, 1000000000, NULL),
-    INT_KEY("train", "batch_size", batch_size, 32, 1, 1 << 20, NULL),
-    FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL),
-    FLOAT_KEY("train", "min_lr_ratio", min_lr_ratio, 0.1, 0, CLOSED, 1, CLOSED, NULL),
-    INT_KEY("train", "warmup_steps", warmup_steps, 100, 0, INT_MAX, NULL),
-    ENUM_KEY("train", "lr_schedule", lr_schedule, LR_COSINE, SCHEDULE_NAMES),
-    FLOAT_KEY("train", "weight_decay", weight_decay, 0.1, 0, CLOSED, INFINITY, OPEN, NULL),
-    FLOAT_KEY("train", "beta1", beta1, 0.9, 0, CLOSED, 1, OPEN, NULL),
-    FLOAT_KEY("train", "beta2", beta2, 0.99, 0, CLOSED, 1, OPEN, NULL),
-    FLOAT_KEY("train", "eps", eps, 1e-8, 0, OPEN, INFINITY, OPEN, NULL),
-    FLOAT_KEY("train", "grad_clip", grad_clip, 1.0, 0, CLOSED, INFINITY, OPEN, "0 disables clipping"),
-    {.section = "train", .name = "seed", .type = KEY_INT64, FIELD(seed), .imin = 0, .imax = (int64_t)1 << 62},
-    INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores"),
-    STRING_KEY("train", "init_from", init_from, ""),
-    ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES),
-    STRING_KEY("data", "path", data_path, ""),
-    ENUM_KEY("data", "order", order, ORDER_RANDOM, ORDER_NAMES),
-    FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL),
-    INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL),
-    INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL),
-    INT_KEY("data", "max_prefix", max_prefix, 0, 0, INT_MAX, NULL),
-    STRING_KEY("output", "path", out_path, "results/run.h5"),
-    INT_KEY("output", "log_every", log_every, 10, 1, INT_MAX, NULL),
-    INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL),
-    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL),
-    INT_KEY("output", "attn_every", attn_every, 0, 0, INT_MAX, "0 = only at the end"),
-    INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints"),
-    INT_KEY("output", "probes", probes, 4, 1, 1024, NULL),
-    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len"),
+    INT_KEY("model", "vocab_size", vocab_size, 64, 2, 1048576, NULL,
+            "tokens in the vocabulary V; the text task needs >= 256 (bytes)"),
+    INT_KEY("model", "d_model", d_model, 96, 1, 65536, NULL,
+            "width D of the residual stream"),
+    INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL,
+            "query heads H per layer"),
+    INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head",
+            "width of each head; E = n_head * d_head may differ from d_model"),
+    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL,
+            "layers L"),
+    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL,
+            "context length T (also the rows of pos_emb)"),
+    INT_KEY("model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head",
+            "K/V heads H_kv: n_head = multi-head, fewer = grouped-query, 1 = multi-query; must divide n_head"),
+    ENUM_KEY("model", "pos", pos, POS_LEARNED, POS_NAMES,
+            "positions: learned (W_pos added to h0), rope (rotary on Q and K), shortformer (W_pos on the Q/K input only), none"),
+    INT_KEY("model", "rope_dims", rope_dims, 0, 0, 65536, "0 = d_head",
+            "rotary: rotate only the first rope_dims dims of each head (even)"),
+    FLOAT_KEY("model", "rope_base", rope_base, 10000.0, 0, OPEN, INFINITY, OPEN, NULL,
+            "rotary: base of the angles"),
+    ENUM_KEY("model", "output_gate", output_gate, 0, BOOL_NAMES,
+            "multiply O_cat by sigmoid(z W_gate + b_gate), elementwise (gated attention)"),
+    ENUM_KEY("model", "sink", sink, 0, BOOL_NAMES,
+            "a learnable logit per head in every softmax denominator: a head may attend to nothing"),
+    INT_KEY("train", "steps", steps, 2000, 0, 1000000000, NULL,
+            "optimisation steps (0 writes the initial parameters)"),
+    INT_KEY("train", "batch_size", batch_size, 32, 1, 1 << 20, NULL,
+            "sequences per step (and per held-out batch)"),
+    FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL,
+            "peak learning rate"),
+    FLOAT_KEY("train", "min_lr_ratio", min_lr_ratio, 0.1, 0, CLOSED, 1, CLOSED, NULL,
+            "floor of the cosine schedule, as a fraction of lr"),
+    INT_KEY("train", "warmup_steps", warmup_steps, 100, 0, INT_MAX, NULL,
+            "linear warmup: lr * (s+1) / warmup_steps at step s"),
+    ENUM_KEY("train", "lr_schedule", lr_schedule, LR_COSINE, SCHEDULE_NAMES,
+            "cosine (to min_lr_ratio * lr at the last step) or constant"),
+    FLOAT_KEY("train", "weight_decay", weight_decay, 0.1, 0, CLOSED, INFINITY, OPEN, NULL,
+            "AdamW decoupled weight decay of the 2-D tensors"),
+    FLOAT_KEY("train", "beta1", beta1, 0.9, 0, CLOSED, 1, OPEN, NULL,
+            "AdamW first-moment decay"),
+    FLOAT_KEY("train", "beta2", beta2, 0.99, 0, CLOSED, 1, OPEN, NULL,
+            "AdamW second-moment decay"),
+    FLOAT_KEY("train", "eps", eps, 1e-8, 0, OPEN, INFINITY, OPEN, NULL,
+            "AdamW denominator epsilon"),
+    FLOAT_KEY("train", "grad_clip", grad_clip, 1.0, 0, CLOSED, INFINITY, OPEN, "0 disables clipping",
+            "global-norm gradient clipping threshold"),
+    {.section = "train", .name = "seed", .type = KEY_INT64, FIELD(seed), .imin = 0, .imax = (int64_t)1 << 62,
+     .help = "seed of the initialisation, batches and probes"},
+    INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores",
+            "OpenMP threads"),
+    STRING_KEY("train", "init_from", init_from, "",
+            "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
+    ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES,
+            "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
+    STRING_KEY("data", "path", data_path, "",
+            "text task: the text file (empty = /usr/share/common-licenses/GPL-3); tokens task: the uint16 token file"),
+    ENUM_KEY("data", "order", order, ORDER_RANDOM, ORDER_NAMES,
+            "file tasks: random windows or sequential windows"),
+    FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL,
+            "file tasks: the held-out tail of the file, as a fraction"),
+    INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL,
+            "induction, two_source: shortest segment drawn per sequence"),
+    INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL,
+            "induction, two_source: longest segment drawn per sequence"),
+    INT_KEY("data", "max_prefix", max_prefix, 0, 0, INT_MAX, NULL,
+            "induction: up to this many random tokens between BOS and the segment"),
+    STRING_KEY("output", "path", out_path, "results/run.h5",
+            "the results file"),
+    INT_KEY("output", "log_every", log_every, 10, 1, INT_MAX, NULL,
+            "training-loss logging and progress interval, in steps"),
+    INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL,
+            "held-out evaluation interval, in steps (and at the end)"),
+    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL,
+            "held-out batches per evaluation"),
+    INT_KEY("output", "attn_every", attn_every, 0, 0, INT_MAX, "0 = only at the end",
+            "attention-map snapshot interval, in steps"),
+    INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints",
+            "periodic checkpoint (<path>.ckpt) interval, in steps"),
+    INT_KEY("output", "probes", probes, 4, 1, 1024, NULL,
+            "probe sequences for maps and pattern scores"),
+    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len",
+            "probe length"),
     {.section = "output", .name = "probe_text", .type = KEY_STRLIST, .offset = offsetof(Config, probe_text),
      .size = sizeof(((Config *)0)->probe_text[0]), .count = offsetof(Config, n_probe_text),
-     .imax = CONFIG_MAX_PROBE_TEXTS, .sdef = "The cat sat on the mat because it was"},
+     .imax = CONFIG_MAX_PROBE_TEXTS, .sdef = "The cat sat on the mat because it was",
+     .help = "text task: fixed probe strings (up to 8), then held-out windows"},
 };
 #define N_KEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 _Static_assert(sizeof KEYS / sizeof KEYS[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
@@ -626,12 +671,28 @@ void config_defaults(Config *cfg) {
     }
 }
 
-int config_load(Config *cfg, const char *path, ConfigError *err) {
+/* Parse YAML text over cfg (defaults and source_path already set). */
+static int load_text(Config *cfg, const char *text, size_t len, ConfigError *err) {
+    Loader L;
+    loader_start(&L, cfg, err, text, len);
+    L.file = cfg->source_path;
+    int rc = check_syntax(&L) ? CONFIG_ERROR : load_document(&L);
+    loader_free(&L);
+    return rc;
+}
+
+/* Defaults, and `name` as the source every message and mark names. */
+static int begin_load(Config *cfg, const char *name, ConfigError *err) {
     config_defaults(cfg);
     err->message[0] = '\0';
-    if (strlen(path) >= sizeof cfg->source_path)
-        return file_fail(err, path, "the config path is too long (at most %d bytes)", CONFIG_PATH_MAX - 1);
-    copy_span(cfg->source_path, sizeof cfg->source_path, path, strlen(path));
+    if (strlen(name) >= sizeof cfg->source_path)
+        return file_fail(err, name, "the config path is too long (at most %d bytes)", CONFIG_PATH_MAX - 1);
+    copy_span(cfg->source_path, sizeof cfg->source_path, name, strlen(name));
+    return CONFIG_OK;
+}
+
+int config_load(Config *cfg, const char *path, ConfigError *err) {
+    if (begin_load(cfg, path, err)) return CONFIG_ERROR;
 
     FILE *f = fopen(path, "rb");
     if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
@@ -648,15 +709,13 @@ int config_load(Config *cfg, const char *path, ConfigError *err) {
     int rc = CONFIG_ERROR;
     if (failed) file_fail(err, path, "cannot read the config: %s", strerror(read_errno));
     else if (len > MAX_CONFIG_BYTES) file_fail(err, path, "the config is larger than 1 MiB; is this the right file?");
-    else {
-        Loader L;
-        loader_start(&L, cfg, err, text, len);
-        L.file = path;
-        rc = check_syntax(&L) ? CONFIG_ERROR : load_document(&L);
-        loader_free(&L);
-    }
+    else rc = load_text(cfg, text, len, err);
     free(text);
     return rc;
+}
+
+int config_load_text(Config *cfg, const char *name, const char *text, size_t len, ConfigError *err) {
+    return begin_load(cfg, name, err) ? CONFIG_ERROR : load_text(cfg, text, len, err);
 }
 
 /* The value goes through libyaml like a file's, so "[a, b]", quotes and escapes mean the same. */
@@ -810,7 +869,7 @@ int config_validate(Config *cfg, ConfigError *err) {
     if (cfg->probe_len > cfg->seq_len)
         return key_fail(cfg, err, later_key(cfg, probe_len, seq_len),
                         "output.probe_len %d is longer than model.seq_len %d; "
-                        "use at most %d (or 0 for min(seq_len, 64))",
+                        "use at most %d (or 0 for seq_len)",
                         cfg->probe_len, cfg->seq_len, cfg->seq_len);
     return CONFIG_OK;
 }
@@ -931,7 +990,9 @@ void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
         case KEY_INT64: visit(ctx, key->section, key->name, CONFIG_INT, *(const int64_t *)field, 0, NULL); break;
         case KEY_FLOAT: visit(ctx, key->section, key->name, CONFIG_FLOAT, 0, *(const double *)field, NULL); break;
         case KEY_ENUM:
-            visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, enum_name(key, *(const int *)field));
+            if (key->choices == BOOL_NAMES)
+                visit(ctx, key->section, key->name, CONFIG_BOOL, *(const int *)field, 0, NULL);
+            else visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, enum_name(key, *(const int *)field));
             break;
         case KEY_STRING: visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, field); break;
         case KEY_STRLIST: {
@@ -942,6 +1003,32 @@ void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
             break;
         }
         }
+    }
+}
+
+/* One line per key for `harness --keys`: key, type, default, range, meaning, tab-separated,
+ * after a header line. Every field comes from the KEYS row, so the schema cannot drift. */
+void config_print_keys(FILE *out) {
+    static const char *const type_names[] = {"int", "int", "float", "enum", "string", "strings"};
+    fprintf(out, "key\ttype\tdefault\trange\tmeaning\n");
+    for (int k = 0; k < N_KEYS; k++) {
+        const ConfigKey *key = &KEYS[k];
+        char def[300] = "", range[256] = "";
+        int is_bool = key->type == KEY_ENUM && key->choices == BOOL_NAMES;
+        switch (key->type) {
+        case KEY_INT: case KEY_INT64: snprintf(def, sizeof def, "%" PRId64, key->idef); break;
+        case KEY_FLOAT: format_double(def, sizeof def, key->fdef); break;
+        case KEY_ENUM: snprintf(def, sizeof def, "%s", enum_name(key, (int)key->idef)); break;
+        case KEY_STRING: case KEY_STRLIST: snprintf(def, sizeof def, "%s", key->sdef); break;
+        }
+        if (key->type == KEY_ENUM)
+            for (int i = 0; key->choices[i]; i++) append(range, sizeof range, "%s%s", i ? "|" : "", key->choices[i]);
+        else if (key->type == KEY_STRLIST)
+            snprintf(range, sizeof range, "1 to %" PRId64 " strings of < %zu bytes", key->imax, key->size);
+        else if (key->type == KEY_STRING) snprintf(range, sizeof range, "< %zu bytes", key->size);
+        else describe_range(key, range, sizeof range);
+        fprintf(out, "%s.%s\t%s\t%s\t%s\t%s\n", key->section, key->name, is_bool ? "bool" : type_names[key->type],
+                def, range, key->help);
     }
 }
 

@@ -8,6 +8,8 @@
 #ifndef CONFIG_H
 #define CONFIG_H
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define CONFIG_PATH_MAX 1024
@@ -69,6 +71,8 @@ typedef struct {
 void config_defaults(Config *cfg);
 /* Load a YAML file over the defaults (cfg is reset to the defaults first). */
 int config_load(Config *cfg, const char *path, ConfigError *err);
+/* The same from YAML text held in memory; `name` stands for the file in messages. */
+int config_load_text(Config *cfg, const char *name, const char *text, size_t len, ConfigError *err);
 /* Apply one "section.key=value" override (value parsed as a YAML scalar, or a list for
  * output.probe_text). On error cfg is unchanged and the message reads
  * "--set:1:COL: 'model.n_head=x': ...", COL counted in the assignment. */
@@ -82,11 +86,15 @@ char *config_to_yaml(const Config *cfg);
 ConfigMark config_mark(const Config *cfg, const char *dotted_key);
 
 /* Walk every key with its typed value (for HDF5 /config attributes). Enums are visited as
- * CONFIG_STRING with their name; output.probe_text as one string joined with '\n'. */
-typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_STRING } ConfigValueType;
+ * CONFIG_STRING with their name, booleans (false/true keys) as CONFIG_BOOL with ival 0 or 1;
+ * output.probe_text as one string joined with '\n'. */
+typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_STRING, CONFIG_BOOL } ConfigValueType;
 typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval);
 void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx);
+
+/* Every key as a tab-separated table (harness --keys; format in the README). */
+void config_print_keys(FILE *out);
 
 const char *config_task_name(TaskKind task);
 

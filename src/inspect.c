@@ -11,23 +11,9 @@
 #include "results.h"
 #include "util.h"
 
-/* Rebuild the run's Config from its config_yaml attribute. */
+/* The run's Config from its config_yaml attribute, made to load the stored params only. */
 static int config_from_results(Config *cfg, const char *path, ConfigError *err) {
-    char *yaml = NULL;
-    if (results_read_config_yaml(path, &yaml, err) != CONFIG_OK) return CONFIG_ERROR;
-    char tmp[] = "/tmp/harness-inspect-XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        free(yaml);
-        snprintf(err->message, sizeof err->message, "%s:1:1: cannot create a temporary file: %s", path, strerror(errno));
-        return CONFIG_ERROR;
-    }
-    ssize_t len = (ssize_t)strlen(yaml), written = write(fd, yaml, len);
-    close(fd);
-    free(yaml);
-    config_defaults(cfg);
-    int rc = written == len ? config_load(cfg, tmp, err) : CONFIG_ERROR;
-    unlink(tmp);
+    int rc = results_read_config(path, cfg, err);
     if (rc == CONFIG_OK) {
         cfg->init_from[0] = '\0'; /* the stored params are what we load */
         cfg->data_path[0] = cfg->task == TASK_TEXT ? cfg->data_path[0] : '\0';

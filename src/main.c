@@ -8,6 +8,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "check.h"
 #include "config.h"
 #include "inspect.h"
 #include "model.h"
@@ -24,7 +25,9 @@ static const char *usage =
     "usage: harness CONFIG.yaml [--set section.key=value ...] [--force | --resume]\n"
     "       harness --shapes CONFIG.yaml [--set ...]\n"
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
-    "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5)\n"
+    "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
+    "       harness check RUN.h5\n"
+    "       harness --keys\n"
     "\n"
     "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
     "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
@@ -37,6 +40,9 @@ static const char *usage =
     "                           with the same config; the result is bitwise the uninterrupted one\n"
     "  --dump-grads OUT.h5      write the loss and every gradient on the first training batch\n"
     "                           (/params, /grads, /batch) and exit; used by the reference tests\n"
+    "  --keys                   print every config key: key, type, default, range, meaning (tab-separated)\n"
+    "  check RUN.h5             validate a results file against docs/results-format.md (exit 1: problems)\n"
+    "  inspect RUN.h5 ...       run a stored model on one input; harness inspect --help for its options\n"
     "  --help, --version\n"
     "\n"
     "exit status: 0 complete, 2 bad input (message file:line:col: ...), 3 diverged, 130 interrupted\n";
@@ -85,6 +91,15 @@ int main(int argc, char **argv) {
     signal(SIGTERM, request_stop);
     signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
     if (argc >= 2 && strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "--keys") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "harness: --keys takes no arguments (got '%s'); it prints every config key\n", argv[2]);
+            return EXIT_USER_ERROR;
+        }
+        config_print_keys(stdout);
+        return 0;
+    }
     const char *config_path = NULL, *dump_path = NULL;
     int shapes = 0, force = 0, resume = 0;
     Config cfg;

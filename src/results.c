@@ -1,4 +1,7 @@
-/* results.c: HDF5 writing and reading of results files (layout in DESIGN.md and the README). */
+/* results.c: HDF5 writing and reading of results files (layout: docs/results-format.md).
+ * Every dataset is written through write_dataset, which gives it its description, units,
+ * dimension labels and dimension scales from the table in dataset_docs.c (one place); every
+ * reader opens files through open_results, which refuses an unknown format_version. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <hdf5.h>
+#include <hdf5_hl.h>
+#include "dataset_docs.h"
 #include "results.h"
 #include "util.h"
 
@@ -79,6 +84,15 @@ int results_write_attr_string(Results *r, const char *object, const char *name, 
     return ok ? CONFIG_OK : fail(err, "%s: cannot write attribute %s/%s", r->path, object, name);
 }
 
+/* HDF5's boolean as h5py reads it (numpy.bool_): an 8-bit enum FALSE = 0, TRUE = 1. */
+static hid_t bool_type(void) {
+    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+    int8_t no = 0, yes = 1;
+    H5Tenum_insert(t, "FALSE", &no);
+    H5Tenum_insert(t, "TRUE", &yes);
+    return t;
+}
+
 static int write_attr_number(Results *r, const char *object, const char *name, hid_t type,
                              const void *value, ConfigError *err) {
     hid_t space = H5Screate(H5S_SCALAR);
@@ -101,15 +115,23 @@ typedef struct {
     int rc;
 } ConfigAttrWriter;
 
-/* /config attributes carry the key name; the two "path" keys become data_path / output_path. */
+void results_config_attr_name(const char *section, const char *key, char *name, int size) {
+    if (strcmp(key, "path") == 0) snprintf(name, (size_t)size, "%s_path", section);
+    else snprintf(name, (size_t)size, "%s", key);
+}
+
 static void write_config_attr(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval) {
     ConfigAttrWriter *w = ctx;
     if (w->rc != CONFIG_OK) return;
     char name[96];
-    if (strcmp(key, "path") == 0) snprintf(name, sizeof name, "%s_path", section);
-    else snprintf(name, sizeof name, "%s", key);
-    if (type == CONFIG_INT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
+    results_config_attr_name(section, key, name, sizeof name);
+    if (type == CONFIG_BOOL) {
+        hid_t t = bool_type();
+        int8_t b = (int8_t)(ival != 0);
+        w->rc = write_attr_number(w->r, "/config", name, t, &b, w->err);
+        H5Tclose(t);
+    } else if (type == CONFIG_INT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
     else if (type == CONFIG_FLOAT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_DOUBLE, &fval, w->err);
     else w->rc = results_write_attr_string(w->r, "/config", name, sval, w->err);
 }
@@ -147,6 +169,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
     char *yaml = config_to_yaml(cfg);
     int rc = results_write_attr_string(r, "/", "config_yaml", yaml, err);
     free(yaml);
+    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "format_version", RESULTS_FORMAT_VERSION, err);
     if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "harness_version", HARNESS_VERSION, err);
     if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "git_rev", GIT_REV, err);
     if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "created", created, err);
@@ -191,6 +214,40 @@ void results_discard(Results *r) {
     unlink(r->tmp_path);
 }
 
+static int set_string_attr(hid_t object, const char *name, const char *value) {
+    hid_t type = string_type(), space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = attr >= 0 && H5Awrite(attr, type, &value) >= 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return ok ? 0 : -1;
+}
+
+/* The one place a dataset gets its metadata (dataset_docs.c): description and units
+ * attributes, a label per dimension, and dimension scales: a coordinate dataset (/train/step,
+ * /eval/step, /attn/step) becomes a scale, and its dependants are attached to it on axis 0. */
+static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
+    DatasetDoc buf;
+    char text[512];
+    const DatasetDoc *doc = dataset_doc(path, &buf, text, sizeof text);
+    if (!doc) {
+        fprintf(stderr, "internal error: %s has no row in src/dataset_docs.c; describe it there and in "
+                        "docs/results-format.md\n", path);
+        abort();
+    }
+    int ok = set_string_attr(ds, "description", doc->description) == 0 &&
+             set_string_attr(ds, "units", doc->units) == 0;
+    for (int d = 0; ok && d < ndim && doc->dims[d]; d++) ok = H5DSset_label(ds, (unsigned)d, doc->dims[d]) >= 0;
+    if (ok && doc->scale_of) ok = H5DSset_scale(ds, doc->scale_of) >= 0;
+    if (ok && doc->attach && H5Lexists(file, doc->attach, H5P_DEFAULT) > 0) {
+        hid_t scale = H5Dopen2(file, doc->attach, H5P_DEFAULT);
+        ok = scale >= 0 && H5DSattach_scale(ds, scale, 0) >= 0;
+        if (scale >= 0) H5Dclose(scale);
+    }
+    return ok ? 0 : -1;
+}
+
 static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
                          const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
                          ConfigError *err) {
@@ -198,6 +255,7 @@ static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t fil
     hid_t space = H5Screate_simple(ndim, dims, NULL);
     hid_t ds = H5Dcreate2(r->file, path, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     int ok = space >= 0 && ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+    ok = ok && describe_dataset(r->file, ds, path, ndim) == 0;
     if (ds >= 0) H5Dclose(ds);
     if (space >= 0) H5Sclose(space);
     return ok ? CONFIG_OK : fail(err, "%s: cannot write %s (disk full?)", r->tmp_path, path);
@@ -261,14 +319,90 @@ int results_write_maps(Results *r, const char *path, const float *maps, int S, i
     return rc;
 }
 
+
+static int read_attr_string(hid_t file, const char *name, char **out) {
+    *out = NULL;
+    if (H5Aexists(file, name) <= 0) return -1;
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    hid_t ftype = H5Aget_type(attr);
+    int rc = -1;
+    if (H5Tget_class(ftype) == H5T_STRING) {
+        if (H5Tis_variable_str(ftype) > 0) {
+            hid_t mtype = string_type();
+            char *value = NULL;
+            if (H5Aread(attr, mtype, &value) >= 0 && value) {
+                *out = strdup(value);
+                H5free_memory(value);
+                rc = 0;
+            }
+            H5Tclose(mtype);
+        } else {
+            size_t n = H5Tget_size(ftype);
+            char *value = xcalloc(n + 1, 1);
+            if (H5Aread(attr, ftype, value) >= 0) { *out = value; rc = 0; }
+            else free(value);
+        }
+    }
+    H5Tclose(ftype);
+    H5Aclose(attr);
+    return rc;
+}
+
+char *results_attr_string(int64_t object, const char *name) {
+    char *value = NULL;
+    read_attr_string(object, name, &value);
+    return value;
+}
+
+int results_check_format_version(const char *version, int *major, int *minor) {
+    char tail;
+    if (sscanf(version, "%d.%d%c", major, minor, &tail) != 2 || *major < 0 || *minor < 0)
+        return RESULTS_VERSION_BAD;
+    return *major == RESULTS_FORMAT_MAJOR ? RESULTS_VERSION_OK : RESULTS_VERSION_UNKNOWN;
+}
+
+/* Open a results file for reading. Messages start with `at` ("file:line:col" of the config key
+ * that named the file) and quote the path, or with just the path when at is NULL. A file
+ * without format_version predates it (its layout is 1.0's but for /config booleans stored as
+ * strings) and is read; another major version is refused. */
+static hid_t open_results(const char *path, const char *at, ConfigError *err) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char who[CONFIG_PATH_MAX * 2 + 40];
+    if (at) snprintf(who, sizeof who, "%s: '%s'", at, path);
+    else snprintf(who, sizeof who, "%s: the file", path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) {
+        if (access(path, R_OK) != 0) return fail(err, "%s cannot be read: %s", who, strerror(errno)), -1;
+        return fail(err, "%s is not an HDF5 results file (not HDF5 at all, or truncated)", who), -1;
+    }
+    char *version = NULL;
+    int major = 0, minor = 0;
+    if (H5Aexists(file, "format_version") > 0) {
+        int rc = read_attr_string(file, "format_version", &version) == 0
+                     ? results_check_format_version(version, &major, &minor) : RESULTS_VERSION_BAD;
+        if (rc != RESULTS_VERSION_OK) {
+            if (rc == RESULTS_VERSION_BAD)
+                fail(err, "%s has a format_version attribute that is not MAJOR.MINOR ('%.40s')", who,
+                     version ? version : "not a string");
+            else
+                fail(err, "%s is results format %s, but this harness reads format %d.x only; use a "
+                          "harness that reads %d.x", who, version, RESULTS_FORMAT_MAJOR, major);
+            free(version);
+            H5Fclose(file);
+            return -1;
+        }
+    }
+    free(version);
+    return file;
+}
+
 int results_read_tensors(const char *path, const char *group, Model *m, float *block,
                          ConfigMark where, ConfigError *err) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char at[CONFIG_PATH_MAX + 32];
     snprintf(at, sizeof at, "%s:%d:%d", where.file ? where.file : "?", where.line ? where.line : 1,
              where.col ? where.col : 1);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return fail(err, "%s: cannot open '%s' as an HDF5 results file", at, path);
+    hid_t file = open_results(path, at, err);
+    if (file < 0) return CONFIG_ERROR;
     int rc = CONFIG_OK;
     for (int i = 0; i < m->n_tensors && rc == CONFIG_OK; i++) {
         const TensorSpec *t = &m->tensors[i];
@@ -300,10 +434,9 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
 }
 
 int results_reader_open(ResultsReader *rd, const char *path, ConfigError *err) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(rd->path, sizeof rd->path, "%s", path);
-    rd->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    return rd->file >= 0 ? CONFIG_OK : fail(err, "%s:1:1: cannot open as an HDF5 results file", path);
+    rd->file = open_results(path, NULL, err);
+    return rd->file >= 0 ? CONFIG_OK : CONFIG_ERROR;
 }
 
 void results_reader_close(ResultsReader *rd) {
@@ -359,41 +492,23 @@ int results_reader_attr_int(ResultsReader *rd, const char *object, const char *n
     return ok ? CONFIG_OK : fail(err, "%s:1:1: cannot read attribute %s of %s", rd->path, name, object);
 }
 
-static int read_attr_string(hid_t file, const char *name, char **out) {
-    *out = NULL;
-    if (H5Aexists(file, name) <= 0) return -1;
-    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
-    hid_t ftype = H5Aget_type(attr);
-    int rc = -1;
-    if (H5Tget_class(ftype) == H5T_STRING) {
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = string_type();
-            char *value = NULL;
-            if (H5Aread(attr, mtype, &value) >= 0 && value) {
-                *out = strdup(value);
-                H5free_memory(value);
-                rc = 0;
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t n = H5Tget_size(ftype);
-            char *value = xcalloc(n + 1, 1);
-            if (H5Aread(attr, ftype, value) >= 0) { *out = value; rc = 0; }
-            else free(value);
-        }
-    }
-    H5Tclose(ftype);
-    H5Aclose(attr);
-    return rc;
-}
 
 int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return fail(err, "%s:1:1: cannot open as an HDF5 results file", path);
+    hid_t file = open_results(path, NULL, err);
+    if (file < 0) return CONFIG_ERROR;
     int rc = read_attr_string(file, "config_yaml", yaml_out);
     H5Fclose(file);
     return rc == 0 ? CONFIG_OK : fail(err, "%s:1:1: no config_yaml attribute; not a harness results file", path);
+}
+
+int results_read_config(const char *path, Config *cfg, ConfigError *err) {
+    char *yaml = NULL;
+    if (results_read_config_yaml(path, &yaml, err) != CONFIG_OK) return CONFIG_ERROR;
+    char name[CONFIG_PATH_MAX];
+    snprintf(name, sizeof name, "%.*s#config_yaml", CONFIG_PATH_MAX - 16, path);
+    int rc = config_load_text(cfg, name, yaml, strlen(yaml), err);
+    free(yaml);
+    return rc;
 }
 
 void results_read_status(const char *path, char *status, int size) {

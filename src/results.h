@@ -1,4 +1,4 @@
-/* results.h: the HDF5 results file of DESIGN.md, written atomically.
+/* results.h: the HDF5 results file (docs/results-format.md), written atomically.
  *
  * results_open creates "<path>.tmp" beside the target; results_close sets the final status and
  * renames it into place, so a killed run never leaves a file that looks complete and never
@@ -77,8 +77,24 @@ int results_reader_attr_int(ResultsReader *rd, const char *object, const char *n
 /* A string attribute of the root group, malloc'd; NULL if absent. */
 char *results_reader_attr_string(ResultsReader *rd, const char *name);
 
+/* A format_version string against the version this build reads: RESULTS_VERSION_OK (same
+ * major), _UNKNOWN (another major), _BAD (not "MAJOR.MINOR"). Every reader below refuses a
+ * file whose version is not OK, with a message naming both versions. */
+enum { RESULTS_VERSION_OK, RESULTS_VERSION_UNKNOWN, RESULTS_VERSION_BAD };
+int results_check_format_version(const char *version, int *major, int *minor);
+
 /* The /config group and root attributes of a results file, for `inspect`. */
 int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err);
+
+/* The run's Config, parsed from its config_yaml attribute (resolved values: d_head etc. are
+ * filled in); messages name "PATH#config_yaml:line:col". Not validated (data files may be gone). */
+int results_read_config(const char *path, Config *cfg, ConfigError *err);
+
+/* A string attribute of an open HDF5 object (hid_t), malloc'd; NULL if absent or not a string. */
+char *results_attr_string(int64_t object, const char *name);
+/* The /config attribute name of a key: the key's name, but data_path / output_path for the two
+ * "path" keys. */
+void results_config_attr_name(const char *section, const char *key, char *name, int size);
 
 /* The status attribute of an existing results file ("" if none or unreadable). */
 void results_read_status(const char *path, char *status, int size);

@@ -291,7 +291,8 @@ static void collect(void *ctx, const char *section, const char *key, ConfigValue
                     double fval, const char *sval) {
     char *out = ctx;
     size_t len = strlen(out);
-    if (type == CONFIG_INT) snprintf(out + len, 16384 - len, "%s.%s=%lld\n", section, key, (long long)ival);
+    if (type == CONFIG_INT || type == CONFIG_BOOL)
+        snprintf(out + len, 16384 - len, "%s.%s=%lld\n", section, key, (long long)ival);
     if (type == CONFIG_FLOAT) snprintf(out + len, 16384 - len, "%s.%s=%a\n", section, key, fval);
     if (type == CONFIG_STRING) snprintf(out + len, 16384 - len, "%s.%s='%s'\n", section, key, sval);
 }

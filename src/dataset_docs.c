@@ -1,0 +1,126 @@
+/* dataset_docs.c: the table of every dataset a results file holds (see dataset_docs.h).
+ * The wording matches docs/results-format.md; shapes there are in config symbols. */
+#include <stdio.h>
+#include <string.h>
+#include "dataset_docs.h"
+
+typedef struct {
+    const char *pattern; /* '#' matches a layer number */
+    DatasetDoc doc;
+} DocRow;
+
+#define DIMS(...) {__VA_ARGS__, NULL}
+
+/* Datasets at fixed paths. */
+static const DocRow ROWS[] = {
+    {"/train/step", {"training step of each logged row (0-based; the row's loss is before that step's update)",
+                     "steps", DIMS("step"), "step", NULL}},
+    {"/train/loss", {"training loss of that step's batch, before its update: mean cross-entropy over the "
+                     "positions the task marks", "nats", DIMS("step"), NULL, "/train/step"}},
+    {"/train/lr", {"learning rate used at that step (warmup, then cosine or constant)", "1", DIMS("step"),
+                   NULL, "/train/step"}},
+    {"/train/grad_norm", {"global L2 norm of all gradients at that step, before clipping", "nats",
+                          DIMS("step"), NULL, "/train/step"}},
+    {"/train/elapsed_s", {"wall-clock seconds since training began, at the end of that step", "s",
+                          DIMS("step"), NULL, "/train/step"}},
+    {"/eval/step", {"number of updates done when the held-out loss was measured", "steps",
+                    DIMS("evaluation"), "evaluation step", NULL}},
+    {"/eval/loss", {"mean held-out cross-entropy over output.eval_batches batches", "nats",
+                    DIMS("evaluation"), NULL, "/eval/step"}},
+    {"/probe/tokens", {"the probe sequences the attention maps and pattern scores are measured on",
+                       "token id", DIMS("probe", "position"), NULL, NULL}},
+    {"/probe/labels", {"text tasks: each probe's text (bytes as characters)", "none", DIMS("probe"), NULL,
+                       NULL}},
+    {"/attn/step", {"number of updates done when each attention snapshot was taken", "steps",
+                    DIMS("snapshot"), "snapshot step", NULL}},
+    {"/attn/maps", {"attention weights P[query, key] of every head on every probe (softmax over keys, causal)",
+                    "1", DIMS("snapshot", "layer", "head", "probe", "query", "key"), NULL, "/attn/step"}},
+    {"/scores/prev", {"previous-token score: mean over queries i >= 1 of P[i, i-1]", "1",
+                      DIMS("snapshot", "layer", "head"), NULL, "/attn/step"}},
+    {"/scores/self", {"self score: mean over queries i >= 1 of P[i, i]", "1", DIMS("snapshot", "layer", "head"),
+                      NULL, "/attn/step"}},
+    {"/scores/first", {"first-token score: mean over queries i >= 1 of P[i, 0]", "1",
+                       DIMS("snapshot", "layer", "head"), NULL, "/attn/step"}},
+    {"/scores/induction", {"induction score: mean over repeated-token queries i of the sum over earlier "
+                           "occurrences j of P[i, j+1]", "1", DIMS("snapshot", "layer", "head"), NULL, "/attn/step"}},
+    {"/scores/duplicate", {"duplicate-token score: mean over repeated-token queries i of the sum over earlier "
+                           "occurrences j of P[i, j]", "1", DIMS("snapshot", "layer", "head"), NULL, "/attn/step"}},
+    {"/scores/class", {"class of each head at the last snapshot: the pattern scoring above 0.5 (the highest), "
+                       "else mixed", "none", DIMS("layer", "head"), NULL, NULL}},
+    {"/heads/ablation_delta", {"held-out loss with the head's output zeroed minus the loss with every head on",
+                               "nats", DIMS("layer", "head"), NULL, NULL}},
+    {"/heads/importance", {"Michel et al. (2019) importance: mean over held-out batches of |d loss / d gate| "
+                           "at gate 1", "nats", DIMS("layer", "head"), NULL, NULL}},
+    {"/heads/importance_normalized", {"importance divided by the L2 norm of its layer's importances", "1",
+                                      DIMS("layer", "head"), NULL, NULL}},
+    {"/batch/inputs", {"--dump-grads: input tokens of the first training batch", "token id",
+                       DIMS("batch", "position"), NULL, NULL}},
+    {"/batch/targets", {"--dump-grads: next-token targets of the first training batch", "token id",
+                        DIMS("batch", "position"), NULL, NULL}},
+    {"/batch/mask", {"--dump-grads: 1 where the position counts in the loss, else 0", "1",
+                     DIMS("batch", "position"), NULL, NULL}},
+};
+
+/* Model tensors, below each of the groups in GROUPS. */
+static const DocRow TENSORS[] = {
+    {"tok_emb", {"token embedding W_tok", "1", DIMS("vocab", "d_model"), NULL, NULL}},
+    {"pos_emb", {"learned position embedding W_pos (zeros and unused with pos rope or none)", "1",
+                 DIMS("position", "d_model"), NULL, NULL}},
+    {"layer#/ln_g", {"LayerNorm gain of the block", "1", DIMS("d_model"), NULL, NULL}},
+    {"layer#/ln_b", {"LayerNorm bias of the block", "1", DIMS("d_model"), NULL, NULL}},
+    {"layer#/w_qkv", {"fused Q|K|V projection W_qkv; columns: H query heads, then H_kv key heads, then H_kv "
+                      "value heads, d_head each", "1", DIMS("d_model", "qkv"), NULL, NULL}},
+    {"layer#/b_qkv", {"bias of the Q|K|V projection", "1", DIMS("qkv"), NULL, NULL}},
+    {"layer#/w_o", {"output projection W_o from the concatenated heads", "1", DIMS("head_concat", "d_model"),
+                    NULL, NULL}},
+    {"layer#/b_o", {"bias of the output projection", "1", DIMS("d_model"), NULL, NULL}},
+    {"layer#/w_gate", {"output gate W_gate: O_cat times sigmoid(z W_gate + b_gate)", "1",
+                       DIMS("d_model", "head_concat"), NULL, NULL}},
+    {"layer#/b_gate", {"bias of the output gate", "1", DIMS("head_concat"), NULL, NULL}},
+    {"layer#/sink", {"attention-sink logit of each head, added to every softmax denominator as exp(sink)",
+                     "1", DIMS("head"), NULL, NULL}},
+    {"lnf_g", {"final LayerNorm gain", "1", DIMS("d_model"), NULL, NULL}},
+    {"lnf_b", {"final LayerNorm bias", "1", DIMS("d_model"), NULL, NULL}},
+    {"w_unembed", {"unembedding W_unembed (logits = LN_f(h) W_unembed)", "1", DIMS("d_model", "vocab"), NULL,
+                   NULL}},
+};
+
+static const struct {
+    const char *group, *prefix, *units;
+} GROUPS[] = {
+    {"/params/", "", NULL},
+    {"/grads/", "--dump-grads: gradient of the first batch's loss with respect to the ", "nats"},
+    {"/checkpoint/adam_m/", "AdamW first moment (running mean of the gradient) of the ", "nats"},
+    {"/checkpoint/adam_v/", "AdamW second moment (running mean of the squared gradient) of the ", "nats^2"},
+};
+
+/* Whether path matches pattern, '#' standing for one or more digits. */
+static int matches(const char *pattern, const char *path) {
+    while (*pattern) {
+        if (*pattern == '#') {
+            if (*path < '0' || *path > '9') return 0;
+            while (*path >= '0' && *path <= '9') path++;
+            pattern++;
+        } else if (*pattern++ != *path++) return 0;
+    }
+    return *path == '\0';
+}
+
+const DatasetDoc *dataset_doc(const char *path, DatasetDoc *buf, char *text, int size) {
+    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
+        if (matches(ROWS[i].pattern, path)) return &ROWS[i].doc;
+    for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
+        size_t n = strlen(GROUPS[g].group);
+        if (strncmp(path, GROUPS[g].group, n) != 0) continue;
+        for (size_t i = 0; i < sizeof TENSORS / sizeof TENSORS[0]; i++) {
+            if (!matches(TENSORS[i].pattern, path + n)) continue;
+            if (!GROUPS[g].units) return &TENSORS[i].doc;
+            *buf = TENSORS[i].doc;
+            snprintf(text, (size_t)size, "%s%s", GROUPS[g].prefix, TENSORS[i].doc.description);
+            buf->description = text;
+            buf->units = GROUPS[g].units;
+            return buf;
+        }
+    }
+    return NULL;
+}
