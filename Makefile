@@ -1,6 +1,6 @@
 # Makefile: builds ./harness (sources in src/ and kernels/) and the C tests, under build/.
 #   make            the harness          make test     every test (see tests/run)
-#   make run        install deps, build, train configs/heads12.yaml
+#   make run        install what it needs (scripts/install-deps run), build, train configs/heads12.yaml
 #   make SAN=1      AddressSanitizer + UBSan build    make OPENMP=0   single-threaded build
 #   make bench      speed against the PyTorch reference
 #   make test BUILD=build/avx2 CFLAGS_ARCH=-march=x86-64-v3   the AVX2 kernels, in their own dir
@@ -13,9 +13,9 @@ VERSION := 0.1.0
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 PKGS    := yaml-0.1 hdf5
+DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
 CFLAGS  := -std=c11 -O3 $(CFLAGS_ARCH) -fno-math-errno -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP \
-           -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' \
-           $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
+           -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' $(DEP_CFLAGS)
 # libhdf5_hl (the H5DS dimension-scale API) sits beside libhdf5, but hdf5.pc does not list it
 # (Debian, Homebrew): put it right before -lhdf5, whatever pkg-config returned.
 LDLIBS  := $(patsubst -lhdf5,-lhdf5_hl -lhdf5,$(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)) -lm
@@ -48,16 +48,25 @@ $(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/main.o
 harness: $(BUILD)/harness
 	ln -sf $< $@
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | $(BUILD)/build-deps.ok
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Before the first compile: a missing yaml.h, hdf5.h or library is named, with its package,
+# instead of a compiler error (scripts/install-deps --check-build; nothing is installed).
+$(BUILD)/build-deps.ok:
+	@mkdir -p $(BUILD)
+	@CC="$(CC)" scripts/install-deps --check-build "$(DEP_CFLAGS)" "$(LDLIBS)"
+	@touch $@
 
 $(BUILD)/test_%: tests/test_%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
 
+# The packages of each use (scripts/install-deps run | test | bench): installed by make run,
+# make test and make bench when missing (root or sudo on Debian/Ubuntu); plain `make` never does.
 deps:
-	@scripts/install-deps
+	@scripts/install-deps run
 
 run: deps
 	$(MAKE) harness
@@ -65,14 +74,15 @@ run: deps
 
 # deps first, then the build (a fresh machine has no headers before deps); only the default
 # variant moves the ./harness link
-test: deps
+test:
+	@scripts/install-deps test
 	$(MAKE) $(BUILD)/harness $(TESTS) $(BUILD)/gemm_peak $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.
-# install-deps --bench adds Debian's two OpenBLAS builds, PyTorch's optimised-BLAS variants.
+# install-deps bench adds PyTorch and Debian's two OpenBLAS builds (the PyTorch side's variants).
 bench:
-	@scripts/install-deps --bench
+	@scripts/install-deps bench
 	$(MAKE) harness $(BUILD)/gemm_peak
 	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
 

@@ -431,6 +431,7 @@ ModelCost model_cost(ModelShape s) {
     c.params_layer_qkv = D * W + W;
     c.params_layer_o = E * D + D;
     c.params_layer_gate = D * G + G;
+    c.params_layer_sink = s.sink ? s.n_head : 0;
     c.params_layer_ln = 2 * D;
     c.params_final = 2 * D + D * V;
     c.flops_qkv = 2 * D * W;
@@ -440,11 +441,11 @@ ModelCost model_cost(ModelShape s) {
     c.flops_gate = 2 * D * G;
     c.flops_unembed = 2 * D * V;
     c.params_total = c.params_embed +
-                     L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_ln) +
+                     L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_sink +
+                          c.params_layer_ln) +
                      c.params_final;
     c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) +
                       c.flops_unembed;
     c.kv_cache_values = 2 * s.n_kv_head * (double)s.d_head * L; /* per token */
-    c.params_total += s.sink ? L * s.n_head : 0;
     return c;
 }

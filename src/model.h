@@ -133,7 +133,7 @@ void model_backward(Model *m);
 
 /* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */
 typedef struct {
-    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_ln;
+    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_sink, params_layer_ln;
     double params_final;
     double flops_qkv, flops_scores, flops_mix, flops_o, flops_gate, flops_unembed; /* per token, per layer */
     double params_total, flops_forward; /* per token, whole model, full context of seq_len */

@@ -55,10 +55,12 @@ void shapes_print(const Config *cfg, FILE *out) {
     if (s.output_gate)
         fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32), grouped(L * c.params_layer_gate, b, 32));
     fprintf(out, "  W_o + b_o (E*D + D)               %15s  %15s\n", grouped(c.params_layer_o, a, 32), grouped(L * c.params_layer_o, b, 32));
+    if (s.sink)
+        fprintf(out, "  sink logits (H)                   %15s  %15s\n", grouped(c.params_layer_sink, a, 32), grouped(L * c.params_layer_sink, b, 32));
     fprintf(out, "  LayerNorm (2*D)                   %15s  %15s\n", grouped(c.params_layer_ln, a, 32), grouped(L * c.params_layer_ln, b, 32));
-    fprintf(out, "  final LN + unembedding (D*V)      %15s  %15s\n", "-", grouped(c.params_final, a, 32));
+    fprintf(out, "  final LN + unembedding (2*D + D*V)%15s  %15s\n", "-", grouped(c.params_final, a, 32));
     fprintf(out, "  total                             %15s  %15s\n\n",
-            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_ln, a, 32),
+            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_sink + c.params_layer_ln, a, 32),
             grouped(c.params_total, b, 32));
 
     double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate;
