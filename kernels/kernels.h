@@ -41,7 +41,7 @@ void layernorm_backward(float *d_inp,          // (N, D) +=
                         const float *rstd,     // (N)
                         int N, int D);
 
-/* ---- linear.c: out = inp · weight + bias (weight stored [in, out], as DESIGN.md) ---- */
+/* ---- linear.c: out = inp · weight + bias (weight stored [in, out], as docs/model.md) ---- */
 void linear_forward(float *out,                // (N, OC)
                     const float *inp,          // (N, C)
                     const float *weight,       // (C, OC)

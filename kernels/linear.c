@@ -1,6 +1,6 @@
 /* linear.c: out = inp · weight + bias, the fused QKV, output and unembedding projections.
  *
- * weight is stored [in, out] (DESIGN.md's W_qkv [D, 3E]). All three products go through the packed
+ * weight is stored [in, out] (docs/model.md's W_qkv [D, 3E]). All three products go through the packed
  * GEMM of gemm.c, which reads transposed operands through strides: forward is NN, the input
  * gradient NT (d_out · Wᵀ), the weight gradient TN (inpᵀ · d_out). The GEMM splits only output
  * rows or columns between threads and sums every element in a fixed order, and the bias gradient

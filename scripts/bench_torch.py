@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench_torch.py: the PyTorch side of `make bench` (run by scripts/bench, one process per config).
 
-The same attention-only model as DESIGN.md, written the way a PyTorch user would: nn.Embedding,
+The same attention-only model as docs/model.md, written the way a PyTorch user would: nn.Embedding,
 nn.LayerNorm, nn.Linear (fused Q|K|V), matmul + masked_fill + softmax attention (PyTorch 1.13 has
 no F.scaled_dot_product_attention), F.cross_entropy, torch.optim.AdamW (weight decay on the
 matrices only, as the harness) and clip_grad_norm_. One training step = sample a batch, forward,
@@ -72,7 +72,7 @@ class AttnOnly(nn.Module):
 
 
 class ReferenceModel(nn.Module):
-    """The tests' reference (tests/reference.py: forward written from DESIGN.md's math, with a
+    """The tests' reference (tests/reference.py: forward written from docs/model.md's math, with a
     hand-written LayerNorm and cross-entropy) in float32, its parameters in a ParameterDict."""
 
     def __init__(self, vocab, d_model, n_head, d_head, n_layer, seq_len):

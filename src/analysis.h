@@ -14,7 +14,7 @@ enum { PATTERN_PREV, PATTERN_SELF, PATTERN_FIRST, PATTERN_INDUCTION, PATTERN_DUP
 extern const char *const analysis_pattern_names[N_PATTERNS];
 
 /* scores[pattern * L * H + l * H + h] for maps (L, H, P, T, T) of probes tokens (P, T):
- * pooled means over all qualifying (probe, query) pairs, as DESIGN.md defines them. */
+ * pooled means over all qualifying (probe, query) pairs, as docs/model.md defines them. */
 void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H,
                              int P, int T);
 /* The pattern whose score exceeds 0.5 (the highest if several), else "mixed". */

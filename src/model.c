@@ -1,5 +1,5 @@
 /* model.c: parameter layout, activations, forward and backward of the attention-only model.
- * The math is DESIGN.md's; every numeric step is a kernel from kernels/. */
+ * The math is docs/model.md's; every numeric step is a kernel from kernels/. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

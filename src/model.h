@@ -1,7 +1,7 @@
-/* model.h: the attention-only transformer of DESIGN.md: parameters, activations, forward, backward.
+/* model.h: the attention-only transformer of docs/model.md: parameters, activations, forward, backward.
  *
  * Parameters live in one float block with a table of named tensors (TensorSpec) into it, in the
- * DESIGN.md layout: one memset zeroes every gradient, one loop runs AdamW, one walk writes every
+ * docs/results-format.md layout: one memset zeroes every gradient, one loop runs AdamW, one walk writes every
  * tensor to HDF5. Per-layer tensors of one kind are stored contiguously ([L, ...]) and the table
  * names each layer's slice "layer{l}/<name>". Activations are one block too, sized for the
  * largest (B, T) the model will see; forward may run on any B <= max_batch, T <= seq_len. */

@@ -154,12 +154,13 @@ static int write_checkpoint(const Config *cfg, const Model *m, const RunState *s
     return rc;
 }
 
-/* The /checkpoint step of a results file, or -1 if it has none. */
-static int64_t checkpoint_step(const char *path) {
+/* The /checkpoint step of a results file, or -1 if it has none; -2 (and err) if the file is
+ * there but is no results file this harness reads (say, a future format_version). */
+static int64_t checkpoint_step(const char *path, ConfigError *err) {
     if (access(path, R_OK) != 0) return -1;
     ConfigError ignored;
     ResultsReader rd;
-    if (results_reader_open(&rd, path, &ignored) != CONFIG_OK) return -1;
+    if (results_reader_open(&rd, path, err) != CONFIG_OK) return -2;
     int64_t step = -1;
     if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
         results_reader_attr_int(&rd, "/checkpoint", "step", &step, &ignored) != CONFIG_OK)
@@ -173,8 +174,9 @@ int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, Config
     checkpoint_path(cfg, ckpt, sizeof ckpt);
     char status[64];
     results_read_status(cfg->out_path, status, sizeof status);
-    int64_t main_step = strcmp(status, "interrupted") == 0 ? checkpoint_step(cfg->out_path) : -1;
-    int64_t ckpt_step = checkpoint_step(ckpt);
+    int64_t main_step = strcmp(status, "interrupted") == 0 ? checkpoint_step(cfg->out_path, err) : -1;
+    int64_t ckpt_step = main_step == -2 ? -2 : checkpoint_step(ckpt, err);
+    if (main_step == -2 || ckpt_step == -2) return CONFIG_ERROR;
     if (main_step < 0 && ckpt_step < 0) {
         ConfigMark mk = config_mark(cfg, "output.path");
         snprintf(err->message, sizeof err->message,

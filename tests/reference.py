@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for the attention-only transformer of ../DESIGN.md.
+"""Independent PyTorch reference for the attention-only transformer of docs/model.md.
 
-Written from the math in DESIGN.md, not from the C code, so the two can check each other.
+Written from the math in docs/model.md, not from the C code, so the two can check each other.
 Everything here is plain torch: explicit matmuls, masked_fill(-inf), softmax, a hand-written
 LayerNorm and cross-entropy, and a hand-written AdamW whose semantics are spelled out below.
 Run with Debian's /usr/bin/python3 (python3-torch, python3-h5py, python3-numpy, python3-yaml).
@@ -377,7 +377,7 @@ def random_params(cfg, dtype=torch.float64, seed=0, scale=0.3):
 
 
 def naive_forward(params, cfg, x, targets, mask):
-    """Loop-by-loop numpy forward straight from DESIGN.md, to check forward() independently."""
+    """Loop-by-loop numpy forward straight from docs/model.md, to check forward() independently."""
     V, D, H, dh, L, _ = dims(cfg)
     E = H * dh
     P = {k: v.detach().double().numpy() for k, v in params.items()}
@@ -455,7 +455,7 @@ def self_test(verbose=True):
         y[mask == 0] = -1                                   # junk where masked: must be ignored
         params = random_params(cfg, seed=2)
 
-        # 1. forward vs a loop-by-loop implementation of DESIGN.md
+        # 1. forward vs a loop-by-loop implementation of docs/model.md
         loss, probs = forward(params, cfg, x, y, mask)
         nloss, nmaps = naive_forward(params, cfg, x, y, mask)
         perr = max(float((probs[l] - torch.from_numpy(nmaps[l])).abs().max()) for l in range(L))

@@ -6,7 +6,6 @@ set -u
 harness=${1:-./harness}
 harness=$(cd "$(dirname "$harness")" && pwd)/$(basename "$harness")
 cd "$(dirname "$0")/.."
-root=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -49,6 +48,45 @@ twelve=$("$harness" --shapes "$tmp/base.yaml" --set model.d_model=768 --set mode
 timeout 10 "$harness" --shapes configs/qwen_style.yaml > "$tmp/qwen" 2>&1 && grep -q "5120" "$tmp/qwen" \
     && ok "--shapes on a real-size Qwen-style layout (no allocation)" || bad "--shapes qwen_style: $(head -3 "$tmp/qwen")"
 
+# ---- --shapes lists every parameter: the rows add up to the total (output gate and sink on)
+"$harness" --shapes "$tmp/base.yaml" --set model.output_gate=true --set model.sink=true > "$tmp/shapes_gs" 2>&1
+rows=$(sed -n '/^parameters/,/^  total/p' "$tmp/shapes_gs" | grep -v "^parameters\|  total" | awk '{gsub(",", "", $NF); s += $NF} END {print s}')
+total=$(grep "^  total  " "$tmp/shapes_gs" | awk '{gsub(",", "", $NF); print $NF}')
+grep -q "sink logits" "$tmp/shapes_gs" && grep -q "W_gate" "$tmp/shapes_gs" && [ -n "$total" ] && [ "$rows" = "$total" ] \
+    && ok "--shapes with gate and sink: sink and gate rows, rows add up to the total ($total)" \
+    || bad "--shapes rows add to $rows, total says $total: $(cat "$tmp/shapes_gs" | sed -n '/^parameters/,/total/p')"
+
+# ---- --keys: the key table, machine-readable
+"$harness" --keys > "$tmp/keys" 2> "$tmp/err"
+status=$?
+[ $status -eq 0 ] && [ "$(head -1 "$tmp/keys")" = "$(printf 'key\ttype\tdefault\trange\tmeaning')" ] \
+    && [ "$(awk -F'\t' 'NR > 1 && NF != 5' "$tmp/keys" | wc -l)" -eq 0 ] && grep -q "^model.n_kv_head	int	0	" "$tmp/keys" \
+    && ok "--keys: a header and five tab-separated fields per key" || bad "--keys: exit $status, $(head -3 "$tmp/keys")"
+"$harness" --keys --oops > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && ok "--keys with junk arguments: exit 2, $(cat "$tmp/err")" || bad "--keys junk: $(cat "$tmp/err")"
+
+# ---- scripts/install-deps: the sets, and what it says where it does not install
+deps=scripts/install-deps
+$deps --list run > "$tmp/run_set" && grep -qx libyaml-dev "$tmp/run_set" && grep -qx libhdf5-dev "$tmp/run_set" \
+    && ! grep -q python3 "$tmp/run_set" && ok "install-deps run: compiler, pkg-config, libyaml, HDF5 and no Python" \
+    || bad "install-deps --list run: $(tr '\n' ' ' < "$tmp/run_set")"
+$deps --list test | grep -qx python3-torch && $deps --list test | grep -qx libyaml-dev \
+    && ok "install-deps test: adds the tests' packages to run's" || bad "install-deps --list test"
+$deps nonsense > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q "usage: install-deps" "$tmp/err" && ok "install-deps with an unknown set: usage, exit 2" || bad "install-deps nonsense"
+mkdir -p "$tmp/nodebian"
+for c in sh sort tr id cat; do ln -sf "$(command -v $c)" "$tmp/nodebian/$c"; done
+PATH="$tmp/nodebian" sh $deps run > "$tmp/out" 2> "$tmp/err"
+status=$?
+[ $status -eq 0 ] && grep -q "not Debian or Ubuntu; not installing" "$tmp/err" && grep -q "Fedora (dnf install): .*hdf5-devel" "$tmp/err" \
+    && grep -q "Arch (pacman -S): .*libyaml" "$tmp/err" && grep -q "macOS (brew install): .*hdf5" "$tmp/err" \
+    && grep -q "Debian/Ubuntu (apt-get install --no-install-recommends): .*libhdf5-dev" "$tmp/err" \
+    && ok "install-deps off Debian: no apt-get, one message with the Debian, Fedora, Arch and Homebrew packages" \
+    || bad "install-deps off Debian: exit $status: $(cat "$tmp/err")"
+CC=${CC:-cc} $deps --check-build "-nostdinc" "" > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q "cannot find yaml.h" "$tmp/err" && grep -q "libyaml-dev" "$tmp/err" \
+    && ok "the build names a header it cannot find and its package" || bad "install-deps --check-build: $(cat "$tmp/err")"
+
 # ---- a short run end to end, checked against the contract
 if "$harness" "$tmp/base.yaml" > "$tmp/out" 2> "$tmp/err"; then
     ok "short training run completes"
@@ -59,6 +97,16 @@ if "$harness" "$tmp/base.yaml" > "$tmp/out" 2> "$tmp/err"; then
         && ok "inspect --tokens prints every head's rows" || bad "inspect: $(head -3 "$tmp/inspect")"
     "$harness" inspect "$tmp/run.h5" --prompt "hi" > /dev/null 2>&1
     [ $? -eq 2 ] && ok "inspect --prompt on a non-byte model is a user error" || bad "inspect --prompt on induction model"
+    "$harness" inspect "$tmp/run.h5" --tokens 0,3,5,7,3,5 --layer 1 --head 2 --top 3 > "$tmp/inspect" 2>&1
+    [ $? -eq 0 ] && grep -q "^layer 1 head 2:" "$tmp/inspect" && [ "$(grep -c "^layer" "$tmp/inspect")" -eq 1 ] \
+        && grep -qE "^the 3 most likely next tokens after the last input: [0-9]+ \(0\.[0-9]+\) [0-9]+ \([0-9.]+\) [0-9]+ \([0-9.]+\)$" "$tmp/inspect" \
+        && ok "inspect --layer 1 --head 2 --top 3: one head, three predictions" || bad "inspect --layer/--head/--top: $(cat "$tmp/inspect")"
+    "$harness" inspect --help > "$tmp/out" 2>&1 && grep -q "usage: harness inspect" "$tmp/out" && grep -q -- "--top K" "$tmp/out" \
+        && ok "inspect --help" || bad "inspect --help: $(head -2 "$tmp/out")"
+    for args in "--tokens 1 --layer 2" "--tokens 1 --head 9" "--tokens 1 --top 0" "--tokens 1 --layer x" "--tokens 1 --layer" "--tokens 1 --bogus"; do
+        "$harness" inspect "$tmp/run.h5" $args > /dev/null 2> "$tmp/err"
+        [ $? -eq 2 ] && [ -s "$tmp/err" ] && ok "inspect $args: exit 2, $(head -1 "$tmp/err")" || bad "inspect $args: $(head -2 "$tmp/err")"
+    done
     cp "$tmp/run.h5" "$tmp/keep.h5"
     "$harness" "$tmp/base.yaml" > /dev/null 2> "$tmp/err"
     [ $? -eq 2 ] && cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "refuses to replace a complete result without --force" \

@@ -23,7 +23,7 @@ typedef struct {
     const char *path;       /* load this path instead of writing the yaml */
 } Case;
 
-static char config_path[256], data_path[256];
+static char tmp_dir[256], config_path[300], data_path[300]; /* in a fresh directory under $TMPDIR */
 static int passed, failed;
 
 static void report(const char *name, int ok, const char *got) {
@@ -362,7 +362,7 @@ static void test_marks_and_visit(void) {
 }
 
 static void test_long_strings(void) {
-    static char yaml[4096], name[1200];
+    static char yaml[4096], name[1400];
     char long_path[1100], long_probe[300];
     memset(long_path, 'a', sizeof long_path - 1), long_path[sizeof long_path - 1] = '\0';
     memset(long_probe, 'b', sizeof long_probe - 1), long_probe[sizeof long_probe - 1] = '\0';
@@ -373,13 +373,19 @@ static void test_long_strings(void) {
                      NULL, NULL});
     snprintf(yaml, sizeof yaml, "output:\n  path: %.1023s\n", long_path);
     run_case(&(Case){"string of the maximum length", yaml, {0}, NULL, NULL, NULL, NULL});
-    snprintf(name, sizeof name, "/tmp/%.1100s.yaml", long_path);
+    snprintf(name, sizeof name, "%s/%.1100s.yaml", tmp_dir, long_path);
     run_case(&(Case){"config path too long", NULL, {0}, "1:1", "the config path is too long", NULL, name});
 }
 
 int main(void) {
-    snprintf(config_path, sizeof config_path, "/tmp/test_config_%d.yaml", (int)getpid());
-    snprintf(data_path, sizeof data_path, "/tmp/test_config_%d.txt", (int)getpid());
+    const char *base = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : P_tmpdir;
+    snprintf(tmp_dir, sizeof tmp_dir, "%.200s/test_config.XXXXXX", base);
+    if (!mkdtemp(tmp_dir)) {
+        perror("test_config: mkdtemp");
+        return 1;
+    }
+    snprintf(config_path, sizeof config_path, "%s/config.yaml", tmp_dir);
+    snprintf(data_path, sizeof data_path, "%s/data.txt", tmp_dir);
     write_file(data_path, "some text to train on\n");
 
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
@@ -397,6 +403,7 @@ int main(void) {
 
     remove(config_path);
     remove(data_path);
+    rmdir(tmp_dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -3,7 +3,7 @@
 
 Trains configs/heads12.yaml at seeds 0, 1, 2 and checks, on each results file, that layer 0 has a
 previous-token head and layer 1 an induction head, each scoring above 0.5 at the end (the classes
-DESIGN.md defines), and that the held-out loss ends far below ln(vocab_size).
+docs/model.md defines), and that the held-out loss ends far below ln(vocab_size).
 usage: tests/test_mechanism.py [HARNESS]
 """
 import math

@@ -15,7 +15,7 @@ then "N passed, M failed"; exit status 1 if anything failed:
   resume           kill -9 a sweep after its first run completed, rerun it: only the missing runs
                    run (the first file's mtime is unchanged); SIGINT: exit 130, the running
                    harness saves status "interrupted", the next sweep completes it
-  summary          one row per run; params and FLOPs equal `harness --shapes` and the DESIGN.md
+  summary          one row per run; params and FLOPs equal `harness --shapes` and the docs/model.md
                    formulas; losses equal the results files; class counts sum to layers x heads
   statistics       Welch's t, df, p against a hand computation and scipy.stats.ttest_ind
                    (equal_var=False), with scipy and with our own incomplete beta; compare's
@@ -176,7 +176,7 @@ def test_sweep_and_summary():
           and [r["train.seed"] for r in rows] == ["0", "1"] * 3, str(rows[:1]))
     ok, params, flops, _, _ = harness.run_shapes(TINY, {"model.n_head": 2, "model.d_head": 8})
     cfg = dict(vocab_size=16, d_model=16, n_head=2, d_head=8, n_layer=2, seq_len=16)
-    check("summary: params and FLOPs/token equal `harness --shapes` and the DESIGN.md formulas",
+    check("summary: params and FLOPs/token equal `harness --shapes` and the docs/model.md formulas",
           all(int(r["params"]) == params and int(r["flops_per_token"]) == flops for r in rows)
           and harness.shapes_formula(cfg) == (params, flops), f"{rows[0]['params']} {params} "
           f"{harness.shapes_formula(cfg)} {flops}")

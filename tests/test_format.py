@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+"""The results file describes itself, the docs describe every part of it, and `harness check`
+catches what breaks the contract.
+
+  self-describing  format_version; /config booleans read by h5py as numpy.bool_; every dataset
+                   has description and units attributes and a label per dimension; /attn/maps is
+                   (snapshot, layer, head, probe, query, key) with /attn/step attached, /train/*
+                   attached to /train/step, /eval/* to /eval/step
+  docs             every dataset and attribute the harness writes (runs with every switch, a text
+                   run, an interrupted run with /checkpoint, --dump-grads) is named in
+                   docs/results-format.md; every key of `harness --keys` is in the README's config
+                   table with its default
+  check            passes on those files; finds a broken attention row, a score or class that
+                   does not follow from the maps, a missing description, a string boolean, a wrong
+                   shape, an unknown status (exit 1, one line each); refuses a truncated file, a
+                   non-HDF5 file, a missing file and a future format_version (exit 2)
+  readers          inspect, train.init_from and --resume refuse a future major format_version
+usage: tests/test_format.py [HARNESS]
+"""
+import csv
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+from checks import check, finish, run_check
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
+TMP = tempfile.mkdtemp(prefix="test_format.")
+BASE = """model: {vocab_size: 32, d_model: 24, n_head: 4, n_layer: 2, seq_len: 24}
+train: {steps: 20, batch_size: 8, lr: 3.0e-3, warmup_steps: 5, seed: 1, threads: 1}
+data: {task: induction, min_period: 3, max_period: 8}
+output: {log_every: 5, eval_every: 10, eval_batches: 2, attn_every: 10, probes: 3}
+"""
+SWITCHES = ["model.sink=true", "model.output_gate=true", "model.n_kv_head=2", "model.pos=rope"]
+
+
+def harness(*args, timeout=300):
+    return subprocess.run([HARNESS, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def train(name, *sets):
+    path = os.path.join(TMP, name + ".h5")
+    args = [os.path.join(TMP, "base.yaml"), "--set", f"output.path={path}"]
+    for s in sets:
+        args += ["--set", s]
+    p = harness(*args)
+    check(f"run {name} completes", p.returncode == 0, p.stderr[-400:])
+    return path
+
+
+def interrupted_run():
+    """A run stopped by SIGINT: status interrupted, with /checkpoint."""
+    path = os.path.join(TMP, "interrupted.h5")
+    cmd = [HARNESS, os.path.join(TMP, "base.yaml"), "--set", f"output.path={path}",
+           "--set", "train.steps=100000", "--set", "output.log_every=1"]
+    with open(os.path.join(TMP, "int.log"), "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+        for _ in range(600):
+            time.sleep(0.1)
+            with open(log.name) as f:
+                if re.search(r"^step 1[0-9]/", f.read(), re.M):
+                    break
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    check("SIGINT run ends interrupted (exit 130)", proc.returncode == 130, f"exit {proc.returncode}")
+    return path
+
+
+def every_dataset(f):
+    out = []
+    f.visititems(lambda name, obj: out.append("/" + name) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def documented_name(path):
+    """/params/layer3/w_qkv -> layer{l}/w_qkv; /grads/... and /checkpoint/adam_m/... like /params."""
+    path = re.sub(r"layer\d+", "layer{l}", path)
+    for group in ("/params/", "/grads/", "/checkpoint/adam_m/", "/checkpoint/adam_v/"):
+        if path.startswith(group):
+            return group.rstrip("/"), path[len(group):]
+    return None, path
+
+
+def test_self_describing(files):
+    with h5py.File(files["switches"], "r") as f:
+        check("format_version is 1.0", f.attrs.get("format_version") in ("1.0", b"1.0"))
+        for key in ("sink", "output_gate"):
+            value = f["/config"].attrs[key]
+            check(f"/config {key} is read by h5py as numpy.bool_ (True)", isinstance(value, np.bool_) and value,
+                  f"{type(value).__name__} {value!r}")
+        maps = f["/attn/maps"]
+        check("/attn/maps dimensions are (snapshot, layer, head, probe, query, key)",
+              tuple(d.label for d in maps.dims) == ("snapshot", "layer", "head", "probe", "query", "key"),
+              str([d.label for d in maps.dims]))
+        for name, scale in (("/attn/maps", "/attn/step"), ("/scores/prev", "/attn/step"),
+                            ("/train/loss", "/train/step"), ("/train/elapsed_s", "/train/step"),
+                            ("/eval/loss", "/eval/step")):
+            attached = [s.name for s in f[name].dims[0].values()]
+            check(f"{name} axis 0 is attached to the dimension scale {scale}", attached == [scale], str(attached))
+            check(f"{name}: the scale's values are {scale}'s",
+                  np.array_equal(f[name].dims[0][0][()], f[scale][()]))
+    for run, path in files.items():
+        with h5py.File(path, "r") as f:
+            bad = []
+            for name in every_dataset(f):
+                ds = f[name]
+                desc, units = ds.attrs.get("description"), ds.attrs.get("units")
+                labels = [d.label for d in ds.dims]
+                if not isinstance(desc, str) or not desc or not isinstance(units, str) or not units or "" in labels:
+                    bad.append(f"{name} (description {desc!r}, units {units!r}, labels {labels})")
+            check(f"{run}: every dataset has a description, units and a label per dimension", not bad,
+                  "; ".join(bad[:4]))
+
+
+def test_docs(files):
+    with open(os.path.join(ROOT, "docs/results-format.md")) as fh:
+        doc = fh.read()
+    missing = set()
+    for path in files.values():
+        with h5py.File(path, "r") as f:
+            for name in every_dataset(f):
+                group, rest = documented_name(name)
+                # a tensor is described once, under /params; /grads and /checkpoint name its group
+                wanted = [f"`{rest}`", f"/params/{rest}`"] if group else [f"`{rest}`", f"`{rest}"]
+                if group and f"`{group}" not in doc:
+                    missing.add(group)
+                if not any(w in doc for w in wanted):
+                    missing.add(name)
+            for obj in ("/", "/config", "/checkpoint"):
+                if obj in f:
+                    missing.update(f"{obj} attribute {a}" for a in f[obj].attrs if f"`{a}`" not in doc)
+            if "/batch" in f:  # --dump-grads: its root attribute loss
+                missing.update(a for a in f.attrs if f"`{a}`" not in doc)
+    check("docs/results-format.md names every dataset and attribute the harness writes", not missing,
+          ", ".join(sorted(missing)[:12]))
+
+
+def readme_config_table():
+    """{key: default cell} of the README's configuration table."""
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        text = fh.read()
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`((?:model|train|data|output)\.\w+)`\s*\|([^|]*)\|", line)
+        if m:
+            rows[m.group(1)] = m.group(2).strip()
+    return rows
+
+
+def same_default(kind, default, cell):
+    cell = cell.replace("`", "").strip()
+    if kind in ("int", "float"):
+        first = cell.split()[0] if cell else ""
+        try:
+            return float(first) == float(default)
+        except ValueError:
+            return False
+    if kind in ("string", "strings"):
+        return cell == f'"{default}"' or cell == f'["{default}"]'
+    return cell.split()[0] == default if cell else False
+
+
+def test_keys_and_readme():
+    p = harness("--keys")
+    rows = list(csv.DictReader(io.StringIO(p.stdout), delimiter="\t"))
+    check("--keys prints a header and one row per key (key, type, default, range, meaning)",
+          p.returncode == 0 and len(rows) > 40 and all(r["meaning"] and r["type"] for r in rows),
+          p.stderr + p.stdout[:200])
+    table = readme_config_table()
+    missing = [r["key"] for r in rows if r["key"] not in table]
+    wrong = [f"{r['key']}: README '{table[r['key']]}', --keys '{r['default']}'" for r in rows
+             if r["key"] in table and not same_default(r["type"], r["default"], table[r["key"]])]
+    check("every config key is in the README's config table", not missing, ", ".join(missing))
+    check("the README's config table gives every key's default as --keys does", not wrong, "; ".join(wrong))
+    extra = [k for k in table if k not in {r["key"] for r in rows}]
+    check("the README's config table has no key the harness does not know", not extra, ", ".join(extra))
+    for r in rows:  # an explicit 0 means "derive": said in the range column of every such key
+        if r["default"] == "0" and r["type"] == "int" and r["key"] not in ("train.seed", "data.max_prefix",
+                                                                           "train.steps"):
+            check(f"--keys says what 0 means for {r['key']} ({r['range']})", "0 =" in r["range"] or "0 dis" in r["range"])
+    for args in (["--keys", "junk"], ["--keys", "--set", "x=1"]):
+        q = harness(*args)
+        check(f"harness {' '.join(args)}: exit 2 and one clear line", q.returncode == 2 and
+              "--keys takes no arguments" in q.stderr and q.stderr.count("\n") == 1, q.stderr)
+
+
+def tampered(src, name, edit):
+    path = os.path.join(TMP, name + ".h5")
+    shutil.copy(src, path)
+    with h5py.File(path, "r+") as f:
+        edit(f)
+    return path
+
+
+def expect_problem(src, what, edit, pattern):
+    path = tampered(src, what.replace(" ", "_"), edit)
+    p = harness("check", path)
+    lines = [ln for ln in p.stdout.splitlines() if re.search(pattern, ln)]
+    check(f"check finds {what} (exit 1, a line matching '{pattern}')", p.returncode == 1 and lines,
+          f"exit {p.returncode}: {p.stdout[-400:]}{p.stderr}")
+
+
+def scale_row(f):
+    maps = f["/attn/maps"]
+    m = maps[-1]
+    m[0, 0, 0, 5, :6] *= 0.9
+    maps[-1] = m
+
+
+def test_check(files):
+    for run, path in files.items():
+        if run == "dump_grads":
+            continue
+        p = harness("check", path)
+        check(f"check passes the {run} file", p.returncode == 0 and p.stdout.rstrip().endswith(")"),
+              p.stdout[-600:] + p.stderr)
+    good = files["base"]
+
+    def set_score(f):
+        f["/scores/induction"][-1, 1, 2] += 0.01
+
+    def set_class(f):
+        cls = f["/scores/class"][()].astype(str)
+        cls[0, 0] = "induction" if cls[0, 0] != "induction" else "prev"
+        del f["/scores/class"]
+        f.create_dataset("/scores/class", data=cls.astype(object), dtype=h5py.string_dtype())
+
+    def string_bool(f):
+        del f["/config"].attrs["sink"]
+        f["/config"].attrs["sink"] = "false"
+
+    def wrong_shape(f):
+        del f["/params/tok_emb"]
+        f["/params/tok_emb"] = np.zeros((3, 3), np.float32)
+
+    expect_problem(good, "an attention row that does not sum to 1", scale_row, r"/attn/maps snapshot \d+: 1 rows sum")
+    expect_problem(good, "a score that does not follow from the maps", set_score, r"/scores/induction differs")
+    expect_problem(good, "a class that does not follow from the scores", set_class, r"/scores/class layer 0 head 0")
+    expect_problem(good, "a missing description", lambda f: f["/train/loss"].attrs.__delitem__("description"),
+                   r"/train/loss: attribute description")
+    expect_problem(good, "a boolean stored as a string", string_bool, r"/config sink is not an HDF5 boolean")
+    expect_problem(good, "a tensor of the wrong shape", wrong_shape, r"/params/tok_emb has shape \(3, 3\)")
+    expect_problem(good, "an unknown status", lambda f: f.attrs.__setitem__("status", "done"), r"status 'done'")
+    expect_problem(good, "a future step in a causal map",
+                   lambda f: f["/attn/maps"].__setitem__((0, 0, 0, 0, 2, 5), 0.5), r"future keys")
+    expect_problem(files["switches"], "a row above 1 with a sink",
+                   lambda f: f["/attn/maps"].__setitem__((0, 0, 0, 0, 3, 0), 1.5), r"above 1 with model.sink")
+
+    # unusable input: exit 2 and one clear line on stderr
+    truncated = os.path.join(TMP, "truncated.h5")
+    with open(good, "rb") as src, open(truncated, "wb") as dst:
+        dst.write(src.read()[:3000])
+    text = os.path.join(TMP, "text.h5")
+    with open(text, "w") as fh:
+        fh.write("not HDF5\n")
+    future = tampered(good, "future", lambda f: f.attrs.__setitem__("format_version", "2.0"))
+    garbled = tampered(good, "garbled", lambda f: f.attrs.__setitem__("format_version", "one"))
+    for what, args, pattern in (("a truncated file", [truncated], "not an HDF5 results file"),
+                                ("a non-HDF5 file", [text], "not an HDF5 results file"),
+                                ("a missing file", [os.path.join(TMP, "none.h5")], "cannot be read"),
+                                ("a future format_version", [future], "format 2.0, but this harness reads format 1.x"),
+                                ("a garbled format_version", [garbled], "not MAJOR.MINOR"),
+                                ("no file", [], "no results file given"),
+                                ("two files", [good, good], "exactly one"),
+                                ("an unknown option", ["--junk"], "unknown option")):
+        p = harness("check", *args)
+        check(f"check on {what}: exit 2, '{pattern}'", p.returncode == 2 and pattern in p.stderr and not p.stdout,
+              f"exit {p.returncode}: {p.stderr.strip()[:300]} {p.stdout[:200]}")
+    p = harness("check", "--help")
+    check("check --help", p.returncode == 0 and "usage: harness check" in p.stdout)
+
+
+def test_readers_refuse_future(files):
+    future = tampered(files["base"], "future_reader", lambda f: f.attrs.__setitem__("format_version", "2.0"))
+    p = harness("inspect", future, "--tokens", "1,2,3")
+    check("inspect refuses a future format_version (exit 2)", p.returncode == 2 and "format 2.0" in p.stderr, p.stderr)
+    p = harness(os.path.join(TMP, "base.yaml"), "--set", f"train.init_from={future}",
+                "--set", f"output.path={os.path.join(TMP, 'from_future.h5')}")
+    check("train.init_from refuses a future format_version (exit 2, file:line:col)",
+          p.returncode == 2 and "format 2.0" in p.stderr and re.match(r"^--set:1:1: ", p.stderr), p.stderr)
+    resume = tampered(files["interrupted"], "future_resume", lambda f: f.attrs.__setitem__("format_version", "3.1"))
+    p = harness(os.path.join(TMP, "base.yaml"), "--set", f"output.path={resume}", "--set", "train.steps=100000",
+                "--set", "output.log_every=1", "--resume")
+    check("--resume refuses a future format_version (exit 2)", p.returncode == 2 and "format 3.1" in p.stderr, p.stderr)
+    newer_minor = tampered(files["base"], "minor", lambda f: f.attrs.__setitem__("format_version", "1.7"))
+    p = harness("inspect", newer_minor, "--tokens", "1,2,3")
+    check("a newer minor version (1.7) is read", p.returncode == 0, p.stderr)
+
+
+def main():
+    with open(os.path.join(TMP, "base.yaml"), "w") as fh:
+        fh.write(BASE)
+    files = {"base": train("base"), "switches": train("switches", *SWITCHES),
+             "text": train("text", "data.task=text", "model.vocab_size=256", "output.probe_text=[abcdefgh, ijklmnop]"),
+             "interrupted": interrupted_run()}
+    dump = os.path.join(TMP, "grads.h5")
+    p = harness(os.path.join(TMP, "base.yaml"), "--dump-grads", dump, *sum((["--set", s] for s in SWITCHES), []))
+    check("--dump-grads writes its file", p.returncode == 0, p.stderr)
+    files["dump_grads"] = dump
+    run_check("self-describing datasets", lambda: test_self_describing(files))
+    run_check("docs cover the file", lambda: test_docs(files))
+    run_check("--keys and the README table", test_keys_and_readme)
+    run_check("harness check", lambda: test_check(files))
+    run_check("readers refuse a future format", lambda: test_readers_refuse_future(files))
+    shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(finish())
+
+
+main()
