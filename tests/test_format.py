@@ -14,7 +14,8 @@ catches what breaks the contract.
                    does not follow from the maps, a missing description, a string boolean, a wrong
                    shape, an unknown status (exit 1, one line each); refuses a truncated file, a
                    non-HDF5 file, a missing file and a future format_version (exit 2)
-  readers          inspect, train.init_from and --resume refuse a future major format_version
+  readers          inspect, train.init_from, --resume and the Python reader (scripts/plot) refuse a
+                   future major format_version; a newer minor one is read
 usage: tests/test_format.py [HARNESS]
 """
 import csv
@@ -292,6 +293,10 @@ def test_readers_refuse_future(files):
     p = harness(os.path.join(TMP, "base.yaml"), "--set", f"output.path={resume}", "--set", "train.steps=100000",
                 "--set", "output.log_every=1", "--resume")
     check("--resume refuses a future format_version (exit 2)", p.returncode == 2 and "format 3.1" in p.stderr, p.stderr)
+    p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/plot"), future, "-o", os.path.join(TMP, "p")],
+                       capture_output=True, text=True, timeout=120)
+    check("scripts/plot (the Python reader, heads.results.open_file) refuses it: exit 2, one line",
+          p.returncode == 2 and "format 2.0" in p.stderr and p.stderr.count("\n") == 1, p.stderr)
     newer_minor = tampered(files["base"], "minor", lambda f: f.attrs.__setitem__("format_version", "1.7"))
     p = harness("inspect", newer_minor, "--tokens", "1,2,3")
     check("a newer minor version (1.7) is read", p.returncode == 0, p.stderr)

@@ -9,6 +9,8 @@ file runs in well under a minute. Checks, one line each ("ok - ..." or "FAIL - .
 then "N passed, M failed"; exit status 1 if anything failed:
   grid expansion   fixed_width, fixed_d_head, arbitrary keys (train.lr, n_layer), seeds, run names,
                    YAML 1.1 numbers such as 3e-3, and the file:line:col errors of bad experiments
+  keys and --set   the key list comes from `harness --keys` (bare n_kv_head, sink in a grid);
+                   sweep --set reaches every run, and its errors; a missing numpy is one line
   sweep            runs, logs and summary; skips complete results; reruns results whose config
                    changed; overwrites a stale .tmp; a failing run is reported with its log tail
                    and does not stop the others (exit 1); bad input stops before training (exit 2)
@@ -142,6 +144,46 @@ def test_grid():
                  "error: fixed_d_head without a d_head")
     expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep",
                  "error: output.path is the sweep's")
+
+
+def test_keys_and_set():
+    """The key list is the harness's (--keys), sweep --set, and friendly missing-module lines."""
+    sections = harness.key_sections()
+    check("the scripts' config keys are `harness --keys`'s (n_kv_head, sink, pos included)",
+          {"n_kv_head", "sink", "pos", "rope_dims"} <= set(sections["model"])
+          and sum(map(len, sections.values())) == len(harness.config_keys()) > 40, str(sections))
+    exp = experiments.Experiment(experiment("kv", "grid: {n_kv_head: [1, 2], sink: [false, true]}\n"))
+    check("a grid with bare n_kv_head and sink keys expands (model.n_kv_head, model.sink)",
+          [(r.overrides["model.n_kv_head"], r.overrides["model.sink"]) for r in exp.runs]
+          == [(1, False), (1, True), (2, False), (2, True)], str([r.overrides for r in exp.runs]))
+    expect_error("grid: {model.n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown config key 'model.n_haed' "
+                 r"\(did you mean 'model.n_head'\?\)", "error: misspelt section.key, with a suggestion")
+    path = experiment("cliset", "set: {train.steps: 5}\ngrid: {n_head: [1, 2]}\n")
+    exp = experiments.Experiment(path, ["n_layer=1", "train.steps=7", "train.lr=5e-3"])
+    check("Experiment(sets): --set values reach every run, replace set:, YAML-typed",
+          all(r.overrides["model.n_layer"] == 1 and r.overrides["train.steps"] == 7
+              and r.overrides["train.lr"] == 0.005 for r in exp.runs), str(exp.runs[0].overrides))
+    for sets, pattern in ((["model.n_head=4"], r"--set:1:1: 'model.n_head=4': model.n_head is swept"),
+                          (["output.path=x.h5"], r"--set:1:1: .*output.path is chosen by the sweep"),
+                          (["n_layer"], r"--set:1:1: 'n_layer': expected section.key=value"),
+                          (["n_heads=2"], r"--set:1:1: 'n_heads=2': unknown config key 'n_heads' "
+                                          r"\(did you mean 'n_head'\?\)")):
+        try:
+            experiments.Experiment(path, sets)
+            check(f"sweep --set {sets[0]}: an error", False, "no error")
+        except cli.UserError as e:
+            check(f"sweep --set {sets[0]}: {e}", re.match(pattern, str(e)) is not None, str(e))
+    p = script("sweep", path, "--set", "n_layer=1", "--list")
+    check("scripts/sweep --set model.n_layer=1 --list shows it in every run",
+          p.returncode == 0 and p.stdout.count("model.n_layer=1") == 2, p.stdout + p.stderr)
+    p = script("sweep", path, "--set", "model.n_head=3")
+    check("scripts/sweep --set on a swept key: exit 2, one line",
+          p.returncode == 2 and p.stderr.count("\n") == 1 and "is swept in grid" in p.stderr, p.stderr)
+    for name in ("plot", "plot-sweep", "compare", "sweep"):  # -S: no site-packages, so no numpy
+        p = subprocess.run([PY, "-S", os.path.join(SCRIPTS, name), "x"], capture_output=True, text=True)
+        check(f"{name} without numpy: one line naming python3-numpy and pip install numpy, exit 2",
+              p.returncode == 2 and p.stderr.count("\n") == 1 and "python3-numpy" in p.stderr
+              and "pip install numpy" in p.stderr and "Traceback" not in p.stderr, p.stderr[-300:])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -505,6 +547,7 @@ def main():
         return 1
     t0 = time.time()
     run_check("grid expansion", test_grid)
+    run_check("config keys from the harness, sweep --set", test_keys_and_set)
     sweep_dir = []
     run_check("sweep and summary", lambda: sweep_dir.append(test_sweep_and_summary()))
     run_check("failing runs", test_failures)

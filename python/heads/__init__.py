@@ -14,5 +14,43 @@ sys.path or PYTHONPATH).
   stats        mean, std, Welch's t-test
   gnuplot      running gnuplot, its terminals and data files
 
-Needs numpy and yaml (and h5py to read results files); scipy is optional.
+Needs numpy and yaml (and h5py to read results files); scipy is optional. A missing one is
+one line naming the Debian package and the pip/conda name (require, require_or_exit below), not
+a traceback: the scripts run under Debian's /usr/bin/python3 (what `make test` provisions) and
+under a user's own `python3 scripts/plot ...` in a venv or conda environment alike.
 """
+import importlib
+import os
+import sys
+
+# module: (Debian package, pip / conda name)
+PACKAGES = {"numpy": ("python3-numpy", "numpy"), "yaml": ("python3-yaml", "pyyaml"),
+            "h5py": ("python3-h5py", "h5py"), "scipy": ("python3-scipy", "scipy")}
+
+
+class MissingModule(ImportError):
+    """A Python module the package needs cannot be imported; the message says how to get it."""
+
+
+def require(*modules):
+    """Import each module or raise MissingModule with one line saying where to get it."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            deb, pip = PACKAGES[name]
+            raise MissingModule(
+                f"needs the Python module {name}, which {sys.executable or 'python'} cannot import: "
+                f"on Debian/Ubuntu install {deb} (for /usr/bin/python3; scripts/install-deps test "
+                f"installs it), or run `pip install {pip}` / `conda install {pip}` in your environment"
+            ) from None
+
+
+def require_or_exit(*modules):
+    """require() for a command-line script: the message as one line, exit status 2."""
+    try:
+        require(*modules)
+    except MissingModule as e:
+        print(f"{os.path.basename(sys.argv[0] or 'heads')}: {e}", file=sys.stderr)
+        sys.exit(2)
+

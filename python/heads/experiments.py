@@ -13,7 +13,7 @@ import yaml
 
 from .cli import UserError
 from .configs import Marked, format_value, read_config_file
-from .harness import CONFIG_KEYS, HARNESS_DEFAULTS, REPO
+from .harness import REPO, key_default, key_sections
 
 
 WIDTH_RULES = {
@@ -65,8 +65,10 @@ class Run:
 class Experiment:
     """An experiment file. See the comment at the top of experiments/heads.yaml for the format."""
 
-    def __init__(self, path):
+    def __init__(self, path, sets=()):
+        """sets: `section.key=value` assignments (sweep --set), applied to every run."""
         self.path = path
+        self._cli_where = {}
         try:
             with open(path) as f:
                 self.text = f.read()
@@ -117,8 +119,9 @@ class Experiment:
             self._check_list(("seeds",), seeds, "train.seed")
             self.grid["train.seed"] = seeds
             self._grid_paths["train.seed"] = ("seeds",)
+        self._apply_sets(sets)
         for key in self.grid:
-            if key in self.set:
+            if key in self.set and key not in self._cli_where:
                 raise UserError(self.doc.where(self._set_paths[key]) +
                                 f"{key} is both set here and swept in grid:; keep one")
 
@@ -133,38 +136,62 @@ class Experiment:
                             "width: fixed_width derives model.d_head from d_model / n_head; "
                             "do not sweep it too (or use width: free)")
         if self.width == "fixed_width" and "model.d_head" in self.set:
-            raise UserError(self.doc.where(self._set_paths["model.d_head"]) +
+            raise UserError(self.where_key("model.d_head") +
                             "width: fixed_width derives model.d_head from d_model / n_head; "
                             "remove it here (or use width: fixed_d_head)")
         self.runs = self._expand()
 
     # -- parsing helpers
 
-    def _section_key(self, key, keypath):
+    def _section_key(self, key, where):
         """'n_head' -> 'model.n_head'; 'model.n_head' stays; anything else is an error."""
+        sections = key_sections()
         if "." in key:
             section, name = key.split(".", 1)
-            if section not in CONFIG_KEYS:
-                hint = difflib.get_close_matches(section, CONFIG_KEYS, 1)
-                raise UserError(self.doc.where(keypath) + f"unknown config section '{section}'"
+            if section not in sections:
+                hint = difflib.get_close_matches(section, sections, 1)
+                raise UserError(where + f"unknown config section '{section}'"
                                 + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                                + "; sections: " + ", ".join(CONFIG_KEYS))
-            if name not in CONFIG_KEYS[section]:
-                # Maybe a key added to the harness after this list was written: the harness
-                # decides (every run is checked with `harness --shapes` before anything runs).
-                pass
+                                + "; sections: " + ", ".join(sections))
+            if name not in sections[section]:
+                hint = difflib.get_close_matches(name, sections[section], 1)
+                raise UserError(where + f"unknown config key '{key}'"
+                                + (f" (did you mean '{section}.{hint[0]}'?)" if hint else "")
+                                + f"; {section} keys: " + ", ".join(sections[section]))
             return key
-        owners = [s for s, names in CONFIG_KEYS.items() if key in names]
+        owners = [s for s, names in sections.items() if key in names]
         if len(owners) == 1:
             return f"{owners[0]}.{key}"
-        every = [f"{s}.{n}" for s, names in CONFIG_KEYS.items() for n in names]
+        every = [f"{s}.{n}" for s, names in sections.items() for n in names]
         if owners:
-            raise UserError(self.doc.where(keypath) + f"'{key}' is in several sections ("
+            raise UserError(where + f"'{key}' is in several sections ("
                             + ", ".join(f"{s}.{key}" for s in owners) + "); write section.key")
         hint = difflib.get_close_matches(key, [k.split(".")[1] for k in every], 1)
-        raise UserError(self.doc.where(keypath) + f"unknown config key '{key}'"
+        raise UserError(where + f"unknown config key '{key}'"
                         + (f" (did you mean '{hint[0]}'?)" if hint else "")
                         + "; write section.key, e.g. model.n_head or train.lr")
+
+    def _apply_sets(self, assignments):
+        """sweep --set section.key=value, as the harness's --set (the value read as YAML), for
+        every run: it replaces the file's set: value of that key; a swept key is an error."""
+        for text in assignments:
+            where = f"--set:1:1: '{text}': "
+            key, eq, value_text = text.partition("=")
+            if not eq or not key:
+                raise UserError(where + "expected section.key=value, e.g. model.n_head=4")
+            try:  # read as an experiment file's values are (3e-3 is a number, as the harness says)
+                value = Marked("--set", value_text).data if value_text else ""
+            except UserError as e:
+                raise UserError(where + "the value is not a YAML value (" + str(e).split(": ", 1)[-1] + ")")
+            full = self._section_key(key, where)
+            if full in self.grid:
+                raise UserError(where + f"{full} is swept in grid: of {self.path}; a --set would "
+                                "replace every value of the sweep (remove it from the grid instead)")
+            if full in ("output.path", "train.threads"):
+                raise UserError(where + f"{full} is chosen by the sweep (results/<experiment>/<run>.h5;"
+                                " threads: use --threads)")
+            self.set[full] = value
+            self._cli_where[full] = where
 
     def _check_list(self, keypath, values, key):
         if not isinstance(values, list) or not values:
@@ -193,12 +220,12 @@ class Experiment:
         out = {}
         items = []
         for key, value in d.items():
-            if key in CONFIG_KEYS and isinstance(value, dict):
+            if key in key_sections() and isinstance(value, dict):
                 items += [(f"{key}.{k}", v, (what, key, k)) for k, v in value.items()]
             else:
                 items.append((key, value, (what, key)))
         for key, value, keypath in items:
-            full = self._section_key(key, keypath)
+            full = self._section_key(key, self.doc.where(keypath))
             if full in out:
                 raise UserError(self.doc.where(keypath) + f"{full} is given twice")
             if full in ("output.path", "train.threads"):
@@ -220,10 +247,13 @@ class Experiment:
         for source in (run_values, self.set, self.base_config):
             if key in source:
                 return source[key]
-        return HARNESS_DEFAULTS.get(key)
+        return key_default(key)
 
     def where_key(self, key):
-        """`file:line:col: ` of the place in the experiment file that sets this config key."""
+        """`file:line:col: ` of the place in the experiment file (or the --set) that sets this
+        config key."""
+        if key in self._cli_where:
+            return self._cli_where[key]
         if key in self._grid_paths:
             return self.doc.where(self._grid_paths[key])
         if key in self._set_paths:

@@ -2,32 +2,66 @@
 run, and `harness --shapes` (parameters, FLOPs per token) parsed.
 
 The repository root is two levels above this file; ./harness there is the binary (override:
-$HARNESS). Knows nothing of experiments or results files.
+$HARNESS). The config keys come from `harness --keys`. Knows nothing of experiments or results
+files.
 """
+import csv
+import io
 import os
 import re
 import subprocess
 
+from .cli import UserError
 from .configs import format_value
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.environ.get("HARNESS", os.path.join(REPO, "harness"))
 
-# Config keys by section, as in src/config.c's descriptor table. Used only to expand a bare key
-# name (`n_head`) to its section (`model.n_head`) and to suggest spellings; the harness itself
-# is the judge of what is valid (the sweep checks every run with `harness --shapes` first).
-CONFIG_KEYS = {
-    "model": ["vocab_size", "d_model", "n_head", "d_head", "n_layer", "seq_len"],
-    "train": ["steps", "batch_size", "lr", "min_lr_ratio", "warmup_steps", "lr_schedule",
-              "weight_decay", "beta1", "beta2", "eps", "grad_clip", "seed", "threads", "init_from"],
-    "data": ["task", "path", "order", "eval_fraction", "min_period", "max_period"],
-    "output": ["path", "log_every", "eval_every", "eval_batches", "attn_every", "probes",
-               "probe_len", "probe_text"],
-}
-# The harness's defaults for the keys the width rules need (src/config.c), used when neither the
-# base config nor the experiment sets them.
-HARNESS_DEFAULTS = {"model.d_model": 96, "model.n_head": 12, "model.d_head": 0, "train.seed": 0}
+_KEYS = None
+
+
+def _typed(kind, text):
+    """A default as `harness --keys` prints it, as the Python value YAML would give."""
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        return text == "true"
+    return text
+
+
+def config_keys():
+    """Every config key of the harness, read once from `harness --keys` (the key table of
+    src/config.c; no copy is kept here): {"model.n_head": {"type", "default", "range",
+    "meaning"}} in the harness's order, defaults typed. A harness that cannot run is a UserError."""
+    global _KEYS
+    if _KEYS is None:
+        try:
+            p = subprocess.run([HARNESS, "--keys"], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise UserError(f"cannot run {HARNESS} --keys: {e.strerror} (run `make` first?)") from None
+        if p.returncode != 0:
+            raise UserError(f"{HARNESS} --keys failed: {(p.stderr or p.stdout).strip()[:300]}")
+        rows = list(csv.DictReader(io.StringIO(p.stdout), delimiter="\t"))
+        _KEYS = {r["key"]: dict(r, default=_typed(r["type"], r["default"])) for r in rows}
+    return _KEYS
+
+
+def key_sections():
+    """{section: [key names]} of the harness's config keys."""
+    out = {}
+    for key in config_keys():
+        section, name = key.split(".", 1)
+        out.setdefault(section, []).append(name)
+    return out
+
+
+def key_default(key):
+    """The harness's default for "section.key" (None for an unknown key)."""
+    row = config_keys().get(key)
+    return row["default"] if row else None
 
 
 def harness_command(base_path, overrides, extra=()):
@@ -59,7 +93,7 @@ def parse_shapes(text):
 
 
 def shapes_formula(cfg):
-    """Parameters and forward FLOPs per token from the DESIGN.md formulas (a check on --shapes)."""
+    """Parameters and forward FLOPs per token from the docs/model.md formulas (a check on --shapes)."""
     V, D, H = cfg["vocab_size"], cfg["d_model"], cfg["n_head"]
     dh = cfg["d_head"] or D // H
     E, L, T = H * dh, cfg["n_layer"], cfg["seq_len"]

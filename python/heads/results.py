@@ -1,20 +1,27 @@
-"""heads.results: reading results files (one run's HDF5 file; layout in docs/ and the README)
+"""heads.results: reading results files (one run's HDF5 file; layout in docs/results-format.md)
 and a sweep's summary.h5: the one reader that the scripts, the tests and users share.
 
 Knows nothing of how runs are launched; never writes.
 """
 import os
 
-import numpy as np
-import yaml
+from . import require
 
-from .cli import UserError
-from .configs import values_equal
+require("numpy", "yaml")
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+from .cli import UserError  # noqa: E402
+from .configs import values_equal  # noqa: E402
 
 try:
     import h5py
-except ImportError:  # pragma: no cover - reported when a results file is first opened
+except ImportError:  # reported by open_file, when a results file is first opened
     h5py = None
+
+# The results-file format this reader understands (docs/results-format.md): a file of another
+# major version is refused; a newer minor one only adds datasets.
+FORMAT_MAJOR = 1
 
 
 PATTERNS = ["prev", "self", "first", "induction", "duplicate"]
@@ -27,6 +34,23 @@ def text(x):
     if isinstance(x, np.ndarray) and x.shape == ():
         return text(x[()])
     return str(x)
+
+
+def open_file(path):
+    """A results file opened for reading (h5py.File), if this reader understands its format:
+    UserError (one line) when it is not HDF5, or of another major format_version. A file without
+    format_version predates 1.0 and is read."""
+    require("h5py")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise UserError(f"{path}: cannot open as an HDF5 results file ({e})") from None
+    version = text(f.attrs.get("format_version", ""))
+    if version and version.split(".")[0] != str(FORMAT_MAJOR):
+        f.close()
+        raise UserError(f"{path}: the file is results format {version}, but this reader reads "
+                        f"format {FORMAT_MAJOR}.x only; use the scripts of a matching harness")
+    return f
 
 
 def read_status(path):
@@ -69,7 +93,7 @@ class RunResult:
 
     def __init__(self, path):
         self.path = path
-        with h5py.File(path, "r") as f:
+        with open_file(path) as f:
             self.status = text(f.attrs.get("status", ""))
             self.config_yaml = text(f.attrs.get("config_yaml", ""))
             self.config = {k: (text(v) if isinstance(v, (bytes, np.bytes_)) else v)

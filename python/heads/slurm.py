@@ -207,6 +207,8 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
         f.write(exp.text)
     sweep_cmd = [sys.executable or "/usr/bin/python3", os.path.abspath(sweep_script), frozen,
                  "--results", os.path.abspath(args.results)]
+    for assignment in getattr(args, "set", []):  # sweep --set: the tasks get the same overrides
+        sweep_cmd += ["--set", assignment]
     with open(os.path.join(subdir, "runs.tsv"), "w") as f:
         f.write("# index\trun\n")
         for i, run in enumerate(todo):
