@@ -41,7 +41,7 @@ typedef struct {
     int L, H, P, T, S; /* layers, heads, probes, probe length, snapshots (0 = no maps) */
     char status[32];
     int problems;
-    int n_params, n_adam_m, n_adam_v; /* datasets found under those groups */
+    int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
 } Checker;
 
 __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char *fmt, ...) {
@@ -237,6 +237,7 @@ static herr_t check_object(hid_t file, const char *rel, const LinkInfo *info, vo
     c->n_params += !strncmp(name, "/params/", 8);
     c->n_adam_m += !strncmp(name, "/checkpoint/adam_m/", 19);
     c->n_adam_v += !strncmp(name, "/checkpoint/adam_v/", 19);
+    c->n_grads += !strncmp(name, "/grads/", 7);
     DatasetDoc buf;
     const DatasetDoc *doc = dataset_doc(name, &buf, text, sizeof text);
     if (!doc) {
@@ -331,6 +332,13 @@ static void check_params(Checker *c) {
         if (group < 0 || H5Aexists(group, "step") <= 0 || H5Aexists(group, "elapsed_ms") <= 0)
             problem(c, "/checkpoint lacks its step or elapsed_ms attribute");
         if (group >= 0) H5Gclose(group);
+    }
+    if (exists(c, "/batch")) { /* a --dump-grads file */
+        check_tensors(c, &m, "/grads", c->n_grads);
+        hsize_t bt[2] = {(hsize_t)c->cfg.batch_size, (hsize_t)c->cfg.seq_len};
+        const char *names[] = {"/batch/inputs", "/batch/targets", "/batch/mask"};
+        for (int i = 0; i < 3; i++) expect_shape(c, names[i], 2, bt);
+        if (H5Aexists(c->file, "loss") <= 0) problem(c, "a --dump-grads file has no root attribute loss");
     }
     model_free(&m);
 }
@@ -527,10 +535,12 @@ int check_main(int argc, char **argv) {
     check_root(&c);
     check_config(&c);
     visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
-    check_logs(&c);
     check_params(&c);
-    check_analysis(&c);
-    check_heads(&c);
+    if (!exists(&c, "/batch")) { /* a run's file, not --dump-grads' */
+        check_logs(&c);
+        check_analysis(&c);
+        check_heads(&c);
+    }
     results_reader_close(&rd);
     if (c.problems) printf("%s: %d problem%s\n", c.path, c.problems, c.problems == 1 ? "" : "s");
     else printf("%s: ok (%s run, format %s)\n", c.path, c.status, RESULTS_FORMAT_VERSION);

@@ -69,8 +69,9 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
             return 2;
         } else if (opt[0] != '-' && !a->path) a->path = opt;
         else {
-            fprintf(stderr, "harness inspect: %s '%s'\n%s", value || opt[0] != '-' ? "unexpected argument" : "no value for",
-                    opt, inspect_usage);
+            int known = number || !strcmp(opt, "--prompt") || !strcmp(opt, "--tokens");
+            fprintf(stderr, "harness inspect: %s '%s'\n%s", known ? "no value for" : opt[0] == '-' ? "unknown option"
+                                                                                     : "unexpected argument", opt, inspect_usage);
             return 2;
         }
     }
