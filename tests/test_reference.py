@@ -229,7 +229,9 @@ def check_grads(run, harness, tmp, config, label, overrides):
         run.check(False, what, f"reading {out}: {e}")
         return
     # the dump must be of the layout asked for
-    def norm(v):  # numbers compare as numbers, enum names as text
+    def norm(v):  # numbers compare as numbers, booleans (HDF5 bool or "true") as 0/1, enum names as text
+        if str(v) in ("true", "false", "True", "False"):
+            return float(str(v).lower() == "true")
         try:
             return float(v)
         except (TypeError, ValueError):
