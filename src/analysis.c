@@ -94,10 +94,9 @@ static int grow(Analysis *a) {
     size_t LH = (size_t)a->n_layer * a->n_head;
     if (a->n_snapshots == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 16;
-        a->steps = realloc(a->steps, sizeof(int64_t) * a->cap);
-        a->maps = realloc(a->maps, sizeof(float) * a->cap * a->map_floats);
-        a->scores = realloc(a->scores, sizeof(double) * a->cap * N_PATTERNS * LH);
-        CHECK(a->steps && a->maps && a->scores);
+        a->steps = xrealloc(a->steps, sizeof(int64_t) * a->cap);
+        a->maps = xrealloc(a->maps, sizeof(float) * a->cap * a->map_floats);
+        a->scores = xrealloc(a->scores, sizeof(double) * a->cap * N_PATTERNS * LH);
     }
     return a->n_snapshots++;
 }

@@ -700,8 +700,7 @@ int config_load(Config *cfg, const char *path, ConfigError *err) {
     char *text = NULL;
     do { /* grow until a short read (end of file or error) or past the size limit */
         cap *= 2;
-        text = realloc(text, cap);
-        CHECK(text);
+        text = xrealloc(text, cap);
         len += fread(text + len, 1, cap - len, f);
     } while (len == cap && cap <= MAX_CONFIG_BYTES);
     int read_errno = errno, failed = ferror(f);
@@ -898,8 +897,7 @@ PRINTF_LIKE(2, 3) static void buf_printf(Buf *b, const char *fmt, ...) {
     CHECK(n >= 0);
     if (b->len + (size_t)n + 1 > b->cap) {
         b->cap = 2 * b->cap > b->len + (size_t)n + 1 ? 2 * b->cap : b->len + (size_t)n + 1;
-        b->data = realloc(b->data, b->cap);
-        CHECK(b->data);
+        b->data = xrealloc(b->data, b->cap);
     }
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
@@ -979,6 +977,69 @@ char *config_to_yaml(const Config *cfg) {
         }
     }
     return b.data;
+}
+
+/* One "section.key" and its value text in a config_to_yaml text (a list: "[a, b]"). */
+typedef struct {
+    char key[96];
+    char value[600];
+} YamlEntry;
+
+/* Split a config_to_yaml text into entries (the format written above: "section:" lines,
+ * "  key: value" lines, "    - item" lines of a list). Returns the number of entries. */
+static int yaml_entries(const char *text, YamlEntry *out, int cap) {
+    char section[64] = "";
+    int n = 0;
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int len = (int)strcspn(line, "\n");
+        if (len == 0 || line[0] == '#') continue;
+        if (line[0] != ' ') {
+            snprintf(section, sizeof section, "%.*s", len > 0 && line[len - 1] == ':' ? len - 1 : len, line);
+        } else if (strncmp(line, "    - ", 6) == 0 && n > 0) {
+            YamlEntry *e = &out[n - 1];
+            size_t used = strlen(e->value);
+            snprintf(e->value + used, sizeof e->value - used, "%s%.*s", used > 1 ? ", " : "", len - 6, line + 6);
+        } else if (n < cap) {
+            const char *colon = memchr(line, ':', (size_t)len);
+            if (!colon) continue;
+            int name_len = (int)(colon - line) - 2;
+            snprintf(out[n].key, sizeof out[n].key, "%s.%.*s", section, name_len, line + 2);
+            const char *value = colon[1] == ' ' ? colon + 2 : colon + 1;
+            int value_len = len - (int)(value - line);
+            snprintf(out[n].value, sizeof out[n].value, "%.*s", value_len, value);
+            if (value_len <= 0) snprintf(out[n].value, sizeof out[n].value, "[");
+            n++;
+        }
+    }
+    for (int i = 0; i < n; i++) /* close the lists */
+        if (out[i].value[0] == '[') strncat(out[i].value, "]", sizeof out[i].value - strlen(out[i].value) - 1);
+    return n;
+}
+
+int config_yaml_diff(const char *was, const char *now, char *out, size_t size) {
+    enum { CAP = 4 * CONFIG_MAX_KEYS };
+    YamlEntry *a = xcalloc(CAP, sizeof *a), *b = xcalloc(CAP, sizeof *b);
+    int na = yaml_entries(was, a, CAP), nb = yaml_entries(now, b, CAP), differ = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) { /* the keys of `now`, then those only `was` has */
+        const YamlEntry *mine = pass ? a : b, *theirs = pass ? b : a;
+        for (int i = 0; i < (pass ? na : nb); i++) {
+            const YamlEntry *other = NULL;
+            for (int j = 0; j < (pass ? nb : na) && !other; j++)
+                if (!strcmp(theirs[j].key, mine[i].key)) other = &theirs[j];
+            if (other && (pass || !strcmp(other->value, mine[i].value))) continue;
+            const char *old_value = pass ? mine[i].value : other ? other->value : "(not set)";
+            const char *new_value = pass ? "(not set)" : mine[i].value;
+            if (used < size)
+                used += (size_t)snprintf(out + used, size - used, "%s%s %s -> %s", differ ? ", " : "",
+                                         mine[i].key, old_value, new_value);
+            differ++;
+        }
+    }
+    free(a);
+    free(b);
+    return differ;
 }
 
 void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {

@@ -82,6 +82,9 @@ int config_set(Config *cfg, const char *assignment, ConfigError *err);
 int config_validate(Config *cfg, ConfigError *err);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
+/* The keys whose values differ between two config_to_yaml texts, as "model.n_head 4 -> 8,
+ * train.lr 0.003 -> 0.001" in out (truncated to size). Returns how many differ. */
+int config_yaml_diff(const char *was, const char *now, char *out, size_t size);
 /* Where a key ("model.n_head") was set; line 0 = default. An unknown key is a CHECK failure. */
 ConfigMark config_mark(const Config *cfg, const char *dotted_key);
 

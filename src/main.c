@@ -12,6 +12,7 @@
 #include "config.h"
 #include "inspect.h"
 #include "model.h"
+#include "outlock.h"
 #include "results.h"
 #include "shapes.h"
 #include "tasks.h"
@@ -83,6 +84,44 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
     return 0;
 }
 
+/* Everything after the config: data, model, then training (or --resume, or --dump-grads). */
+static int run(const Config *cfg_in, const char *dump_path, int force, int resume) {
+    Config cfg = *cfg_in;
+    ConfigError err;
+#ifdef _OPENMP
+    omp_set_num_threads(cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
+#endif
+    Task task;
+    if (task_open(&task, &cfg, &err) != CONFIG_OK) return user_error(&err);
+    Model model;
+    int max_batch = cfg.batch_size > cfg.probes ? cfg.batch_size : cfg.probes;
+    model_init(&model, model_shape_from_config(&cfg), max_batch);
+    model_init_weights(&model, (uint64_t)cfg.seed);
+    int exit_code = 0;
+    if (cfg.init_from[0] &&
+        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
+        exit_code = user_error(&err);
+    } else if (dump_path) {
+        exit_code = dump_grads(&model, &task, &cfg, dump_path);
+    } else {
+        char resume_path[CONFIG_PATH_MAX + 8];
+        if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != CONFIG_OK) {
+            exit_code = user_error(&err);
+        } else {
+            const char *status = "complete";
+            if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != CONFIG_OK)
+                exit_code = user_error(&err);
+            else {
+                fprintf(stderr, "%s: %s\n", cfg.out_path, status);
+                exit_code = !strcmp(status, "complete") ? 0 : !strcmp(status, "diverged") ? EXIT_DIVERGED : EXIT_INTERRUPTED;
+            }
+        }
+    }
+    model_free(&model);
+    task_close(&task);
+    return exit_code;
+}
+
 int main(int argc, char **argv) {
     results_library_init();
     /* at once: a background job starts with SIGINT ignored, and a signal that comes before the
@@ -149,36 +188,14 @@ int main(int argc, char **argv) {
         shapes_print(&cfg, stdout);
         return 0;
     }
-#ifdef _OPENMP
-    omp_set_num_threads(cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
-#endif
-    Task task;
-    if (task_open(&task, &cfg, &err) != CONFIG_OK) return user_error(&err);
-    Model model;
-    int max_batch = cfg.batch_size > cfg.probes ? cfg.batch_size : cfg.probes;
-    model_init(&model, model_shape_from_config(&cfg), max_batch);
-    model_init_weights(&model, (uint64_t)cfg.seed);
-    int exit_code = 0;
-    if (cfg.init_from[0] &&
-        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
-        exit_code = user_error(&err);
-    } else if (dump_path) {
-        exit_code = dump_grads(&model, &task, &cfg, dump_path);
-    } else {
-        char resume_path[CONFIG_PATH_MAX + 8];
-        if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != CONFIG_OK) {
-            exit_code = user_error(&err);
-        } else {
-            const char *status = "complete";
-            if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != CONFIG_OK)
-                exit_code = user_error(&err);
-            else {
-                fprintf(stderr, "%s: %s\n", cfg.out_path, status);
-                exit_code = !strcmp(status, "complete") ? 0 : !strcmp(status, "diverged") ? EXIT_DIVERGED : EXIT_INTERRUPTED;
-            }
-        }
-    }
-    model_free(&model);
-    task_close(&task);
+    /* one writer per results file, from before the data is read or a checkpoint looked at */
+    OutputLock lock;
+    ConfigMark where = config_mark(&cfg, "output.path");
+    if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
+    else if (!where.file || !where.line) where = (ConfigMark){cfg.source_path, 1, 1};
+    if (output_lock_acquire(&lock, dump_path ? dump_path : cfg.out_path, where, &err) != CONFIG_OK)
+        return user_error(&err);
+    int exit_code = run(&cfg, dump_path, force, resume);
+    output_lock_release(&lock);
     return exit_code;
 }

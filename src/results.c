@@ -2,11 +2,15 @@
  * Every dataset is written through write_dataset, which gives it its description, units,
  * dimension labels and dimension scales from the table in dataset_docs.c (one place); every
  * reader opens files through open_results, which refuses an unknown format_version. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <hdf5.h>
@@ -136,6 +140,76 @@ static void write_config_attr(void *ctx, const char *section, const char *key,
     else w->rc = results_write_attr_string(w->r, "/config", name, sval, w->err);
 }
 
+/* Temporary files are "<path>.tmp.XXXXXX" (mkstemp: no two writers can share one), with the
+ * permissions an ordinary create would give (mkstemp makes them 0600). */
+static const char TEMP_SUFFIX[] = ".tmp.";
+
+static int create_temp(Results *r) {
+    r->tmp_path[0] = '\0';
+    if (snprintf(r->tmp_path, sizeof r->tmp_path, "%s%sXXXXXX", r->path, TEMP_SUFFIX) >=
+        (int)sizeof r->tmp_path) {
+        r->tmp_path[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(r->tmp_path);
+    if (fd < 0) {
+        r->tmp_path[0] = '\0';
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    int rc = fchmod(fd, 0666 & ~mask);
+    close(fd);
+    return rc;
+}
+
+/* Delete what killed writers of `path` left: "<path>.tmp.XXXXXX" (and "<path>.tmp" of older
+ * versions). Only the holder of the output lock (outlock.h) calls results_open, so no live
+ * writer owns one of these. */
+static void remove_stale_temps(const char *path) {
+    char old[CONFIG_PATH_MAX + 16], dir_buf[CONFIG_PATH_MAX + 8], base_buf[CONFIG_PATH_MAX + 8];
+    snprintf(old, sizeof old, "%s.tmp", path);
+    unlink(old);
+    snprintf(dir_buf, sizeof dir_buf, "%s", path);
+    snprintf(base_buf, sizeof base_buf, "%s", path);
+    const char *dir = dirname(dir_buf), *base = basename(base_buf);
+    size_t prefix = strlen(base) + strlen(TEMP_SUFFIX);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strlen(e->d_name) != prefix + 6 || strncmp(e->d_name, base, strlen(base)) != 0 ||
+            strncmp(e->d_name + strlen(base), TEMP_SUFFIX, strlen(TEMP_SUFFIX)) != 0)
+            continue;
+        char stale[2 * CONFIG_PATH_MAX + 16];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        unlink(stale);
+    }
+    closedir(d);
+}
+
+/* fsync a file by name (HDF5 has no fsync of its own; its handle is closed by now). */
+static int sync_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* fsync the directory holding path, so that a rename into it survives a power loss. */
+static int sync_parent(const char *path) {
+    char buf[CONFIG_PATH_MAX + 8];
+    snprintf(buf, sizeof buf, "%s", path);
+    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 void results_library_init(void) {
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -146,7 +220,6 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
     r->file = -1;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(r->path, sizeof r->path, "%s", path);
-    snprintf(r->tmp_path, sizeof r->tmp_path, "%s.tmp", path);
     if (!force && access(path, F_OK) == 0) {
         char status[64];
         results_read_status(path, status, sizeof status);
@@ -154,14 +227,16 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
             return fail(err, "%s: a complete result exists already; pass --force to replace it, or "
                              "set output.path elsewhere", path);
     }
-    unlink(r->tmp_path); /* a killed run's leftover; HDF5 may refuse to truncate it */
+    remove_stale_temps(path);
     errno = 0;
-    r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (r->file < 0) {
+    if (create_temp(r) != 0 ||
+        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
+        int e = errno ? errno : EACCES;
+        if (r->tmp_path[0]) unlink(r->tmp_path);
         ConfigMark mk = config_mark(cfg, "output.path");
         return fail(err, "%s:%d:%d: output.path: cannot create '%s' (%s); is the directory there "
                          "and writable?", mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
-                    mk.col ? mk.col : 1, r->tmp_path, strerror(errno ? errno : EACCES));
+                    mk.col ? mk.col : 1, r->tmp_path[0] ? r->tmp_path : path, strerror(e));
     }
     char created[64];
     time_t now = time(NULL);
@@ -197,15 +272,22 @@ int results_close(Results *r, const char *status, ConfigError *err) {
     if (H5Fclose(r->file) < 0 && rc == CONFIG_OK)
         rc = fail(err, "%s: cannot close (disk full?)", r->tmp_path);
     r->file = -1;
+    /* The durable order: data written and flushed, the file fsync'ed, renamed over the target,
+     * the directory fsync'ed (until then the rename itself may not survive a power loss). */
+    if (rc == CONFIG_OK && sync_file(r->tmp_path) != 0)
+        rc = fail(err, "%s: cannot write %s to disk (fsync: %s)", r->path, r->tmp_path, strerror(errno));
+    if (rc == CONFIG_OK && rename(r->tmp_path, r->path) != 0)
+        rc = fail(err, "%s: cannot move %s into place: %s", r->path, r->tmp_path, strerror(errno));
     if (rc != CONFIG_OK) {
         unlink(r->tmp_path);
         return rc;
     }
-    if (rename(r->tmp_path, r->path) != 0) {
-        rc = fail(err, "%s: cannot move %s into place: %s", r->path, r->tmp_path, strerror(errno));
-        unlink(r->tmp_path);
-    }
-    return rc;
+    /* The file is complete and in place; like SQLite, a directory that cannot be synced
+     * (some file systems refuse) is reported, not fatal. */
+    if (sync_parent(r->path) != 0)
+        fprintf(stderr, "warning: %s: the directory could not be synced (%s); the file is in "
+                        "place but may not survive a power loss\n", r->path, strerror(errno));
+    return CONFIG_OK;
 }
 
 void results_discard(Results *r) {

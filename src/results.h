@@ -1,9 +1,12 @@
-/* results.h: the HDF5 results file (docs/results-format.md), written atomically.
+/* results.h: the HDF5 results file (docs/results-format.md), written atomically and durably.
  *
- * results_open creates "<path>.tmp" beside the target; results_close sets the final status and
- * renames it into place, so a killed run never leaves a file that looks complete and never
- * clobbers an earlier result. Every function returns CONFIG_OK or CONFIG_ERROR with a message
- * in ConfigError (HDF5's own error printing is switched off); only main exits. */
+ * results_open creates "<path>.tmp.XXXXXX" (mkstemp) beside the target; results_close sets the
+ * final status, flushes and closes, fsyncs the file, renames it into place and fsyncs the
+ * directory, so a killed run (or a power loss) never leaves a file that looks complete and never
+ * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
+ * writer per results file, which is why results_open may delete temporary files that killed
+ * writers left. Every function returns CONFIG_OK or CONFIG_ERROR with a message in ConfigError
+ * (HDF5's own error printing is switched off); only main exits. */
 #ifndef RESULTS_H
 #define RESULTS_H
 
@@ -24,7 +27,8 @@ void results_library_init(void);
 
 /* Refuses to replace a complete result unless force. */
 int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err);
-/* Set the status attribute ("complete", "diverged", "interrupted") and move into place. */
+/* Set the status attribute ("complete", "diverged", "interrupted") and move into place durably
+ * (a directory that cannot be fsync'ed is a warning on stderr, not an error). */
 int results_close(Results *r, const char *status, ConfigError *err);
 /* Close and delete the temporary file (a run that failed before producing anything). */
 void results_discard(Results *r);

@@ -50,12 +50,11 @@ typedef struct {
 static void log_reserve(TrainLog *g, int n) {
     if (n <= g->cap) return;
     while (g->cap < n) g->cap = g->cap ? 2 * g->cap : 256;
-    g->step = realloc(g->step, sizeof(int64_t) * g->cap);
-    g->loss = realloc(g->loss, sizeof(double) * g->cap);
-    g->lr = realloc(g->lr, sizeof(double) * g->cap);
-    g->grad_norm = realloc(g->grad_norm, sizeof(double) * g->cap);
-    g->elapsed = realloc(g->elapsed, sizeof(double) * g->cap);
-    CHECK(g->step && g->loss && g->lr && g->grad_norm && g->elapsed);
+    g->step = xrealloc(g->step, sizeof(int64_t) * g->cap);
+    g->loss = xrealloc(g->loss, sizeof(double) * g->cap);
+    g->lr = xrealloc(g->lr, sizeof(double) * g->cap);
+    g->grad_norm = xrealloc(g->grad_norm, sizeof(double) * g->cap);
+    g->elapsed = xrealloc(g->elapsed, sizeof(double) * g->cap);
 }
 
 static void log_append(TrainLog *g, int64_t step, double loss, double lr, double norm,
@@ -189,22 +188,29 @@ int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, Config
     return CONFIG_OK;
 }
 
+/* The config a checkpoint was made with must be this run's; else name the keys that differ. */
+static int same_config(ResultsReader *rd, const Config *cfg, ConfigError *err) {
+    char *stored = results_reader_attr_string(rd, "config_yaml");
+    char *wanted = config_to_yaml(cfg);
+    char differ[1200];
+    int n = stored ? config_yaml_diff(stored, wanted, differ, sizeof differ) : -1;
+    free(stored);
+    free(wanted);
+    if (n == 0) return CONFIG_OK;
+    snprintf(err->message, sizeof err->message,
+             "%.600s:1:1: was made with another config (%s); --resume needs the same config and "
+             "--set values as the interrupted run", rd->path,
+             n < 0 ? "it records none" : differ);
+    return CONFIG_ERROR;
+}
+
 /* Load a run's state from a file with a /checkpoint group. */
 static int load_state(const char *path, const Config *cfg, Model *m, RunState *st,
                       ConfigError *err) {
     ResultsReader rd;
     if (results_reader_open(&rd, path, err) != CONFIG_OK) return CONFIG_ERROR;
-    char *stored = results_reader_attr_string(&rd, "config_yaml");
-    char *wanted = config_to_yaml(cfg);
-    int same = stored && strcmp(stored, wanted) == 0;
-    free(stored);
-    free(wanted);
-    int rc = CONFIG_OK;
+    int rc = same_config(&rd, cfg, err);
     int64_t step = 0, elapsed = 0;
-    if (!same)
-        rc = (snprintf(err->message, sizeof err->message,
-                       "%s:1:1: was made with another config; --resume needs the same config and "
-                       "--set values as the interrupted run", path), CONFIG_ERROR);
     if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
     if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
     int64_t n_train = results_reader_count(&rd, "/train/step");

@@ -26,4 +26,14 @@ static inline void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
+/* realloc that treats running out of memory like xcalloc does (a message, exit status 2). */
+static inline void *xrealloc(void *p, size_t size) {
+    void *q = realloc(p, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "out of memory allocating %zu bytes\n", size);
+        exit(2);
+    }
+    return q;
+}
+
 #endif

@@ -1,0 +1,95 @@
+/* outlock.c: the exclusive lock on a results file's path (see outlock.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "outlock.h"
+
+static const char *mark_file(ConfigMark mk) { return mk.file ? mk.file : "--set"; }
+
+/* What the holder wrote into the lock file; it writes right after locking, so a taker that
+ * finds the file still empty waits a moment for it. */
+static void read_holder(const char *path, char *out, size_t size) {
+    snprintf(out, size, "another process");
+    for (int attempt = 0; attempt < 40; attempt++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return;
+        ssize_t n = read(fd, out, size - 1);
+        close(fd);
+        if (n > 0) {
+            out[n] = '\0';
+            out[strcspn(out, "\n")] = '\0';
+            return;
+        }
+        snprintf(out, size, "another process");
+        struct timespec pause = {0, 25 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* "pid N on HOST since 2026-12-01T08:45:11Z" */
+static void write_holder(int fd) {
+    char host[256] = "?", since[64], line[400];
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    int n = snprintf(line, sizeof line, "pid %ld on %s since %s\n", (long)getpid(), host, since);
+    /* only for other writers' messages: a failed write leaves the lock held and the run going */
+    if (ftruncate(fd, 0) == 0 && write(fd, line, (size_t)n) != n) (void)ftruncate(fd, 0);
+}
+
+int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, ConfigError *err) {
+    lk->fd = -1;
+    snprintf(lk->path, sizeof lk->path, "%s.lock", out_path);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            snprintf(err->message, sizeof err->message,
+                     "%.300s:%d:%d: output.path: cannot create '%.1100s' (%s); is the directory there "
+                     "and writable?", mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1,
+                     lk->path, strerror(errno));
+            return CONFIG_ERROR;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK || e == EINTR) {
+                char holder[400];
+                read_holder(lk->path, holder, sizeof holder);
+                snprintf(err->message, sizeof err->message,
+                         "%.300s:%d:%d: output.path: %.600s is being written by %.300s (lock %.600s); wait "
+                         "for that run to end or stop it, or set output.path elsewhere",
+                         mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1, out_path,
+                         holder, lk->path);
+                return CONFIG_ERROR;
+            }
+            fprintf(stderr, "warning: %s: no file locks on this file system (%s); running "
+                            "without the one-writer check\n", lk->path, strerror(e));
+            return CONFIG_OK;
+        }
+        /* the previous holder may have deleted the file between our open and flock */
+        struct stat held, now;
+        if (fstat(fd, &held) == 0 && stat(lk->path, &now) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino) {
+            write_holder(fd);
+            lk->fd = fd;
+            return CONFIG_OK;
+        }
+        close(fd);
+    }
+    snprintf(err->message, sizeof err->message, "%.300s:%d:%d: output.path: cannot lock '%.1100s': "
+             "it keeps being replaced", mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1,
+             lk->path);
+    return CONFIG_ERROR;
+}
+
+void output_lock_release(OutputLock *lk) {
+    if (lk->fd < 0) return;
+    unlink(lk->path); /* while still held: see the check in output_lock_acquire */
+    close(lk->fd);
+    lk->fd = -1;
+}
