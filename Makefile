@@ -63,6 +63,12 @@ $(BUILD)/test_%: tests/test_%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
 
+# The LD_PRELOAD shim of the fault-injection and crash suites (tests/faultshim.c): plain flags,
+# no sanitizers (it replaces malloc, which the sanitizers' runtimes own).
+$(BUILD)/faultshim.so: tests/faultshim.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wshadow -fPIC -shared $< -o $@ -ldl
+
 # The packages of each use (scripts/install-deps run | test | bench): installed by make run,
 # make test and make bench when missing (root or sudo on Debian/Ubuntu); plain `make` never does.
 deps:
@@ -76,7 +82,7 @@ run: deps
 # variant moves the ./harness link
 test:
 	@scripts/install-deps test
-	$(MAKE) $(BUILD)/harness $(TESTS) $(BUILD)/gemm_peak $(if $(filter build,$(BUILD)),harness)
+	$(MAKE) $(BUILD)/harness $(TESTS) $(BUILD)/gemm_peak $(BUILD)/faultshim.so $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.

@@ -24,7 +24,7 @@
 
 static float *alloc_floats(size_t count) {
     float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK(p != NULL);
+    CHECK_ALLOC(p != NULL);
     return p;
 }
 

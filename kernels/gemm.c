@@ -373,7 +373,7 @@ static void rows_tile(int kc, const float *a, ptrdiff_t a_rs, const float *bp, f
 
 static float *alloc_floats(size_t count) {
     float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK(p != NULL);
+    CHECK_ALLOC(p != NULL);
     return p;
 }
 

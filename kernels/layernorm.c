@@ -103,7 +103,7 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
     enum { CHUNK_ROWS = 32 };
     const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     float *chunk_gain = malloc(sizeof(float) * n_chunks * 2 * D);
-    CHECK(chunk_gain != NULL);
+    CHECK_ALLOC(chunk_gain != NULL);
     float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < n_chunks; c++) {

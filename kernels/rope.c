@@ -26,7 +26,7 @@ static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d
     if (half == 0) return;
     float *cos_t = malloc(sizeof(float) * (size_t)T * half);
     float *sin_t = malloc(sizeof(float) * (size_t)T * half);
-    CHECK(cos_t && sin_t);
+    CHECK_ALLOC(cos_t && sin_t);
     rope_table(cos_t, sin_t, T, rope_dims, base);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)

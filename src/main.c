@@ -10,6 +10,7 @@
 #endif
 #include "check.h"
 #include "config.h"
+#include "fatal.h"
 #include "inspect.h"
 #include "model.h"
 #include "outlock.h"
@@ -123,6 +124,7 @@ static int run(const Config *cfg_in, const char *dump_path, int force, int resum
 }
 
 int main(int argc, char **argv) {
+    fatal_install();
     results_library_init();
     /* at once: a background job starts with SIGINT ignored, and a signal that comes before the
      * training loop must still stop the run (it then stops before its first step) */

@@ -34,6 +34,13 @@ static int fail(ConfigError *err, const char *fmt, ...) {
     return CONFIG_ERROR;
 }
 
+/* A failed write into the results file (the target itself is untouched): errno says why when
+ * the system said (ENOSPC, EFBIG, EIO, ENOMEM); callers clear it before they start. */
+static int write_fail(const Results *r, const char *what, ConfigError *err) {
+    int e = errno;
+    return fail(err, "%s: cannot write %s (%s)", r->path, what, e ? strerror(e) : "disk full?");
+}
+
 /* Create every missing group on the way to `path`'s parent. */
 static int ensure_parents(hid_t file, const char *path) {
     char buf[512];
@@ -44,8 +51,7 @@ static int ensure_parents(hid_t file, const char *path) {
         if (exists < 0) return -1;
         if (!exists) {
             hid_t g = H5Gcreate2(file, buf, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            if (g < 0) return -1;
-            H5Gclose(g);
+            if (g < 0 || H5Gclose(g) < 0) return -1;
         }
         *slash = '/';
     }
@@ -75,6 +81,7 @@ static hid_t string_type(void) {
 
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
                               ConfigError *err) {
+    errno = 0;
     hid_t type = string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
     int ok = type >= 0 && space >= 0;
     if (ok && H5Aexists_by_name(r->file, object, name, H5P_DEFAULT) > 0)
@@ -82,10 +89,13 @@ int results_write_attr_string(Results *r, const char *object, const char *name, 
     if (ok) attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
                                      H5P_DEFAULT);
     ok = ok && attr >= 0 && H5Awrite(attr, type, &value) >= 0;
-    if (attr >= 0) H5Aclose(attr);
+    if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
     H5Tclose(type);
-    return ok ? CONFIG_OK : fail(err, "%s: cannot write attribute %s/%s", r->path, object, name);
+    if (ok) return CONFIG_OK;
+    char what[160];
+    snprintf(what, sizeof what, "attribute %s/%s", object, name);
+    return write_fail(r, what, err);
 }
 
 /* HDF5's boolean as h5py reads it (numpy.bool_): an 8-bit enum FALSE = 0, TRUE = 1. */
@@ -99,13 +109,17 @@ static hid_t bool_type(void) {
 
 static int write_attr_number(Results *r, const char *object, const char *name, hid_t type,
                              const void *value, ConfigError *err) {
+    errno = 0;
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
                                    H5P_DEFAULT);
     int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
-    if (attr >= 0) H5Aclose(attr);
+    if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
-    return ok ? CONFIG_OK : fail(err, "%s: cannot write attribute %s/%s", r->path, object, name);
+    if (ok) return CONFIG_OK;
+    char what[160];
+    snprintf(what, sizeof what, "attribute %s/%s", object, name);
+    return write_fail(r, what, err);
 }
 
 int results_write_attr_double(Results *r, const char *object, const char *name, double value,
@@ -251,26 +265,25 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
     if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "status", "running", err);
     if (rc == CONFIG_OK) {
         hid_t g = H5Gcreate2(r->file, "/config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0) rc = fail(err, "%s: cannot create /config", r->tmp_path);
-        else H5Gclose(g);
+        if (g < 0) rc = write_fail(r, "/config", err);
+        else if (H5Gclose(g) < 0) rc = write_fail(r, "/config", err);
     }
     if (rc == CONFIG_OK) {
         ConfigAttrWriter w = {r, err, CONFIG_OK};
         config_visit(cfg, write_config_attr, &w);
         rc = w.rc;
     }
-    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
-        rc = fail(err, "%s: cannot write (disk full?)", r->tmp_path);
+    errno = 0;
+    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, "the header", err);
     if (rc != CONFIG_OK) results_discard(r);
     return rc;
 }
 
 int results_close(Results *r, const char *status, ConfigError *err) {
     int rc = results_write_attr_string(r, "/", "status", status, err);
-    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
-        rc = fail(err, "%s: cannot write (disk full?)", r->tmp_path);
-    if (H5Fclose(r->file) < 0 && rc == CONFIG_OK)
-        rc = fail(err, "%s: cannot close (disk full?)", r->tmp_path);
+    errno = 0;
+    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, r->tmp_path, err);
+    if (H5Fclose(r->file) < 0 && rc == CONFIG_OK) rc = write_fail(r, r->tmp_path, err);
     r->file = -1;
     /* The durable order: data written and flushed, the file fsync'ed, renamed over the target,
      * the directory fsync'ed (until then the rename itself may not survive a power loss). */
@@ -300,7 +313,7 @@ static int set_string_attr(hid_t object, const char *name, const char *value) {
     hid_t type = string_type(), space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
     int ok = attr >= 0 && H5Awrite(attr, type, &value) >= 0;
-    if (attr >= 0) H5Aclose(attr);
+    if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
     H5Tclose(type);
     return ok ? 0 : -1;
@@ -333,14 +346,16 @@ static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
 static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
                          const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
                          ConfigError *err) {
-    if (ensure_parents(r->file, path) < 0) return fail(err, "%s: cannot create groups for %s", r->tmp_path, path);
+    errno = 0;
+    if (ensure_parents(r->file, path) < 0) return write_fail(r, path, err);
     hid_t space = H5Screate_simple(ndim, dims, NULL);
     hid_t ds = H5Dcreate2(r->file, path, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     int ok = space >= 0 && ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
     ok = ok && describe_dataset(r->file, ds, path, ndim) == 0;
-    if (ds >= 0) H5Dclose(ds);
+    /* closing writes the data out of HDF5's sieve buffer: a failure there is a failed write */
+    if (ds >= 0 && H5Dclose(ds) < 0) ok = 0;
     if (space >= 0) H5Sclose(space);
-    return ok ? CONFIG_OK : fail(err, "%s: cannot write %s (disk full?)", r->tmp_path, path);
+    return ok ? CONFIG_OK : write_fail(r, path, err);
 }
 
 int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err) {

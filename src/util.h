@@ -17,6 +17,16 @@
         }                                                                            \
     } while (0)
 
+/* An allocation that failed is the machine's limit, not a programming error: a message and exit
+ * status 2, like xcalloc (kernels use it on their scratch buffers). */
+#define CHECK_ALLOC(ok)                                                                   \
+    do {                                                                                  \
+        if (!(ok)) {                                                                      \
+            fprintf(stderr, "out of memory (scratch buffer at %s:%d)\n", __FILE__, __LINE__); \
+            exit(2);                                                                      \
+        }                                                                                 \
+    } while (0)
+
 static inline void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) {

@@ -1,0 +1,110 @@
+"""injection.py: what the fault-injection and crash suites (tests/test_faults.py,
+tests/test_crash.py) share: the tiny config they train, running the harness under the
+LD_PRELOAD shim (tests/faultshim.c, built by the Makefile as BUILD/faultshim.so), counting a
+run's calls, and comparing two results files number for number.
+
+Knows nothing of which faults a suite injects or what it expects of them.
+"""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from heads import results  # noqa: E402
+
+import h5py  # noqa: E402  (after heads, which says how to install it when missing)
+
+# A run of ~20 steps that still writes everything: evaluations, attention snapshots, a periodic
+# checkpoint at step 10, the analysis. One thread, so that the shim's call counts are the same
+# in every run (OpenMP threads would allocate in their own order).
+TINY = """\
+model: {{vocab_size: 16, d_model: 8, n_head: 2, n_layer: 1, seq_len: 12}}
+train: {{steps: {steps}, batch_size: 4, lr: 3.0e-3, warmup_steps: 2, seed: 1, threads: 1}}
+data: {{task: induction, min_period: 2, max_period: 4}}
+output: {{path: {path}, log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
+         checkpoint_every: {checkpoint_every}}}
+"""
+
+# Timing columns differ between two runs of the same config; every other dataset must not.
+TIMING = ("train/elapsed_s",)
+
+
+def write_config(directory, path, steps=20, checkpoint_every=10):
+    config = os.path.join(directory, "tiny.yaml")
+    with open(config, "w") as f:
+        f.write(TINY.format(path=path, steps=steps, checkpoint_every=checkpoint_every))
+    return config
+
+
+def shim_path(harness):
+    """BUILD/faultshim.so beside BUILD/harness (the Makefile builds both)."""
+    return os.path.join(os.path.dirname(os.path.realpath(harness)), "faultshim.so")
+
+
+def shim_env(shim, **faults):
+    """The environment of a run under the shim: FAULT_FAIL="write:3", FAULT_KILL=..., ..."""
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = shim
+    for key, value in faults.items():
+        env[f"FAULT_{key.upper()}"] = str(value)
+    env.setdefault("OMP_WAIT_POLICY", "passive")
+    return env
+
+
+def run(harness, config, *args, env=None, timeout=120):
+    return subprocess.run([harness, config, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=os.path.dirname(config))
+
+
+def count_calls(harness, shim, config, *args):
+    """{kind: calls} of one run under the shim in counting mode, and the finished process."""
+    counts = os.path.join(os.path.dirname(config), "counts.txt")
+    p = run(harness, config, *args, env=shim_env(shim, count=counts))
+    calls = {}
+    with open(counts) as f:
+        for line in f:
+            kind, n = line.split()
+            calls[kind] = int(n)
+    os.unlink(counts)
+    return calls, p
+
+
+def numbers(path):
+    """{dataset name: array} of a results file, every dataset but the timing ones."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        def take(name, obj):
+            if isinstance(obj, h5py.Dataset) and name not in TIMING:
+                out[name] = obj[()]
+        f.visititems(take)
+    return out
+
+
+def differences(path, reference):
+    """Names of the datasets in which two results files differ (bitwise), [] when none."""
+    a, b = numbers(path), numbers(reference)
+    differ = sorted(set(a) ^ set(b))
+    for name in sorted(set(a) & set(b)):
+        x, y = a[name], b[name]
+        if x.dtype.kind == "O" or y.dtype.kind == "O":  # strings: compare the values
+            same = x.shape == y.shape and x.tolist() == y.tolist()
+        else:
+            same = x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
+        if not same:
+            differ.append(name)
+    return differ
+
+
+def status(path):
+    return results.read_status(path)
+
+
+def last_line(text):
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+def stray_files(directory, keep):
+    """Files of a run's directory other than `keep` (names): temporaries, checkpoints, locks."""
+    return sorted(f for f in os.listdir(directory) if f not in keep)

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""tests/test_faults.py HARNESS [--all]: fault injection in the spirit of SQLite's I/O-error tests.
+
+A tiny run (tests/injection.py: 20 steps, a checkpoint at step 10, every dataset written) is
+first counted under the LD_PRELOAD shim (tests/faultshim.c): how many write (write, pwrite64:
+HDF5's sec2 driver), fsync, rename and malloc calls it makes. Then the run is repeated with the
+N-th call of one kind failing, for N over the run:
+  write, fsync, rename  every point (they are ~130 in all)
+  malloc                a stride over the ~9000 points (the kernels' per-step scratch buffers
+                        make most of them): 40 points by default, 300 with --all
+Every case must end in one of two ways:
+  failed     a non-zero exit status below 128 (no crash, no abort), a last stderr line that
+             says what went wrong (not "internal error"), the previous result at output.path
+             bitwise intact (odd N: a complete result of another seed was there), or no file
+             at output.path (even N: there was none), and no other file claiming "complete"
+  hdf5       as failed, but HDF5 itself ended the process (exit(-1), or a crash in its error
+             paths when an allocation fails: HDF5 1.10.8 defects), and the harness's last line
+             says so (src/fatal.c); only under malloc failures
+  completed  exit 0 and output.path holding the run's own result (every dataset but the
+             timing column bitwise equal to an undisturbed run): the failed call was one the
+             program can do without (a stdio buffer, the lock file's note, a directory fsync)
+The last line before the counts says how many points were tried. The malloc points start after
+HDF5's library initialisation (~2200 allocations, counted with `harness --version`, which
+stops right after it): HDF 1.10.8 overflows its stack when one of those fails (H5_init_library ->
+H5E_init, or H5dont_atexit -> H5TS_cancel_count_inc, pushing onto its error stack, which
+allocates, recursively), before the harness has done anything: a library defect, not ours.
+Skipped under the sanitizers (the shim replaces malloc, which their runtimes own).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import injection as inj  # noqa: E402
+from checks import check, finish  # noqa: E402
+
+CRASH = re.compile(r"internal error|Segmentation|Traceback|core dumped|Aborted")
+
+
+def one_case(harness, shim, work, ref, prev, kind, n):
+    """Run with the n-th call of kind failing; return (ok, how it ended, details)."""
+    path = os.path.join(work, "run.h5")
+    for f in os.listdir(work):
+        if f != "tiny.yaml":
+            os.unlink(os.path.join(work, f))
+    had_previous = n % 2 == 1
+    if had_previous:
+        shutil.copyfile(prev, path)
+    config = os.path.join(work, "tiny.yaml")
+    p = inj.run(harness, config, "--force", env=inj.shim_env(shim, fail=f"{kind}:{n}"))
+    last = inj.last_line(p.stderr)
+    others = [f for f in inj.stray_files(work, {"tiny.yaml", "run.h5"})
+              if inj.status(os.path.join(work, f)) == "complete"]
+    if others:
+        return False, "bad", f"other files claim complete: {others}"
+    if p.returncode == 0:
+        if inj.status(path) != "complete":
+            return False, "bad", "exit 0 but no complete result"
+        differ = inj.differences(path, ref)
+        return not differ, "completed", f"exit 0 but the result differs in {differ[:4]}"
+    how = "failed"
+    if not 0 < p.returncode < 128:
+        # HDF5's own defects under memory exhaustion, which the harness names (src/fatal.c)
+        if not re.match(r"harness: .*(inside \S*hdf5|the HDF5 library stopped)", last):
+            return False, "bad", f"exit status {p.returncode}: {last}"
+        how = "hdf5"
+    elif not last or CRASH.search(p.stderr):
+        return False, "bad", f"exit {p.returncode} without a clear message: {p.stderr[-300:]!r}"
+    if had_previous:
+        with open(path, "rb") as a, open(prev, "rb") as b:
+            if a.read() != b.read():
+                return False, "bad", "the previous result was changed"
+    elif os.path.exists(path):
+        return False, "bad", f"left {path} (status {inj.status(path)!r})"
+    return True, how, last
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    full = "--all" in sys.argv
+    harness = os.path.abspath(args[0] if args else "harness")
+    shim = inj.shim_path(harness)
+    if os.environ.get("SANITIZER_REPORTS"):
+        print("skipped: the shim replaces malloc, which the sanitizers' runtimes own")
+        return finish()
+    if not check("the shim is built beside the harness", os.path.exists(shim), shim):
+        return finish()
+    t0 = time.time()
+    top = tempfile.mkdtemp(prefix="heads-faults-")
+    try:
+        ref_dir, work = os.path.join(top, "ref"), os.path.join(top, "work")
+        os.makedirs(ref_dir)
+        os.makedirs(work)
+        ref = os.path.join(ref_dir, "run.h5")
+        config = inj.write_config(ref_dir, ref)
+        p = inj.run(harness, config)
+        if not check("an undisturbed run completes", p.returncode == 0, p.stderr[-500:]):
+            return finish()
+        prev = os.path.join(ref_dir, "prev.h5")
+        p = inj.run(harness, config, "--set", f"output.path={prev}", "--set", "train.seed=7")
+        check("a previous result of another seed", p.returncode == 0, p.stderr[-300:])
+        inj.write_config(work, os.path.join(work, "run.h5"))
+        calls, p = inj.count_calls(harness, shim, os.path.join(work, "tiny.yaml"), "--force")
+        check(f"counting under the shim changes nothing: {calls}",
+              p.returncode == 0 and not inj.differences(os.path.join(work, "run.h5"), ref),
+              p.stderr[-300:])
+        again, _ = inj.count_calls(harness, shim, os.path.join(work, "tiny.yaml"), "--force")
+        check("the call counts are the same in a second run", again == calls, f"{again}")
+
+        plan = {}
+        for kind in ("write", "fsync", "rename"):
+            plan[kind] = list(range(1, calls[kind] + 1))
+        # HDF5's own start-up allocations (H5_init_library, which the harness's first line
+        # triggers) are counted by `harness --version`, which stops right after them.
+        counts = os.path.join(work, "counts.txt")
+        subprocess.run([harness, "--version"], capture_output=True,
+                       env=inj.shim_env(shim, count=counts))
+        with open(counts) as f:
+            hdf5_init = dict(line.split() for line in f)["malloc"]
+        first = int(hdf5_init) + 1
+        want = 300 if full else 40
+        stride = max(1, (calls["malloc"] - first) // want)
+        plan["malloc"] = list(range(first, calls["malloc"] + 1, stride))
+        tried = 0
+        for kind, points in plan.items():
+            ended = {"failed": 0, "completed": 0, "hdf5": 0}
+            bad = []
+            for n in points:
+                ok, how, details = one_case(harness, shim, work, ref, prev, kind, n)
+                tried += 1
+                if ok:
+                    ended[how] += 1
+                else:
+                    bad.append(f"{kind}:{n}: {details}")
+            check(f"{kind}: {len(points)} of {calls[kind]} points"
+                  + (f" (every {stride}th from {first})" if kind == "malloc" else "")
+                  + f": {ended['failed']} failed cleanly, {ended['completed']} completed with "
+                  "their own result" + (f", {ended['hdf5']} ended inside HDF5 (named)"
+                                        if ended["hdf5"] else ""),
+                  not bad, "\n    ".join([""] + bad[:10]))
+        print(f"fault injection: {tried} injection points tried "
+              f"({sum(calls.values())} calls counted) in {time.time() - t0:.0f} s")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
