@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "train.h"
@@ -168,6 +169,14 @@ static int64_t checkpoint_step(const char *path, ConfigError *err) {
     return step;
 }
 
+/* Whether file a was last modified before file b. */
+static int older(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
+           (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
+}
+
 int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, ConfigError *err) {
     char ckpt[CONFIG_PATH_MAX + 8];
     checkpoint_path(cfg, ckpt, sizeof ckpt);
@@ -176,6 +185,10 @@ int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, Config
     int64_t main_step = strcmp(status, "interrupted") == 0 ? checkpoint_step(cfg->out_path, err) : -1;
     int64_t ckpt_step = main_step == -2 ? -2 : checkpoint_step(ckpt, err);
     if (main_step == -2 || ckpt_step == -2) return CONFIG_ERROR;
+    if (strcmp(status, "complete") == 0 && ckpt_step >= 0 && older(ckpt, cfg->out_path)) {
+        unlink(ckpt); /* left by a run killed after its result was in place (we hold the lock) */
+        ckpt_step = -1;
+    }
     if (main_step < 0 && ckpt_step < 0) {
         ConfigMark mk = config_mark(cfg, "output.path");
         snprintf(err->message, sizeof err->message,
