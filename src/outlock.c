@@ -54,7 +54,14 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Con
                      lk->path, strerror(errno));
             return CONFIG_ERROR;
         }
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        /* `sweep --status` peeks with a shared lock for an instant: give it a second */
+        for (int wait = 0; !locked && errno == EWOULDBLOCK && wait < 10; wait++) {
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        }
+        if (!locked) {
             int e = errno;
             close(fd);
             if (e == EWOULDBLOCK || e == EINTR) {

@@ -3,6 +3,7 @@ script's docstring, the user-error exception and the one way to exit on it (one 
 
 Knows nothing of experiments, results files or the harness.
 """
+import os
 import re
 import sys
 import time
@@ -47,3 +48,39 @@ def now_text():
 def indent(text):
     """Text indented as a quoted block under a message line."""
     return "\n".join("    | " + line for line in text.splitlines())
+
+
+class _QuietStdout:
+    """sys.stdout that, once its reader has gone (`| head -1`: EPIPE), sends the rest of the
+    output to /dev/null instead of raising, so that the program finishes its work quietly."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _reader_gone(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...
+        return getattr(self._stream, name)
+
+
+def survive_closed_stdout():
+    """From now on a closed stdout (EPIPE) silences the output instead of ending the program
+    with a BrokenPipeError traceback."""
+    if not isinstance(sys.stdout, _QuietStdout):
+        sys.stdout = _QuietStdout(sys.stdout)

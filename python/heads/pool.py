@@ -18,8 +18,9 @@ from .cli import die, indent
 from .configs import format_value
 from .harness import REPO, harness_command
 from .results import RunResult, config_mismatch, read_status
-from .runstate import (RunLock, available_cpus, exit_meaning, launch_info, lock_holder,
-                       log_error_tail, log_footer, log_header)
+from .runstate import (RunLock, available_cpus, exit_meaning, harness_lock_holder,
+                       launch_info, lock_holder, log_error_tail, log_footer, log_header,
+                       stopped_by)
 
 
 PROGRESS = re.compile(rb"step (\d+)/(\d+)")
@@ -94,6 +95,7 @@ class RunPool:
         self.nproc = available_cpus()
         self.threads = threads or max(1, self.nproc // jobs)
         self.signals = 0
+        self.forwarded = set()  # the signals passed on to the running harnesses
         self.running = []
         self.durations = {}   # run point -> [wall seconds] of runs finished this session
         self.failed = []      # (run, message)
@@ -210,6 +212,12 @@ class RunPool:
             self.busy.append((run, where))
             self.say(f"skip   {run.name}: running elsewhere, on {where}")
             return
+        writer = harness_lock_holder(h5_path)  # a harness started by hand on this output
+        if writer:
+            lock.release()
+            self.busy.append((run, writer))
+            self.say(f"skip   {run.name}: {h5_path} is being written by {writer}")
+            return
         cmd = harness_command(self.exp.base_path, self.overrides(run),
                                  ["--force"] if force else [])
         log_file = open(log_path, "w")
@@ -230,7 +238,7 @@ class RunPool:
             wall = time.time() - job.started
             job.log_file.close()
             with open(job.log_path, "a") as f:
-                f.write(log_footer(rc, wall))
+                f.write(log_footer(rc, wall, self.forwarded))
             job.lock.release()
             if rc == 0:
                 self.durations.setdefault(job.run.point, []).append(wall)
@@ -242,10 +250,12 @@ class RunPool:
                 except Exception as e:  # noqa: BLE001 - report and carry on
                     loss = f"  (cannot read results: {e})"
                 self.say(f"done   {job.run.name}  {fmt_time(wall)}{loss}  {self.counts()}")
-            elif rc == 130 and self.signals:
+            elif stopped_by(rc, self.forwarded):
                 self.interrupted.append(job.run)
-                self.say(f"stopped {job.run.name} after {fmt_time(wall)} (saved with status "
-                         "interrupted; the next sweep reruns it)")
+                self.say(f"stopped {job.run.name} after {fmt_time(wall)} ("
+                         + ("saved with status interrupted" if rc == 130 else
+                            f"killed by the {signal.Signals(-rc).name} passed on to it, before "
+                            "it could save") + "; the next sweep reruns it)")
             else:
                 why = exit_meaning(rc)
                 message = f"exit status {rc} ({why}) after {fmt_time(wall)}; log {job.log_path}"
@@ -256,6 +266,7 @@ class RunPool:
     def on_signal(self, signum, frame):
         self.signals += 1
         forward = signum if self.signals == 1 else signal.SIGKILL
+        self.forwarded.add(forward)
         for job in self.running:
             try:
                 os.killpg(job.proc.pid, forward)
@@ -350,17 +361,19 @@ def run_one(exp, outdir, name, force, threads):
             # scancel and Slurm's time limit send SIGTERM: the harness saves its results with
             # status "interrupted" (the next submission reruns it); this runner waits for it.
             print(f"{signal.Signals(signum).name}: passed on to the harness", flush=True)
+            forwarded.add(signum)
             try:
                 os.killpg(proc.pid, signum)
             except ProcessLookupError:
                 pass
 
+        forwarded = set()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(sig, forward)
         rc = proc.wait()
         wall = time.time() - t0
         with open(log_path, "a") as log:
-            log.write(log_footer(rc, wall))
+            log.write(log_footer(rc, wall, forwarded))
         if rc == 0:
             loss = ""
             try:
@@ -368,6 +381,9 @@ def run_one(exp, outdir, name, force, threads):
             except Exception:  # noqa: BLE001
                 pass
             print(f"done   {name}  {fmt_time(wall)}{loss}", flush=True)
+        elif stopped_by(rc, forwarded):
+            print(f"stopped {name} after {fmt_time(wall)} (exit status {rc}: interrupted; the "
+                  "next submission reruns it)", flush=True)
         else:
             print(f"FAILED {name}: exit status {rc} ({exit_meaning(rc)}) after "
                   f"{fmt_time(wall)}; log {log_path}\n{indent(log_tail(log_path))}", flush=True)

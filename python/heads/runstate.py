@@ -30,7 +30,8 @@ from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
 EXIT_MEANING = {0: "complete", 2: "bad input", 3: "diverged", 130: "interrupted"}
 LOCK_DIR = ".run-locks"
 _STARTED = re.compile(r"^# started (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: on (.*))?$")
-_FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit status (-?\d+)")
+_FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit status (-?\d+)"
+                       r"(?: \((interrupted))?")
 _PROGRESS = re.compile(r"step (\d+)/(\d+)")
 
 
@@ -70,9 +71,21 @@ def log_header(cmd):
             + f"# started {now_text()} on {launch_info()}\n")
 
 
-def log_footer(rc, seconds):
-    """The last line of a run's log, written when its harness has exited."""
-    return f"# finished {now_text()}: exit status {rc} ({exit_meaning(rc)}) after {seconds:.1f} s\n"
+def stopped_by(rc, forwarded):
+    """Whether a harness that exited with rc was stopped by a signal its runner passed on to it
+    (forwarded: the signal numbers): it saved its results (130), or died of that signal before
+    it could install its handlers. Either way the run was interrupted, not failed."""
+    return bool(forwarded) and (rc == 130 or -rc in forwarded)
+
+
+def log_footer(rc, seconds, forwarded=()):
+    """The last line of a run's log, written when its harness has exited; forwarded: the
+    signals its runner passed on to it."""
+    meaning = exit_meaning(rc)
+    if stopped_by(rc, forwarded) and rc != 130:
+        meaning = (f"interrupted: killed by the {signal.Signals(-rc).name} passed on to it, "
+                   "before it could save")
+    return f"# finished {now_text()}: exit status {rc} ({meaning}) after {seconds:.1f} s\n"
 
 
 def log_error_tail(lines, n=8):
@@ -84,12 +97,14 @@ def log_error_tail(lines, n=8):
 
 class RunLog:
     """What a run's log says: started (time text), where, finished, rc (None: no footer: still
-    running or killed), progress (done, total) steps, and tail (the error lines)."""
+    running or killed), interrupted (the footer says so: stopped by a signal, not failed),
+    progress (done, total) steps, and tail (the error lines)."""
 
     def __init__(self, path):
         self.path = path
         self.exists = False
         self.started = self.where = self.finished = self.rc = self.progress = None
+        self.interrupted = False
         self.tail = ""
         try:
             with open(path, errors="replace") as f:
@@ -105,6 +120,7 @@ class RunLog:
             m = _FINISHED.match(line)
             if m:
                 self.finished, self.rc = m.group(1), int(m.group(2))
+                self.interrupted = m.group(3) is not None
                 break
         for line in reversed(lines):
             m = _PROGRESS.search(line)
@@ -169,6 +185,36 @@ def lock_holder(outdir, name):
     return None
 
 
+def harness_lock_holder(h5_path):
+    """'pid N on HOST since TIME' when a harness holds the lock of its output path
+    (<path>.lock, src/outlock.c), else None: a run started by hand counts as running too."""
+    try:
+        f = open(h5_path + ".lock")
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f.read().strip() or "a harness"
+        except OSError:
+            return None
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+def leftover_temp(h5_path):
+    """The status of a temporary a killed harness left beside h5_path (<path>.tmp.XXXXXX, or
+    <path>.tmp of older versions), '' when there is none."""
+    directory, base = os.path.split(h5_path)
+    try:
+        names = [n for n in os.listdir(directory or ".")
+                 if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n)]
+    except OSError:
+        return ""
+    return "left a .tmp" if names else ""
+
+
 class RunState:
     """state: 'complete', 'running', 'failed' or 'missing'; detail: one line; error: the
     error lines (failed runs)."""
@@ -184,7 +230,7 @@ def run_state(outdir, name, submission=None, queue=None):
     if read_status(h5) == "complete":
         return RunState(name, "complete")
     log = RunLog(os.path.join(outdir, name + ".log"))
-    holder = lock_holder(outdir, name)
+    holder = lock_holder(outdir, name) or harness_lock_holder(h5)
     queued = None
     if submission is not None and submission.job and queue:
         queued = queue.get((submission.job, submission.index))
@@ -206,7 +252,7 @@ def run_state(outdir, name, submission=None, queue=None):
     if log.rc == 0 and read_status(h5) == "complete":  # finished since we looked
         return RunState(name, "complete")
 
-    file_status = read_status(h5) or (read_status(h5 + ".tmp") and "left a .tmp")
+    file_status = read_status(h5) or leftover_temp(h5)
     slurm_lines = ""
     task_out = submission.output() if submission is not None else None
     if task_out:
@@ -263,6 +309,7 @@ def show_status(results_dir):
     if names is None:  # no copy of the experiment: whatever runs left files here
         found = set(subs)
         for f in os.listdir(outdir):
+            f = re.sub(r"\.h5\.tmp\.\w{6}$", ".h5", f)
             for ext in (".h5", ".log", ".h5.tmp"):
                 if f.endswith(ext) and f != "summary.h5":
                     found.add(f[:-len(ext)])

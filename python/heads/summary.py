@@ -7,6 +7,8 @@ Knows the results reader and the experiment's runs; knows nothing of how runs ar
 import csv
 import math
 import os
+import sys
+import tempfile
 
 import numpy as np
 
@@ -71,17 +73,56 @@ def write_summary(outdir, rows, experiment):
     """summary.csv and summary.h5 (one dataset per column, one element per run)."""
     swept = experiment.swept_keys()
     cols = summary_columns(rows, swept)
-    tmp = os.path.join(outdir, "summary.csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        for row in rows:
-            w.writerow(["" if row.get(c) is None or (isinstance(row.get(c), float)
-                                                     and math.isnan(row[c]))
-                        else format_value(row[c]) for c in cols])
-    os.replace(tmp, os.path.join(outdir, "summary.csv"))
 
-    tmp = os.path.join(outdir, "summary.h5.tmp")
+    def csv_file(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for row in rows:
+                w.writerow(["" if row.get(c) is None or (isinstance(row.get(c), float)
+                                                         and math.isnan(row[c]))
+                            else format_value(row[c]) for c in cols])
+    write_durably(os.path.join(outdir, "summary.csv"), csv_file)
+    write_durably(os.path.join(outdir, "summary.h5"),
+                  lambda tmp: _summary_h5(tmp, rows, cols, swept, experiment))
+
+
+def write_durably(path, write):
+    """Write `path` through write(temporary path) the way the harness writes its results: a
+    temporary beside it with a unique name (mkstemp), fsync'ed, renamed into place, and the
+    directory fsync'ed, so a crash or power loss leaves the old file or the new one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
+    os.close(fd)
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some file systems refuse: the file is in place (as the harness)
+        print(f"warning: {directory}: the directory could not be synced ({e.strerror}); "
+              f"{os.path.basename(path)} is in place but may not survive a power loss",
+              file=sys.stderr)
+    finally:
+        os.close(fd)
+
+
+def _summary_h5(tmp, rows, cols, swept, experiment):
     with h5py.File(tmp, "w") as f:
         f.attrs["experiment"] = experiment.name
         f.attrs["experiment_yaml"] = experiment.text
@@ -104,4 +145,3 @@ def write_summary(outdir, rows, experiment):
                 data = np.array(["" if v is None else format_value(v) for v in values],
                                 dtype=h5py.string_dtype())
             f.create_dataset(c, data=data)
-    os.replace(tmp, os.path.join(outdir, "summary.h5"))
