@@ -8,6 +8,7 @@ Knows nothing of which faults a suite injects or what it expects of them.
 import os
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -108,3 +109,28 @@ def last_line(text):
 def stray_files(directory, keep):
     """Files of a run's directory other than `keep` (names): temporaries, checkpoints, locks."""
     return sorted(f for f in os.listdir(directory) if f not in keep)
+
+
+def start(harness, prefix, steps=20, checkpoint_every=10):
+    """The common start of a suite: (shim, top directory, ref/run.h5 of an undisturbed run of
+    the tiny config, work/ with the same config writing work/run.h5), or None after saying why
+    the suite cannot run (under the sanitizers, no shim, the run fails)."""
+    from checks import check  # tests/, on sys.path for every suite
+    shim = shim_path(harness)
+    if os.environ.get("SANITIZER_REPORTS"):
+        print("skipped: the shim replaces malloc, which the sanitizers' runtimes own")
+        return None
+    if not check("the shim is built beside the harness", os.path.exists(shim), shim):
+        return None
+    top = tempfile.mkdtemp(prefix=prefix)
+    ref_dir, work = os.path.join(top, "ref"), os.path.join(top, "work")
+    os.makedirs(ref_dir)
+    os.makedirs(work)
+    ref = os.path.join(ref_dir, "run.h5")
+    p = run(harness, write_config(ref_dir, ref, steps, checkpoint_every))
+    write_config(work, os.path.join(work, "run.h5"), steps, checkpoint_every)
+    if not check("an undisturbed run completes", p.returncode == 0, p.stderr[-300:]):
+        import shutil
+        shutil.rmtree(top, ignore_errors=True)
+        return None
+    return shim, top, ref, work

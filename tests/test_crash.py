@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -107,23 +106,12 @@ def main():
     plain = [a for i, a in enumerate(args) if not a.startswith("--")
              and (i == 0 or args[i - 1] != "--points")]
     harness = os.path.abspath(plain[0] if plain else "harness")
-    shim = inj.shim_path(harness)
-    if os.environ.get("SANITIZER_REPORTS"):
-        print("skipped: the shim replaces malloc, which the sanitizers' runtimes own")
-        return finish()
-    if not check("the shim is built beside the harness", os.path.exists(shim), shim):
-        return finish()
     t0 = time.time()
-    top = tempfile.mkdtemp(prefix="heads-crash-")
+    started = inj.start(harness, "heads-crash-", STEPS, EVERY)
+    if not started:
+        return finish()
+    shim, top, ref, work = started
     try:
-        ref_dir, work = os.path.join(top, "ref"), os.path.join(top, "work")
-        os.makedirs(ref_dir)
-        os.makedirs(work)
-        ref = os.path.join(ref_dir, "run.h5")
-        p = inj.run(harness, inj.write_config(ref_dir, ref, STEPS, EVERY))
-        if not check("the uninterrupted run completes", p.returncode == 0, p.stderr[-300:]):
-            return finish()
-        inj.write_config(work, os.path.join(work, "run.h5"), STEPS, EVERY)
         calls, _ = inj.count_calls(harness, shim, os.path.join(work, "tiny.yaml"))
         clean(work)
         start = time.time()

@@ -85,14 +85,20 @@ def test_two_writers():
           and not os.path.exists(same + ".lock"), f"exit {rc}, {os.listdir(d)}")
 
 
+def start_logged(config, log, *args):
+    """A harness on config in the background, its output in log."""
+    with open(log, "w") as f:
+        return subprocess.Popen([HARNESS, config, *args], stdout=f, stderr=subprocess.STDOUT,
+                                cwd=os.path.dirname(config))
+
+
 def test_stale_lock():
     d = os.path.join(TMP, "stale")
     os.makedirs(d)
     path = os.path.join(d, "run.h5")
     config = inj.write_config(d, path, steps=100000, checkpoint_every=0)
     log = os.path.join(d, "killed.log")
-    with open(log, "w") as f:
-        proc = subprocess.Popen([HARNESS, config], stdout=f, stderr=subprocess.STDOUT, cwd=d)
+    proc = start_logged(config, log)
     wait_for(log, r"^step \d+/")
     proc.kill()
     proc.wait()
@@ -161,8 +167,7 @@ def test_resume_diff():
     path = os.path.join(d, "run.h5")
     config = inj.write_config(d, path, steps=100000, checkpoint_every=10)
     log = os.path.join(d, "run.log")
-    with open(log, "w") as f:
-        proc = subprocess.Popen([HARNESS, config], stdout=f, stderr=subprocess.STDOUT, cwd=d)
+    proc = start_logged(config, log)
     wait_for(log, r"^step [2-9]\d/")
     proc.send_signal(signal.SIGINT)
     proc.wait(60)

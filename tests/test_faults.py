@@ -31,7 +31,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,27 +82,17 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     full = "--all" in sys.argv
     harness = os.path.abspath(args[0] if args else "harness")
-    shim = inj.shim_path(harness)
-    if os.environ.get("SANITIZER_REPORTS"):
-        print("skipped: the shim replaces malloc, which the sanitizers' runtimes own")
-        return finish()
-    if not check("the shim is built beside the harness", os.path.exists(shim), shim):
-        return finish()
     t0 = time.time()
-    top = tempfile.mkdtemp(prefix="heads-faults-")
+    started = inj.start(harness, "heads-faults-")
+    if not started:
+        return finish()
+    shim, top, ref, work = started
     try:
-        ref_dir, work = os.path.join(top, "ref"), os.path.join(top, "work")
-        os.makedirs(ref_dir)
-        os.makedirs(work)
-        ref = os.path.join(ref_dir, "run.h5")
-        config = inj.write_config(ref_dir, ref)
-        p = inj.run(harness, config)
-        if not check("an undisturbed run completes", p.returncode == 0, p.stderr[-500:]):
-            return finish()
+        ref_dir = os.path.dirname(ref)
+        config = os.path.join(ref_dir, "tiny.yaml")
         prev = os.path.join(ref_dir, "prev.h5")
         p = inj.run(harness, config, "--set", f"output.path={prev}", "--set", "train.seed=7")
         check("a previous result of another seed", p.returncode == 0, p.stderr[-300:])
-        inj.write_config(work, os.path.join(work, "run.h5"))
         calls, p = inj.count_calls(harness, shim, os.path.join(work, "tiny.yaml"), "--force")
         check(f"counting under the shim changes nothing: {calls}",
               p.returncode == 0 and not inj.differences(os.path.join(work, "run.h5"), ref),

@@ -167,40 +167,35 @@ class RunLock:
             self.file = None
 
 
-def lock_holder(outdir, name):
-    """launch_info() of the process that holds the run's lock, or None when nobody does (or
-    locks do not work on this file system)."""
+def _flock_holder(lock_path, anonymous):
+    """What the holder of an flock on lock_path wrote into it (anonymous if nothing), or None
+    when nobody holds it (or locks do not work on this file system). Peeks with a shared lock
+    for an instant, which the harness and RunLock.acquire wait out."""
     try:
-        f = open(os.path.join(outdir, LOCK_DIR, name + ".lock"))
+        f = open(lock_path)
     except OSError:
         return None
     with f:
         try:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return f.read().strip() or "?"
+            return f.read().strip() or anonymous
         except OSError:
             return None
         fcntl.flock(f, fcntl.LOCK_UN)
     return None
+
+
+def lock_holder(outdir, name):
+    """launch_info() of the process that holds the run's lock, or None when nobody does (or
+    locks do not work on this file system)."""
+    return _flock_holder(os.path.join(outdir, LOCK_DIR, name + ".lock"), "?")
 
 
 def harness_lock_holder(h5_path):
     """'pid N on HOST since TIME' when a harness holds the lock of its output path
     (<path>.lock, src/outlock.c), else None: a run started by hand counts as running too."""
-    try:
-        f = open(h5_path + ".lock")
-    except OSError:
-        return None
-    with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return f.read().strip() or "a harness"
-        except OSError:
-            return None
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return None
+    return _flock_holder(h5_path + ".lock", "a harness")
 
 
 def leftover_temp(h5_path):
