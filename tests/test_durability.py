@@ -92,14 +92,22 @@ def start_logged(config, log, *args):
                                 cwd=os.path.dirname(config))
 
 
-def test_stale_lock():
-    d = os.path.join(TMP, "stale")
+def training(name, checkpoint_every, step_pattern):
+    """A long run in TMP/name, started in the background and past step_pattern: (process,
+    config, output path)."""
+    d = os.path.join(TMP, name)
     os.makedirs(d)
     path = os.path.join(d, "run.h5")
-    config = inj.write_config(d, path, steps=100000, checkpoint_every=0)
-    log = os.path.join(d, "killed.log")
+    config = inj.write_config(d, path, steps=100000, checkpoint_every=checkpoint_every)
+    log = os.path.join(d, "run.log")
     proc = start_logged(config, log)
-    wait_for(log, r"^step \d+/")
+    wait_for(log, step_pattern)
+    return proc, config, path
+
+
+def test_stale_lock():
+    proc, config, path = training("stale", 0, r"^step \d+/")
+    d = os.path.dirname(path)
     proc.kill()
     proc.wait()
     check("SIGKILL leaves the lock file behind", os.path.exists(path + ".lock"))
@@ -162,13 +170,7 @@ def test_durable_order():
 
 
 def test_resume_diff():
-    d = os.path.join(TMP, "diff")
-    os.makedirs(d)
-    path = os.path.join(d, "run.h5")
-    config = inj.write_config(d, path, steps=100000, checkpoint_every=10)
-    log = os.path.join(d, "run.log")
-    proc = start_logged(config, log)
-    wait_for(log, r"^step [2-9]\d/")
+    proc, config, path = training("diff", 10, r"^step [2-9]\d/")
     proc.send_signal(signal.SIGINT)
     proc.wait(60)
     p = inj.run(HARNESS, config, "--resume", "--set", "train.lr=0.001", "--set",
