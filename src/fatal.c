@@ -1,5 +1,6 @@
 /* fatal.c: one line on stderr when a library ends the process (see fatal.h). */
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,21 +17,35 @@ static void note_exit(int status, void *arg) {
                         "so when memory runs out); no earlier result was replaced\n");
 }
 
-/* Name the shared object the faulting instruction is in, then die of the signal as before.
- * (dladdr and fprintf are not async-signal-safe; the process is ending either way.) */
-static void note_crash(int sig, siginfo_t *info, void *context) {
-    (void)info;
-    const char *where = "the harness";
+/* The library whose code was running: the object of the faulting instruction, or, when that is
+ * libc (a strlen on a bad pointer), of the first caller outside libc; NULL for the harness. */
+static const char *crash_site(void *context) {
+    void *pc = NULL;
 #if defined(__x86_64__) && defined(REG_RIP)
-    Dl_info dl;
-    void *pc = (void *)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
-    if (dladdr(pc, &dl) && dl.dli_fname && strstr(dl.dli_fname, ".so")) where = dl.dli_fname;
+    pc = (void *)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
 #else
     (void)context;
 #endif
+    void *frames[48];
+    int n = backtrace(frames, 48); /* the handler, the signal frame, then the interrupted code */
+    for (int i = -1; i < n; i++) {
+        Dl_info dl;
+        void *at = i < 0 ? pc : frames[i];
+        if (!at || (i >= 0 && i < 2) || !dladdr(at, &dl) || !dl.dli_fname) continue;
+        if (strstr(dl.dli_fname, "libc.so")) continue;
+        return strstr(dl.dli_fname, ".so") ? dl.dli_fname : NULL;
+    }
+    return NULL;
+}
+
+/* Name the library that crashed, then die of the signal as before. (dladdr, backtrace and
+ * fprintf are not async-signal-safe; the process is ending either way.) */
+static void note_crash(int sig, siginfo_t *info, void *context) {
+    (void)info;
+    const char *where = crash_site(context);
     fprintf(stderr, "harness: %s inside %s%s; no earlier result was replaced\n", strsignal(sig),
-            where, strstr(where, "hdf5") ? " (HDF5 crashes in some error paths, e.g. when memory "
-                                           "runs out)" : "");
+            where ? where : "the harness", where && strstr(where, "hdf5")
+                ? " (HDF5 crashes in some error paths, e.g. when memory runs out)" : "");
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -40,6 +55,8 @@ void fatal_install(void) {
 #ifdef __SANITIZE_ADDRESS__
     return; /* AddressSanitizer's own SIGSEGV report says more (make SAN=1) */
 #endif
+    void *warm[1];
+    backtrace(warm, 1); /* loads the unwinder now, not in a crash with memory gone */
     static char alt_stack[1 << 16]; /* a stack overflow still gets its line */
     stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack, .ss_flags = 0};
     sigaltstack(&ss, NULL);
