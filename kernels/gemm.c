@@ -23,6 +23,7 @@
  *
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
  * free lists after the first step, so the kernels stay free of global state. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -462,6 +463,22 @@ GemmBlocking gemm_blocking(void) {
                         .nc = (int)(nc < NR ? NR : nc > NC_MAX ? NC_MAX : nc),
                         .l1d = l1, .l2 = l2, .l3 = l3};
     return blk;
+}
+
+void kernels_describe(char *buf, size_t size) {
+#if defined(__AVX512F__)
+    const char *isa = "AVX-512";
+#elif defined(__AVX2__) && defined(__FMA__)
+    const char *isa = "AVX2";
+#else
+    const char *isa = "portable";
+#endif
+    GemmBlocking b = gemm_blocking();
+    snprintf(buf, size,
+             "%s (GEMM %s, KC %d fixed; MC %d, NC %d from the caches: L1d %ld KiB, L2 %ld KiB, "
+             "L3 %ld KiB%s)",
+             isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
+             b.l2 ? "" : "; unknown, defaults assumed");
 }
 
 static float *alloc_floats(size_t count) {

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "inspect.h"
+#include "../kernels/kernels.h"
 #include "model.h"
 #include "results.h"
 #include "shapes.h"
@@ -112,7 +113,9 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--version")) {
-            printf("harness %s (%s)\n", HARNESS_VERSION, GIT_REV);
+            char kernels[256];
+            kernels_describe(kernels, sizeof kernels);
+            printf("harness %s (%s)\nkernels: %s\n", HARNESS_VERSION, GIT_REV, kernels);
             return 0;
         }
     }
