@@ -68,7 +68,8 @@ def header_lines(cpu, harness, pin, date, threads):
     lines = [f"* date: {date}",
              f"* CPU: {cpu['name']}, {cpu['cpus']} CPUs, vector extensions {' '.join(cpu['isa']) or 'none'}",
              f"* harness: {harness['version']}",
-             f"* ISA path of the harness kernels: **{harness['isa']}** ({harness['kernels']})",
+             f"* ISA path of the harness kernels (`harness --version`): **{harness['isa']}**"
+             f"{harness['kernels'][len(harness['isa']):]}",
              f"* threads: {threads} (and 1, for the one-thread column)"]
     if pin:
         lines.append(f"* AVX2 stand-in: this CPU has AVX-512 but the harness build uses {harness['isa']}; "
