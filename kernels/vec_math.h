@@ -92,10 +92,14 @@ static inline __m256 exp256(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 static inline VecF vec_load_n(const float *p, int n) {
-    return n >= VEC_W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, vec_mask_n(n));
+    if (n >= VEC_W) return _mm256_loadu_ps(p);
+    if (n == 4) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
+    return _mm256_maskload_ps(p, vec_mask_n(n));
 }
+/* (a masked store is many micro-ops on AMD's cores: half a vector, a head of 4, goes plain) */
 static inline void vec_store_n(float *p, int n, VecF v) {
     if (n >= VEC_W) _mm256_storeu_ps(p, v);
+    else if (n == 4) _mm_storeu_ps(p, _mm256_castps256_ps128(v));
     else _mm256_maskstore_ps(p, vec_mask_n(n), v);
 }
 static inline VecF vec_keep_n(VecF v, int n) {
