@@ -87,9 +87,10 @@ test:
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.
 # install-deps bench adds PyTorch and Debian's two OpenBLAS builds (the PyTorch side's variants).
+# The AVX2 kernels on any x86-64-v3 CPU: make bench BUILD=build/avx2 CFLAGS_ARCH=-march=x86-64-v3
 bench:
 	@scripts/install-deps bench
-	$(MAKE) harness $(BUILD)/gemm_peak
+	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(if $(filter build,$(BUILD)),harness)
 	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
 
 $(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o

@@ -12,8 +12,8 @@
  * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
  * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
  * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
- * while it is in L1. The softmax uses vec_math.h's exp (vectorised with AVX-512, or by the
- * compiler from an arithmetic-only scalar without). */
+ * while it is in L1. The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or
+ * without either an arithmetic-only scalar exp that the compiler vectorises. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,41 +38,33 @@ static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, f
                          float sink) {
     float inv[GEMM_MR];
     CHECK(rows <= GEMM_MR);
-#ifdef __AVX512F__
-    __m512 vscale = _mm512_set1_ps(scale);
+#ifdef VEC_W
+    VecF vscale = vec_set1(scale);
     float maxs[GEMM_MR];
     for (int r = 0; r < rows; r++) {
         float *x = p + r * ld;
         int n = t0 + r + 1;
-        __m512 vmax = _mm512_set1_ps(-INFINITY);
-        for (int j = 0; j < n; j += 16) {
-            __mmask16 m = tail_mask(n - j);
-            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vscale);
-            vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
-        }
-        maxs[r] = fmaxf(_mm512_reduce_max_ps(vmax), sink);
+        VecF vmax = vec_set1(-INFINITY);
+        for (int j = 0; j < n; j += VEC_W)
+            vmax = vec_max_n(vmax, vec_mul(vec_load_n(x + j, n - j), vscale), n - j);
+        maxs[r] = fmaxf(vec_reduce_max(vmax), sink);
     }
     for (int r = 0; r < rows; r++) {
         float *x = p + r * ld;
         int n = t0 + r + 1;
-        __m512 maxv = _mm512_set1_ps(maxs[r]), vsum = _mm512_setzero_ps();
-        for (int j = 0; j < n; j += 16) {
-            __mmask16 m = tail_mask(n - j);
-            __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + j), vscale, maxv));
-            e = _mm512_maskz_mov_ps(m, e);
-            _mm512_mask_storeu_ps(x + j, m, e);
-            vsum = _mm512_add_ps(vsum, e);
+        VecF maxv = vec_set1(maxs[r]), vsum = vec_set1(0.0f);
+        for (int j = 0; j < n; j += VEC_W) {
+            VecF e = vec_keep_n(vec_exp(vec_fmsub(vec_load_n(x + j, n - j), vscale, maxv)), n - j);
+            vec_store_n(x + j, n - j, e);
+            vsum = vec_add(vsum, e);
         }
-        inv[r] = 1.0f / (_mm512_reduce_add_ps(vsum) + expf(sink - maxs[r]));
+        inv[r] = 1.0f / (vec_reduce_add(vsum) + expf(sink - maxs[r]));
     }
     for (int r = 0; r < rows; r++) {
         float *x = p + r * ld;
         int n = t0 + r + 1;
-        __m512 vinv = _mm512_set1_ps(inv[r]);
-        for (int j = 0; j < n; j += 16) {
-            __mmask16 m = tail_mask(n - j);
-            _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vinv));
-        }
+        VecF vinv = vec_set1(inv[r]);
+        for (int j = 0; j < n; j += VEC_W) vec_store_n(x + j, n - j, vec_mul(vec_load_n(x + j, n - j), vinv));
     }
 #else
     for (int r = 0; r < rows; r++) {
@@ -97,35 +89,31 @@ static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, pt
                                   int t0, int rows, int n_zero, float scale) {
     float w[GEMM_MR];
     CHECK(rows <= GEMM_MR);
-#ifdef __AVX512F__
+#ifdef VEC_W
     for (int r = 0; r < rows; r++) {
         const float *x = ds + r * ld_ds, *pr = p + r * ld_p;
         int n = t0 + r + 1;
-        __m512 d0 = _mm512_setzero_ps(), d1 = d0, d2 = d0, d3 = d0; /* 4 chains */
+        VecF d0 = vec_set1(0.0f), d1 = d0, d2 = d0, d3 = d0; /* 4 chains */
         int j = 0;
-        for (; j + 64 <= n; j += 64) {
-            d0 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j), _mm512_loadu_ps(x + j), d0);
-            d1 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 16), _mm512_loadu_ps(x + j + 16), d1);
-            d2 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 32), _mm512_loadu_ps(x + j + 32), d2);
-            d3 = _mm512_fmadd_ps(_mm512_loadu_ps(pr + j + 48), _mm512_loadu_ps(x + j + 48), d3);
+        for (; j + 4 * VEC_W <= n; j += 4 * VEC_W) {
+            d0 = vec_fmadd(vec_load_n(pr + j, VEC_W), vec_load_n(x + j, VEC_W), d0);
+            d1 = vec_fmadd(vec_load_n(pr + j + VEC_W, VEC_W), vec_load_n(x + j + VEC_W, VEC_W), d1);
+            d2 = vec_fmadd(vec_load_n(pr + j + 2 * VEC_W, VEC_W), vec_load_n(x + j + 2 * VEC_W, VEC_W), d2);
+            d3 = vec_fmadd(vec_load_n(pr + j + 3 * VEC_W, VEC_W), vec_load_n(x + j + 3 * VEC_W, VEC_W), d3);
         }
-        for (; j < n; j += 16) {
-            __mmask16 m = tail_mask(n - j);
-            d0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, x + j), d0);
-        }
-        w[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
+        for (; j < n; j += VEC_W) d0 = vec_fmadd(vec_load_n(pr + j, n - j), vec_load_n(x + j, n - j), d0);
+        w[r] = vec_reduce_add(vec_add(vec_add(d0, d1), vec_add(d2, d3)));
     }
-    __m512 vscale = _mm512_set1_ps(scale);
+    VecF vscale = vec_set1(scale);
     for (int r = 0; r < rows; r++) {
         float *x = ds + r * ld_ds;
         const float *pr = p + r * ld_p;
         int n = t0 + r + 1;
-        __m512 vw = _mm512_set1_ps(w[r]);
-        for (int j = 0; j < n_zero; j += 16) { /* P is 0 right of the diagonal: so is dS */
-            __mmask16 m = tail_mask(n - j), store = tail_mask(n_zero - j);
-            __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vw);
-            d = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), d), vscale);
-            _mm512_mask_storeu_ps(x + j, store, d);
+        VecF vw = vec_set1(w[r]);
+        for (int j = 0; j < n_zero; j += VEC_W) { /* P is 0 right of the diagonal: so is dS */
+            VecF d = vec_sub(vec_load_n(x + j, n - j), vw);
+            d = vec_mul(vec_mul(vec_load_n(pr + j, n - j), d), vscale);
+            vec_store_n(x + j, n_zero - j, d);
         }
     }
 #else
@@ -146,11 +134,9 @@ static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, 
     for (int i = 0; i < rows; i++) {
         float *d = dst + (size_t)i * cols;
         const float *s = src + i * ld_src;
-#ifdef __AVX512F__
-        for (int j = 0; j < cols; j += 16) { /* inline: these rows are too short for memcpy */
-            __mmask16 m = tail_mask(cols - j);
-            _mm512_mask_storeu_ps(d + j, m, _mm512_maskz_loadu_ps(m, s + j));
-        }
+#ifdef VEC_W
+        for (int j = 0; j < cols; j += VEC_W) /* inline: these rows are too short for memcpy */
+            vec_store_n(d + j, cols - j, vec_load_n(s + j, cols - j));
 #else
         memcpy(d, s, sizeof(float) * cols);
 #endif

@@ -1,19 +1,17 @@
 /* crossentropy.c: softmax cross-entropy of the next token, forward and backward.
- * The exps are vec_math.h's (16 AVX-512 lanes, or an arithmetic-only scalar that the compiler
- * vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot change
- * its bits. */
+ * The exps are vec_math.h's (16 AVX-512 or 8 AVX2 lanes, or an arithmetic-only scalar that the
+ * compiler vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot
+ * change its bits. */
 #include <math.h>
 #include <string.h>
 #include "kernels.h"
 #include "vec_math.h"
 
 static float row_max(const float *z, int V) {
-#ifdef __AVX512F__
-    __m512 vmax = _mm512_set1_ps(-INFINITY);
-    for (int i = 0; i < V; i += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(V - i),
-                                                         z + i));
-    return _mm512_reduce_max_ps(vmax);
+#ifdef VEC_W
+    VecF vmax = vec_set1(-INFINITY);
+    for (int i = 0; i < V; i += VEC_W) vmax = vec_max_n(vmax, vec_load_n(z + i, V - i), V - i);
+    return vec_reduce_max(vmax);
 #else
     float maxz = z[0];
     for (int i = 1; i < V; i++) maxz = z[i] > maxz ? z[i] : maxz;
@@ -23,16 +21,14 @@ static float row_max(const float *z, int V) {
 
 /* probs[0..V) = exp(z - max z), unnormalised; returns their sum. */
 static double exp_row(float *p, const float *z, float maxz, int V) {
-#ifdef __AVX512F__
-    __m512 vmax = _mm512_set1_ps(maxz), vsum = _mm512_setzero_ps();
-    for (int i = 0; i < V; i += 16) {
-        __mmask16 m = tail_mask(V - i);
-        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + i), vmax));
-        e = _mm512_maskz_mov_ps(m, e);
-        _mm512_mask_storeu_ps(p + i, m, e);
-        vsum = _mm512_add_ps(vsum, e);
+#ifdef VEC_W
+    VecF vmax = vec_set1(maxz), vsum = vec_set1(0.0f);
+    for (int i = 0; i < V; i += VEC_W) {
+        VecF e = vec_keep_n(vec_exp(vec_sub(vec_load_n(z + i, V - i), vmax)), V - i);
+        vec_store_n(p + i, V - i, e);
+        vsum = vec_add(vsum, e);
     }
-    return _mm512_reduce_add_ps(vsum);
+    return vec_reduce_add(vsum);
 #else
     for (int i = 0; i < V; i++) p[i] = exp_poly(z[i] - maxz);
     return sum_lanes(p, V);

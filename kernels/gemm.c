@@ -4,7 +4,9 @@
  * KC x NC blocks into column panels NR wide, A in MC x KC blocks into row panels MR tall, so the
  * micro-kernel reads both with unit stride whatever the original layout (that is where the
  * transposes go). A whose rows are contiguous (a row-major activation) is instead read in place,
- * MR rows at a time: the tile only broadcasts from A, so it needs no panel.
+ * MR rows at a time: the tile only broadcasts from A, so it needs no panel. KC is fixed per build
+ * (it sets the summation order); MC and NC are sized from the caches that sysconf reports, at
+ * every call (glibc answers from values it read once at start-up).
  *
  * The micro-kernel keeps an MR x NR tile of C in registers: 12 x 32 with AVX-512 (24 accumulators
  * of 16 floats, two loads of B and twelve broadcasts of A per 24 fused multiply-adds), 6 x 16
@@ -21,8 +23,10 @@
  *
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
  * free lists after the first step, so the kernels stay free of global state. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "gemm.h"
 #include "../src/util.h"
 #ifdef _OPENMP
@@ -36,9 +40,18 @@ enum {
     MR = GEMM_MR, /* rows of the register tile */
     NR = GEMM_NR, /* columns of the register tile: two vectors */
     VL = NR / 2,  /* floats per vector */
-    KC = 512,     /* K block of the packed gemm: fixed, it defines the summation order */
-    MC = 144,     /* rows of A per packed block (multiple of MR): ~288 KiB, stays in L2 */
-    NC = 4096,    /* columns of B per packed block (multiple of NR): A is packed once */
+    /* K block of the packed gemm. Fixed per build, never read from the machine: it defines the
+     * summation order, so a build gives the same bits on every CPU. Sized so that one packed
+     * micro-panel of B (KC x NR floats) stays in L1 while the tile sweeps the rows of A: 16 KiB
+     * with AVX2 (half of the 32 KiB L1 of the AVX2 generations), 64 KiB with AVX-512 (whose
+     * 12-row tile reuses each B load 12 times and streams B from L2 at full rate). */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+    KC = 256,
+#else
+    KC = 512,
+#endif
+    MC_MAX = 1020, /* at most this many rows of A per block (a multiple of 12 and of 6) */
+    NC_MAX = 4096, /* at most this many columns of B per packed block */
 };
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -275,11 +288,51 @@ static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float 
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+/* In-register transpose of an 8 x 8 block: r[i] lane j <- r[j] lane i. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+
+/* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 8), k < cols; lanes rows..8 of
+ * each dst row are written as zeros only if they are within `width` (the panel width). */
+static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
+                           ptrdiff_t ld_src, int rows, int cols) {
+    __m256i store = lanes8(width);
+    for (int k0 = 0; k0 < cols; k0 += 8) {
+        __m256i m = lanes8(cols - k0);
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            r[i] = i < rows ? _mm256_maskload_ps(src + i * ld_src + k0, m) : _mm256_setzero_ps();
+        transpose8(r);
+        int kn = cols - k0 < 8 ? cols - k0 : 8;
+        for (int k = 0; k < kn; k++) _mm256_maskstore_ps(dst + (k0 + k) * ld_dst, store, r[k]);
+    }
+}
+#endif
+
 void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
                     int cols) {
-#ifdef __AVX512F__
-    for (int i0 = 0; i0 < rows; i0 += 16) {
-        int n = rows - i0 < 16 ? rows - i0 : 16;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+    enum { T = VL };
+    for (int i0 = 0; i0 < rows; i0 += T) {
+        int n = rows - i0 < T ? rows - i0 : T;
         transpose_rows(dst + i0, ld_dst, n, src + i0 * ld_src, ld_src, n, cols);
     }
 #else
@@ -293,26 +346,45 @@ void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld
 #endif
 }
 
+/* d[0..width) = s[0..n) followed by zeros (n may exceed width: only width are read). One row of
+ * a packed panel, from a contiguous source. */
+static inline void copy_padded(float *d, const float *s, int n, const int width) {
+#if defined(__AVX512F__)
+    for (int j = 0; j < width; j += 16)
+        _mm512_mask_storeu_ps(d + j, lanes(width - j), _mm512_maskz_loadu_ps(lanes(n - j), s + j));
+#elif defined(__AVX2__) && defined(__FMA__)
+    if (n >= width && width % 8 == 0) { /* a full row: plain moves (masked stores are slow on AMD) */
+        for (int j = 0; j < width; j += 8) _mm256_storeu_ps(d + j, _mm256_loadu_ps(s + j));
+        return;
+    }
+    for (int j = 0; j < width; j += 8)
+        _mm256_maskstore_ps(d + j, lanes8(width - j), _mm256_maskload_ps(s + j, lanes8(n - j)));
+#else
+    if (n >= width) {
+        memcpy(d, s, sizeof(float) * width); /* constant size: vector moves, not a call */
+        return;
+    }
+    for (int j = 0; j < width; j++) d[j] = j < n ? s[j] : 0.0f;
+#endif
+}
+
 /* A[ic.., pc..] (mc x kc) -> panels of MR rows: ap[panel][k][MR], rows past mc zero. */
 static void pack_a(float *ap, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, int mc, int kc) {
-#ifdef __AVX512F__
     if (a_rs == 1) { /* columns of A contiguous: read each one whole (prefetch-friendly), deal it
                       * out MR floats per panel */
         for (int k = 0; k < kc; k++) {
             const float *s = a + k * a_cs;
             for (int i0 = 0; i0 < mc; i0 += MR)
-                _mm512_mask_storeu_ps(ap + (size_t)i0 * kc + (size_t)k * MR, lanes(MR),
-                                      _mm512_maskz_loadu_ps(lanes(mc - i0), s + i0));
+                copy_padded(ap + (size_t)i0 * kc + (size_t)k * MR, s + i0, mc - i0, MR);
         }
         return;
     }
-#endif
     for (int i0 = 0; i0 < mc; i0 += MR) {
         int mr = mc - i0 < MR ? mc - i0 : MR;
         float *dst = ap + (size_t)i0 * kc;
         const float *src = a + i0 * a_rs;
-#ifdef __AVX512F__
-        if (a_cs == 1) { /* rows of A contiguous: transpose 16 k at a time */
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+        if (a_cs == 1) { /* rows of A contiguous: transpose VL k at a time */
             transpose_rows(dst, MR, MR, src, a_rs, mr, kc);
             continue;
         }
@@ -327,29 +399,24 @@ static void pack_a(float *ap, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, in
 
 /* B[pc.., jc..] (kc x nc) -> panels of NR columns: bp[panel][k][NR], columns past nc zero. */
 static void pack_b(float *bp, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int kc, int nc) {
-#ifdef __AVX512F__
     if (b_cs == 1) { /* rows of B contiguous: read each one whole, deal it out NR per panel */
         for (int k = 0; k < kc; k++) {
             const float *s = b + k * b_rs;
-            for (int j0 = 0; j0 < nc; j0 += NR) {
-                float *d = bp + (size_t)j0 * kc + (size_t)k * NR;
-                _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nc - j0), s + j0));
-                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nc - j0 - 16), s + j0 + 16));
-            }
+            for (int j0 = 0; j0 < nc; j0 += NR)
+                copy_padded(bp + (size_t)j0 * kc + (size_t)k * NR, s + j0, nc - j0, NR);
         }
         return;
     }
-#endif
     for (int j0 = 0; j0 < nc; j0 += NR) {
         int nr = nc - j0 < NR ? nc - j0 : NR;
         float *dst = bp + (size_t)j0 * kc;
         const float *src = b + j0 * b_cs;
-#ifdef __AVX512F__
-        if (b_rs == 1) { /* columns of B contiguous: transpose 16 columns x 16 k at a time */
-            transpose_rows(dst, NR, 16, src, b_cs, nr < 16 ? nr : 16, kc);
-            if (nr > 16) transpose_rows(dst + 16, NR, 16, src + 16 * b_cs, b_cs, nr - 16, kc);
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+        if (b_rs == 1) { /* columns of B contiguous: transpose VL columns x VL k at a time */
+            transpose_rows(dst, NR, VL, src, b_cs, nr < VL ? nr : VL, kc);
+            if (nr > VL) transpose_rows(dst + VL, NR, VL, src + VL * b_cs, b_cs, nr - VL, kc);
             else
-                for (int k = 0; k < kc; k++) _mm512_store_ps(dst + (size_t)k * NR + 16, _mm512_setzero_ps());
+                for (int k = 0; k < kc; k++) memset(dst + (size_t)k * NR + VL, 0, sizeof(float) * VL);
             continue;
         }
 #endif
@@ -371,6 +438,49 @@ static void rows_tile(int kc, const float *a, ptrdiff_t a_rs, const float *bp, f
     tile(2, 0, 1, kc, a, a_rs, 1, bp, NR, c, ldc, mr, nr, load_c, c_init);
 }
 
+static long cache_size(int level) {
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+    long bytes = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE
+                                                                          : _SC_LEVEL3_CACHE_SIZE);
+    return bytes > 0 ? bytes : 0;
+#else
+    (void)level;
+    return 0;
+#endif
+}
+
+/* MC and NC for this machine: a block of A (MC x KC) fills half of L2, a packed block of B
+ * (KC x NC) a quarter of L3; without cache sizes (sysconf unsupported) 512 KiB and 8 MiB are
+ * assumed. They decide only which tiles are computed when, never the order of any element's
+ * sum, so the bits do not depend on them (KC alone sets that, and it is fixed). */
+GemmBlocking gemm_blocking(void) {
+    long l1 = cache_size(1), l2 = cache_size(2), l3 = cache_size(3);
+    long l2_used = l2 ? l2 : 512L << 10, l3_used = l3 ? l3 : 8L << 20;
+    long mc = l2_used / 2 / ((long)KC * sizeof(float)) / MR * MR;
+    long nc = l3_used / 4 / ((long)KC * sizeof(float)) / NR * NR;
+    GemmBlocking blk = {.mr = MR, .nr = NR, .kc = KC,
+                        .mc = (int)(mc < MR ? MR : mc > MC_MAX ? MC_MAX / MR * MR : mc),
+                        .nc = (int)(nc < NR ? NR : nc > NC_MAX ? NC_MAX : nc),
+                        .l1d = l1, .l2 = l2, .l3 = l3};
+    return blk;
+}
+
+void kernels_describe(char *buf, size_t size) {
+#if defined(__AVX512F__)
+    const char *isa = "AVX-512";
+#elif defined(__AVX2__) && defined(__FMA__)
+    const char *isa = "AVX2";
+#else
+    const char *isa = "portable";
+#endif
+    GemmBlocking b = gemm_blocking();
+    snprintf(buf, size,
+             "%s (GEMM %s, KC %d fixed; MC %d, NC %d from the caches: L1d %ld KiB, L2 %ld KiB, "
+             "L3 %ld KiB%s)",
+             isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
+             b.l2 ? "" : "; unknown, defaults assumed");
+}
+
 static float *alloc_floats(size_t count) {
     float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
     CHECK_ALLOC(p != NULL);
@@ -388,6 +498,8 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
         }
         return;
     }
+    const GemmBlocking blk = gemm_blocking();
+    const int MC = blk.mc, NC = blk.nc;
     int kc_max = K < KC ? K : KC;
     int nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
     int mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;

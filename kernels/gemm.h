@@ -8,11 +8,14 @@
  * a_cs = M). C is row-major with leading dimension ldc.
  *
  * Determinism: every element of C is summed in the same order whatever the matrix sizes around
- * it, its position in a tile, or the thread that computes it: K is cut into fixed KC-long blocks,
- * each block is a fused multiply-add chain in k order started from zero, and the block sums are
- * added to C in block order. Only M and N are ever split between threads. So gemm_parallel gives
- * the same bits as gemm at any thread count (the AVX-512 and the portable build differ from each
- * other, each is deterministic). */
+ * it, its position in a tile, or the thread that computes it: K is cut into fixed KC-long blocks
+ * (KC is a constant of the build: 512 with AVX-512 and in portable C, 256 with AVX2), each block
+ * is a fused multiply-add chain in k order started from zero, and the block sums are added to C
+ * in block order. Only M and N are ever split between threads, and the cache-sized blocks of M
+ * and N (read from the machine at run time) only decide which tiles are computed when. So
+ * gemm_parallel gives the same bits as gemm at any thread count, and a build gives the same bits
+ * on every machine (the AVX-512, AVX2 and portable builds differ from each other, each is
+ * deterministic). */
 #ifndef GEMM_H
 #define GEMM_H
 
@@ -67,7 +70,16 @@ void gemm_small(float *c, ptrdiff_t ldc,                        // (M, N)
 void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
                     int cols);
 
-/* Which micro-kernel this build uses, e.g. "avx512 12x32" or "portable 6x16". */
+/* Which micro-kernel this build uses, e.g. "AVX-512 12x32", "AVX2 6x16" or "portable C 4x8". */
 const char *gemm_kernel_name(void);
+
+/* The blocking gemm uses on this machine: the register tile MR x NR and KC are fixed by the
+ * build (KC sets the summation order); MC and NC follow the cache sizes that sysconf reports
+ * (l1d, l2, l3 in bytes, 0 where unknown) and change no bit of any result. */
+typedef struct {
+    int mr, nr, kc, mc, nc;
+    long l1d, l2, l3;
+} GemmBlocking;
+GemmBlocking gemm_blocking(void);
 
 #endif

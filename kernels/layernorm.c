@@ -1,9 +1,9 @@
 /* layernorm.c: LayerNorm over the last dimension (eps 1e-5, biased variance, as PyTorch).
  *
- * Row sums use LANES = 16 interleaved float partial sums (element i goes to lane i % 16), added
- * pairwise at the end (8 + 8, 4 + 4, ...): AVX-512 registers with AVX-512, arrays that the
- * compiler vectorises without reassociating anything otherwise. Either way the order is fixed,
- * so the bits do not depend on the thread count. */
+ * Row sums use interleaved float partial sums (element i goes to lane i % lanes), added pairwise
+ * at the end (8 + 8, 4 + 4, ...): vec_math.h's vectors with AVX-512 (16 lanes) or AVX2 (8),
+ * arrays of LANES = 16 that the compiler vectorises without reassociating anything otherwise.
+ * Either way the order is fixed, so the bits do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,37 +13,34 @@
 
 enum { LANES = 16 };
 
-#ifdef __AVX512F__
+#ifdef VEC_W
 /* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)². */
 static void row_moments(const float *x, int D, float *mean, double *var) {
-    __m512 sum = _mm512_setzero_ps(), dev = _mm512_setzero_ps();
-    for (int i = 0; i < D; i += LANES)
-        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(D - i), x + i));
-    float m = _mm512_reduce_add_ps(sum) / D;
-    __m512 vm = _mm512_set1_ps(m);
-    for (int i = 0; i < D; i += LANES) {
-        __mmask16 k = tail_mask(D - i);
-        __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i), vm);
-        dev = _mm512_fmadd_ps(d, d, dev);
+    VecF sum = vec_set1(0.0f), dev = vec_set1(0.0f);
+    for (int i = 0; i < D; i += VEC_W) sum = vec_add(sum, vec_load_n(x + i, D - i));
+    float m = vec_reduce_add(sum) / D;
+    VecF vm = vec_set1(m);
+    for (int i = 0; i < D; i += VEC_W) {
+        VecF d = vec_keep_n(vec_sub(vec_load_n(x + i, D - i), vm), D - i);
+        dev = vec_fmadd(d, d, dev);
     }
     *mean = m;
-    *var = (double)_mm512_reduce_add_ps(dev) / D;
+    *var = (double)vec_reduce_add(dev) / D;
 }
 
 /* mean(g) and mean(g · x̂) over the row, g = d_out · gain, x̂ = (x - m) · s. */
 static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
                            int D, float *g_mean, float *gx_mean) {
-    __m512 g_sum = _mm512_setzero_ps(), gx_sum = _mm512_setzero_ps();
-    __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(s);
-    for (int i = 0; i < D; i += LANES) {
-        __mmask16 k = tail_mask(D - i);
-        __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, gain + i));
-        __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vs);
-        g_sum = _mm512_add_ps(g_sum, g);
-        gx_sum = _mm512_fmadd_ps(g, xhat, gx_sum);
+    VecF g_sum = vec_set1(0.0f), gx_sum = vec_set1(0.0f);
+    VecF vm = vec_set1(m), vs = vec_set1(s);
+    for (int i = 0; i < D; i += VEC_W) {
+        VecF g = vec_mul(vec_load_n(dy + i, D - i), vec_load_n(gain + i, D - i));
+        VecF xhat = vec_mul(vec_sub(vec_load_n(x + i, D - i), vm), vs);
+        g_sum = vec_add(g_sum, g);
+        gx_sum = vec_fmadd(g, xhat, gx_sum);
     }
-    *g_mean = _mm512_reduce_add_ps(g_sum) / D;
-    *gx_mean = _mm512_reduce_add_ps(gx_sum) / D;
+    *g_mean = vec_reduce_add(g_sum) / D;
+    *gx_mean = vec_reduce_add(gx_sum) / D;
 }
 #else
 /* The row's mean and biased variance, from Σ x[i] and Σ (x[i] - mean)² (vec_math.h's lanes). */

@@ -10,7 +10,8 @@ backward, clip, AdamW step: the same work the harness times.
 usage: bench_torch.py --vocab V --d-model D --n-head H --d-head DH --n-layer L --seq-len T
                       --batch B --steps N --threads P [--budget S] [--data FILE]
        bench_torch.py --peak N --threads P      GFLOP/s of torch.mm on N x N float32 matrices
-Prints one JSON object on stdout: per-step seconds, max RSS (KiB), versions.
+Prints one JSON object on stdout: per-step seconds, max RSS (KiB), versions, and the BLAS that was
+really loaded (for OpenBLAS: its build string and the kernels it chose, e.g. Haswell or SkylakeX).
 Run with Debian's /usr/bin/python3 (python3-torch).
 """
 import argparse
@@ -96,6 +97,36 @@ class ReferenceModel(nn.Module):
         return loss
 
 
+def blas_info():
+    """The BLAS this process really loaded (from /proc/self/maps), with OpenBLAS's own account of
+    its build and of the kernels it picked (openblas_get_config / openblas_get_corename)."""
+    libs = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                name = os.path.basename(path)
+                if "blas" in name or "blis" in name:
+                    libs.add(path)
+    except OSError:
+        pass
+    info = {"libraries": sorted(libs)}
+    for path in sorted(libs):
+        if "openblas" not in os.path.basename(path):
+            continue
+        try:
+            import ctypes
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            info.update(config=lib.openblas_get_config().decode(),
+                        corename=lib.openblas_get_corename().decode())
+        except (OSError, AttributeError):
+            continue
+        break
+    return info
+
+
 def peak(n, reps=10):
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
@@ -120,7 +151,9 @@ def main(argv):
                     help="idiomatic: nn modules (above); reference: the tests' tests/reference.py")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model}
+    torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # loads the BLAS
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model,
+            "blas": blas_info()}
     if a.peak:
         info.update(gflops=peak(a.peak), n=a.peak)
         print(json.dumps(info))

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "fatal.h"
 #include "inspect.h"
+#include "../kernels/kernels.h"
 #include "model.h"
 #include "outlock.h"
 #include "results.h"
@@ -153,7 +154,9 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--version")) {
-            printf("harness %s (%s)\n", HARNESS_VERSION, GIT_REV);
+            char kernels[256];
+            kernels_describe(kernels, sizeof kernels);
+            printf("harness %s (%s)\nkernels: %s\n", HARNESS_VERSION, GIT_REV, kernels);
             return 0;
         }
     }

@@ -40,6 +40,12 @@ expect_user_error() {
 
 # ---- help and shapes
 "$harness" --help | grep -q -- "--set section.key=value" && ok "--help lists the options" || bad "--help"
+# --version names the kernels' ISA path (the bench's header reads it from there)
+kernels_line=$("$harness" --version | grep '^kernels: ')
+if echo "$kernels_line" | grep -qE '^kernels: (AVX-512|AVX2|portable) \(GEMM .*KC [0-9]+ fixed; MC [0-9]+, NC [0-9]+'; then
+    ok "--version: $kernels_line"
+else bad "--version has no 'kernels: ISA (GEMM ...)' line: '$kernels_line'"
+fi
 "$harness" --shapes configs/heads12.yaml > "$tmp/shapes" 2>&1 && grep -q "QKV" "$tmp/shapes" \
     && ok "--shapes heads12" || bad "--shapes heads12: $(head -3 "$tmp/shapes")"
 one=$("$harness" --shapes "$tmp/base.yaml" --set model.d_model=768 --set model.n_head=1 --set model.seq_len=1024 --set model.vocab_size=50257 | grep "total forward")

@@ -25,7 +25,9 @@ then "N passed, M failed"; exit status 1 if anything failed:
   plots            plot (induction and text runs), plot-sweep: every PNG exists, is a PNG and
                    is not trivially small
   bench            scripts/bench --quick on one config against one PyTorch variant: both sides
-                   measured, the printed ratio is the ratio of the printed times
+                   measured, the printed ratio is the ratio of the printed times, the header
+                   and JSON name the ISA path, CPU, caches and OpenBLAS kernels (not those of an
+                   OPENBLAS_CORETYPE left in the shell), the one-thread column
 """
 import math
 import os
@@ -512,8 +514,10 @@ def test_bench():
     gemm_peak = os.path.join(os.path.dirname(os.path.realpath(harness.HARNESS)), "gemm_peak")
     variant = "openblas" if os.path.exists("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3") else "default"
     md, js = os.path.join(TMP, "bench.md"), os.path.join(TMP, "bench.json")
+    # a core type left in the caller's shell must not reach PyTorch's OpenBLAS
+    env = dict(os.environ, OPENBLAS_CORETYPE="Prescott", OPENBLAS_L2_SIZE="64")
     p = script("bench", "--harness", harness.HARNESS, "--gemm-peak", gemm_peak, "--quick", "--only", "D128 H1",
-               "--torch", variant, "--markdown", md, "--json", js, timeout=600)
+               "--torch", variant, "--markdown", md, "--json", js, env=env, timeout=600)
     check(f"bench --quick --only 'D128 H1' --torch {variant}: exit 0", p.returncode == 0, p.stdout[-800:] + p.stderr[-800:])
     if p.returncode != 0:
         return
@@ -534,6 +538,22 @@ def test_bench():
     check("bench: the table row's ratio is PyTorch ms / harness ms, as printed",
           row is not None and abs(float(row.group(3)) - float(row.group(1)) / float(row.group(2))) < 0.02 * float(row.group(3)) + 0.01,
           text[-1500:])
+    isa = subprocess.run([harness.HARNESS, "--version"], capture_output=True, text=True).stdout
+    isa = re.search(r"^kernels: (\S+)", isa, re.M)
+    check("bench: the header and the JSON name the ISA path that `harness --version` reports",
+          isa is not None and record.get("isa") == isa.group(1) and f"**{isa.group(1)}**" in text
+          and record["cpu"]["name"] in text and "L2 " in text, text[:1200])
+    blas = record.get("blas", {}).get(variant, {})
+    if "openblas" in variant:
+        want = "Haswell" if record.get("blas_pin") else None
+        check("bench: OpenBLAS's kernels are reported, not those of OPENBLAS_CORETYPE in the caller's shell"
+              + (" (pinned to Haswell: AVX2 harness on an AVX-512 CPU)" if want else ""),
+              blas.get("corename") not in (None, "Prescott") and (want is None or blas["corename"] == want)
+              and blas.get("config", "") in text, json.dumps(blas))
+    one = runs[0].get("harness_1t", {}).get("median_s")
+    check("bench: a one-thread column (harness at 1 thread, speed-up = 1-thread time / 2-thread time)",
+          one is not None and one > 0 and re.search(r"^\| D128 H1 T64 B32 .*\| +[\d.]+ \| +([\d.]+)x \|$", text, re.M)
+          is not None, text[:2000])
     check("bench: the GEMM peak, GFLOP/s and % peak are reported",
           "FP32 GEMM peak" in text and re.search(r"^\| D128 H1 T64 B32 +\| +[\d.]+ \| +\d+k \| +\d+ \| +\d+% \|", text, re.M) is not None,
           text[:1500])
