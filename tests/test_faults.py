@@ -17,7 +17,7 @@ Every case must end in one of two ways:
              paths when an allocation fails: HDF5 1.10.8 defects), and the harness's last line
              says so (src/fatal.c); only under malloc failures
   completed  exit 0 and output.path holding the run's own result (every dataset but the
-             timing column bitwise equal to an undisturbed run): the failed call was one the
+             timing column bitwise equal to an undisturbed run, and `harness check` passes it): the failed call was one the
              program can do without (a stdio buffer, the lock file's note, a directory fsync)
 The last line before the counts says how many points were tried. The malloc points start after
 HDF5's library initialisation (~2200 allocations, counted with `harness --version`, which
@@ -60,7 +60,10 @@ def one_case(harness, shim, work, ref, prev, kind, n):
         if inj.status(path) != "complete":
             return False, "bad", "exit 0 but no complete result"
         differ = inj.differences(path, ref)
-        return not differ, "completed", f"exit 0 but the result differs in {differ[:4]}"
+        if differ:
+            return False, "bad", f"exit 0 but the result differs in {differ[:4]}"
+        passes, said = inj.harness_check(harness, path)
+        return passes, "completed", f"exit 0 but harness check says: {said[-300:]}"
     how = "failed"
     if not 0 < p.returncode < 128:
         # HDF5's own defects under memory exhaustion, which the harness names (src/fatal.c)
