@@ -17,11 +17,12 @@ Every case must end in one of two ways:
              paths when an allocation fails: HDF5 1.10.8 defects), and the harness's last line
              says so (src/fatal.c); only under malloc failures
   completed  exit 0 and output.path holding the run's own result (every dataset but the
-             timing column bitwise equal to an undisturbed run, and `harness check` passes it): the failed call was one the
-             program can do without (a stdio buffer, the lock file's note, a directory fsync)
+             timing column bitwise equal to an undisturbed run, and `harness check` passes it):
+             the failed call was one the program can do without (a stdio buffer, the lock
+             file's note, a directory fsync)
 The last line before the counts says how many points were tried. The malloc points start after
 HDF5's library initialisation (~2200 allocations, counted with `harness --version`, which
-stops right after it): HDF 1.10.8 overflows its stack when one of those fails (H5_init_library ->
+stops right after it): HDF5 1.10.8 overflows its stack when one of those fails (H5_init_library ->
 H5E_init, or H5dont_atexit -> H5TS_cancel_count_inc, pushing onto its error stack, which
 allocates, recursively), before the harness has done anything: a library defect, not ours.
 Skipped under the sanitizers (the shim replaces malloc, which their runtimes own).
