@@ -5,8 +5,8 @@ A tiny run (tests/injection.py: 20 steps, a checkpoint at step 10, every dataset
 first counted under the LD_PRELOAD shim (tests/faultshim.c): how many write (write, pwrite64:
 HDF5's sec2 driver), fsync, rename and malloc calls it makes. Then the run is repeated with the
 N-th call of one kind failing, for N over the run:
-  write, fsync, rename  every point (they are ~130 in all)
-  malloc                a stride over the ~9000 points (the kernels' per-step scratch buffers
+  write, fsync, rename  every point (they are ~150 in all)
+  malloc                a stride over the ~13600 points (the kernels' per-step scratch buffers
                         make most of them): 40 points by default, 300 with --all
 Every case must end in one of two ways:
   failed     a non-zero exit status below 128 (no crash, no abort), a last stderr line that
