@@ -6,13 +6,15 @@
  *   text        byte-level language modelling over a file (vocab 256).
  *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention).
  * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
- * without saving generator state. File tasks split the file: the first (1 - eval_fraction) of the
- * tokens is the training stream, the rest the held-out stream; the two never overlap. */
+ * without saving generator state. File tasks train on data.path and hold out data.val_path; without
+ * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
+ * stream, the rest the held-out stream; the two never overlap. */
 #ifndef TASKS_H
 #define TASKS_H
 
 #include <stdint.h>
 #include "config.h"
+#include "tokenizer.h"
 
 typedef struct {
     int B, T;
@@ -26,6 +28,7 @@ typedef struct {
     uint16_t *file_tokens; /* text/tokens: the whole file as ids */
     int64_t n_tokens, n_train;
     int pair_symbols;      /* two_source: symbols per slot */
+    Tokenizer *tokenizer;  /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
 } Task;
 
 int task_open(Task *task, const Config *cfg, ConfigError *err);
