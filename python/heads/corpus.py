@@ -66,7 +66,7 @@ def train_bpe(lines, vocab, where):
             normalization_rule_name="identity", byte_fallback=True, character_coverage=1.0,
             max_sentence_length=1 << 16, num_threads=1, minloglevel=2)
     except RuntimeError as e:
-        m = re.search(r"Vocabulary size is too high \((\d+)\).*<= (\d+)", str(e))
+        m = re.search(r"Vocabulary size (?:is )?too high \((\d+)\).*?<= (\d+)", str(e))
         if m:
             raise CorpusError(f"{where}: too small for --vocab {vocab}: SentencePiece can make at most "
                               f"{m.group(2)} pieces from it; use --vocab {m.group(2)} or less, or a "
