@@ -13,11 +13,9 @@ import os
 import re
 import tempfile
 
+from .cli import UserError
+
 MAX_VOCAB = 65536  # ids are stored as uint16
-
-
-class CorpusError(Exception):
-    """Bad input: one line "PATH: what is wrong", for the command line to print with exit 2."""
 
 
 def read_lines(paths):
@@ -33,11 +31,11 @@ def read_lines(paths):
             with open(path, "rb") as f:
                 data = f.read()
         except OSError as e:
-            raise CorpusError(f"{path}: cannot read: {e.strerror}")
+            raise UserError(f"{path}: cannot read: {e.strerror}")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}); convert it first, "
+            raise UserError(f"{path}: not UTF-8 text (byte {e.start}); convert it first, "
                               "e.g. iconv -t UTF-8")
         size += len(data)
         lines += [line for line in text.splitlines() if line.strip()]
@@ -48,7 +46,7 @@ def split_lines(lines, val_fraction):
     """(train, val): the last val_fraction of the lines are held out (at least one each)."""
     n_val = max(1, int(round(len(lines) * val_fraction)))
     if len(lines) - n_val < 1:
-        raise CorpusError(f"the corpus has {len(lines)} non-empty line(s); it needs at least 2 "
+        raise UserError(f"the corpus has {len(lines)} non-empty line(s); it needs at least 2 "
                           "(one to train on, one to hold out)")
     return lines[:-n_val], lines[-n_val:]
 
@@ -57,7 +55,7 @@ def train_bpe(lines, vocab, where):
     """The bytes of a SentencePiece BPE model with `vocab` pieces trained on lines."""
     import sentencepiece as spm
     if not 256 + 4 <= vocab <= MAX_VOCAB:
-        raise CorpusError(f"--vocab {vocab}: must be in [260, {MAX_VOCAB}] (256 byte pieces, "
+        raise UserError(f"--vocab {vocab}: must be in [260, {MAX_VOCAB}] (256 byte pieces, "
                           "<unk>, <s>, </s> and at least one merge; ids are uint16)")
     model = io.BytesIO()
     try:
@@ -68,10 +66,10 @@ def train_bpe(lines, vocab, where):
     except RuntimeError as e:
         m = re.search(r"Vocabulary size (?:is )?too high \((\d+)\).*?<= (\d+)", str(e))
         if m:
-            raise CorpusError(f"{where}: too small for --vocab {vocab}: SentencePiece can make at most "
+            raise UserError(f"{where}: too small for --vocab {vocab}: SentencePiece can make at most "
                               f"{m.group(2)} pieces from it; use --vocab {m.group(2)} or less, or a "
                               "larger corpus")
-        raise CorpusError(f"{where}: SentencePiece training failed: {str(e).splitlines()[0]}")
+        raise UserError(f"{where}: SentencePiece training failed: {str(e).splitlines()[0]}")
     return model.getvalue()
 
 
@@ -113,7 +111,7 @@ def write_atomically(outdir, files):
         for tmp in temps.values():
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        raise CorpusError(f"{outdir}: cannot write: {e.strerror}")
+        raise UserError(f"{outdir}: cannot write: {e.strerror}")
     for name, tmp in temps.items():
         os.replace(tmp, os.path.join(outdir, name))
 
@@ -124,7 +122,7 @@ def make_corpus(paths, vocab, outdir, val_fraction=0.1, say=print):
     lines, size = read_lines(paths)
     where = paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} files)"
     if not lines:
-        raise CorpusError(f"{where}: no text (every line is empty)")
+        raise UserError(f"{where}: no text (every line is empty)")
     train, val = split_lines(lines, val_fraction)
     say(f"tokenize: training a {vocab}-piece SentencePiece BPE model on {len(train)} lines "
         f"({size / 1000:.0f} kB of text, the last {len(val)} lines held out)")

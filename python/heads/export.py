@@ -1,9 +1,9 @@
 """heads.export: a run's trained parameters for other tools: a TransformerLens HookedTransformer
 state dict plus its HookedTransformerConfig fields, a plain PyTorch state dict, or NumPy .npz.
 
-Knows the harness's parameter layout (/params, README "The results file") and TransformerLens's
+Reads runs with heads.results; knows the harness's parameter layout (/params, README "The results file") and TransformerLens's
 conventions; nothing of how runs are made. What TransformerLens cannot express is refused with
-ExportError (one line naming the switch), before anything is written.
+UserError (one line naming the switch), before anything is written.
 
 TransformerLens conventions used (checked against its source, transformer_lens/components):
   embed.W_E [d_vocab, d_model]; pos_embed.W_pos [n_ctx, d_model] (absent with rotary);
@@ -25,40 +25,24 @@ import tempfile
 
 import numpy as np
 
+from . import results
+from .cli import UserError
+
 FORMATS = ("transformer-lens", "torch", "npz")
 LN_EPS = 1e-5
 
 
-class ExportError(Exception):
-    """Bad input: one line "PATH: what is wrong", printed by the command line with exit 2."""
-
-
-def _text(x):
-    if isinstance(x, bytes):
-        return x.decode("utf-8", "replace")
-    if isinstance(x, np.ndarray) and x.shape == ():
-        return _text(x[()])
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
 def read_run(path):
-    """(status, config {key: value} from /config, params {name: float32 array} from /params)."""
-    import h5py
+    """The run as results.Run, refused in one line unless it is a results file."""
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: cannot open: no such results file")
     try:
-        f = h5py.File(path, "r")
+        run = results.Run(path)
     except OSError:
-        raise ExportError(f"{path}: cannot open as an HDF5 results file")
-    with f:
-        if "config" not in f or "params" not in f:
-            raise ExportError(f"{path}: not a harness results file (no /config or /params)")
-        status = _text(f.attrs.get("status", ""))
-        cfg = {k: _text(v) for k, v in f["config"].attrs.items()}
-        params = {}
-        f["params"].visititems(lambda name, obj: params.__setitem__(name, np.asarray(obj[()], np.float32))
-                               if isinstance(obj, h5py.Dataset) else None)
-    return status, cfg, params
+        raise UserError(f"{path}: cannot open as an HDF5 results file")
+    if not run.config:
+        raise UserError(f"{path}: not a harness results file (no /config)")
+    return run
 
 
 def check_complete(path, status):
@@ -67,7 +51,7 @@ def check_complete(path, status):
     why = {"interrupted": "it was interrupted; finish it with `harness CONFIG --resume` first",
            "diverged": "its loss diverged, so its parameters are not a trained model",
            "running": "it is a checkpoint of a run still in progress"}
-    raise ExportError(f"{path}: status is '{status or 'missing'}', not 'complete': "
+    raise UserError(f"{path}: status is '{status or 'missing'}', not 'complete': "
                       f"{why.get(status, 'only complete runs are exported')}")
 
 
@@ -159,7 +143,7 @@ def _write_files(writers):
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        raise ExportError(f"{writers[len(temps) - 1][0]}: cannot write: {e.strerror}")
+        raise UserError(f"{writers[len(temps) - 1][0]}: cannot write: {e.strerror}")
     for tmp, path in temps:
         os.replace(tmp, path)
 
@@ -189,22 +173,25 @@ def export(run_path, fmt, out):
     """Write the export of run_path in format fmt to out (and its .json beside it); returns the
     paths written."""
     if fmt not in FORMATS:
-        raise ExportError(f"--to {fmt}: unknown format; use one of {', '.join(FORMATS)}")
-    status, cfg, params = read_run(run_path)
+        raise UserError(f"--to {fmt}: unknown format; use one of {', '.join(FORMATS)}")
+    run = read_run(run_path)
+    status, cfg = run.status, run.config
     check_complete(run_path, status)
+    params = {k: np.asarray(v, np.float32) for k, v in run.params().items()}
     side = sidecar_path(out)
     if os.path.abspath(side) == os.path.abspath(out):
-        raise ExportError(f"{out}: the output must not end in .json (the config goes to {side})")
+        raise UserError(f"{out}: the output must not end in .json (the config goes to {side})")
     name = os.path.splitext(os.path.basename(run_path))[0]
     if fmt == "transformer-lens":
         why = refusal(cfg)
         if why:
-            raise ExportError(f"{run_path}: cannot export to TransformerLens: {why}; "
+            raise UserError(f"{run_path}: cannot export to TransformerLens: {why}; "
                               "use --to torch or --to npz for this run")
         writers = [(out, _save_torch(tl_state_dict(cfg, params))), (side, _save_json(tl_config(cfg, name)))]
     else:
         meta = {"format": "heads parameters (names as /params of the results file)", "run": name,
-                "status": status, "config": cfg, "shapes": {k: list(v.shape) for k, v in params.items()}}
+                "status": status, "config": {k: results.plain(v) for k, v in cfg.items()},
+                "shapes": {k: list(v.shape) for k, v in params.items()}}
         save = _save_torch(params) if fmt == "torch" else _save_npz(params)
         writers = [(out, save), (side, _save_json(meta))]
     _write_files(writers)
