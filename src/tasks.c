@@ -116,8 +116,8 @@ int task_open(Task *task, const Config *cfg, ConfigError *err) {
     memset(task, 0, sizeof *task);
     task->cfg = cfg;
     if (cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) {
-        int rc = load_file(task, cfg, err);
-        if (rc == CONFIG_OK && cfg->tokenizer[0]) rc = load_tokenizer(task, cfg, err);
+        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err) : CONFIG_OK; /* it explains a vocab mismatch best */
+        if (rc == CONFIG_OK) rc = load_file(task, cfg, err);
         if (rc != CONFIG_OK) task_close(task);
         return rc;
     }

@@ -41,6 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "scripts", "export")
 sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+from checks import check, finish  # noqa: E402
 torch.set_num_threads(1)
 
 MAP_ATOL = 1e-5
@@ -161,17 +163,6 @@ class TLAttnOnly(torch.nn.Module):
 
 # ------------------------------------------------------------------------------- the test
 
-class Runner:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, ok, what, details=""):
-        self.passed += bool(ok)
-        self.failed += not ok
-        print(("ok - " if ok else "FAIL - ") + what + (f" ({details})" if details else ""), flush=True)
-        return ok
-
-
 def base_config(tmp):
     rng = np.random.RandomState(7)
     # a learnable stream: a few repeated phrases, so the short run moves the parameters
@@ -212,18 +203,19 @@ def inspect_logits(harness, run, tokens):
     return np.array([float(line.split()[1]) for line in part[1].strip().splitlines()])
 
 
-def round_trip(t, harness, tmp, name, run):
+def round_trip(harness, tmp, name, run):
     out = run[:-3] + ".pt"
     r = export(run, "transformer-lens", out)
-    if not t.check(r.returncode == 0 and os.path.exists(out) and os.path.exists(out[:-3] + ".json"),
-                   f"{name}: export --to transformer-lens writes OUT.pt and OUT.json", r.stderr.strip()):
+    if not check(f"{name}: export --to transformer-lens writes OUT.pt and OUT.json",
+                 r.returncode == 0 and os.path.exists(out) and os.path.exists(out[:-3] + ".json"),
+                 r.stderr.strip()):
         return
     with open(out[:-3] + ".json") as f:
         c = json.load(f)
     model = TLAttnOnly(c).double()
     sd = torch.load(out)
     missing, unexpected = model.load_state_dict({k: v.double() for k, v in sd.items()}, strict=False)
-    t.check(not missing and not unexpected, f"{name}: names and shapes are exactly TransformerLens's",
+    check(f"{name}: names and shapes are exactly TransformerLens's", not missing and not unexpected,
             f"missing {missing}, unexpected {unexpected}")
     with h5py.File(run, "r") as f:
         maps, tokens = f["attn/maps"][-1], f["probe/tokens"][()]
@@ -231,40 +223,42 @@ def round_trip(t, harness, tmp, name, run):
         logits, patterns = model(torch.from_numpy(tokens.astype(np.int64)))
     ours = torch.stack(patterns).permute(0, 2, 1, 3, 4).numpy()      # [L, P, H, T, T] -> [L, H, P, T, T]
     err = float(np.abs(ours - maps).max())
-    t.check(err <= MAP_ATOL, f"{name}: TransformerLens patterns == /attn/maps[-1]", f"max|diff| {err:.2g}")
+    check(f"{name}: TransformerLens patterns == /attn/maps[-1]", err <= MAP_ATOL, f"max|diff| {err:.2g}")
     want = inspect_logits(harness, run, tokens[0])
     got = logits[0, -1].numpy()
     tol = LOGIT_RTOL * max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got - want).max())
-    t.check(err <= tol, f"{name}: TransformerLens logits == harness inspect --logits",
+    check(f"{name}: TransformerLens logits == harness inspect --logits", err <= tol,
             f"max|diff| {err:.2g}, tol {tol:.2g}, {len(want)} logits")
 
 
-def plain_formats(t, tmp, run):
+def plain_formats(tmp, run):
     with h5py.File(run, "r") as f:
         params = {}
-        f["params"].visititems(lambda n, o: params.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+        f["params"].visititems(lambda n, o: params.__setitem__(n, o[()])
+                               if isinstance(o, h5py.Dataset) else None)
     for fmt, ext in (("torch", ".pt"), ("npz", ".npz")):
         out = os.path.join(tmp, "plain" + ext)
         r = export(run, fmt, out)
-        if not t.check(r.returncode == 0, f"export --to {fmt}", r.stderr.strip()):
+        if not check(f"export --to {fmt}", r.returncode == 0, r.stderr.strip()):
             continue
         got = torch.load(out) if fmt == "torch" else dict(np.load(out))
         same = set(got) == set(params) and all(np.array_equal(np.asarray(got[k]), params[k]) for k in params)
         with open(os.path.join(tmp, "plain.json")) as f:
             meta = json.load(f)
-        t.check(same and meta["config"]["n_head"] == 4,
-                f"--to {fmt}: every /params tensor bit for bit under its harness name, config beside it",
-                f"{len(got)} tensors")
+        check(f"--to {fmt}: every /params tensor bit for bit under its harness name, config beside it",
+              same and meta["config"]["n_head"] == 4, f"{len(got)} tensors")
 
 
-def refused(t, tmp, what, run, needle):
+def refused(tmp, what, run, needle):
     out = os.path.join(tmp, "refused.pt")
     r = export(run, "transformer-lens", out)
     lines = r.stderr.strip().splitlines()
     left = [n for n in os.listdir(tmp) if n.startswith("refused") or n.startswith(".refused")]
-    t.check(r.returncode == 2 and len(lines) == 1 and needle in lines[0] and not left and "Traceback" not in r.stderr,
-            f"refused: {what}: exit 2, one line naming it, nothing written", lines[0] if lines else r.stderr)
+    check(f"refused: {what}: exit 2, one line naming it, nothing written",
+          r.returncode == 2 and len(lines) == 1 and needle in lines[0] and not left
+          and "Traceback" not in r.stderr,
+          lines[0] if lines else r.stderr)
 
 
 def interrupted_run(harness, config, out):
@@ -285,39 +279,38 @@ def main(argv):
     harness = os.path.abspath(argv[argv.index("--harness") + 1]) if "--harness" in argv \
         else os.path.join(ROOT, "harness")
     tmp = tempfile.mkdtemp(prefix="heads-export-")
-    t = Runner()
     try:
         config = base_config(tmp)
         for i, (name, sets) in enumerate(LAYOUTS):
             run = os.path.join(tmp, f"run{i}.h5")
             harness_run(harness, config, run, sets)
-            round_trip(t, harness, tmp, name, run)
+            round_trip(harness, tmp, name, run)
             if i == 0:
-                plain_formats(t, tmp, run)
+                plain_formats(tmp, run)
         for name, sets, needle in REFUSED:
             run = os.path.join(tmp, "refuse.h5")
             harness_run(harness, config, run, dict(sets, **{"train.steps": 5}))
-            refused(t, tmp, name, run, needle)
+            refused(tmp, name, run, needle)
             os.unlink(run)
         run = os.path.join(tmp, "div.h5")
         harness_run(harness, config, run, {"train.lr": "1e35", "train.warmup_steps": 0}, expect=3)
-        refused(t, tmp, "a diverged run", run, "status is 'diverged'")
+        refused(tmp, "a diverged run", run, "status is 'diverged'")
         run = os.path.join(tmp, "int.h5")
         rc = interrupted_run(harness, config, run)
-        t.check(rc == 130, "a run stopped by SIGINT exits 130", f"exit {rc}")
-        refused(t, tmp, "an interrupted run", run, "status is 'interrupted'")
+        check("a run stopped by SIGINT exits 130", rc == 130, f"exit {rc}")
+        refused(tmp, "an interrupted run", run, "status is 'interrupted'")
         r = export(os.path.join(tmp, "missing.h5"), "torch", os.path.join(tmp, "refused.pt"))
-        t.check(r.returncode == 2 and "cannot open" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
-                "a missing results file: exit 2, one line", r.stderr.strip())
+        check("a missing results file: exit 2, one line",
+              r.returncode == 2 and "cannot open" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              r.stderr.strip())
     except Exception as e:  # a setup failure is a failed check, not a traceback
-        t.check(False, "setup", f"{type(e).__name__}: {e}")
+        check("setup", False, f"{type(e).__name__}: {e}")
     finally:
         if "--keep" in argv:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{t.passed} passed, {t.failed} failed")
-    return 1 if t.failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

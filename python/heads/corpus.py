@@ -119,6 +119,9 @@ def write_atomically(outdir, files):
 def make_corpus(paths, vocab, outdir, val_fraction=0.1, say=print):
     """Train the tokenizer on the head of the corpus, encode both parts, write tokenizer.model,
     train.bin and val.bin into outdir. Returns {"train": n, "val": n, "vocab": vocab, "bytes": n}."""
+    if not 256 + 4 <= vocab <= MAX_VOCAB:
+        raise UserError(f"--vocab {vocab}: must be in [260, {MAX_VOCAB}] (256 byte pieces, "
+                        "<unk>, <s>, </s> and at least one merge; ids are uint16)")
     lines, size = read_lines(paths)
     where = paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} files)"
     if not lines:

@@ -157,8 +157,9 @@ class Named:
         return "Named(" + ", ".join(f"{d}: {n}" for d, n in zip(self.dims, self.shape)) + ")"
 
     def isel(self, **index):
-        """Select by position along named dimensions (ints, negative from the end, or slices);
-        a plain numpy array once every dimension is chosen or when one is left, else Named."""
+        """Select by position along named dimensions (ints, negative from the end, or slices):
+        Named while more than two dimensions are left, then the plain numpy array (a map
+        [query, key], a row, a value)."""
         unknown = set(index) - set(self.dims)
         if unknown:
             raise KeyError(f"no dimension {sorted(unknown)}; the dimensions are {self.dims}")
@@ -166,7 +167,7 @@ class Named:
         kept = [d for d in self.dims if not isinstance(index.get(d, slice(None)), (int, np.integer))]
         coords = {d: np.asarray(c)[index.get(d, slice(None))] for d, c in self.coords.items() if d in kept}
         out = self.data[key]
-        return Named(out, kept, coords) if len(kept) > 1 else out
+        return Named(out, kept, coords) if len(kept) > 2 else out
 
 
 def token_labels(f, probe):
