@@ -4,7 +4,8 @@
  *               the loss is taken where the next token is a repeat (t >= p).
  *   two_source  BOS, then groups (a, b, =, pair(a,b)): the target at "=" needs both earlier tokens.
  *   text        byte-level language modelling over a file (vocab 256).
- *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention).
+ *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention), optionally
+ *               with the SentencePiece model that made it (data.tokenizer, see tokenizer.h).
  * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
  * without saving generator state. File tasks train on data.path and hold out data.val_path; without
  * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
@@ -41,7 +42,8 @@ void task_train_batch(const Task *task, Batch *out, int64_t step);
 void task_eval_batch(const Task *task, Batch *out, int index);
 
 /* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
- * and for text tasks their text (labels[p], NUL-terminated; NULL otherwise). */
+ * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
+ * NUL-terminated; NULL otherwise). */
 typedef struct {
     int P, T;
     int *tokens;
