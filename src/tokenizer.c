@@ -167,8 +167,9 @@ int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len,
                          ConfigError *err) {
     memset(tok, 0, sizeof *tok);
     int n = 0;
-    if (!count_pieces(bytes, len, &n) || n == 0)
-        return tok_fail(err, what, "not a SentencePiece model (no pieces in %zu bytes)", len);
+    if (!count_pieces(bytes, len, &n))
+        return tok_fail(err, what, "not a SentencePiece model (%zu bytes of truncated or corrupt protobuf)", len);
+    if (n == 0) return tok_fail(err, what, "not a SentencePiece model (no pieces in %zu bytes)", len);
     tok->n_pieces = n;
     tok->pieces = xcalloc((size_t)n, sizeof(char *));
     tok->scores = xcalloc((size_t)n, sizeof(float));

@@ -21,7 +21,8 @@ Checks (one line each, then "N passed, M failed"):
     README's "Use the results in Python" example runs as printed (on this test's sweep);
   - bad input: odd-sized train.bin / val.bin, an id >= vocab_size in val.bin (with its index),
     a missing tokenizer file, a tokenizer larger than the vocabulary, data.tokenizer on the text
-    task, inspect --prompt on a tokens run without a tokenizer: exit 2, one line, no results file.
+    task, inspect --prompt on a tokens run without a tokenizer or with a truncated stored model:
+    exit 2, one line, no results file.
 """
 import glob
 import os
@@ -237,6 +238,14 @@ def check_bad_input(tmp, harness, base, corpus, run_path):
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         one_line_error(run(cmd), what, needle, [out, out + ".tmp"])
+    broken = os.path.join(tmp, "broken.h5")
+    shutil.copy(run_path, broken)
+    with h5py.File(broken, "a") as f:
+        model = f["tokenizer/model"][()]
+        del f["tokenizer/model"]
+        f["tokenizer/model"] = model[: len(model) // 2]
+    one_line_error(run([harness, "inspect", broken, "--prompt", "How are"]),
+                   "inspect --prompt with a truncated /tokenizer/model", "not a SentencePiece model")
     plain = os.path.join(tmp, "plain.h5")
     run([harness, base, "--set", "data.tokenizer=", "--set", "train.steps=0", "--set", f"output.path={plain}"])
     one_line_error(run([harness, "inspect", plain, "--prompt", "How are"]),
