@@ -20,7 +20,8 @@ without rotary, multi-query, no positions, E != D), each a short training run:
     max|diff| <= 1e-5 * max(1, max|logit|) (float32 harness vs float64 model);
   - --to torch and --to npz give back /params bit for bit, with the config beside them.
 Refusals: output gate, sink and shortformer (TransformerLens cannot express them; the message
-names the switch), an interrupted and a diverged run: exit 2, one line, nothing written.
+names the switch), an interrupted and a diverged run, an unknown format, an output directory that
+does not exist: exit 2, one line, nothing written.
 """
 import json
 import math
@@ -261,6 +262,16 @@ def refused(tmp, what, run, needle):
           lines[0] if lines else r.stderr)
 
 
+def bad_arguments(tmp, run):
+    for what, fmt, out, needle in (("an unknown --to", "onnx", os.path.join(tmp, "x.pt"), "unknown format"),
+                                   ("an output directory that does not exist", "torch",
+                                    os.path.join(tmp, "no-such-dir", "x.pt"), "cannot write")):
+        r = export(run, fmt, out)
+        lines = r.stderr.strip().splitlines()
+        check(f"{what}: exit 2, one line", r.returncode == 2 and len(lines) == 1 and needle in lines[0]
+              and not os.path.exists(out), lines[0] if lines else "")
+
+
 def interrupted_run(harness, config, out):
     """A real interrupted run: SIGINT once training has started (the run writes status
     interrupted and exits 130)."""
@@ -287,6 +298,7 @@ def main(argv):
             round_trip(harness, tmp, name, run)
             if i == 0:
                 plain_formats(tmp, run)
+                bad_arguments(tmp, run)
         for name, sets, needle in REFUSED:
             run = os.path.join(tmp, "refuse.h5")
             harness_run(harness, config, run, dict(sets, **{"train.steps": 5}))

@@ -128,7 +128,7 @@ def sidecar_path(out):
 def _write_files(writers):
     """writers: [(path, function(tmp_path))]. Every file goes to a temporary name in its
     directory; all are renamed into place only after every one was written."""
-    temps = []
+    temps, path = [], None
     try:
         for path, write in writers:
             fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
@@ -143,7 +143,7 @@ def _write_files(writers):
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        raise UserError(f"{writers[len(temps) - 1][0]}: cannot write: {e.strerror}")
+        raise UserError(f"{path}: cannot write: {e.strerror}")
     for tmp, path in temps:
         os.replace(tmp, path)
 
