@@ -27,12 +27,9 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 import h5py
 import numpy as np
@@ -43,7 +40,7 @@ ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "scripts", "export")
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from checks import check, finish  # noqa: E402
+from checks import check, temp_suite  # noqa: E402
 torch.set_num_threads(1)
 
 MAP_ATOL = 1e-5
@@ -109,7 +106,7 @@ class TLAttention(torch.nn.Module):
         return torch.cat([out, x_pass], dim=-1)
 
     def forward(self, x):
-        H, rep = self.c["n_heads"], self.c["n_heads"] // self.kv
+        rep = self.c["n_heads"] // self.kv
         W_K, b_K = getattr(self, self.g + "W_K"), getattr(self, self.g + "b_K")
         W_V, b_V = getattr(self, self.g + "W_V"), getattr(self, self.g + "b_V")
         q = torch.einsum("bpm,hmd->bphd", x, self.W_Q) + self.b_Q
@@ -286,43 +283,35 @@ def interrupted_run(harness, config, out):
     return p.returncode
 
 
+def suite(harness, tmp):
+    config = base_config(tmp)
+    for i, (name, sets) in enumerate(LAYOUTS):
+        run = os.path.join(tmp, f"run{i}.h5")
+        harness_run(harness, config, run, sets)
+        round_trip(harness, tmp, name, run)
+        if i == 0:
+            plain_formats(tmp, run)
+            bad_arguments(tmp, run)
+    for name, sets, needle in REFUSED:
+        run = os.path.join(tmp, "refuse.h5")
+        harness_run(harness, config, run, dict(sets, **{"train.steps": 5}))
+        refused(tmp, name, run, needle)
+        os.unlink(run)
+    run = os.path.join(tmp, "div.h5")
+    harness_run(harness, config, run, {"train.lr": "1e35", "train.warmup_steps": 0}, expect=3)
+    refused(tmp, "a diverged run", run, "status is 'diverged'")
+    run = os.path.join(tmp, "int.h5")
+    rc = interrupted_run(harness, config, run)
+    check("a run stopped by SIGINT exits 130", rc == 130, f"exit {rc}")
+    refused(tmp, "an interrupted run", run, "status is 'interrupted'")
+    r = export(os.path.join(tmp, "missing.h5"), "torch", os.path.join(tmp, "refused.pt"))
+    check("a missing results file: exit 2, one line",
+          r.returncode == 2 and "cannot open" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          r.stderr.strip())
+
+
 def main(argv):
-    harness = os.path.abspath(argv[argv.index("--harness") + 1]) if "--harness" in argv \
-        else os.path.join(ROOT, "harness")
-    tmp = tempfile.mkdtemp(prefix="heads-export-")
-    try:
-        config = base_config(tmp)
-        for i, (name, sets) in enumerate(LAYOUTS):
-            run = os.path.join(tmp, f"run{i}.h5")
-            harness_run(harness, config, run, sets)
-            round_trip(harness, tmp, name, run)
-            if i == 0:
-                plain_formats(tmp, run)
-                bad_arguments(tmp, run)
-        for name, sets, needle in REFUSED:
-            run = os.path.join(tmp, "refuse.h5")
-            harness_run(harness, config, run, dict(sets, **{"train.steps": 5}))
-            refused(tmp, name, run, needle)
-            os.unlink(run)
-        run = os.path.join(tmp, "div.h5")
-        harness_run(harness, config, run, {"train.lr": "1e35", "train.warmup_steps": 0}, expect=3)
-        refused(tmp, "a diverged run", run, "status is 'diverged'")
-        run = os.path.join(tmp, "int.h5")
-        rc = interrupted_run(harness, config, run)
-        check("a run stopped by SIGINT exits 130", rc == 130, f"exit {rc}")
-        refused(tmp, "an interrupted run", run, "status is 'interrupted'")
-        r = export(os.path.join(tmp, "missing.h5"), "torch", os.path.join(tmp, "refused.pt"))
-        check("a missing results file: exit 2, one line",
-              r.returncode == 2 and "cannot open" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
-              r.stderr.strip())
-    except Exception as e:  # a setup failure is a failed check, not a traceback
-        check("setup", False, f"{type(e).__name__}: {e}")
-    finally:
-        if "--keep" in argv:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+    return temp_suite(argv, "heads-export-", suite)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import h5py
 import numpy as np
@@ -41,7 +40,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from checks import check, finish  # noqa: E402
+from checks import check, temp_suite  # noqa: E402
 from heads import results  # noqa: E402
 
 VOCAB = 512
@@ -252,26 +251,18 @@ def check_bad_input(tmp, harness, base, corpus, run_path):
                    "inspect --prompt on a tokens run without a tokenizer", "without a tokenizer")
 
 
+def suite(harness, tmp):
+    corpus, sp, held_out = check_tokenize(tmp)
+    base = write_base(tmp, corpus)
+    run_path, outdir = check_sweep(tmp, harness, base, corpus, sp)
+    check_tail_split(tmp, harness, base, corpus)
+    check_encoder(harness, run_path, sp, held_out)
+    check_reader(tmp, run_path, outdir, sp)
+    check_bad_input(tmp, harness, base, corpus, run_path)
+
+
 def main(argv):
-    harness = os.path.abspath(argv[argv.index("--harness") + 1]) if "--harness" in argv \
-        else os.path.join(ROOT, "harness")
-    tmp = tempfile.mkdtemp(prefix="heads-subword-")
-    try:
-        corpus, sp, held_out = check_tokenize(tmp)
-        base = write_base(tmp, corpus)
-        run_path, outdir = check_sweep(tmp, harness, base, corpus, sp)
-        check_tail_split(tmp, harness, base, corpus)
-        check_encoder(harness, run_path, sp, held_out)
-        check_reader(tmp, run_path, outdir, sp)
-        check_bad_input(tmp, harness, base, corpus, run_path)
-    except Exception as e:  # a setup failure is a failed check, not a traceback
-        check("setup", False, f"{type(e).__name__}: {e}")
-    finally:
-        if "--keep" in argv:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+    return temp_suite(argv, "heads-subword-", suite)
 
 
 if __name__ == "__main__":
