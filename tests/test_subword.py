@@ -11,7 +11,8 @@ Checks (one line each, then "N passed, M failed"):
     its lines; corpus too small for the vocabulary, non-UTF-8 text, a bad --vocab: exit 2, one
     line, no output directory;
   - a 2-seed sweep (1 and 4 heads) on those tokens through scripts/sweep: every run complete, the
-    summary's rows; each run stores the .model bytes verbatim (/tokenizer/model) and its pieces;
+    summary's rows; each run stores the .model bytes verbatim (/tokenizer/model) and its pieces,
+    passes `harness check`, and docs/results-format.md names its /tokenizer datasets;
     /probe/labels is the decoded text of /probe/tokens; probes are windows of val.bin (the
     held-out file), and without data.val_path windows of the tail of train.bin;
   - the C encoder (harness inspect --prompt) gives the sentencepiece library's ids on every
@@ -143,6 +144,17 @@ def check_sweep(tmp, harness, base, corpus, sp):
     check("/probe/labels is the decoded text of /probe/tokens",
           labels == [sp.decode([int(x) for x in row]) for row in tokens],
           repr(labels[0][:40]))
+    r = run([harness, "check", run_path])
+    check("harness check passes on the subword run (tokenizer, probe texts)", r.returncode == 0 and ": ok" in r.stdout,
+          (r.stdout + r.stderr).strip()[-300:])
+    doc = open(os.path.join(ROOT, "docs", "results-format.md")).read()
+    with h5py.File(run_path, "r") as f:
+        names = []
+        f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    undocumented = [n for n in names if n.startswith("/tokenizer") or n == "/probe/labels"
+                    if f"`{n}`" not in doc]
+    check("docs/results-format.md names every /tokenizer dataset and /probe/labels", not undocumented,
+          str(undocumented))
     in_val = all(any(np.array_equal(val[s:s + len(row)], row) for s in range(len(val) - len(row) + 1))
                  for row in tokens)
     check("with data.val_path the probes are windows of val.bin (the held-out file)", in_val)
