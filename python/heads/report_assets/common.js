@@ -125,7 +125,9 @@ function section(id, title) {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
+  const t0 = performance.now();
   const D = JSON.parse(document.getElementById("report-data").textContent);
   if (D.kind === "sweep") buildSweepPage(D); else buildRunPage(D);
   document.body.dataset.ready = "1";
+  document.body.dataset.buildMs = (performance.now() - t0).toFixed(0);  /* what drawing the page took */
 });

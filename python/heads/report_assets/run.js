@@ -47,11 +47,15 @@ function topScore(D, si, l, h) {
 
 /* ---- the explorer ------------------------------------------------------------------------ */
 
-function drawMap(canvas, maps, s, l, h, p, cell, focus, mode) {
+/* the T x T image of one map (one pixel per cell), cached for the last few maps drawn */
+const IMAGES = new Map();
+function mapImage(maps, s, l, h, p) {
+  const key = `${s},${l},${h},${p}`;
+  if (IMAGES.has(key)) return IMAGES.get(key);
   const T = maps.T;
-  canvas.width = T * cell;
-  canvas.height = T * cell;
-  const ctx = canvas.getContext("2d");
+  const off = document.createElement("canvas");
+  off.width = T; off.height = T;
+  const ctx = off.getContext("2d");
   const img = ctx.createImageData(T, T);
   for (let i = 0; i < T; i++)
     for (let j = 0; j < T; j++) {
@@ -59,11 +63,18 @@ function drawMap(canvas, maps, s, l, h, p, cell, focus, mode) {
       const c = j > i ? MASKED : colour(maps.get(s, l, h, p, i, j));
       img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = 255;
     }
-  const off = document.createElement("canvas");
-  off.width = T; off.height = T;
-  off.getContext("2d").putImageData(img, 0, 0);
+  ctx.putImageData(img, 0, 0);
+  if (IMAGES.size > 256) IMAGES.delete(IMAGES.keys().next().value);
+  IMAGES.set(key, off);
+  return off;
+}
+
+function drawMap(canvas, maps, s, l, h, p, cell, focus, mode) {
+  const T = maps.T;
+  if (canvas.width !== T * cell) { canvas.width = T * cell; canvas.height = T * cell; }
+  const ctx = canvas.getContext("2d");
   ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, T * cell, T * cell);
+  ctx.drawImage(mapImage(maps, s, l, h, p), 0, 0, T * cell, T * cell);
   if (focus !== null && focus !== undefined) {
     ctx.strokeStyle = "#ff7f0e";
     ctx.lineWidth = Math.max(1.5, cell / 4);
@@ -189,13 +200,11 @@ function buildExplorer(D, root) {
   function renderMain() {
     const si = D.maps.snapshots[st.snap];
     const [c, v] = topScore(D, si, st.layer, st.head);
-    const m = el("span", {}, null);
     caption.textContent = `layer ${st.layer}, head ${st.head}, probe ${st.probe}, step ${D.score_steps[si]}: ` +
       `${classAt(D, si, st.layer, st.head)} (top score ${c} ${v.toFixed(2)})`;
     canvas.dataset.layer = st.layer; canvas.dataset.head = st.head;
     canvas.dataset.probe = st.probe; canvas.dataset.step = D.score_steps[si];
     renderFocus();
-    void m;
   }
 
   function renderMultiples() {
@@ -207,8 +216,13 @@ function buildExplorer(D, root) {
       drawMap(cv, maps, st.snap, st.layer, h, st.probe, small, null, st.mode);
       const [c, v] = topScore(D, si, st.layer, h);
       el("figcaption", {}, fig, `head ${h}: <b>${classAt(D, si, st.layer, h)}</b> ${c} ${v.toFixed(2)}`);
-      fig.addEventListener("click", () => { st.head = h; selHead.value = String(h); renderAll(); });
+      fig.addEventListener("click", () => { st.head = h; selHead.value = String(h); renderHead(); });
     }
+  }
+
+  function renderHead() {  /* another head of the same layer: the multiples stay */
+    multiples.querySelectorAll("figure").forEach(f => f.classList.toggle("selected", +f.dataset.head === st.head));
+    renderMain();
   }
 
   function renderAll() { renderMain(); renderMultiples(); }
@@ -220,7 +234,7 @@ function buildExplorer(D, root) {
     if (pos >= 0 && pos < maps.T && pos !== st.focus) setFocus(pos);
   });
   selLayer.addEventListener("change", () => { st.layer = +selLayer.value; renderAll(); });
-  selHead.addEventListener("change", () => { st.head = +selHead.value; renderAll(); });
+  selHead.addEventListener("change", () => { st.head = +selHead.value; renderHead(); });
   selProbe.addEventListener("change", () => { st.probe = +selProbe.value; renderStrip(); renderAll(); });
   selStep.addEventListener("change", () => { st.snap = +selStep.value; renderAll(); });
   modeBtn.addEventListener("click", () => {
