@@ -37,13 +37,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
-import harnesslib as hl  # noqa: E402
 from checks import check, finish, run_check  # noqa: E402
-from heads import report_run, tokens  # noqa: E402
+from heads import harness, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
 TMP = tempfile.mkdtemp(prefix="test_report.")
@@ -64,7 +62,7 @@ def write(path, text):
 def harness_run(name, *sets, config=None):
     out = os.path.join(TMP, name + ".h5")
     cfg = config or write(os.path.join(TMP, "tiny.yaml"), TINY)
-    cmd = [hl.HARNESS, cfg, "--force", "--set", f"output.path={out}"]
+    cmd = [harness.HARNESS, cfg, "--force", "--set", f"output.path={out}"]
     for s in sets:
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -194,7 +192,7 @@ def test_run_page(d, run):
         steps = f["attn/step"][()]
         scores = {k: f[f"scores/{k}"][()] for k in report_run.PATTERNS}
         delta, imp = f["heads/ablation_delta"][()], f["heads/importance"][()]
-        classes = hl.read_classes(f)
+        classes = results.read_classes(f)
     S, L, H, P, T, _ = maps.shape
     layer, head, probe, si, q = 1, 2, 1, 1, 9
     select(d, "sel-layer", layer)
@@ -377,8 +375,8 @@ def main():
     if sys.argv[1:2] == ["--screenshot"]:
         return screenshot(sys.argv[2], sys.argv[3])
     keep = "--keep" in sys.argv[1:]
-    if not os.access(hl.HARNESS, os.X_OK):
-        print(f"FAIL - {hl.HARNESS} not built: run `make` first")
+    if not os.access(harness.HARNESS, os.X_OK):
+        print(f"FAIL - {harness.HARNESS} not built: run `make` first")
         print("0 passed, 1 failed")
         return 1
     t0 = time.time()

@@ -13,14 +13,9 @@ import os
 
 import numpy as np
 
-try:
-    from . import results
-    from .cli import UserError
-except ImportError:  # until the python/heads package is on main: scripts/harnesslib.py
-    import harnesslib as results
-    from harnesslib import UserError
-    results.text = results._text
+from . import results
 from . import tokens as tok
+from .cli import UserError
 
 PATTERNS = ["prev", "self", "first", "induction", "duplicate"]
 HEAD_METRICS = [  # (dataset under /heads, column title, what it means)

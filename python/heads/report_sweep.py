@@ -10,21 +10,16 @@ import importlib.util
 import math
 import os
 
-try:
-    from . import results, stats
-    from .cli import UserError
-    from .configs import format_value
-except ImportError:  # until the python/heads package is on main: scripts/harnesslib.py
-    import harnesslib as results
-    from harnesslib import UserError, format_value
-    stats = results
-    results.plain = results._plain
+from . import results, stats
+from .cli import UserError
+from .configs import format_value
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _compare_module():
-    """scripts/compare as a module: its table() is the comparison, used here unchanged."""
+    """scripts/compare as a module: its table() is the comparison, used here unchanged (one
+    table for the terminal and the page, whatever columns compare grows)."""
     path = os.path.join(REPO, "scripts", "compare")
     loader = importlib.machinery.SourceFileLoader("heads_compare_front", path)
     spec = importlib.util.spec_from_loader(loader.name, loader)
