@@ -140,7 +140,7 @@ def _probes(f, cfg, P, T):
     return out, legend
 
 
-def read_run(path, map_budget=24 << 20):
+def read_run(path, map_budget=16 << 20):
     """The page data of one results file (a dict of JSON-able values)."""
     h5py = results.h5py
     try:

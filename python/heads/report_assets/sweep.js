@@ -55,14 +55,16 @@ function buildRuns(D, root) {
   const cols = [["run", "run"], ["status", "status"], ["n_head", "n_head"], ["d_head", "d_head"],
                 ["seed", "seed"], ["final_eval_loss", "final eval loss"], ["classes", "head classes"],
                 ["report", "report"]];
-  const t = el("table", { class: "data", id: "runs-table" }, root);
-  el("tr", {}, t, cols.map(([, title]) => `<th>${title}</th>`).join(""));
-  for (const r of D.runs) {
-    const link = r.report ? `<a href="${encodeURI(r.report)}">${escapeHtml(r.run)}.html</a>` : "–";
-    el("tr", { id: "run-" + r.run }, t, `<td class="l">${escapeHtml(r.run)}</td><td class="l">${escapeHtml(r.status)}</td>` +
-       `<td>${r.n_head}</td><td>${r.d_head}</td><td>${r.seed}</td><td>${fmtNum(r.final_eval_loss)}</td>` +
-       `<td class="l">${escapeHtml(r.classes)}</td><td class="l">${link}</td>`);
-  }
+  const t = sortableTable(root, "runs-table", cols, D.runs.map(r => Object.assign({}, r)),
+                          (k, v) => k === "report" ? "" : fmtNum(v));
+  /* the report column: a link per run (sortableTable writes text; links are added per render) */
+  const link = () => t.querySelectorAll("tbody tr").forEach(tr => {
+    const td = tr.children[cols.length - 1];
+    const href = td.dataset.value;
+    td.innerHTML = href ? `<a href="${encodeURI(href)}">${escapeHtml(href.split("/").pop())}</a>` : "–";
+  });
+  link();
+  t.querySelectorAll("th").forEach(th => th.addEventListener("click", link));
 }
 
 function buildSweepPage(D) {
