@@ -37,6 +37,10 @@ def gnuplot_terminal():
     return "pngcairo" if "pngcairo" in terminals() else "png"
 
 
+def png_terminal(width, height, font_size=10):
+    return terminal("png", width, height, font_size)
+
+
 def terminal(fmt, width, height, font_size=10):
     """The `set terminal` line of a figure of width x height pixels (PDF: a pixel is a point,
     1/72 inch, so that fonts and lines keep the PNG's proportions; scale it in the paper).

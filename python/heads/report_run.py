@@ -1,7 +1,7 @@
 """heads.report_run: one results file as the data of an interactive report page (scripts/report).
 
-Reads the run (attention maps, pattern scores, classes, ablation Δloss, importance, losses, and
-the pruning and composition groups when the file has them) and returns a plain dict that
+Reads the run (attention maps, pattern scores, classes, ablation Δloss, importance, losses) and
+returns a plain dict that
 report_page serialises into the page. Attention maps are stored in the page as 8-bit integers
 round(255·p) (only the causal lower triangle) whenever every map value lies in [0, 1], which
 keeps each shown weight within 1/510 of the file's; otherwise as float32.
@@ -104,27 +104,6 @@ def _config(f):
     return out  # booleans as written today ("true"/"false") or as HDF5 booleans: both bool
 
 
-def _optional_group(f, name):
-    """Every dataset of an optional group (pruning, composition) as lists, with its attributes;
-    None when the file does not have the group."""
-    if name not in f:
-        return None
-    out = {}
-    for key, ds in f[name].items():
-        if not hasattr(ds, "dtype"):
-            continue
-        v = ds[()]
-        if ds.dtype.kind in "OS":
-            out[key] = [results.text(x) for x in np.atleast_1d(v)]
-        elif ds.dtype.kind in "iub":
-            out[key] = np.asarray(v).tolist()
-        else:
-            out[key] = _floats(v)
-    out["_attrs"] = {k: (results.text(v) if isinstance(v, (bytes, str)) else
-                         np.asarray(v).tolist()) for k, v in f[name].attrs.items()}
-    return out
-
-
 def _probes(f, cfg, P, T):
     pieces = results.read_strings(f, "/tokenizer/pieces")
     labels = results.read_strings(f, "/probe/labels")
@@ -184,6 +163,4 @@ def read_run(path, map_budget=16 << 20):
         d["score_steps"] = [int(s) for s in steps]
         d["scores"] = {p: _floats(v, 4) for p, v in scores.items()}
         d["formation"] = formation_steps(steps, scores) if scores else {}
-        d["prune"] = _optional_group(f, "prune")
-        d["circuits"] = _optional_group(f, "circuits")
     return d

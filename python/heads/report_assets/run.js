@@ -1,5 +1,5 @@
 /* run.js: the page of one run (scripts/report RUN.h5): attention explorer, head tables, loss
- * curves, scores over training, pruning and composition when the file has them.
+ * curves, scores over training.
  * Reads the JSON that python/heads/report_run.py made (embedded in the page as #report-data);
  * uses chart.js and common.js. Knows nothing of HDF5. */
 "use strict";
@@ -341,32 +341,6 @@ function buildScoresOverSteps(D, root) {
   draw();
 }
 
-/* pruning curves and composition scores: drawn from whatever arrays the groups hold */
-function buildOptionalGroup(D, key, root) {
-  const g = D[key];
-  const names = Object.keys(g).filter(k => k !== "_attrs");
-  const curves = names.filter(k => Array.isArray(g[k]) && g[k].length && typeof g[k][0] === "number");
-  el("p", { class: "note" }, root, `From the file's /${key} group: ${names.join(", ")}.`);
-  const x = curves.find(k => /step|n_pruned|heads_removed|count|fraction/.test(k));
-  const ys = curves.filter(k => k !== x && g[k].length === (x ? g[x].length : g[k].length));
-  if (ys.length) {
-    const series = ys.map((k, i) => ({ name: k, color: headColour(i, ys.length), width: 2, marker: 2.5,
-                                        points: g[k].map((v, j) => [x ? g[x][j] : j, v]) }));
-    const svg = lineChart(root, series, { width: 700, height: 300, xlabel: x || "index", ylabel: "value" });
-    chartLegend(root, svg, series);
-  }
-  for (const k of names) {
-    const v = g[k];
-    if (Array.isArray(v) && Array.isArray(v[0]) && typeof v[0][0] === "number") {
-      el("div", { class: "note" }, root, k);
-      const t = el("table", { class: "data grid" }, root);
-      let vmax = 0;
-      v.forEach(r => r.forEach(x => { if (x !== null && !Array.isArray(x)) vmax = Math.max(vmax, Math.abs(x)); }));
-      v.forEach((r, i) => el("tr", {}, t, `<th>${i}</th>` + r.map(x => Array.isArray(x) ? `<td>${x.map(fmtNum).join(" ")}</td>` : `<td style="${tint(x, vmax)}">${fmtNum(x)}</td>`).join("")));
-    }
-  }
-}
-
 function buildRunPage(D) {
   const c = D.config;
   header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${c.n_head} heads of ${c.d_head}` +
@@ -376,8 +350,6 @@ function buildRunPage(D) {
          (D.created ? `; written ${D.created}` : ""));
   const sections = [["explorer", "Attention explorer"], ["heads", "Heads"], ["loss", "Loss"],
                     ["scores", "Scores over training"]];
-  if (D.prune) sections.push(["pruning", "Pruning"]);
-  if (D.circuits) sections.push(["composition", "Composition"]);
   sections.push(["config", "Config"]);
   nav(sections);
   const sec = {};
@@ -394,7 +366,5 @@ function buildRunPage(D) {
   buildHeadTables(D, sec.heads);
   buildLoss(D, sec.loss);
   buildScoresOverSteps(D, sec.scores);
-  if (D.prune) buildOptionalGroup(D, "prune", sec.pruning);
-  if (D.circuits) buildOptionalGroup(D, "circuits", sec.composition);
   el("pre", { class: "config" }, sec.config).textContent = D.config_yaml;
 }
