@@ -23,8 +23,8 @@ checks only. Checks:
                opens without console errors, its tokens labelled
   sweep page   the comparison table equals scripts/compare's; a link per run opens that run's page
   size         heads12's shapes (13 snapshots, 2 x 12 heads, 8 probes of 32): page under 5 MB
-  bad input    a missing path, a file that is not HDF5, a directory without summary.h5: one
-               line, exit 2, no page written
+  bad input    a missing path, a file that is not HDF5, a directory without summary.h5, an
+               output path that cannot be written: one line, exit 2, no page written
 """
 import base64
 import os
@@ -349,6 +349,12 @@ def test_bad_input():
         check(f"bad input {os.path.basename(target)}: one line, exit 2, no page",
               p.returncode == 2 and len(lines) == 1 and re.search(pattern, lines[0])
               and not os.path.exists(out), p.stderr)
+    run = harness_run("tiny")
+    p = report(run, "-o", os.path.join(notes, "x.html"))
+    check("an output path that cannot be written: one line naming it, exit 2",
+          p.returncode == 2 and p.stderr.strip().splitlines() == [
+              f"{os.path.join(notes, 'x.html')}: cannot write the report there (Not a directory)"],
+          p.stderr)
 
 
 def screenshot(run, png):

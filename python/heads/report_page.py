@@ -8,6 +8,8 @@ import json
 import os
 import tempfile
 
+from .cli import UserError
+
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
 SCRIPTS = ["common.js", "chart.js", "run.js", "sweep.js"]
 
@@ -51,15 +53,20 @@ def write(path, data):
     earlier report at path stays whole if anything fails. Returns the size in bytes."""
     html = render(data).encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write the report there ({e.strerror})")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise UserError(f"{path}: cannot write the report there ({e.strerror})")
         raise
     return len(html)
