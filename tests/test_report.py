@@ -353,7 +353,8 @@ def test_bad_input():
     p = report(run, "-o", os.path.join(notes, "x.html"))
     check("an output path that cannot be written: one line naming it, exit 2",
           p.returncode == 2 and p.stderr.strip().splitlines() == [
-              f"{os.path.join(notes, 'x.html')}: cannot write the report there (Not a directory)"],
+              f"{os.path.join(notes, 'x.html')}: cannot write the report there ({notes} is not a "
+              "directory)"],
           p.stderr)
 
 

@@ -53,6 +53,8 @@ def write(path, data):
     earlier report at path stays whole if anything fails. Returns the size in bytes."""
     html = render(data).encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"{path}: cannot write the report there ({directory} is not a directory)")
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=directory)

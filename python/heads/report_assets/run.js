@@ -327,10 +327,11 @@ function buildScoresOverSteps(D, root) {
     const L = s[0].length, H = s[0][0].length;
     for (let l = 0; l < L; l++) {
       const panel = el("div", { style: "max-width: 450px" }, box);
-      el("div", { class: "note" }, panel, `layer ${l}: ${sel.value} score of each head`);
+      el("div", { class: "note" }, panel, `layer ${l}: ${sel.value} score of each head (thick: heads whose final class is ${sel.value}; click a name to hide it)`);
       const series = [];
       for (let h = 0; h < H; h++)
-        series.push({ name: `L${l}H${h}`, color: headColour(h, H), width: 1.6,
+        series.push({ name: `h${h}` + (D.classes.length ? ` ${D.classes[l][h]}` : ""), color: headColour(h, H),
+                      width: D.classes.length && D.classes[l][h] === sel.value ? 3 : 1.3,  /* the pattern's own heads thick */
                       points: D.score_steps.map((st, i) => [st, s[i][l][h]]) });
       const svg = lineChart(panel, series, { width: 430, height: 260, ymin: 0, ymax: 1,
                                               xlabel: "training step", ylabel: "score", hlines: [{ y: 0.5 }] });
