@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of scripts/report in a real browser (Debian's chromium + chromium-driver, python3-selenium).
+"""Tests of scripts/report in a real browser (Debian's chromium, chromium-driver, python3-selenium).
 
 usage: /usr/bin/python3 tests/test_report.py [--keep]
        /usr/bin/python3 tests/test_report.py --screenshot RUN.h5 OUT.png   (the README's picture)
@@ -127,7 +127,7 @@ def browser():
     except ImportError:
         return None, "python3-selenium is not installed"
     driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not os.path.exists(driver) or not (shutil.which("chromium") or shutil.which("chromium-browser")):
+    if not os.path.exists(driver) or not shutil.which("chromium"):
         return None, "chromium or chromium-driver is not installed"
     o = Options()
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -210,14 +210,12 @@ def test_run_page(d, run):
           ok and "8-bit" in precision, f"page {got[:q + 1]} file {want[:q + 1].round(4)}")
     canvas = d.find_element("id", "map")
     check("the map canvas says which head, probe, step and row it shows",
-          canvas.get_attribute("data-layer") == str(layer) and canvas.get_attribute("data-head") == str(head)
-          and canvas.get_attribute("data-probe") == str(probe)
-          and canvas.get_attribute("data-step") == str(int(steps[si]))
-          and canvas.get_attribute("data-focus") == str(q))
+          [canvas.get_attribute(f"data-{k}") for k in ("layer", "head", "probe", "step", "focus")]
+          == [str(x) for x in (layer, head, probe, int(steps[si]), q)])
     row_px = lambda row: d.execute_script(  # the colour at the left edge of a row of the canvas
         "const c = document.getElementById('map'); const cell = c.height / arguments[1];"
-        "return Array.from(c.getContext('2d').getImageData(1, Math.floor(arguments[0] * cell + cell / 2), 1, 1).data);",
-        row, T)
+        "const y = Math.floor(arguments[0] * cell + cell / 2);"
+        "return Array.from(c.getContext('2d').getImageData(1, y, 1, 1).data);", row, T)
     orange = lambda px: px[0] > 200 and 90 < px[1] < 190 and px[2] < 80
     before = (orange(row_px(q)), orange(row_px(4)))
     hover(d, token(d, 4))
@@ -230,35 +228,40 @@ def test_run_page(d, run):
     got = shown_weights(d)
     col = maps[si, layer, head, probe, :, 3]
     check("switched: the strip shows the attention token 3 receives (the file's column)",
-          all(got[j] is None for j in range(3)) and all(abs(got[j] - col[j]) <= 1 / 255 for j in range(3, T)),
+          all(got[j] is None for j in range(3))
+          and all(abs(got[j] - col[j]) <= 1 / 255 for j in range(3, T)),
           f"{got} {col.round(4)}")
     d.find_element("id", "mode").click()
     caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
     select(d, "sel-step", S - 1)
     caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
     check("small multiples: every head of the layer, labelled with its class and score",
-          len(caps) == H and all(f"head {h}: {classes[layer][h]}" in caps[h] for h in range(H)), str(caps))
+          len(caps) == H and all(f"head {h}: {classes[layer][h]}" in caps[h] for h in range(H)),
+          str(caps))
     cells = d.execute_script(
         "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
         "[...tr.children].map(td => td.dataset.value))")
-    cols = [th.get_attribute("data-key") for th in d.find_elements("css selector", "#head-table th")]
+    cols = [th.get_attribute("data-key")
+            for th in d.find_elements("css selector", "#head-table th")]
     ok = len(cells) == L * H
     for r in cells if ok else []:
         l, h = int(r[0]), int(r[1])
         ok &= r[cols.index("class")] == classes[l][h]
         ok &= abs(float(r[cols.index("induction")]) - scores["induction"][-1, l, h]) <= 5e-5
-        ok &= abs(float(r[cols.index("ablation_delta")]) - delta[l, h]) <= 1e-6 + 1e-5 * abs(delta[l, h])
-        ok &= abs(float(r[cols.index("importance")]) - imp[l, h]) <= 1e-6 + 1e-5 * abs(imp[l, h])
+        for key, want in (("ablation_delta", delta[l, h]), ("importance", imp[l, h])):
+            ok &= abs(float(r[cols.index(key)]) - want) <= 1e-6 + 1e-5 * abs(want)
     check("head table: class, scores, ablation Δloss, importance of every head as in the file", ok,
           str(cells[:3]))
     th = d.find_element("css selector", "#head-table th[data-key='ablation_delta']")
     th.click()
     th.click()
-    first = d.execute_script("return document.querySelector('#head-table tbody tr').children[%d].dataset.value"
-                             % cols.index("ablation_delta"))
+    first = d.execute_script("return document.querySelector('#head-table tbody tr')"
+                             ".children[arguments[0]].dataset.value", cols.index("ablation_delta"))
     check("head table sorts (ablation Δloss, descending: the largest first)",
-          th.get_attribute("aria-sort") == "descending" and abs(float(first) - delta.max()) <= 1e-6 + 1e-5 * abs(delta.max()))
-    check("loss chart: train and eval lines", len(d.find_elements("css selector", "#loss-chart polyline")) == 2)
+          th.get_attribute("aria-sort") == "descending"
+          and abs(float(first) - delta.max()) <= 1e-6 + 1e-5 * abs(delta.max()))
+    check("loss chart: train and eval lines",
+          len(d.find_elements("css selector", "#loss-chart polyline")) == 2)
     shot = os.path.join(TMP, "run.png")
     d.save_screenshot(shot)
     check("the screenshot is not blank", not_blank(shot))
@@ -293,8 +296,8 @@ def test_sweep(d):
     exp = write(os.path.join(TMP, "sw.yaml"), f"base: {os.path.join(TMP, 'tiny.yaml')}\n"
                 "grid: {n_head: [1, 2]}\nseeds: [0, 1]\nwidth: fixed_width\n")
     res = os.path.join(TMP, "results")
-    p = subprocess.run([PY, os.path.join(ROOT, "scripts", "sweep"), exp, "-j", "2", "--results", res],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run([PY, os.path.join(ROOT, "scripts", "sweep"), exp, "-j", "2", "--results",
+                        res], capture_output=True, text=True, timeout=600)
     sweep_dir = os.path.join(res, "sw")
     check("a 4-run sweep to report on", p.returncode == 0, p.stderr[-400:])
     p = report(sweep_dir)
@@ -302,12 +305,12 @@ def test_sweep(d):
     check("report SWEEP_DIR: exit 0, the page and one page per run",
           p.returncode == 0 and os.path.exists(page)
           and len(os.listdir(os.path.join(sweep_dir, "report"))) == 4, p.stdout + p.stderr)
-    check("the sweep page opens with no console error", open_page(d, page) and not console_errors(d),
-          str(console_errors(d)))
+    check("the sweep page opens with no console error",
+          open_page(d, page) and not console_errors(d), str(console_errors(d)))
     rows = d.execute_script("return [...document.querySelectorAll('#compare-table tr')].slice(1)"
                             ".map(tr => [...tr.children].map(td => td.textContent))")
-    q = subprocess.run([PY, os.path.join(ROOT, "scripts", "compare"), sweep_dir], capture_output=True,
-                       text=True)
+    q = subprocess.run([PY, os.path.join(ROOT, "scripts", "compare"), sweep_dir],
+                       capture_output=True, text=True)
     want = [[c.strip() for c in l.strip().strip("|").split("|")] for l in q.stdout.splitlines()
             if re.match(r"\| \d", l)]
     check("the comparison table is scripts/compare's (Welch p)", rows == want and len(rows) == 2,
@@ -323,9 +326,9 @@ def test_sweep(d):
 
 
 def test_size():
-    run = harness_run("heads12_shapes", "train.steps=60", "output.attn_every=5", "output.log_every=1",
-                      "output.eval_every=5", "train.batch_size=4", "output.eval_batches=1",
-                      config=os.path.join(ROOT, "configs", "heads12.yaml"))
+    run = harness_run("heads12_shapes", "train.steps=60", "output.attn_every=5",
+                      "output.log_every=1", "output.eval_every=5", "train.batch_size=4",
+                      "output.eval_batches=1", config=os.path.join(ROOT, "configs", "heads12.yaml"))
     with h5py.File(run, "r") as f:
         shape = f["attn/maps"].shape
     page = os.path.join(TMP, "heads12.html")
@@ -398,8 +401,8 @@ def main():
             run_check("run page", lambda: test_run_page(d, run))
             run_check("layouts", lambda: test_layouts(d))
             run_check("sweep page", lambda: test_sweep(d))
-            run_check("size", lambda: open_page(d, test_size()) and
-                      check("the heads12-sized page opens without console errors", not console_errors(d)))
+            run_check("size", lambda: open_page(d, test_size()) and check(
+                "the heads12-sized page opens without console errors", not console_errors(d)))
         finally:
             d.quit()
     if keep:

@@ -69,7 +69,8 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
         path = os.path.join(tmp, f"heatmap_{k}.txt")
         gnuplot.write_matrix(path, values)
         lines += [palette, f"set cbrange [{lo}:{hi}]",
-                  f"set lmargin at screen {sx(left)}", f"set rmargin at screen {sx(left + H * cell)}",
+                  f"set lmargin at screen {sx(left)}",
+                  f"set rmargin at screen {sx(left + H * cell)}",
                   f"set tmargin at screen {sy(y0)}", f"set bmargin at screen {sy(y0 + panel_h)}",
                   f"set title {gnuplot.gp_string(title)} font ',10'",
                   "set xlabel 'head' font ',9' offset 0,0.5" if k == len(panels) - 1

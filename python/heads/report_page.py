@@ -42,7 +42,8 @@ def render(data):
 {code}</script>
 </head>
 <body>
-<noscript>This report draws its contents with JavaScript: please allow scripts for this file.</noscript>
+<noscript>This report draws its contents with JavaScript: please allow scripts for this file.
+</noscript>
 </body>
 </html>
 """

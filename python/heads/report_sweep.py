@@ -59,7 +59,8 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
         series.setdefault(key[:-1], []).append({"n_head": int(key[-1]), "mean": _number(m),
                                                 "std": _number(sd), "n": n,
                                                 "values": [v for v in values if v is not None]})
-    label = lambda key: ", ".join(f"{k.split('.')[-1]} {format_value(v)}" for k, v in zip(other, key))
+    label = lambda key: ", ".join(f"{k.split('.')[-1]} {format_value(v)}"
+                                  for k, v in zip(other, key))
     d = {"kind": "sweep", "name": s.name, "width": s.width, "description": s.description,
          "metric": metric, "n_complete": sum(len(v) for v in groups.values()),
          "series": [{"label": label(k), "points": sorted(v, key=lambda p: p["n_head"])}
