@@ -58,6 +58,10 @@ function fmtNum(v) {
   return v.toFixed(a >= 100 ? 1 : a >= 1 ? 3 : 4);
 }
 
+/* a colour per head class (as scripts/plot-sweep's head_classes figure) */
+const CLASS_COLOURS = { prev: "#1f77b4", self: "#2ca02c", first: "#ff7f0e", induction: "#d62728",
+                        duplicate: "#9467bd", mixed: "#c7c7c7" };
+
 /* distinct colours for up to ~24 lines (heads of a layer, series of a sweep) */
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                  "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173",

@@ -268,8 +268,12 @@ function buildHeadTables(D, root) {
     }
   el("p", { class: "note" }, root, `One row per head; click a column title to sort. Pattern scores at the last snapshot (step ${D.score_steps[last]}). ` +
      Object.values(D.heads).map(m => `${m.title}: ${m.meaning}.`).join(" "));
+  const colMax = {};  /* Δloss and importance columns are tinted on their own scales */
+  for (const k in D.heads) colMax[k] = Math.max(...rows.map(r => Math.abs(r[k] || 0)));
   sortableTable(root, "head-table", cols, rows, (k, v) => typeof v === "number" ? fmtNum(v) : v,
-                (k, v) => (PATTERNS.includes(k) && typeof v === "number") ? tint(v, 1) : "");
+                (k, v) => (PATTERNS.includes(k) && typeof v === "number") ? tint(v, 1)
+                  : k in D.heads ? tint(v, colMax[k])
+                  : k === "class" ? `border-left: 6px solid ${CLASS_COLOURS[v] || "#999"}` : "");
   el("h3", {}, root, "Layer × head grids");
   const grids = el("div", { class: "grids" }, root);
   const metrics = PATTERNS.filter(p => D.scores[p]).map(p => [p, p, l => D.scores[p][last][l]])

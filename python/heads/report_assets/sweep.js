@@ -4,9 +4,6 @@
  * common.js. Knows nothing of HDF5. */
 "use strict";
 
-const CLASS_COLOURS = { prev: "#1f77b4", self: "#2ca02c", first: "#ff7f0e", induction: "#d62728",
-                        duplicate: "#9467bd", mixed: "#c7c7c7" };
-
 function buildSweepLoss(D, root) {
   const series = [];
   const heads = new Set();
