@@ -23,8 +23,9 @@ checks only. Checks:
                opens without console errors, its tokens labelled
   sweep page   the comparison table equals scripts/compare's; a link per run opens that run's page
   size         heads12's shapes (13 snapshots, 2 x 12 heads, 8 probes of 32): page under 5 MB
-  bad input    a missing path, a file that is not HDF5, a directory without summary.h5, an
-               output path that cannot be written: one line, exit 2, no page written
+  bad input    a missing path, a file that is not HDF5, a future format_version, a directory
+               without summary.h5, an output path that cannot be written: one line, exit 2, no
+               page written
 """
 import base64
 import os
@@ -357,6 +358,14 @@ def test_bad_input():
               p.returncode == 2 and len(lines) == 1 and re.search(pattern, lines[0])
               and not os.path.exists(out), p.stderr)
     run = harness_run("tiny")
+    future = os.path.join(TMP, "future.h5")
+    shutil.copy(run, future)
+    with h5py.File(future, "r+") as f:
+        f.attrs["format_version"] = "2.0"
+    p = report(future, "-o", os.path.join(TMP, "future.html"))
+    check("a results file of a future format_version: one line, exit 2, no page",
+          p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "format 2.0" in p.stderr
+          and not os.path.exists(os.path.join(TMP, "future.html")), p.stderr)
     p = report(run, "-o", os.path.join(notes, "x.html"))
     check("an output path that cannot be written: one line naming it, exit 2",
           p.returncode == 2 and p.stderr.strip().splitlines() == [

@@ -121,12 +121,7 @@ def _probes(f, cfg, P, T):
 
 def read_run(path, map_budget=16 << 20):
     """The page data of one results file (a dict of JSON-able values)."""
-    h5py = results.h5py
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise UserError(f"{path}: cannot open as an HDF5 results file ({e})")
-    with f:
+    with results.open_file(path) as f:  # refuses a format_version this reader does not know
         if "config" not in f:
             raise UserError(f"{path}: not a harness results file (no /config group)")
         cfg = _config(f)
