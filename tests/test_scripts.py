@@ -181,7 +181,7 @@ def test_keys_and_set():
     p = script("sweep", path, "--set", "model.n_head=3")
     check("scripts/sweep --set on a swept key: exit 2, one line",
           p.returncode == 2 and p.stderr.count("\n") == 1 and "is swept in grid" in p.stderr, p.stderr)
-    for name in ("plot", "plot-sweep", "compare", "sweep"):  # -S: no site-packages, so no numpy
+    for name in ("plot", "plot-sweep", "compare", "sweep", "report"):  # -S: no site-packages
         p = subprocess.run([PY, "-S", os.path.join(SCRIPTS, name), "x"], capture_output=True, text=True)
         check(f"{name} without numpy: one line naming python3-numpy and pip install numpy, exit 2",
               p.returncode == 2 and p.stderr.count("\n") == 1 and "python3-numpy" in p.stderr
