@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, temp_suite  # noqa: E402
-from heads import results  # noqa: E402
+from heads import results, tokens  # noqa: E402
 
 VOCAB = 512
 SEQ = 48
@@ -209,7 +209,7 @@ def check_reader(tmp, run_path, outdir, sp):
     labels = run_.token_labels(0)
     ok = maps.dims == ("step", "layer", "head", "probe", "query", "key") and head.shape == (SEQ, SEQ) \
         and np.allclose(head.sum(-1), 1, atol=1e-5) \
-        and labels == [sp.id_to_piece(int(i)) for i in run_.probe_tokens()[0]]
+        and labels == [tokens.piece_label(sp.id_to_piece(int(i))) for i in run_.probe_tokens()[0]]
     check("heads.results.Run: maps with named dimensions, one head's [query, key] map, pieces as labels", ok,
           repr(maps))
     readme = open(os.path.join(ROOT, "README.md")).read()

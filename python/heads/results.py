@@ -21,6 +21,7 @@ import yaml  # noqa: E402
 
 from .cli import UserError  # noqa: E402
 from .configs import values_equal  # noqa: E402
+from . import tokens  # noqa: E402
 
 try:
     import h5py
@@ -171,17 +172,14 @@ class Named:
 
 
 def token_labels(f, probe):
-    """Axis labels of one probe's tokens, from an open results file: subword pieces when the run
-    stored a tokenizer (/tokenizer/pieces, indexed by /probe/tokens), characters for the
-    byte-level text task, else the ids as strings."""
-    tokens = np.asarray(f["probe/tokens"][probe]) if "probe/tokens" in f else np.zeros(0, int)
-    if "tokenizer/pieces" in f:
-        pieces = [text(x) for x in f["tokenizer/pieces"][()]]
-        return [pieces[t] if 0 <= t < len(pieces) else str(t) for t in tokens]
-    task = text(f["config"].attrs.get("task", "")) if "config" in f else ""
-    if task == "text":
-        return [chr(int(t)) for t in tokens]
-    return [str(int(t)) for t in tokens]
+    """Axis labels of one probe's tokens, from an open results file (heads.tokens: subword pieces
+    when the run stored a tokenizer, characters for the byte-level text task, readable names for
+    the synthetic tasks' ids)."""
+    ids = [int(t) for t in f["probe/tokens"][probe]] if "probe/tokens" in f else []
+    pieces = [text(x) for x in f["tokenizer/pieces"][()]] if "tokenizer/pieces" in f else None
+    cfg = f["config"].attrs if "config" in f else {}
+    return tokens.token_labels(text(cfg.get("task", "")), int(cfg.get("vocab_size", 0)), ids,
+                               pieces)
 
 
 class Run(RunResult):
