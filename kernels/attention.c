@@ -20,14 +20,7 @@
 #include "kernels.h"
 #include "gemm.h"
 #include "vec_math.h"
-#include "../src/util.h"
-
-static float *alloc_floats(size_t count) {
-    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK_ALLOC(p != NULL);
-    return p;
-}
-
+#include "check.h"
 
 /* Rows t = t0 .. t0+rows-1 of a causal map, row stride ld: p[t, 0..t] = softmax(scale * p[t, 0..t])
  * and p[t, t+1..n_zero) = 0. With a sink logit (-INFINITY for none, which changes no bit), the

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gemm.h"
-#include "../src/util.h"
+#include "check.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -479,12 +479,6 @@ void kernels_describe(char *buf, size_t size) {
              "L3 %ld KiB%s)",
              isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
              b.l2 ? "" : "; unknown, defaults assumed");
-}
-
-static float *alloc_floats(size_t count) {
-    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK_ALLOC(p != NULL);
-    return p;
 }
 
 void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,

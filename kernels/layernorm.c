@@ -9,7 +9,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "vec_math.h"
-#include "../src/util.h"
+#include "check.h"
 
 enum { LANES = 16 };
 
@@ -99,8 +99,7 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
                         int N, int D) {
     enum { CHUNK_ROWS = 32 };
     const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    float *chunk_gain = malloc(sizeof(float) * n_chunks * 2 * D);
-    CHECK_ALLOC(chunk_gain != NULL);
+    float *chunk_gain = alloc_floats((size_t)n_chunks * 2 * D);
     float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < n_chunks; c++) {

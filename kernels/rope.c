@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "kernels.h"
-#include "../src/util.h"
+#include "check.h"
 
 /* cos/sin of every (position, pair) angle, computed in double. */
 static void rope_table(float *cos_t, float *sin_t, int T, int rope_dims, double base) {
@@ -24,9 +24,8 @@ static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d
                        int rope_dims, double base, float sign) {
     int half = rope_dims / 2;
     if (half == 0) return;
-    float *cos_t = malloc(sizeof(float) * (size_t)T * half);
-    float *sin_t = malloc(sizeof(float) * (size_t)T * half);
-    CHECK_ALLOC(cos_t && sin_t);
+    float *cos_t = alloc_floats((size_t)T * half);
+    float *sin_t = alloc_floats((size_t)T * half);
     rope_table(cos_t, sin_t, T, rope_dims, base);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
