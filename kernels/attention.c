@@ -13,7 +13,10 @@
  * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
  * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
  * while it is in L1. The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or
- * without either an arithmetic-only scalar exp that the compiler vectorises. */
+ * without either an arithmetic-only scalar exp that the compiler vectorises.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,10 @@
 /* crossentropy.c: softmax cross-entropy of the next token, forward and backward.
  * The exps are vec_math.h's (16 AVX-512 or 8 AVX2 lanes, or an arithmetic-only scalar that the
  * compiler vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot
- * change its bits. */
+ * change its bits.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <string.h>
 #include "kernels.h"

@@ -1,4 +1,6 @@
-/* embedding.c: token + learned position embedding, forward and backward. */
+/* embedding.c: token + learned position embedding, forward and backward.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library. */
 #include "kernels.h"
 
 void embedding_forward(float *out, const int *tokens, const float *tok_emb, const float *pos_emb,

@@ -22,7 +22,10 @@
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
  *
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
- * free lists after the first step, so the kernels stay free of global state. */
+ * free lists after the first step, so the kernels stay free of global state.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,10 @@
  * Shapes are given in PyTorch order next to each pointer; all arrays are row-major float32.
  * Every *_backward ACCUMULATES (+=) into its gradient outputs: the caller zeroes them once.
  * Parallel loops (OpenMP) write disjoint memory only, and every reduction runs in a fixed order,
- * so results do not depend on the thread count. */
+ * so results do not depend on the thread count.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #ifndef KERNELS_H
 #define KERNELS_H
 

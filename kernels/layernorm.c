@@ -3,7 +3,10 @@
  * Row sums use interleaved float partial sums (element i goes to lane i % lanes), added pairwise
  * at the end (8 + 8, 4 + 4, ...): vec_math.h's vectors with AVX-512 (16 lanes) or AVX2 (8),
  * arrays of LANES = 16 that the compiler vectorises without reassociating anything otherwise.
- * Either way the order is fixed, so the bits do not depend on the thread count. */
+ * Either way the order is fixed, so the bits do not depend on the thread count.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

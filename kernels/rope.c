@@ -2,7 +2,10 @@
  *
  * GPT-NeoX / Qwen convention ("rotate half"), partial rotary as in NeoX's rotary_pct: in each head
  * only the first rope_dims dimensions turn, as rope_dims/2 pairs (i, i + rope_dims/2) by the angle
- * t·base^(-2i/rope_dims) at position t; the rest of the head passes through unchanged. */
+ * t·base^(-2i/rope_dims) at position t; the rest of the head passes through unchanged.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include "kernels.h"
