@@ -326,6 +326,62 @@ static double op_forward_loss(void *p) {
     return dot(c->r, c->out, c->n_out);
 }
 
+/* Every differentiated input element against the finite difference of L = Σ r · out. */
+static void check_op_fd(const OpCase *oc, OpCtx *c, int n_in, const char *case_name) {
+    const Op *op = oc->op;
+    char name[300];
+    for (int k = 0; k < n_in; k++)
+        if (c->grad[k]) memset(c->grad[k], 0, sizeof(float) * c->n_in[k]);
+    op->forward(c);
+    op->backward(c);
+    TestCompare cmp = test_compare_start(oc->atol, oc->rtol);
+    fd_begin();
+    for (int k = 0; k < n_in; k++) {
+        if (!c->grad[k]) continue;
+        for (size_t i = 0; i < c->n_in[k]; i++) {
+            double fd = test_fd(op_forward_loss, c, &c->in[k][i], FD_STEP);
+            test_compare(&cmp, c->grad[k][i], fd, op->in_names[k], (long)i);
+        }
+    }
+    fd_end();
+    snprintf(name, sizeof name, "%s: backward = finite differences", case_name);
+    test_compare_report(name, &cmp);
+}
+
+/* With g (from check_op_fd) still in the gradient buffers: into buffers pre-filled with c, two
+ * calls give c + 2g, or g for the gradients the backward overwrites. */
+static void check_op_accumulates(const Op *op, OpCtx *c, int n_in, const char *case_name, uint64_t seed) {
+    char name[300];
+    Rng fill = rng_stream(seed, 99, 0);
+    float *saved[OP_MAX_IN] = {0}, *prefill[OP_MAX_IN] = {0};
+    for (int k = 0; k < n_in; k++) {
+        if (!c->grad[k]) continue;
+        saved[k] = test_alloc(c->n_in[k]);
+        prefill[k] = test_alloc(c->n_in[k]);
+        memcpy(saved[k], c->grad[k], sizeof(float) * c->n_in[k]);
+        test_fill_normal(prefill[k], c->n_in[k], &fill, 0.0, 1.0);
+        memcpy(c->grad[k], prefill[k], sizeof(float) * c->n_in[k]);
+    }
+    op->forward(c);
+    op->backward(c);
+    op->backward(c);
+    TestCompare acc = test_compare_start(ACCUM_TOL, 0.0);
+    for (int k = 0; k < n_in; k++) {
+        if (!c->grad[k]) continue;
+        int overwrites = (op->overwrites >> k) & 1;
+        for (size_t i = 0; i < c->n_in[k]; i++) {
+            double expect = overwrites ? saved[k][i] : (double)prefill[k][i] + 2.0 * saved[k][i];
+            double scale = 1.0 + fabs(prefill[k][i]) + 2.0 * fabs(saved[k][i]);
+            test_compare(&acc, c->grad[k][i] / scale, expect / scale, op->in_names[k], (long)i);
+        }
+        free(saved[k]);
+        free(prefill[k]);
+    }
+    snprintf(name, sizeof name, op->overwrites ? "%s: backward accumulates (c + 2 calls = c + 2g) or overwrites (= g) as documented"
+                                               : "%s: backward accumulates (c + 2 calls = c + 2g)", case_name);
+    test_compare_report(name, &acc);
+}
+
 /* FD check of every differentiated input element, then the accumulation (or overwrite) check. */
 static void check_op(const OpCase *oc, uint64_t seed) {
     const Op *op = oc->op;
@@ -348,56 +404,10 @@ static void check_op(const OpCase *oc, uint64_t seed) {
     c.ints = calloc(c.n_ints ? c.n_ints : 1, sizeof(int));
     if (op->init) op->init(&c, &rng);
     c.op = op;
-    char case_name[200], name[300];
+    char case_name[200];
     op_case_name(case_name, sizeof case_name, oc);
-
-    for (int k = 0; k < n_in; k++)
-        if (c.grad[k]) memset(c.grad[k], 0, sizeof(float) * c.n_in[k]);
-    op->forward(&c);
-    op->backward(&c);
-    TestCompare cmp = test_compare_start(oc->atol, oc->rtol);
-    fd_begin();
-    for (int k = 0; k < n_in; k++) {
-        if (!c.grad[k]) continue;
-        for (size_t i = 0; i < c.n_in[k]; i++) {
-            double fd = test_fd(op_forward_loss, &c, &c.in[k][i], FD_STEP);
-            test_compare(&cmp, c.grad[k][i], fd, op->in_names[k], (long)i);
-        }
-    }
-    fd_end();
-    snprintf(name, sizeof name, "%s: backward = finite differences", case_name);
-    test_compare_report(name, &cmp);
-
-    /* g from one call into zeros (still in the buffers), then c + g + g from a pre-filled buffer
-     * (g alone for the gradients the backward overwrites) */
-    Rng fill = rng_stream(seed, 99, 0);
-    float *saved[OP_MAX_IN] = {0}, *prefill[OP_MAX_IN] = {0};
-    for (int k = 0; k < n_in; k++) {
-        if (!c.grad[k]) continue;
-        saved[k] = test_alloc(c.n_in[k]);
-        prefill[k] = test_alloc(c.n_in[k]);
-        memcpy(saved[k], c.grad[k], sizeof(float) * c.n_in[k]);
-        test_fill_normal(prefill[k], c.n_in[k], &fill, 0.0, 1.0);
-        memcpy(c.grad[k], prefill[k], sizeof(float) * c.n_in[k]);
-    }
-    op->forward(&c);
-    op->backward(&c);
-    op->backward(&c);
-    TestCompare acc = test_compare_start(ACCUM_TOL, 0.0);
-    for (int k = 0; k < n_in; k++) {
-        if (!c.grad[k]) continue;
-        int overwrites = (op->overwrites >> k) & 1;
-        for (size_t i = 0; i < c.n_in[k]; i++) {
-            double expect = overwrites ? saved[k][i] : (double)prefill[k][i] + 2.0 * saved[k][i];
-            double scale = 1.0 + fabs(prefill[k][i]) + 2.0 * fabs(saved[k][i]);
-            test_compare(&acc, c.grad[k][i] / scale, expect / scale, op->in_names[k], (long)i);
-        }
-        free(saved[k]);
-        free(prefill[k]);
-    }
-    snprintf(name, sizeof name, op->overwrites ? "%s: backward accumulates (c + 2 calls = c + 2g) or overwrites (= g) as documented"
-                                               : "%s: backward accumulates (c + 2 calls = c + 2g)", case_name);
-    test_compare_report(name, &acc);
+    check_op_fd(oc, &c, n_in, case_name);
+    check_op_accumulates(op, &c, n_in, case_name, seed);
     for (int k = 0; k < n_in; k++) free(c.in[k]), free(c.grad[k]);
     free(c.out), free(c.r), free(c.tmp[0]), free(c.tmp[1]), free(c.ints);
 }
