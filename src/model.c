@@ -198,16 +198,6 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name) {
     return NULL;
 }
 
-/* out[b, t, head h] *= gate[h]: the per-head gate (1 = untouched, 0 = head ablated). */
-static void apply_head_gates(float *att_out, const float *gate, int BT, int H, int d_head) {
-    int all_one = 1;
-    for (int h = 0; h < H; h++) all_one &= gate[h] == 1.0f;
-    if (all_one) return;
-    for (int n = 0; n < BT; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) att_out[((size_t)n * H + h) * d_head + i] *= gate[h];
-}
-
 /* Shortformer (as TransformerLens's attention-only models): learned positions enter only the
  * Q/K input, LN(h + W_pos[t]); V reads LN(h) = z. Both inputs go through the whole W_qkv and the
  * V part of the second replaces the first's (the projection costs twice; the layout stays one). */
@@ -218,16 +208,13 @@ static void shortformer_qkv(Model *m, int l, const float *z, float *qkv, int B, 
     Activations *a = &m->act;
     const float *h_in = a->residual + (size_t)l * BT * D;
     float *h_pos = a->h_pos + (size_t)l * BT * D;
-    for (int n = 0; n < BT; n++)
-        for (int i = 0; i < D; i++)
-            h_pos[(size_t)n * D + i] = h_in[(size_t)n * D + i] + p->pos_emb[(size_t)(n % T) * D + i];
+    position_add_forward(h_pos, h_in, p->pos_emb, B, T, D);
     float *z_qk = a->ln_qk_out + (size_t)l * BT * D;
     layernorm_forward(z_qk, a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, h_pos,
                       p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
     linear_forward(qkv, z_qk, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
     linear_forward(a->qkv_v, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
-    for (int n = 0; n < BT; n++)
-        memcpy(qkv + (size_t)n * W + VOFF, a->qkv_v + (size_t)n * W + VOFF, sizeof(float) * (W - VOFF));
+    column_merge_forward(qkv, qkv, a->qkv_v, BT, W, VOFF);
 }
 
 /* Differentiates shortformer_qkv: the Q|K gradient flows through LN(h + W_pos) into h and W_pos,
@@ -242,22 +229,16 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     Activations *a = &m->act;
     const float *w = p->w_qkv + (size_t)l * D * W;
     float *dw = g->w_qkv + (size_t)l * D * W, *db = g->b_qkv + (size_t)l * W;
-    for (int n = 0; n < BT; n++) /* the V part, through z */
-        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? 0.0f : d_qkv[(size_t)n * W + i];
+    column_merge_backward(NULL, a->d_qkv_part, d_qkv, BT, W, VOFF); /* the V part, through z */
     linear_backward(a->d_ln_out, d_z_write, dw, db, a->d_qkv_part, z, w, BT, D, W);
-    for (int n = 0; n < BT; n++) /* the Q|K part, through LN(h + W_pos) */
-        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? d_qkv[(size_t)n * W + i] : 0.0f;
+    column_merge_backward(a->d_qkv_part, NULL, d_qkv, BT, W, VOFF); /* Q|K, through LN(h + W_pos) */
     linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w,
                     BT, D, W);
     memset(a->d_h_pos, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
                        a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
                        a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, BT, D);
-    for (int n = 0; n < BT; n++) /* h + W_pos[t]: both get the gradient; rows of W_pos in order */
-        for (int i = 0; i < D; i++) {
-            a->d_residual[(size_t)n * D + i] += a->d_h_pos[(size_t)n * D + i];
-            g->pos_emb[(size_t)(n % T) * D + i] += a->d_h_pos[(size_t)n * D + i];
-        }
+    position_add_backward(a->d_residual, g->pos_emb, a->d_h_pos, B, T, D);
 }
 
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
@@ -312,7 +293,7 @@ float model_forward_from_layer(Model *m, int first_layer) {
             linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
             sigmoid_gate_forward(mix_in, gate, att, (size_t)BT * E);
         }
-        apply_head_gates(mix_in, m->head_gate + (size_t)l * H, BT, H, dh);
+        head_gate_forward(mix_in, mix_in, m->head_gate + (size_t)l * H, BT, H, dh);
         linear_forward(h_out, mix_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
@@ -325,35 +306,13 @@ float model_forward_from_layer(Model *m, int first_layer) {
         return m->loss;
     }
     crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
-    double n_marked = 0.0, total = 0.0;
-    for (int n = 0; n < BT; n++) n_marked += mask ? mask[n] : 1.0f;
-    CHECK(n_marked > 0.0);
-    for (int n = 0; n < BT; n++) {
-        a->loss_weight[n] = (float)((mask ? mask[n] : 1.0f) / n_marked);
-        total += (double)a->loss_weight[n] * a->losses[n];
-    }
-    m->loss = (float)total;
+    m->loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
     return m->loss;
 }
 
 void model_zero_grad(Model *m) {
     memset(m->grad_block, 0, m->n_params * sizeof(float));
     memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
-}
-
-/* d loss / d gate[h] at gate 1 = Σ over positions of d_att_out · att_out in head h's columns. */
-static void head_gate_backward(float *d_gate, const float *d_att_out, const float *att_out,
-                               int BT, int H, int d_head) {
-#pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
-    for (int h = 0; h < H; h++) {
-        double sum = 0.0;
-        for (int n = 0; n < BT; n++) {
-            const float *g = d_att_out + ((size_t)n * H + h) * d_head;
-            const float *o = att_out + ((size_t)n * H + h) * d_head;
-            for (int i = 0; i < d_head; i++) sum += (double)g[i] * o[i];
-        }
-        d_gate[h] += (float)sum;
-    }
 }
 
 void model_backward(Model *m) {
@@ -386,7 +345,8 @@ void model_backward(Model *m) {
         linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, mix_in, p->w_o + (size_t)l * E * D, BT, E, D);
         if (m->want_head_gate_grad)
-            head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, BT, H, dh);
+            head_gate_backward(NULL, m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in,
+                               m->head_gate + (size_t)l * H, BT, H, dh); /* gates are 1 here */
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {
