@@ -36,7 +36,7 @@ endif
 KERNELS := $(wildcard kernels/*.c)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNELS)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TESTS   := $(BUILD)/test_kernels $(BUILD)/test_config $(BUILD)/test_analysis
+TESTS   := $(BUILD)/test_kernels $(BUILD)/test_config $(BUILD)/test_analysis $(BUILD)/test_prune
 
 .PHONY: all run test test-c bench clean deps fuzz valgrind-check
 all: harness

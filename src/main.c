@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "fatal.h"
+#include "headstudy.h"
 #include "inspect.h"
 #include "../kernels/kernels.h"
 #include "model.h"
@@ -31,6 +32,7 @@ static const char *usage =
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
     "       harness check RUN.h5\n"
     "       harness --keys\n"
+    "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "\n"
     "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
     "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
@@ -142,6 +144,7 @@ int main(int argc, char **argv) {
         config_print_keys(stdout);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
     const char *config_path = NULL, *dump_path = NULL;
     int shapes = 0, force = 0, resume = 0;
     Config cfg;
