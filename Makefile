@@ -14,32 +14,37 @@ GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 PKGS    := yaml-0.1 hdf5
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
-CFLAGS  := -std=c11 -O3 $(CFLAGS_ARCH) -fno-math-errno -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP \
-           -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' $(DEP_CFLAGS)
+# KCFLAGS: the kernels' flags (no library headers: kernels/ builds alone); CFLAGS adds the program's
+KCFLAGS := -std=c11 -O3 $(CFLAGS_ARCH) -fno-math-errno -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP
+CFLAGS  := $(KCFLAGS) -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' $(DEP_CFLAGS)
 # libhdf5_hl (the H5DS dimension-scale API) sits beside libhdf5, but hdf5.pc does not list it
 # (Debian, Homebrew): put it right before -lhdf5, whatever pkg-config returned.
 LDLIBS  := $(patsubst -lhdf5,-lhdf5_hl -lhdf5,$(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)) -lm
 BUILD   := build
 ifeq ($(OPENMP),1)
   CFLAGS += -fopenmp
+  KCFLAGS += -fopenmp
   LDLIBS += -fopenmp
 else
   CFLAGS += -fopenmp-simd -Wno-unknown-pragmas # "omp simd" still vectorises
+  KCFLAGS += -fopenmp-simd -Wno-unknown-pragmas
   BUILD  := build/noomp
 endif
 ifeq ($(SAN),1)
   CFLAGS := $(filter-out -O3,$(CFLAGS)) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
+  KCFLAGS := $(filter-out -O3,$(KCFLAGS)) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
   LDLIBS += -fsanitize=address,undefined
   BUILD  := $(BUILD)/san
 endif
 
 KERNELS := $(wildcard kernels/*.c)
+KERNEL_OBJ := $(KERNELS:%.c=$(BUILD)/%.o)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNELS)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TESTS   := $(BUILD)/test_kernels $(BUILD)/test_config $(BUILD)/test_analysis $(BUILD)/test_prune
 
 .PHONY: all run test test-c bench clean deps fuzz valgrind-check
-all: harness
+all: harness $(BUILD)/libkernels.a
 
 $(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/main.o
 	$(CC) -o $@ $^ $(LDLIBS)
@@ -59,9 +64,19 @@ $(BUILD)/build-deps.ok:
 	@CC="$(CC)" scripts/install-deps --check-build "$(DEP_CFLAGS)" "$(LDLIBS)"
 	@touch $@
 
+# kernels/ is a library of its own: its files include only kernels/ headers (and the C library),
+# and build without the program's flags or headers
+$(BUILD)/kernels/%.o: kernels/%.c | $(BUILD)/build-deps.ok
+	@mkdir -p $(dir $@)
+	@if grep -n '^ *# *include *"[^"]*/' $<; then echo "$<: kernels/ may include only its own headers"; exit 1; fi
+	$(CC) $(KCFLAGS) -c $< -o $@
+
+$(BUILD)/libkernels.a: $(KERNEL_OBJ)
+	$(AR) rcs $@ $^
+
 $(BUILD)/test_%: tests/test_%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -Ikernels $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
 # The LD_PRELOAD shim of the fault-injection and crash suites (tests/faultshim.c): plain flags,
 # no sanitizers (it replaces malloc, which the sanitizers' runtimes own).
@@ -82,7 +97,7 @@ run: deps
 # variant moves the ./harness link
 test:
 	@scripts/install-deps test
-	$(MAKE) $(BUILD)/harness $(TESTS) $(BUILD)/gemm_peak $(BUILD)/faultshim.so $(if $(filter build,$(BUILD)),harness)
+	$(MAKE) $(BUILD)/harness $(BUILD)/libkernels.a $(TESTS) $(BUILD)/gemm_peak $(BUILD)/faultshim.so $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.

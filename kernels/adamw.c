@@ -1,4 +1,6 @@
-/* adamw.c: the AdamW update (PyTorch's torch.optim.AdamW arithmetic) and the global grad norm. */
+/* adamw.c: the AdamW update (PyTorch's torch.optim.AdamW arithmetic) and the global grad norm.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library. */
 #include <math.h>
 #include "kernels.h"
 

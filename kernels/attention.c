@@ -13,21 +13,17 @@
  * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
  * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
  * while it is in L1. The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or
- * without either an arithmetic-only scalar exp that the compiler vectorises. */
+ * without either an arithmetic-only scalar exp that the compiler vectorises.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
 #include "gemm.h"
 #include "vec_math.h"
-#include "../src/util.h"
-
-static float *alloc_floats(size_t count) {
-    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK_ALLOC(p != NULL);
-    return p;
-}
-
+#include "check.h"
 
 /* Rows t = t0 .. t0+rows-1 of a causal map, row stride ld: p[t, 0..t] = softmax(scale * p[t, 0..t])
  * and p[t, t+1..n_zero) = 0. With a sink logit (-INFINITY for none, which changes no bit), the

@@ -1,11 +1,15 @@
 /* crossentropy.c: softmax cross-entropy of the next token, forward and backward.
  * The exps are vec_math.h's (16 AVX-512 or 8 AVX2 lanes, or an arithmetic-only scalar that the
  * compiler vectorises); each row's sum runs over fixed lanes in a fixed order, so threads cannot
- * change its bits. */
+ * change its bits.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <string.h>
 #include "kernels.h"
 #include "vec_math.h"
+#include "check.h"
 
 static float row_max(const float *z, int V) {
 #ifdef VEC_W
@@ -65,4 +69,18 @@ void crossentropy_backward(float *d_logits, const float *probs, const int *targe
         for (int i = 0; i < V; i++) d[i] = w * p[i];
         d[targets[n]] -= w;
     }
+}
+
+/* The mean loss over the marked positions: weight[n] = mask[n] / Σ mask (mask NULL: every
+ * position), returns Σ weight · losses summed in double in position order. weight is what
+ * crossentropy_backward takes for the gradient of this mean. At least one position is marked. */
+float crossentropy_mean(float *weight, const float *losses, const float *mask, int N) {
+    double n_marked = 0.0, total = 0.0;
+    for (int n = 0; n < N; n++) n_marked += mask ? mask[n] : 1.0f;
+    CHECK(n_marked > 0.0);
+    for (int n = 0; n < N; n++) {
+        weight[n] = (float)((mask ? mask[n] : 1.0f) / n_marked);
+        total += (double)weight[n] * losses[n];
+    }
+    return (float)total;
 }

@@ -1,4 +1,6 @@
-/* embedding.c: token + learned position embedding, forward and backward. */
+/* embedding.c: token + learned position embedding, forward and backward.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library. */
 #include "kernels.h"
 
 void embedding_forward(float *out, const int *tokens, const float *tok_emb, const float *pos_emb,
@@ -39,4 +41,23 @@ void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, 
             }
         }
     }
+}
+
+/* out[b, t] = inp[b, t] + W_pos[t]: the shortformer's Q/K input (positions added inside a layer). */
+void position_add_forward(float *out, const float *inp, const float *pos_emb, int B, int T, int D) {
+    const size_t BT = (size_t)B * T;
+    for (size_t n = 0; n < BT; n++)
+        for (int i = 0; i < D; i++)
+            out[n * D + i] = inp[n * D + i] + pos_emb[(n % (size_t)T) * D + i];
+}
+
+/* Differentiates out = inp + W_pos[t]: both get d_out; the rows of d_pos_emb are summed over
+ * (b, t) in order. */
+void position_add_backward(float *d_inp, float *d_pos_emb, const float *d_out, int B, int T, int D) {
+    const size_t BT = (size_t)B * T;
+    for (size_t n = 0; n < BT; n++)
+        for (int i = 0; i < D; i++) {
+            d_inp[n * D + i] += d_out[n * D + i];
+            d_pos_emb[(n % (size_t)T) * D + i] += d_out[n * D + i];
+        }
 }

@@ -1,4 +1,6 @@
-/* gate.c: the sigmoid output gate of gated attention (Qwen): out = o ⊙ σ(pre), elementwise. */
+/* gate.c: the sigmoid output gate of gated attention (Qwen): out = o ⊙ σ(pre), elementwise.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library. */
 #include <math.h>
 #include "kernels.h"
 

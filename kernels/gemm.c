@@ -22,13 +22,16 @@
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
  *
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
- * free lists after the first step, so the kernels stay free of global state. */
+ * free lists after the first step, so the kernels stay free of global state.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "gemm.h"
-#include "../src/util.h"
+#include "check.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -479,12 +482,6 @@ void kernels_describe(char *buf, size_t size) {
              "L3 %ld KiB%s)",
              isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
              b.l2 ? "" : "; unknown, defaults assumed");
-}
-
-static float *alloc_floats(size_t count) {
-    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    CHECK_ALLOC(p != NULL);
-    return p;
 }
 
 void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,

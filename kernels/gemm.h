@@ -15,7 +15,10 @@
  * and N (read from the machine at run time) only decide which tiles are computed when. So
  * gemm_parallel gives the same bits as gemm at any thread count, and a build gives the same bits
  * on every machine (the AVX-512, AVX2 and portable builds differ from each other, each is
- * deterministic). */
+ * deterministic).
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #ifndef GEMM_H
 #define GEMM_H
 

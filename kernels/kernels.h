@@ -4,7 +4,10 @@
  * Shapes are given in PyTorch order next to each pointer; all arrays are row-major float32.
  * Every *_backward ACCUMULATES (+=) into its gradient outputs: the caller zeroes them once.
  * Parallel loops (OpenMP) write disjoint memory only, and every reduction runs in a fixed order,
- * so results do not depend on the thread count. */
+ * so results do not depend on the thread count.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #ifndef KERNELS_H
 #define KERNELS_H
 
@@ -22,6 +25,16 @@ void embedding_backward(float *d_tok_emb,      // (V, D) +=
                         const float *d_out,    // (B, T, D)
                         const int *tokens,     // (B, T)
                         int B, int T, int D, int V);
+
+/* out[b, t] = inp[b, t] + W_pos[t] (shortformer: positions added to the Q/K input only) */
+void position_add_forward(float *out,          // (B, T, D)
+                          const float *inp,    // (B, T, D)
+                          const float *pos_emb,// (T_max, D), T <= T_max
+                          int B, int T, int D);
+void position_add_backward(float *d_inp,       // (B, T, D) +=
+                           float *d_pos_emb,   // (T_max, D) +=
+                           const float *d_out, // (B, T, D)
+                           int B, int T, int D);
 
 /* ---- layernorm.c: out = (x - mean) * rstd * gain + bias, eps 1e-5, biased variance ---- */
 void layernorm_forward(float *out,             // (N, D)
@@ -99,6 +112,13 @@ void crossentropy_backward(float *d_logits,    // (N, V) =
                            const float *weight,// (N)
                            int N, int V);
 
+/* The mean over marked positions: weight = mask / Σ mask (mask NULL: all), returns Σ weight · losses
+ * (summed in double, in order); weight is crossentropy_backward's. */
+float crossentropy_mean(float *weight,         // (N) out
+                        const float *losses,   // (N)
+                        const float *mask,     // (N) or NULL; Σ mask > 0
+                        int N);
+
 /* ---- adamw.c: one AdamW step (PyTorch semantics) and the global gradient norm ---- */
 void adamw_update(float *param, float *m, float *v, // (n) updated in place
                   const float *grad,                // (n)
@@ -140,5 +160,28 @@ void kv_repeat_backward(float *d_qkv_grouped,     // (B, T, (H + 2·H_kv)·d_hea
  * One line: the instruction-set path ("AVX-512", "AVX2" or "portable", the first word), the GEMM
  * register tile and its cache blocking, and the cache sizes it was sized from. */
 void kernels_describe(char *buf, size_t size);
+
+/* ---- columns.c: out[:, :split] = left[:, :split], out[:, split:] = right[:, split:] ----
+ * (the shortformer keeps Q|K from one projection and V from the other) */
+void column_merge_forward(float *out,          // (N, W); may be left itself
+                          const float *left,   // (N, W)
+                          const float *right,  // (N, W)
+                          int N, int W, int split);
+void column_merge_backward(float *d_left,      // (N, W) = (overwritten), or NULL
+                           float *d_right,     // (N, W) = (overwritten), or NULL
+                           const float *d_out, // (N, W)
+                           int N, int W, int split);
+
+/* ---- head_gate.c: a scalar gate per head on its output columns, out = inp · gate[h] ---- */
+void head_gate_forward(float *out,             // (N, H·d_head); may be inp itself
+                       const float *inp,       // (N, H·d_head)
+                       const float *gate,      // (H)
+                       int N, int H, int d_head);
+void head_gate_backward(float *d_inp,          // (N, H·d_head) += , or NULL
+                        float *d_gate,         // (H) +=  Σ d_out · inp over the head's columns
+                        const float *d_out,    // (N, H·d_head)
+                        const float *inp,      // (N, H·d_head) the forward's input
+                        const float *gate,     // (H)
+                        int N, int H, int d_head);
 
 #endif

@@ -2,7 +2,10 @@
  *
  * As HF's repeat_kv: qkv_grouped (B, T, (H + 2·H_kv)·d_head) becomes qkv (B, T, 3·H·d_head), query
  * head h reading K/V head h / (H / H_kv). The attention kernel then runs unchanged; the backward
- * sums each group's K/V gradients back into its shared head, in head order (deterministic). */
+ * sums each group's K/V gradients back into its shared head, in head order (deterministic).
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <string.h>
 #include "kernels.h"
 

@@ -3,13 +3,16 @@
  * Row sums use interleaved float partial sums (element i goes to lane i % lanes), added pairwise
  * at the end (8 + 8, 4 + 4, ...): vec_math.h's vectors with AVX-512 (16 lanes) or AVX2 (8),
  * arrays of LANES = 16 that the compiler vectorises without reassociating anything otherwise.
- * Either way the order is fixed, so the bits do not depend on the thread count. */
+ * Either way the order is fixed, so the bits do not depend on the thread count.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
 #include "vec_math.h"
-#include "../src/util.h"
+#include "check.h"
 
 enum { LANES = 16 };
 
@@ -99,8 +102,7 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
                         int N, int D) {
     enum { CHUNK_ROWS = 32 };
     const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    float *chunk_gain = malloc(sizeof(float) * n_chunks * 2 * D);
-    CHECK_ALLOC(chunk_gain != NULL);
+    float *chunk_gain = alloc_floats((size_t)n_chunks * 2 * D);
     float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < n_chunks; c++) {

@@ -5,7 +5,10 @@
  * gradient NT (d_out · Wᵀ), the weight gradient TN (inpᵀ · d_out). The GEMM splits only output
  * rows or columns between threads and sums every element in a fixed order, and the bias gradient
  * gives each thread whole columns summed over rows in row order, so the results do not depend on
- * the thread count. */
+ * the thread count.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include "kernels.h"
 #include "gemm.h"
 

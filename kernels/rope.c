@@ -2,11 +2,14 @@
  *
  * GPT-NeoX / Qwen convention ("rotate half"), partial rotary as in NeoX's rotary_pct: in each head
  * only the first rope_dims dimensions turn, as rope_dims/2 pairs (i, i + rope_dims/2) by the angle
- * t·base^(-2i/rope_dims) at position t; the rest of the head passes through unchanged. */
+ * t·base^(-2i/rope_dims) at position t; the rest of the head passes through unchanged.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include "kernels.h"
-#include "../src/util.h"
+#include "check.h"
 
 /* cos/sin of every (position, pair) angle, computed in double. */
 static void rope_table(float *cos_t, float *sin_t, int T, int rope_dims, double base) {
@@ -24,9 +27,8 @@ static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d
                        int rope_dims, double base, float sign) {
     int half = rope_dims / 2;
     if (half == 0) return;
-    float *cos_t = malloc(sizeof(float) * (size_t)T * half);
-    float *sin_t = malloc(sizeof(float) * (size_t)T * half);
-    CHECK_ALLOC(cos_t && sin_t);
+    float *cos_t = alloc_floats((size_t)T * half);
+    float *sin_t = alloc_floats((size_t)T * half);
     rope_table(cos_t, sin_t, T, rope_dims, base);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)

@@ -4,7 +4,10 @@
  * of the first n lanes for ragged tails, a fixed-order horizontal sum and max, and exp (the same
  * range reduction and polynomial on both), so the softmax, cross-entropy and LayerNorm loops are
  * written once for both instruction sets. Without either: a scalar exp made of arithmetic only,
- * which the compiler can vectorise (SSE, NEON), and fixed-order lane sums. */
+ * which the compiler can vectorise (SSE, NEON), and fixed-order lane sums.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
 #ifndef VEC_MATH_H
 #define VEC_MATH_H
 

@@ -414,6 +414,20 @@ static void check_classes(Checker *c, const double *final) {
     H5Tclose(type);
 }
 
+/* /tokenizer of a tokens run with data.tokenizer: the model's bytes and one piece, score and type
+ * per token id, no more pieces than the vocabulary. */
+static void check_tokenizer(Checker *c) {
+    hsize_t d[8], n[3];
+    if (shape_of(c, "/tokenizer/model", d) != 1 || d[0] == 0) problem(c, "/tokenizer/model is missing or empty");
+    int ok = shape_of(c, "/tokenizer/pieces", n) == 1 && shape_of(c, "/tokenizer/scores", n + 1) == 1 &&
+             shape_of(c, "/tokenizer/type", n + 2) == 1;
+    if (!ok || n[0] != n[1] || n[0] != n[2])
+        problem(c, "/tokenizer/pieces, scores and type must be 1-D and of one length");
+    else if (n[0] > (hsize_t)c->cfg.vocab_size)
+        problem(c, "/tokenizer has %llu pieces, more than model.vocab_size = %d", (unsigned long long)n[0],
+                c->cfg.vocab_size);
+}
+
 /* /probe/tokens (P, T_p): sets c->P and c->T; 0 if the maps cannot be checked. */
 static int check_probes(Checker *c) {
     hsize_t d[8];
@@ -429,8 +443,11 @@ static int check_probes(Checker *c) {
         problem(c, "/probe/tokens has length %d; the config implies %d%s", c->T, want_T,
                 c->cfg.task == TASK_TEXT ? " or less (the shortest probe text)" : "");
     hsize_t p = (hsize_t)c->P;
-    if (c->cfg.task == TASK_TEXT) expect_shape(c, "/probe/labels", 1, &p);
-    else if (exists(c, "/probe/labels")) problem(c, "/probe/labels exists, but only text tasks have probe texts");
+    if (c->cfg.task == TASK_TEXT || c->cfg.tokenizer[0]) expect_shape(c, "/probe/labels", 1, &p);
+    else if (exists(c, "/probe/labels"))
+        problem(c, "/probe/labels exists, but only the text task and tokens runs with a tokenizer have probe texts");
+    if (c->cfg.tokenizer[0]) check_tokenizer(c);
+    else if (exists(c, "/tokenizer")) problem(c, "/tokenizer exists, but data.tokenizer is empty");
     return c->T >= 1 && c->T <= c->cfg.seq_len;
 }
 

@@ -116,10 +116,14 @@ static const ConfigKey KEYS[] = {
             "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
     STRING_KEY("data", "path", data_path, "",
             "text task: the text file (empty = /usr/share/common-licenses/GPL-3); tokens task: the uint16 token file"),
+    STRING_KEY("data", "val_path", val_path, "",
+            "file tasks: a separate held-out file (nanoGPT's val.bin); empty = the tail of data.path"),
+    STRING_KEY("data", "tokenizer", tokenizer, "",
+            "tokens task: the SentencePiece model that made the file (scripts/tokenize); stored in the run"),
     ENUM_KEY("data", "order", order, ORDER_RANDOM, ORDER_NAMES,
             "file tasks: random windows or sequential windows"),
     FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL,
-            "file tasks: the held-out tail of the file, as a fraction"),
+            "file tasks without val_path: the held-out tail of the file, as a fraction"),
     INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL,
             "induction, two_source: shortest segment drawn per sequence"),
     INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL,
@@ -812,6 +816,26 @@ static const char *unreadable(const char *path) {
     return c == EOF ? "the file is empty" : NULL;
 }
 
+/* data.val_path and data.tokenizer: only for the tasks that read them, and readable. */
+static int validate_data_extras(const Config *cfg, ConfigError *err) {
+    int val_path = key_id("data", "val_path"), tokenizer = key_id("data", "tokenizer");
+    const char *why;
+    if (cfg->val_path[0] && cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS)
+        return key_fail(cfg, err, val_path, "data.val_path is a held-out file for the text and tokens tasks, "
+                        "not for data.task %s; remove it", config_task_name(cfg->task));
+    if (cfg->val_path[0] && (why = unreadable(cfg->val_path)))
+        return key_fail(cfg, err, val_path, "data.val_path '%s' cannot be read: %s; point it at the held-out "
+                        "file (nanoGPT's val.bin) or remove it to hold out the tail of data.path",
+                        cfg->val_path, why);
+    if (cfg->tokenizer[0] && cfg->task != TASK_TOKENS)
+        return key_fail(cfg, err, tokenizer, "data.tokenizer names the SentencePiece model of a tokens file; "
+                        "data.task %s does not use one, remove it", config_task_name(cfg->task));
+    if (cfg->tokenizer[0] && (why = unreadable(cfg->tokenizer)))
+        return key_fail(cfg, err, tokenizer, "data.tokenizer '%s' cannot be read: %s; point it at the "
+                        "tokenizer.model scripts/tokenize wrote beside train.bin", cfg->tokenizer, why);
+    return CONFIG_OK;
+}
+
 int config_validate(Config *cfg, ConfigError *err) {
     int vocab = key_id("model", "vocab_size"), d_model = key_id("model", "d_model");
     int n_head = key_id("model", "n_head"), seq_len = key_id("model", "seq_len");
@@ -851,6 +875,7 @@ int config_validate(Config *cfg, ConfigError *err) {
     if ((cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) && (why = unreadable(cfg->data_path)))
         return key_fail(cfg, err, cfg->marks[path].line ? path : task,
                         "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path, why);
+    if (validate_data_extras(cfg, err) != CONFIG_OK) return CONFIG_ERROR;
     if (cfg->init_from[0] && (why = unreadable(cfg->init_from)))
         return key_fail(cfg, err, init_from, "train.init_from '%s' cannot be read: %s; point it at a saved run",
                         cfg->init_from, why);

@@ -48,6 +48,8 @@ typedef struct {
     /* data: */
     TaskKind task;
     char data_path[CONFIG_PATH_MAX];
+    char val_path[CONFIG_PATH_MAX];  /* file tasks: a separate held-out file ("" = the tail of data_path) */
+    char tokenizer[CONFIG_PATH_MAX]; /* tokens task: the SentencePiece model that made data_path ("" = none) */
     DataOrder order;
     double eval_fraction;
     int min_period, max_period; /* induction: segment length drawn per sequence */

@@ -29,8 +29,16 @@ static const DocRow ROWS[] = {
                     DIMS("evaluation"), NULL, "/eval/step"}},
     {"/probe/tokens", {"the probe sequences the attention maps and pattern scores are measured on",
                        "token id", DIMS("probe", "position"), NULL, NULL}},
-    {"/probe/labels", {"text tasks: each probe's text (bytes as characters)", "none", DIMS("probe"), NULL,
-                       NULL}},
+    {"/probe/labels", {"text task: each probe's text (bytes as characters); tokens task with a tokenizer: "
+                       "each probe decoded to text", "none", DIMS("probe"), NULL, NULL}},
+    {"/tokenizer/model", {"tokens task with data.tokenizer: the SentencePiece .model file the tokens were made "
+                          "with, byte for byte", "none", DIMS("byte"), NULL, NULL}},
+    {"/tokenizer/pieces", {"the tokenizer's piece of each token id (U+2581 marks a word start; <0xNN> a byte)",
+                           "none", DIMS("token"), NULL, NULL}},
+    {"/tokenizer/scores", {"the tokenizer's BPE score of each piece (higher merges first)", "1", DIMS("token"),
+                           NULL, NULL}},
+    {"/tokenizer/type", {"SentencePiece type of each piece: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte",
+                         "none", DIMS("token"), NULL, NULL}},
     {"/attn/step", {"number of updates done when each attention snapshot was taken", "steps",
                     DIMS("snapshot"), "snapshot step", NULL}},
     {"/attn/maps", {"attention weights P[query, key] of every head on every probe (softmax over keys, causal)",

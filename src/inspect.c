@@ -9,6 +9,7 @@
 #include "config.h"
 #include "model.h"
 #include "results.h"
+#include "tokenizer.h"
 #include "util.h"
 
 /* The run's Config from its config_yaml attribute, made to load the stored params only. */
@@ -17,29 +18,75 @@ int inspect_config_from_results(Config *cfg, const char *path, ConfigError *err)
     if (rc == CONFIG_OK) {
         cfg->init_from[0] = '\0'; /* the stored params are what we load */
         cfg->data_path[0] = cfg->task == TASK_TEXT ? cfg->data_path[0] : '\0';
+        cfg->val_path[0] = cfg->tokenizer[0] = '\0'; /* the tokenizer comes from /tokenizer/model */
         snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path);
     }
     return rc;
 }
 
-static void print_token(int token, int is_bytes) {
-    if (is_bytes && token >= 32 && token < 127) printf("'%c'", token);
-    else if (is_bytes && token == '\n') printf("'\\n'");
-    else printf("%d", token);
+/* How the run's tokens read: bytes (text task), SentencePiece pieces (tokens task with a stored
+ * tokenizer), or bare ids. */
+typedef struct {
+    int is_bytes;
+    Tokenizer tok;
+    int has_tok;
+} Vocab;
+
+/* The tokenizer a run stored in /tokenizer/model, if any. */
+static int read_run_tokenizer(const char *path, Vocab *v, ConfigError *err) {
+    ResultsReader rd;
+    if (results_reader_open(&rd, path, err) != CONFIG_OK) return CONFIG_ERROR;
+    int rc = CONFIG_OK;
+    if (results_reader_count(&rd, "/tokenizer/model") > 0) {
+        unsigned char *bytes = NULL;
+        int64_t n = 0;
+        char what[CONFIG_PATH_MAX + 32];
+        snprintf(what, sizeof what, "%s:/tokenizer/model", path);
+        rc = results_reader_bytes(&rd, "/tokenizer/model", &bytes, &n, err);
+        if (rc == CONFIG_OK) rc = tokenizer_from_bytes(&v->tok, bytes, (size_t)n, what, err);
+        v->has_tok = rc == CONFIG_OK;
+        free(bytes);
+    }
+    results_reader_close(&rd);
+    return rc;
+}
+
+/* A token as a label, at most size bytes: 'c' for bytes, the piece, or the id. */
+static void token_label(const Vocab *v, int token, char *out, size_t size) {
+    if (v->is_bytes && token >= 32 && token < 127) snprintf(out, size, "'%c'", token);
+    else if (v->is_bytes && token == '\n') snprintf(out, size, "'\\n'");
+    else if (v->has_tok) tokenizer_label(&v->tok, token, out, size);
+    else snprintf(out, size, "%d", token);
+}
+
+/* A label cut to at most `cols` characters, then padded with spaces to exactly `cols`. */
+static void print_cell(const Vocab *v, int token, int cols) {
+    char label[64];
+    token_label(v, token, label, sizeof label);
+    int w = 0;
+    for (const char *s = label; *s && (w < cols || ((unsigned char)*s & 0xC0) == 0x80); s++) {
+        w += ((unsigned char)*s & 0xC0) != 0x80;
+        putchar(*s);
+    }
+    printf("%*s", cols - w, "");
 }
 
 static const char *const inspect_usage =
     "usage: harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
+    "                              [--logits]\n"
     "Runs the model stored in RUN.h5 on one input and prints each block's runtime shapes, the\n"
     "attention row of every query for every head, and the most likely next tokens.\n"
-    "  --prompt TEXT   the input as text (byte-level models, data.task text)\n"
+    "  --prompt TEXT   the input as text: bytes (data.task text), or encoded with the SentencePiece\n"
+    "                  model a tokens run stored (data.tokenizer)\n"
     "  --tokens IDS    the input as comma-separated token ids\n"
     "  --layer L       only layer L (0-based)        --head H   only head H (0-based)\n"
-    "  --top K         the K most likely next tokens with their probabilities (default 1)\n";
+    "  --top K         the K most likely next tokens with their probabilities (default 1)\n"
+    "  --logits        also every logit after the last input token, one 'id logit' per line\n";
 
 typedef struct {
     const char *path, *prompt, *token_list;
     int layer, head, top; /* -1 = every layer / head */
+    int logits;           /* print every logit of the last position */
 } InspectArgs;
 
 /* A non-negative integer option value; -1 if it is not one. */
@@ -52,7 +99,7 @@ static int option_int(const char *text) {
 
 /* 0: parsed; 1: --help printed; 2: a usage error printed. */
 static int parse_args(int argc, char **argv, InspectArgs *a) {
-    *a = (InspectArgs){NULL, NULL, NULL, -1, -1, 1};
+    *a = (InspectArgs){NULL, NULL, NULL, -1, -1, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int *number = !strcmp(opt, "--layer") ? &a->layer : !strcmp(opt, "--head") ? &a->head
@@ -60,7 +107,8 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
             fputs(inspect_usage, stdout);
             return 1;
-        } else if (!strcmp(opt, "--prompt") && value) a->prompt = argv[++i];
+        } else if (!strcmp(opt, "--logits")) a->logits = 1;
+        else if (!strcmp(opt, "--prompt") && value) a->prompt = argv[++i];
         else if (!strcmp(opt, "--tokens") && value) a->token_list = argv[++i];
         else if (number && value && option_int(value) >= (number == &a->top)) *number = option_int(argv[++i]);
         else if (number && value) {
@@ -84,12 +132,16 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
 }
 
 /* The input as token ids (at most seq_len); the count, or -1 after printing the error. */
-static int read_input(const InspectArgs *a, const Config *cfg, int is_bytes, int *tokens) {
+static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc, int *tokens) {
     int T = 0;
-    if (a->prompt) {
-        if (!is_bytes) {
-            fprintf(stderr, "%s: this model was trained on the %s task, whose tokens are not bytes; use --tokens\n",
-                    a->path, config_task_name(cfg->task));
+    if (a->prompt && voc->has_tok) {
+        T = tokenizer_encode(&voc->tok, a->prompt, tokens, cfg->seq_len + 1);
+    } else if (a->prompt) {
+        if (!voc->is_bytes) {
+            fprintf(stderr, "%s: this model was trained on the %s task %s; use --tokens\n", a->path,
+                    config_task_name(cfg->task), cfg->task == TASK_TOKENS
+                        ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it cannot encode text"
+                        : "whose tokens are not bytes");
             return -1;
         }
         for (const char *c = a->prompt; *c && T <= cfg->seq_len; c++) tokens[T++] = (unsigned char)*c;
@@ -107,36 +159,45 @@ static int read_input(const InspectArgs *a, const Config *cfg, int is_bytes, int
         }
     }
     if (T < 1 || T > cfg->seq_len) {
-        fprintf(stderr, "%s: the input must hold 1 to seq_len = %d tokens, not %d\n", a->path, cfg->seq_len, T);
+        fprintf(stderr, "%s: the input must hold 1 to seq_len = %d tokens, not %d%s\n", a->path, cfg->seq_len, T,
+                T > cfg->seq_len ? " (or more)" : "");
         return -1;
     }
     return T;
 }
 
-static void print_label(int token, int is_bytes) {
-    print_token(token, is_bytes);
-    printf("%*s", is_bytes ? 1 : 3 - (token > 9) - (token > 99), "");
-}
-
-/* One head's attention rows: a row per query, a column per key it may see. */
-static void print_head(const float *map, const int *tokens, int T, int l, int h, int is_bytes) {
-    printf("layer %d head %d: attention of each query (row) to each key (column)\n      ", l, h);
+/* One head's attention rows: a row per query (its position and token), a column per key it may
+ * see; labels are cut to the 4-character columns. */
+static void print_head(const float *map, const int *tokens, int T, int l, int h, const Vocab *voc) {
+    printf("layer %d head %d: attention of each query (row) to each key (column)\n%14s", l, h, "");
     for (int j = 0; j < T; j++) {
         printf(" ");
-        print_label(tokens[j], is_bytes);
+        print_cell(voc, tokens[j], 4);
     }
     printf("\n");
     for (int i = 0; i < T; i++) {
-        printf("  ");
-        print_label(tokens[i], is_bytes);
+        printf("  %3d ", i);
+        print_cell(voc, tokens[i], 8);
         for (int j = 0; j <= i; j++) printf(" %.2f", map[(size_t)i * T + j]);
         printf("\n");
     }
     printf("\n");
 }
 
+/* The input tokens in full: label(id) each. */
+static void print_input(const Vocab *voc, const int *tokens, int T) {
+    char label[64];
+    printf("input (%d tokens):", T);
+    for (int t = 0; t < T; t++) {
+        token_label(voc, tokens[t], label, sizeof label);
+        printf(" %s(%d)", label, tokens[t]);
+    }
+    printf("\n");
+}
+
 /* The K most likely next tokens after the last input, with softmax probabilities. */
-static void print_top(const float *logits, int V, int K, int is_bytes) {
+static void print_top(const float *logits, int V, int K, const Vocab *voc) {
+    char label[64];
     double max = logits[0], sum = 0;
     for (int v = 1; v < V; v++) max = logits[v] > max ? logits[v] : max;
     for (int v = 0; v < V; v++) sum += exp(logits[v] - max);
@@ -147,9 +208,8 @@ static void print_top(const float *logits, int V, int K, int is_bytes) {
         for (int v = 0; v < V; v++)
             if (!taken[v] && (best < 0 || logits[v] > logits[best])) best = v;
         taken[best] = 1;
-        printf(" ");
-        print_token(best, is_bytes);
-        printf(" (%.3f)", exp(logits[best] - max) / sum);
+        token_label(voc, best, label, sizeof label);
+        printf(" %s (%.3f)", label, exp(logits[best] - max) / sum);
     }
     printf("\n");
     free(taken);
@@ -166,20 +226,27 @@ static int check_selection(const InspectArgs *a, const Config *cfg) {
     return 0;
 }
 
-static void print_report(const InspectArgs *a, const Config *cfg, Model *m, const int *tokens, int T, int is_bytes) {
+static void print_report(const InspectArgs *a, const Config *cfg, Model *m, const int *tokens, int T,
+                         const Vocab *voc) {
     int D = cfg->d_model, H = cfg->n_head, dh = cfg->d_head, E = H * dh, L = cfg->n_layer;
     int W = (H + 2 * m->shape.n_kv_head) * dh;
     printf("%s: %d tokens; each block computes (runtime shapes, batch 1):\n", a->path, T);
     printf("  Z [%d, %d] -> QKV [%d, %d] -> Q/K/V per head [%d, %d, %d] -> scores/weights [%d, %d, %d]\n"
            "  -> O [%d, %d, %d] -> O_cat [%d, %d] -> A [%d, %d]\n\n",
            T, D, T, W, H, T, dh, H, T, T, H, T, dh, T, E, T, D);
+    print_input(voc, tokens, T);
     float *maps = xcalloc((size_t)L * H * T * T, sizeof(float));
     analysis_collect_maps(maps, m);
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             if ((a->layer < 0 || a->layer == l) && (a->head < 0 || a->head == h))
-                print_head(maps + ((size_t)l * H + h) * T * T, tokens, T, l, h, is_bytes);
-    print_top(m->act.logits + (size_t)(T - 1) * cfg->vocab_size, cfg->vocab_size, a->top, is_bytes);
+                print_head(maps + ((size_t)l * H + h) * T * T, tokens, T, l, h, voc);
+    const float *logits = m->act.logits + (size_t)(T - 1) * cfg->vocab_size;
+    print_top(logits, cfg->vocab_size, a->top, voc);
+    if (a->logits) {
+        printf("logits after the last input (id logit):\n");
+        for (int v = 0; v < cfg->vocab_size; v++) printf("%d %.9g\n", v, logits[v]);
+    }
     free(maps);
 }
 
@@ -189,13 +256,15 @@ int inspect_main(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : 2;
     Config cfg;
     ConfigError err;
-    if (inspect_config_from_results(&cfg, a.path, &err) != CONFIG_OK) {
+    Vocab voc = {0};
+    if (inspect_config_from_results(&cfg, a.path, &err) != CONFIG_OK ||
+        read_run_tokenizer(a.path, &voc, &err) != CONFIG_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 2;
     }
-    int is_bytes = cfg.vocab_size >= 256 && cfg.task == TASK_TEXT;
+    voc.is_bytes = cfg.vocab_size >= 256 && cfg.task == TASK_TEXT;
     int *tokens = xcalloc((size_t)cfg.seq_len + 1, sizeof(int));
-    int T = check_selection(&a, &cfg) < 0 ? -1 : read_input(&a, &cfg, is_bytes, tokens);
+    int T = check_selection(&a, &cfg) < 0 ? -1 : read_input(&a, &cfg, &voc, tokens);
     Model m;
     if (T > 0) {
         model_init(&m, model_shape_from_config(&cfg), 1);
@@ -205,10 +274,11 @@ int inspect_main(int argc, char **argv) {
             T = -1;
         } else {
             model_forward(&m, tokens, NULL, NULL, 1, T);
-            print_report(&a, &cfg, &m, tokens, T, is_bytes);
+            print_report(&a, &cfg, &m, tokens, T, &voc);
         }
         model_free(&m);
     }
+    if (voc.has_tok) tokenizer_free(&voc.tok);
     free(tokens);
     return T > 0 ? 0 : 2;
 }

@@ -30,6 +30,7 @@ static const char *usage =
     "       harness --shapes CONFIG.yaml [--set ...]\n"
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
+    "                          [--logits]\n"
     "       harness check RUN.h5\n"
     "       harness --keys\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"

@@ -232,16 +232,13 @@ static void shortformer_qkv(Model *m, int l, const float *z, float *qkv, int B, 
     Activations *a = &m->act;
     const float *h_in = a->residual + (size_t)l * BT * D;
     float *h_pos = a->h_pos + (size_t)l * BT * D;
-    for (int n = 0; n < BT; n++)
-        for (int i = 0; i < D; i++)
-            h_pos[(size_t)n * D + i] = h_in[(size_t)n * D + i] + p->pos_emb[(size_t)(n % T) * D + i];
+    position_add_forward(h_pos, h_in, p->pos_emb, B, T, D);
     float *z_qk = a->ln_qk_out + (size_t)l * BT * D;
     layernorm_forward(z_qk, a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, h_pos,
                       p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
     linear_forward(qkv, z_qk, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
     linear_forward(a->qkv_v, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
-    for (int n = 0; n < BT; n++)
-        memcpy(qkv + (size_t)n * W + VOFF, a->qkv_v + (size_t)n * W + VOFF, sizeof(float) * (W - VOFF));
+    column_merge_forward(qkv, qkv, a->qkv_v, BT, W, VOFF);
 }
 
 /* Differentiates shortformer_qkv: the Q|K gradient flows through LN(h + W_pos) into h and W_pos,
@@ -256,22 +253,16 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     Activations *a = &m->act;
     const float *w = p->w_qkv + (size_t)l * D * W;
     float *dw = g->w_qkv + (size_t)l * D * W, *db = g->b_qkv + (size_t)l * W;
-    for (int n = 0; n < BT; n++) /* the V part, through z */
-        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? 0.0f : d_qkv[(size_t)n * W + i];
+    column_merge_backward(NULL, a->d_qkv_part, d_qkv, BT, W, VOFF); /* the V part, through z */
     linear_backward(a->d_ln_out, d_z_write, dw, db, a->d_qkv_part, z, w, BT, D, W);
-    for (int n = 0; n < BT; n++) /* the Q|K part, through LN(h + W_pos) */
-        for (int i = 0; i < W; i++) a->d_qkv_part[(size_t)n * W + i] = i < VOFF ? d_qkv[(size_t)n * W + i] : 0.0f;
+    column_merge_backward(a->d_qkv_part, NULL, d_qkv, BT, W, VOFF); /* Q|K, through LN(h + W_pos) */
     linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w,
                     BT, D, W);
     memset(a->d_h_pos, 0, sizeof(float) * BT * D);
     layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
                        a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
                        a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, BT, D);
-    for (int n = 0; n < BT; n++) /* h + W_pos[t]: both get the gradient; rows of W_pos in order */
-        for (int i = 0; i < D; i++) {
-            a->d_residual[(size_t)n * D + i] += a->d_h_pos[(size_t)n * D + i];
-            g->pos_emb[(size_t)(n % T) * D + i] += a->d_h_pos[(size_t)n * D + i];
-        }
+    position_add_backward(a->d_residual, g->pos_emb, a->d_h_pos, B, T, D);
 }
 
 float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
@@ -351,14 +342,7 @@ static float forward_rest(Model *m, int first_layer, int heads_only) {
         return m->loss;
     }
     crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
-    double n_marked = 0.0, total = 0.0;
-    for (int n = 0; n < BT; n++) n_marked += mask ? mask[n] : 1.0f;
-    CHECK(n_marked > 0.0);
-    for (int n = 0; n < BT; n++) {
-        a->loss_weight[n] = (float)((mask ? mask[n] : 1.0f) / n_marked);
-        total += (double)a->loss_weight[n] * a->losses[n];
-    }
-    m->loss = (float)total;
+    m->loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
     return m->loss;
 }
 
@@ -373,7 +357,7 @@ void model_zero_grad(Model *m) {
 
 /* d loss / d gate[h] = Σ over positions of d_mixed · (o − a) in head h's columns (o the head's
  * output, a its ablation value or 0), from mixed = g·o + (1 − g)·a. */
-static void head_gate_backward(float *d_gate, const float *d_att_out, const float *att_out,
+static void head_gate_grad_ablated(float *d_gate, const float *d_att_out, const float *att_out,
                                const float *ablation, int BT, int H, int d_head) {
 #pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
     for (int h = 0; h < H; h++) {
@@ -429,7 +413,7 @@ void model_backward(Model *m) {
         linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, wo_in, p->w_o + (size_t)l * E * D, BT, E, D);
         if (m->want_head_gate_grad)
-            head_gate_backward(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, ablation_l,
+            head_gate_grad_ablated(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, ablation_l,
                                BT, H, dh);
         if (!all_one) scale_by_head_gates(a->d_att_out, gate_l, BT, H, dh);
         const float *d_o = a->d_att_out; /* gradient at O_cat */

@@ -378,6 +378,12 @@ int results_write_array(Results *r, const char *path, const void *data, int is_i
                          is_int ? H5T_STD_I32LE : H5T_IEEE_F32LE, data, ndim, d, H5P_DEFAULT, err);
 }
 
+int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
+                        ConfigError *err) {
+    hsize_t d[1] = {(hsize_t)n};
+    return write_dataset(r, path, H5T_NATIVE_UCHAR, H5T_STD_U8LE, data, 1, d, H5P_DEFAULT, err);
+}
+
 int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
                           const uint64_t *dims, ConfigError *err) {
     hsize_t d[8];
@@ -577,6 +583,16 @@ int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int
 int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
                           ConfigError *err) {
     return reader_read(rd, name, H5T_NATIVE_FLOAT, out, count, err);
+}
+
+int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
+                         ConfigError *err) {
+    *n = results_reader_count(rd, name);
+    *out = xcalloc(*n > 0 ? (size_t)*n : 1, 1);
+    if (*n >= 0 && reader_read(rd, name, H5T_NATIVE_UCHAR, *out, *n, err) == CONFIG_OK) return CONFIG_OK;
+    free(*out);
+    *out = NULL;
+    return *n < 0 ? fail(err, "%s:1:1: no dataset %s", rd->path, name) : CONFIG_ERROR;
 }
 
 int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,

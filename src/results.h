@@ -45,6 +45,9 @@ int results_write_ints(Results *r, const char *path, const int64_t *x, int n, Co
 /* An n-dimensional float32 or int32 dataset (parents created as needed). */
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
                         const uint64_t *dims, ConfigError *err);
+/* A 1-D uint8 dataset (a file stored verbatim, e.g. /tokenizer/model). */
+int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
+                        ConfigError *err);
 /* A dataset of strings with the given dims (row-major array of char pointers). */
 int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
                           const uint64_t *dims, ConfigError *err);
@@ -82,6 +85,9 @@ int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int
                           ConfigError *err);
 int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
                           ConfigError *err);
+/* A whole 1-D uint8 dataset, malloc'd into *out (*n bytes). */
+int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
+                         ConfigError *err);
 int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,
                             ConfigError *err);
 /* A string attribute of the root group, malloc'd; NULL if absent. */

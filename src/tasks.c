@@ -23,55 +23,92 @@ static int fail_at(ConfigError *err, const Config *cfg, const char *key, const c
     return CONFIG_ERROR;
 }
 
-/* Read text (one byte = one token) or tokens (uint16 little-endian) and split train/held-out. */
-static int load_file(Task *task, const Config *cfg, ConfigError *err) {
-    const char *path = cfg->data_path;
+/* Read one file of text (one byte = one token) or tokens (uint16 little-endian) into *out
+ * (*n ids); `key` is the config key that named it, for messages. */
+static int read_ids(const Config *cfg, const char *key, const char *path, uint16_t **out, int64_t *n,
+                    ConfigError *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail_at(err, cfg, "data.path", "cannot open '%s': %s", path, strerror(errno));
+    if (!f) return fail_at(err, cfg, key, "cannot open '%s': %s", path, strerror(errno));
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     rewind(f);
     if (size < 0) {
         fclose(f);
-        return fail_at(err, cfg, "data.path", "cannot read '%s' (not a regular file?)", path);
+        return fail_at(err, cfg, key, "cannot read '%s' (not a regular file?)", path);
     }
     int is_tokens = cfg->task == TASK_TOKENS;
     if (is_tokens && size % 2 != 0) {
         fclose(f);
-        return fail_at(err, cfg, "data.path",
-                       "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
+        return fail_at(err, cfg, key, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
                        path, size);
     }
-    int64_t n = is_tokens ? size / 2 : size;
+    *n = is_tokens ? size / 2 : size;
     unsigned char *raw = xcalloc((size_t)size + 1, 1);
     size_t got = fread(raw, 1, (size_t)size, f);
     int read_error = ferror(f);
     fclose(f);
     if (read_error || got != (size_t)size) {
         free(raw);
-        return fail_at(err, cfg, "data.path", "error reading '%s' (%zu of %ld bytes read)", path,
-                       got, size);
+        return fail_at(err, cfg, key, "error reading '%s' (%zu of %ld bytes read)", path, got, size);
     }
-    task->file_tokens = xcalloc((size_t)n + 1, sizeof(uint16_t));
-    for (int64_t i = 0; i < n; i++)
-        task->file_tokens[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
+    *out = xcalloc((size_t)*n + 1, sizeof(uint16_t));
+    for (int64_t i = 0; i < *n; i++) (*out)[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
     free(raw);
-    for (int64_t i = 0; i < n; i++) {
-        if (task->file_tokens[i] >= cfg->vocab_size) {
-            return fail_at(err, cfg, "data.path",
-                           "'%s' holds token id %d at index %lld; ids must be below "
-                           "model.vocab_size = %d",
-                           path, task->file_tokens[i], (long long)i, cfg->vocab_size);
-        }
+    for (int64_t i = 0; i < *n; i++)
+        if ((*out)[i] >= cfg->vocab_size)
+            return fail_at(err, cfg, key, "'%s' holds token id %d at index %lld; ids must be below "
+                           "model.vocab_size = %d", path, (*out)[i], (long long)i, cfg->vocab_size);
+    return CONFIG_OK;
+}
+
+/* The training stream and the held-out stream, one after the other in task->file_tokens: from
+ * data.path and data.val_path, or (no val_path) the head and the tail of data.path. */
+static int load_file(Task *task, const Config *cfg, ConfigError *err) {
+    uint16_t *train = NULL, *val = NULL;
+    int64_t n_train = 0, n_val = 0, need = cfg->seq_len + 1;
+    int rc = read_ids(cfg, "data.path", cfg->data_path, &train, &n_train, err);
+    if (rc == CONFIG_OK && cfg->val_path[0]) rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
+    if (rc == CONFIG_OK && !cfg->val_path[0]) {
+        n_val = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
+        n_train -= n_val;
     }
-    task->n_tokens = n;
-    task->n_train = (int64_t)((double)n * (1.0 - cfg->eval_fraction));
-    int64_t need = cfg->seq_len + 1;
-    if (task->n_train < need || n - task->n_train < need) {
+    task->file_tokens = train;
+    if (val) {
+        task->file_tokens = xcalloc((size_t)(n_train + n_val) + 1, sizeof(uint16_t));
+        memcpy(task->file_tokens, train, sizeof(uint16_t) * (size_t)n_train);
+        memcpy(task->file_tokens + n_train, val, sizeof(uint16_t) * (size_t)n_val);
+        free(train);
+    }
+    free(val);
+    if (rc != CONFIG_OK) return rc;
+    task->n_tokens = n_train + n_val;
+    task->n_train = n_train;
+    if (cfg->val_path[0] && (n_train < need || n_val < need))
+        return fail_at(err, cfg, n_train < need ? "data.path" : "data.val_path",
+                       "'%s' is too short: %lld tokens, but it needs at least seq_len + 1 = %lld",
+                       n_train < need ? cfg->data_path : cfg->val_path,
+                       (long long)(n_train < need ? n_train : n_val), (long long)need);
+    if (n_train < need || n_val < need)
         return fail_at(err, cfg, "data.path",
                        "'%s' is too short: %lld tokens, but both the training and the held-out part "
                        "(data.eval_fraction) need at least seq_len + 1 = %lld",
-                       path, (long long)n, (long long)need);
+                       cfg->data_path, (long long)task->n_tokens, (long long)need);
+    return CONFIG_OK;
+}
+
+/* data.tokenizer: parsed now, so a bad model is refused before training, and kept for the
+ * results file (the run stores it) and the probe labels. */
+static int load_tokenizer(Task *task, const Config *cfg, ConfigError *err) {
+    task->tokenizer = xcalloc(1, sizeof(Tokenizer));
+    ConfigError why;
+    if (tokenizer_load(task->tokenizer, cfg->tokenizer, &why) != CONFIG_OK) {
+        free(task->tokenizer);
+        task->tokenizer = NULL;
+        return fail_at(err, cfg, "data.tokenizer", "%s", why.message);
     }
+    if (task->tokenizer->n_pieces > cfg->vocab_size)
+        return fail_at(err, cfg, "data.tokenizer", "'%s' has %d pieces, more than model.vocab_size = %d; "
+                       "set model.vocab_size to at least %d", cfg->tokenizer, task->tokenizer->n_pieces,
+                       cfg->vocab_size, task->tokenizer->n_pieces);
     return CONFIG_OK;
 }
 
@@ -79,7 +116,8 @@ int task_open(Task *task, const Config *cfg, ConfigError *err) {
     memset(task, 0, sizeof *task);
     task->cfg = cfg;
     if (cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) {
-        int rc = load_file(task, cfg, err);
+        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err) : CONFIG_OK; /* it explains a vocab mismatch best */
+        if (rc == CONFIG_OK) rc = load_file(task, cfg, err);
         if (rc != CONFIG_OK) task_close(task);
         return rc;
     }
@@ -97,6 +135,9 @@ int task_open(Task *task, const Config *cfg, ConfigError *err) {
 void task_close(Task *task) {
     free(task->file_tokens);
     task->file_tokens = NULL;
+    if (task->tokenizer) tokenizer_free(task->tokenizer);
+    free(task->tokenizer);
+    task->tokenizer = NULL;
 }
 
 void batch_alloc(Batch *b, int B, int T) {
@@ -247,7 +288,7 @@ void task_probes(const Task *task, Probes *out) {
         batch_free(&one);
         return;
     }
-    if (cfg->task == TASK_TEXT) out->labels = xcalloc((size_t)P, sizeof(char *));
+    if (cfg->task == TASK_TEXT || task->tokenizer) out->labels = xcalloc((size_t)P, sizeof(char *));
     int64_t n_heldout = task->n_tokens - task->n_train;
     for (int p = 0; p < P; p++) {
         int *row = out->tokens + (size_t)p * T;
@@ -257,7 +298,9 @@ void task_probes(const Task *task, Probes *out) {
             int64_t start = task->n_train + (int64_t)rng_below(&rng, (uint64_t)(n_heldout - T));
             for (int t = 0; t < T; t++) row[t] = task->file_tokens[start + t];
         }
-        if (out->labels) {
+        if (task->tokenizer) {
+            out->labels[p] = tokenizer_decode(task->tokenizer, row, T);
+        } else if (out->labels) {
             out->labels[p] = xcalloc((size_t)T + 1, 1);
             for (int t = 0; t < T; t++) out->labels[p][t] = (char)row[t];
         }

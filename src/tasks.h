@@ -4,15 +4,18 @@
  *               the loss is taken where the next token is a repeat (t >= p).
  *   two_source  BOS, then groups (a, b, =, pair(a,b)): the target at "=" needs both earlier tokens.
  *   text        byte-level language modelling over a file (vocab 256).
- *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention).
+ *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention), optionally
+ *               with the SentencePiece model that made it (data.tokenizer, see tokenizer.h).
  * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
- * without saving generator state. File tasks split the file: the first (1 - eval_fraction) of the
- * tokens is the training stream, the rest the held-out stream; the two never overlap. */
+ * without saving generator state. File tasks train on data.path and hold out data.val_path; without
+ * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
+ * stream, the rest the held-out stream; the two never overlap. */
 #ifndef TASKS_H
 #define TASKS_H
 
 #include <stdint.h>
 #include "config.h"
+#include "tokenizer.h"
 
 typedef struct {
     int B, T;
@@ -26,6 +29,7 @@ typedef struct {
     uint16_t *file_tokens; /* text/tokens: the whole file as ids */
     int64_t n_tokens, n_train;
     int pair_symbols;      /* two_source: symbols per slot */
+    Tokenizer *tokenizer;  /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
 } Task;
 
 int task_open(Task *task, const Config *cfg, ConfigError *err);
@@ -38,7 +42,8 @@ void task_train_batch(const Task *task, Batch *out, int64_t step);
 void task_eval_batch(const Task *task, Batch *out, int index);
 
 /* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
- * and for text tasks their text (labels[p], NUL-terminated; NULL otherwise). */
+ * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
+ * NUL-terminated; NULL otherwise). */
 typedef struct {
     int P, T;
     int *tokens;

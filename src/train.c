@@ -122,6 +122,18 @@ static const char *first_nonfinite_grad(const Model *m) {
     return NULL;
 }
 
+/* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
+ * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
+static int write_tokenizer(Results *res, const Tokenizer *tok, ConfigError *err) {
+    uint64_t n = (uint64_t)tok->n_pieces;
+    int rc = results_write_bytes(res, "/tokenizer/model", tok->model_bytes, tok->model_len, err);
+    if (rc == CONFIG_OK)
+        rc = results_write_strings(res, "/tokenizer/pieces", (const char *const *)tok->pieces, 1, &n, err);
+    if (rc == CONFIG_OK) rc = results_write_array(res, "/tokenizer/scores", tok->scores, 0, 1, &n, err);
+    if (rc == CONFIG_OK) rc = results_write_array(res, "/tokenizer/type", tok->types, 1, 1, &n, err);
+    return rc;
+}
+
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
  * moments and the step) so the run can be resumed from this file. */
 static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
@@ -136,6 +148,7 @@ static int write_state(Results *res, const Model *m, const RunState *st, int wit
     if (rc == CONFIG_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
     if (rc == CONFIG_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
     if (rc == CONFIG_OK) rc = analysis_write(&st->analysis, m, res, err);
+    if (rc == CONFIG_OK && st->analysis.task->tokenizer) rc = write_tokenizer(res, st->analysis.task->tokenizer, err);
     if (rc == CONFIG_OK && with_checkpoint) {
         rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
         if (rc == CONFIG_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);

@@ -1,6 +1,8 @@
-/* util.h: the always-on check macro and checked allocation shared by the harness and kernels.
+/* util.h: the program's checked allocation (xcalloc, xrealloc), and CHECK, CHECK_ALLOC from
+ * kernels/check.h.
  * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
- * prints file and line and aborts. User errors are returned as codes to main (see config.h). */
+ * prints file and line and aborts. User errors are returned as codes to main (see config.h).
+ * Must not know: any module of the program (every src/ file may include it). */
 #ifndef UTIL_H
 #define UTIL_H
 
@@ -8,24 +10,7 @@
 #include <stdlib.h>
 #include <stddef.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: internal error: CHECK(%s) failed\n", __FILE__,  \
-                    __LINE__, #cond);                                                \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
-
-/* An allocation that failed is the machine's limit, not a programming error: a message and exit
- * status 2, like xcalloc (kernels use it on their scratch buffers). */
-#define CHECK_ALLOC(ok)                                                                   \
-    do {                                                                                  \
-        if (!(ok)) {                                                                      \
-            fprintf(stderr, "out of memory (scratch buffer at %s:%d)\n", __FILE__, __LINE__); \
-            exit(2);                                                                      \
-        }                                                                                 \
-    } while (0)
+#include "../kernels/check.h" /* CHECK and CHECK_ALLOC: one definition each, the kernels' */
 
 static inline void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);

@@ -1,7 +1,8 @@
 """checks.py: the pass/fail bookkeeping of the Python test suites.
 
 check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test function and
-counts an exception as a failure; finish() prints the closing "N passed, M failed" line that
+counts an exception as a failure; temp_suite() is the frame of a suite working in a temporary
+directory; finish() prints the closing "N passed, M failed" line that
 tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
 results for the sweep suites.
 """
@@ -52,6 +53,27 @@ def statuses(outdir):
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def temp_suite(argv, prefix, body):
+    """The frame of a suite that drives the harness in a temporary directory: body(harness, tmp)
+    with harness from `--harness PATH` (default ./harness at the repository root) and a fresh
+    directory, removed afterwards unless `--keep`; an exception is one failure. Returns the
+    exit status (finish())."""
+    import shutil
+    import tempfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    harness = os.path.abspath(argv[argv.index("--harness") + 1]) if "--harness" in argv \
+        else os.path.join(root, "harness")
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        run_check(prefix.strip("-"), lambda: body(harness, tmp))
+    finally:
+        if "--keep" in argv:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
 
 
 def finish():

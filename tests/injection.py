@@ -97,6 +97,12 @@ def differences(path, reference):
     return differ
 
 
+def harness_check(harness, path):
+    """`harness check PATH` (the project's results checker): (passes, its output)."""
+    p = subprocess.run([harness, "check", path], capture_output=True, text=True, timeout=120)
+    return p.returncode == 0, (p.stdout + p.stderr).strip()
+
+
 def status(path):
     return results.read_status(path)
 

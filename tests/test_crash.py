@@ -15,7 +15,8 @@ final flush may say "complete" over torn data) claims status "complete", and out
 is there, is complete and the run's own; a run killed after its rename leaves a stale lock and
 checkpoint, which do not block: --resume says there is nothing to resume. After the resume: output.path is complete and bitwise the
 uninterrupted run in every dataset but the timing column (/train/loss, /params, /attn/maps, ...),
-and no temporary file is left. The closing lines say how many points were tried.
+`harness check` passes it, and no temporary file is left. The closing lines say how many points
+were tried.
 """
 import os
 import random
@@ -38,7 +39,7 @@ def clean(work):
             os.unlink(os.path.join(work, f))
 
 
-def after_kill(work, ref):
+def after_kill(harness, work, ref):
     """What a killed run left: [] when it is fine, else the problems."""
     path = os.path.join(work, "run.h5")
     # Temporaries (run.h5.tmp.XXXXXX, run.h5.ckpt.tmp.XXXXXX) are not results: one killed
@@ -51,6 +52,9 @@ def after_kill(work, ref):
             problems.append(f"run.h5 has status {inj.status(path)!r}")
         elif inj.differences(path, ref):
             problems.append(f"run.h5 is complete but differs in {inj.differences(path, ref)[:3]}")
+        elif not inj.harness_check(harness, path)[0]:
+            problems.append(f"run.h5 is complete but fails harness check: "
+                            f"{inj.harness_check(harness, path)[1][-300:]}")
     return problems
 
 
@@ -74,10 +78,13 @@ def finish_run(harness, work, ref):
         if p.returncode != 0:
             return how, [f"{how}: exit {p.returncode}: {inj.last_line(p.stderr)}"]
     problems = []
+    passes, said = inj.harness_check(harness, path)
     if inj.status(path) != "complete":
         problems.append(f"status {inj.status(path)!r} after the resume")
     elif inj.differences(path, ref):
         problems.append(f"differs from the uninterrupted run in {inj.differences(path, ref)[:4]}")
+    elif not passes:
+        problems.append(f"harness check: {said[-300:]}")
     left = inj.stray_files(work, {"tiny.yaml", "run.h5"})
     if left:
         problems.append(f"left {left}")
@@ -135,7 +142,7 @@ def main():
             killed = killed_at_time(harness, shim, work, n) if kind == "time" else \
                 killed_at_call(harness, shim, work, kind, n)
             not_killed += not killed
-            problems = after_kill(work, ref)
+            problems = after_kill(harness, work, ref)
             how, more = finish_run(harness, work, ref)
             ended[how] += 1
             if problems or more:

@@ -206,12 +206,12 @@ def test_sweep_head():
 def test_interrupted_before_handlers():
     d = os.path.join(TMP, "intr")
     os.makedirs(d)
-    # A harness that is killed by SIGINT before it has installed its handlers: --shapes goes to
-    # the real one (the sweep's checks), a run is a process that dies of the signal.
+    # A harness that is killed by SIGINT before it has installed its handlers: --shapes and
+    # --keys go to the real one (the sweep's checks), a run is a process that dies of the signal.
     fake = os.path.join(d, "harness")
     with open(fake, "w") as f:
-        f.write(f'#!/bin/sh\ncase " $* " in *" --shapes "*) exec {HARNESS} "$@";; esac\n'
-                'echo "step 0/20"\nexec sleep 60\n')
+        f.write(f'#!/bin/sh\ncase " $* " in *" --shapes "*|*" --keys"*|*" --version "*) '
+                f'exec {HARNESS} "$@";; esac\necho "step 0/20"\nexec sleep 60\n')
     os.chmod(fake, 0o755)
     config = inj.write_config(d, os.path.join(d, "unused.h5"), steps=20, checkpoint_every=0)
     exp = os.path.join(d, "intr.yaml")

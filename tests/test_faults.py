@@ -5,8 +5,8 @@ A tiny run (tests/injection.py: 20 steps, a checkpoint at step 10, every dataset
 first counted under the LD_PRELOAD shim (tests/faultshim.c): how many write (write, pwrite64:
 HDF5's sec2 driver), fsync, rename and malloc calls it makes. Then the run is repeated with the
 N-th call of one kind failing, for N over the run:
-  write, fsync, rename  every point (they are ~130 in all)
-  malloc                a stride over the ~9000 points (the kernels' per-step scratch buffers
+  write, fsync, rename  every point (they are ~150 in all)
+  malloc                a stride over the ~13600 points (the kernels' per-step scratch buffers
                         make most of them): 40 points by default, 300 with --all
 Every case must end in one of two ways:
   failed     a non-zero exit status below 128 (no crash, no abort), a last stderr line that
@@ -17,11 +17,12 @@ Every case must end in one of two ways:
              paths when an allocation fails: HDF5 1.10.8 defects), and the harness's last line
              says so (src/fatal.c); only under malloc failures
   completed  exit 0 and output.path holding the run's own result (every dataset but the
-             timing column bitwise equal to an undisturbed run): the failed call was one the
-             program can do without (a stdio buffer, the lock file's note, a directory fsync)
+             timing column bitwise equal to an undisturbed run, and `harness check` passes it):
+             the failed call was one the program can do without (a stdio buffer, the lock
+             file's note, a directory fsync)
 The last line before the counts says how many points were tried. The malloc points start after
 HDF5's library initialisation (~2200 allocations, counted with `harness --version`, which
-stops right after it): HDF 1.10.8 overflows its stack when one of those fails (H5_init_library ->
+stops right after it): HDF5 1.10.8 overflows its stack when one of those fails (H5_init_library ->
 H5E_init, or H5dont_atexit -> H5TS_cancel_count_inc, pushing onto its error stack, which
 allocates, recursively), before the harness has done anything: a library defect, not ours.
 Skipped under the sanitizers (the shim replaces malloc, which their runtimes own).
@@ -60,7 +61,10 @@ def one_case(harness, shim, work, ref, prev, kind, n):
         if inj.status(path) != "complete":
             return False, "bad", "exit 0 but no complete result"
         differ = inj.differences(path, ref)
-        return not differ, "completed", f"exit 0 but the result differs in {differ[:4]}"
+        if differ:
+            return False, "bad", f"exit 0 but the result differs in {differ[:4]}"
+        passes, said = inj.harness_check(harness, path)
+        return passes, "completed", f"exit 0 but harness check says: {said[-300:]}"
     how = "failed"
     if not 0 < p.returncode < 128:
         # HDF5's own defects under memory exhaustion, which the harness names (src/fatal.c)

@@ -181,7 +181,7 @@ def test_keys_and_set():
     p = script("sweep", path, "--set", "model.n_head=3")
     check("scripts/sweep --set on a swept key: exit 2, one line",
           p.returncode == 2 and p.stderr.count("\n") == 1 and "is swept in grid" in p.stderr, p.stderr)
-    for name in ("plot", "plot-sweep", "compare", "sweep"):  # -S: no site-packages, so no numpy
+    for name in ("plot", "plot-sweep", "compare", "sweep", "report"):  # -S: no site-packages
         p = subprocess.run([PY, "-S", os.path.join(SCRIPTS, name), "x"], capture_output=True, text=True)
         check(f"{name} without numpy: one line naming python3-numpy and pip install numpy, exit 2",
               p.returncode == 2 and p.stderr.count("\n") == 1 and "python3-numpy" in p.stderr
@@ -476,14 +476,67 @@ def is_png(path, min_bytes=2000):
         return False
 
 
+def svg_text(path):
+    """The text of an SVG file's <text> elements, joined (None if it is not SVG)."""
+    import xml.etree.ElementTree as ET
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    return " ".join("".join(e.itertext()) for e in root.iter() if e.tag.endswith("text")) \
+        if root.tag.endswith("svg") else None
+
+
+def pdf_text(path):
+    """The text of a PDF (pdftotext, from poppler-utils), or None if it is not a PDF."""
+    with open(path, "rb") as f:
+        if f.read(5) != b"%PDF-":
+            return None
+    p = subprocess.run(["pdftotext", path, "-"], capture_output=True, text=True)
+    return p.stdout if p.returncode == 0 else None
+
+
+def test_vector_plots(run, sweep_dir):
+    """--format svg and pdf: every figure, in that format, with its symbols and labels as text."""
+    out = os.path.join(TMP, "plots_svg")
+    p = script("plot", run, "-o", out, "--format", "svg")
+    names = ["loss", "attn_layer0", "attn_layer1", "scores", "scores_over_steps", "ablation",
+             "importance"]
+    texts = {n: svg_text(os.path.join(out, n + ".svg")) for n in names}
+    check("plot --format svg: every figure is an SVG", p.returncode == 0
+          and all(texts.values()), f"{[n for n in names if not texts[n]]} {p.stderr[-300:]}")
+    with results.h5py.File(run, "r") as f:
+        classes = results.read_classes(f)
+        bos_first = int(f["probe/tokens"][0][0]) == 0
+    legend = [f"h{h} {classes[l][h]}" for l in range(len(classes)) for h in range(len(classes[l]))]
+    check("scores_over_steps: a legend naming every head of every layer with its class",
+          all(x in (texts["scores_over_steps"] or "") for x in legend), str(legend))
+    check("ablation and importance heatmaps say Δloss and |∂loss/∂gate| (UTF-8 symbols)",
+          "Δloss" in (texts["ablation"] or "") and "|∂loss/∂gate|" in (texts["importance"] or ""))
+    check("induction maps: the probe's tokens on the axes (BOS first)",
+          bos_first and "BOS" in (texts["attn_layer0"] or ""))
+    out = os.path.join(TMP, "plots_pdf")
+    p = script("plot-sweep", sweep_dir, "-o", out, "--format", "pdf")
+    texts = [pdf_text(os.path.join(out, n + ".pdf")) for n in
+             ("final_eval_loss", "eval_curves", "head_classes")]
+    check("plot-sweep --format pdf: three PDFs, ± and × as text", p.returncode == 0
+          and all(texts) and "±" in texts[0] and "×" in texts[2], f"{p.stderr[-300:]}")
+    p = script("plot", run, "-o", out, "--format", "gif")
+    check("plot --format gif: one line, exit 2", p.returncode == 2
+          and p.stderr.strip() == "--format gif: use one of png, svg, pdf", p.stderr)
+
+
 def test_plots(sweep_dir):
     run = os.path.join(sweep_dir, "h4_dh4_s0.h5")
     out = os.path.join(TMP, "plots_run")
     p = script("plot", run, "-o", out)
-    want = ["loss.png", "attn_layer0.png", "attn_layer1.png", "scores.png", "scores_over_steps.png"]
+    want = ["loss.png", "attn_layer0.png", "attn_layer1.png", "scores.png", "scores_over_steps.png",
+            "ablation.png", "importance.png"]
     missing = [w for w in want if not is_png(os.path.join(out, w))]
-    check("plot: loss, attention maps per layer, score heatmap, scores over steps (induction)",
-          p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
+    check("plot: loss, attention maps per layer, score, ablation and importance heatmaps, scores "
+          "over steps (induction)", p.returncode == 0 and not missing,
+          f"missing {missing}; {p.stderr[-400:]}")
+    test_vector_plots(run, sweep_dir)
 
     text_run = os.path.join(TMP, "text.h5")
     subprocess.run([harness.HARNESS, TINY_TEXT, "--set", f"output.path={text_run}", "--force"],

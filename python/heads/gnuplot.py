@@ -1,5 +1,6 @@
-"""heads.gnuplot: running gnuplot: the terminal this gnuplot has (pngcairo, else png), a script
-run with its errors reported as UserError, string literals, and data files for it.
+"""heads.gnuplot: running gnuplot: the terminal for a figure's format (PNG: pngcairo, else png;
+SVG: svg; PDF: pdfcairo), a script run with its errors reported as UserError, string literals,
+and data files for it.
 
 Knows nothing of results files or what is plotted.
 """
@@ -16,27 +17,60 @@ import numpy as np
 from .cli import UserError
 
 
-_TERMINAL = None
+_TERMINALS = None
+FORMATS = ["png", "svg", "pdf"]  # --format of scripts/plot and plot-sweep
+
+
+def terminals():
+    """The names of the terminals this gnuplot has."""
+    global _TERMINALS
+    if _TERMINALS is None:
+        if not shutil.which("gnuplot"):
+            raise UserError("gnuplot not found; install gnuplot-nox (scripts/install-deps)")
+        p = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
+        _TERMINALS = set(re.findall(r"^\s*(\w+)\s", p.stdout + p.stderr, re.M))
+    return _TERMINALS
 
 
 def gnuplot_terminal():
     """'pngcairo' when this gnuplot has it, else 'png'."""
-    global _TERMINAL
-    if _TERMINAL is None:
-        if not shutil.which("gnuplot"):
-            raise UserError("gnuplot not found; install gnuplot-nox (scripts/install-deps)")
-        p = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
-        listing = p.stdout + p.stderr
-        _TERMINAL = "pngcairo" if re.search(r"^\s*pngcairo\b", listing, re.M) else "png"
-    return _TERMINAL
+    return "pngcairo" if "pngcairo" in terminals() else "png"
 
 
 def png_terminal(width, height, font_size=10):
-    term = gnuplot_terminal()
-    if term == "pngcairo":
-        return (f"set terminal pngcairo size {int(width)},{int(height)} noenhanced "
+    return terminal("png", width, height, font_size)
+
+
+def terminal(fmt, width, height, font_size=10):
+    """The `set terminal` line of a figure of width x height pixels (PDF: a pixel is a point,
+    1/72 inch, so that fonts and lines keep the PNG's proportions; scale it in the paper).
+    UTF-8 throughout, so ±, Δ and × print as such."""
+    w, h = int(width), int(height)
+    if fmt == "svg":
+        return (f"set encoding utf8\nset terminal svg size {w},{h} noenhanced "
+                f"font 'DejaVu Sans,{font_size}' background '#ffffff'")
+    if fmt == "pdf":
+        if "pdfcairo" not in terminals():
+            raise UserError("--format pdf: this gnuplot has no pdfcairo terminal (Debian's "
+                            "gnuplot-nox has it)")
+        return (f"set encoding utf8\nset terminal pdfcairo size {w / 72:.3f}in,{h / 72:.3f}in "
+                f"noenhanced font 'DejaVu Sans,{font_size}' fontscale 1 linewidth 1")
+    if gnuplot_terminal() == "pngcairo":
+        return (f"set encoding utf8\nset terminal pngcairo size {w},{h} noenhanced "
                 f"font 'DejaVu Sans,{font_size}'")
-    return f"set terminal png size {int(width)},{int(height)} noenhanced font ',{font_size}'"
+    return f"set encoding utf8\nset terminal png size {w},{h} noenhanced font ',{font_size}'"
+
+
+def image_style(path):
+    """`with image` for a PNG; `with image pixels` (one rectangle per cell) for SVG and PDF,
+    whose viewers would otherwise smooth a small embedded bitmap into a blur."""
+    return "image" if path.lower().endswith(".png") else "image pixels"
+
+
+def terminal_for(path, width, height, font_size=10):
+    """terminal() for the format that path's extension names (.png, .svg, .pdf)."""
+    return terminal(os.path.splitext(path)[1].lstrip(".").lower() or "png", width, height,
+                    font_size)
 
 
 def run_gnuplot(script, png_path, workdir=None):
@@ -73,8 +107,3 @@ def write_columns(path, header, rows):
 def write_matrix(path, matrix):
     np.savetxt(path, np.asarray(matrix, dtype=float), fmt="%.6g")
 
-
-def token_label(byte):
-    """A byte of a text probe as a one-character axis label: visible space and newline."""
-    c = chr(byte) if isinstance(byte, int) else byte
-    return {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍"}.get(c, c if c.isprintable() else "·")

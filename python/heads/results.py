@@ -1,6 +1,14 @@
 """heads.results: reading results files (one run's HDF5 file; layout in docs/results-format.md)
 and a sweep's summary.h5: the one reader that the scripts, the tests and users share.
 
+For users (README "Use the results in Python / TransformerLens"):
+    run = Run("results/heads12.h5")       # status, config, losses, classes
+    maps = run.maps()                     # Named: dims (step, layer, head, probe, query, key)
+    maps.isel(step=-1, layer=1, head=3, probe=0)   # a [query, key] numpy array
+    run.token_labels(0)                   # axis labels of probe 0 (bytes, subword pieces or ids)
+    run.params()                          # {"tok_emb": array, "layer0/w_qkv": array, ...}
+    Summary("results/heads").rows()       # a sweep's summary, one dict per run
+
 Knows nothing of how runs are launched; never writes.
 """
 import os
@@ -14,6 +22,7 @@ import yaml  # noqa: E402
 from . import pruning  # noqa: E402
 from .cli import UserError  # noqa: E402
 from .configs import values_equal  # noqa: E402
+from . import tokens  # noqa: E402
 
 try:
     import h5py
@@ -130,6 +139,88 @@ class RunResult:
     @property
     def final_train_loss(self):
         return float(self.train_loss[-1]) if len(self.train_loss) else float("nan")
+
+
+class Named:
+    """A numpy array with named dimensions (and, where the file has them, coordinates): enough
+    of xarray's DataArray for one results file without the dependency. np.asarray(named) and
+    named.data give the array."""
+
+    def __init__(self, data, dims, coords=None):
+        self.data, self.dims, self.coords = np.asarray(data), tuple(dims), dict(coords or {})
+        if self.data.ndim != len(self.dims):
+            raise ValueError(f"{self.data.ndim}-D data with {len(self.dims)} dimension names")
+
+    shape = property(lambda self: self.data.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self):
+        return "Named(" + ", ".join(f"{d}: {n}" for d, n in zip(self.dims, self.shape)) + ")"
+
+    def isel(self, **index):
+        """Select by position along named dimensions (ints, negative from the end, or slices):
+        Named while more than two dimensions are left, then the plain numpy array (a map
+        [query, key], a row, a value)."""
+        unknown = set(index) - set(self.dims)
+        if unknown:
+            raise KeyError(f"no dimension {sorted(unknown)}; the dimensions are {self.dims}")
+        key = tuple(index.get(d, slice(None)) for d in self.dims)
+        kept = [d for d in self.dims if not isinstance(index.get(d, slice(None)), (int, np.integer))]
+        coords = {d: np.asarray(c)[index.get(d, slice(None))] for d, c in self.coords.items() if d in kept}
+        out = self.data[key]
+        return Named(out, kept, coords) if len(kept) > 2 else out
+
+
+def token_labels(f, probe):
+    """Axis labels of one probe's tokens, from an open results file (heads.tokens: subword pieces
+    when the run stored a tokenizer, characters for the byte-level text task, readable names for
+    the synthetic tasks' ids)."""
+    ids = [int(t) for t in f["probe/tokens"][probe]] if "probe/tokens" in f else []
+    pieces = [text(x) for x in f["tokenizer/pieces"][()]] if "tokenizer/pieces" in f else None
+    cfg = f["config"].attrs if "config" in f else {}
+    return tokens.token_labels(text(cfg.get("task", "")), int(cfg.get("vocab_size", 0)), ids,
+                               pieces)
+
+
+class Run(RunResult):
+    """One results file for analysis: what RunResult holds, plus the arrays, read on demand."""
+
+    def _read(self, name):
+        with h5py.File(self.path, "r") as f:
+            if name not in f:
+                raise UserError(f"{self.path}: no /{name} (status {self.status}; the README's results "
+                                "table says which runs write it)")
+            return np.asarray(f[name][()])
+
+    def maps(self):
+        """/attn/maps as Named (step, layer, head, probe, query, key); coordinate step = /attn/step."""
+        return Named(self._read("attn/maps"), ("step", "layer", "head", "probe", "query", "key"),
+                     {"step": self._read("attn/step")})
+
+    def scores(self):
+        """{pattern: Named (step, layer, head)} of /scores."""
+        step = self._read("attn/step")
+        return {p: Named(self._read(f"scores/{p}"), ("step", "layer", "head"), {"step": step})
+                for p in PATTERNS}
+
+    def probe_tokens(self):
+        return self._read("probe/tokens")
+
+    def token_labels(self, probe=0):
+        with h5py.File(self.path, "r") as f:
+            return token_labels(f, probe)
+
+    def params(self):
+        """{name under /params: float32 array}, e.g. "tok_emb", "layer0/w_qkv"."""
+        out = {}
+        with h5py.File(self.path, "r") as f:
+            if "params" not in f:
+                raise UserError(f"{self.path}: no /params; not a harness results file")
+            f["params"].visititems(lambda name, obj: out.__setitem__(name, np.asarray(obj[()]))
+                                   if isinstance(obj, h5py.Dataset) else None)
+        return out
 
 
 def datasets(group):

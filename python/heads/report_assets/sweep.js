@@ -1,0 +1,80 @@
+/* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against head count (mean ± std
+ * and every seed), the comparison table of scripts/compare (Welch p), head-class counts, and a
+ * row and link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
+ * common.js. Knows nothing of HDF5. */
+"use strict";
+
+function buildSweepLoss(D, root) {
+  const series = [];
+  const heads = new Set();
+  D.series.forEach((s, k) => {
+    const colour = headColour(k, D.series.length);
+    s.points.forEach(p => heads.add(p.n_head));
+    series.push({ name: (s.label || "mean") + " ± std", color: colour, width: 2, marker: 3.5,
+                  points: s.points.map(p => [p.n_head, p.mean]), err: s.points.map(p => p.std || 0) });
+    series.push({ name: (s.label ? s.label + ": " : "") + "each seed", color: colour, line: false, marker: 2.5,
+                  hollow: true, points: s.points.flatMap(p => p.values.map(v => [p.n_head, v])) });
+  });
+  const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v > 0);
+  const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
+  const hs = [...heads].sort((a, b) => a - b);
+  const svg = lineChart(root, series, { width: 760, height: 360, logx: hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4,
+                                        logy, xticks: hs.map(h => [h, String(h)]),
+                                        xlabel: "heads per layer" + (hs.length > 1 ? " (log₂ scale)" : ""),
+                                        ylabel: `${D.metric} (mean ± sample std)` + (logy ? ", log scale" : "") });
+  svg.id = "sweep-loss";
+  chartLegend(root, svg, series);
+}
+
+function buildCompare(D, root) {
+  const t = el("table", { class: "data", id: "compare-table" }, root);
+  el("tr", {}, t, D.compare.header.map((c, i) => `<th class="${i < D.compare.n_text ? "l" : ""}">${escapeHtml(c)}</th>`).join(""));
+  for (const row of D.compare.rows)
+    el("tr", {}, t, row.map((c, i) => `<td class="${i < D.compare.n_text ? "l" : ""}">${escapeHtml(c)}</td>`).join(""));
+  for (const n of D.compare.notes) el("p", { class: "note" }, root).textContent = n;
+}
+
+function buildClasses(D, root) {
+  const classes = D.class_names;
+  const cols = [["point", "runs"], ["heads", "heads per layer × layers"]].concat(classes.map(c => [c, c])).concat([["bar", "share"]]);
+  const t = el("table", { class: "data", id: "class-table" }, root);
+  el("tr", {}, t, cols.map(([, title]) => `<th>${escapeHtml(title)}</th>`).join(""));
+  for (const r of D.class_counts) {
+    const total = classes.reduce((a, c) => a + r.counts[c], 0) || 1;
+    const bar = `<div class="bars">` + classes.map(c => `<div title="${c} ${fmtNum(r.counts[c])}" style="width:${100 * r.counts[c] / total}%;background:${CLASS_COLOURS[c] || "#999"}"></div>`).join("") + "</div>";
+    el("tr", {}, t, `<td class="l">${escapeHtml(r.label)}</td><td>${escapeHtml(r.heads)}</td>` +
+       classes.map(c => `<td>${fmtNum(r.counts[c])}</td>`).join("") + `<td>${bar}</td>`);
+  }
+  el("p", { class: "legend" }, root, classes.map(c => `<span><span class="sw" style="background:${CLASS_COLOURS[c] || "#999"};height:10px"></span>${c}</span>`).join(""));
+}
+
+function buildRuns(D, root) {
+  const cols = [["run", "run"], ["status", "status"], ["n_head", "n_head"], ["d_head", "d_head"],
+                ["seed", "seed"], ["final_eval_loss", "final eval loss"], ["classes", "head classes"],
+                ["report", "report"]];
+  const t = sortableTable(root, "runs-table", cols, D.runs.map(r => Object.assign({}, r)),
+                          (k, v) => k === "report" ? "" : fmtNum(v));
+  /* the report column: a link per run (sortableTable writes text; links are added per render) */
+  const link = () => t.querySelectorAll("tbody tr").forEach(tr => {
+    const td = tr.children[cols.length - 1];
+    const href = td.dataset.value;
+    td.innerHTML = href ? `<a href="${encodeURI(href)}">${escapeHtml(href.split("/").pop())}</a>` : "–";
+  });
+  link();
+  t.querySelectorAll("th").forEach(th => th.addEventListener("click", link));
+}
+
+function buildSweepPage(D) {
+  header(`${D.name}: sweep report`, `${D.n_complete} complete runs of ${D.runs.length}; width rule ${D.width}` +
+         (D.description ? `; ${D.description}` : ""));
+  const sections = [["loss", "Loss against head count"], ["compare", "Comparison"],
+                    ["classes", "Head classes"], ["runs", "Runs"]];
+  nav(sections);
+  const sec = {};
+  for (const [id, title] of sections) sec[id] = section(id, title);
+  buildSweepLoss(D, sec.loss);
+  el("p", { class: "note" }, sec.loss, "Filled points and bars: mean ± sample standard deviation over seeds; hollow points: every seed.");
+  buildCompare(D, sec.compare);
+  buildClasses(D, sec.classes);
+  buildRuns(D, sec.runs);
+}

@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""Tests of scripts/report in a real browser (Debian's chromium, chromium-driver, python3-selenium).
+
+usage: /usr/bin/python3 tests/test_report.py [--keep]
+       /usr/bin/python3 tests/test_report.py --screenshot RUN.h5 OUT.png   (the README's picture)
+  --keep   keep the temporary directory (runs, reports, screenshots) and print its path
+
+Needs a built harness (`make`). Tiny runs (d_model 16, 40 steps) keep it to well under a minute
+besides the browser's start. Prints "ok - ..." / "FAIL - ..." per check, then "N passed, M
+failed". Where chromium, its driver or selenium is missing (make test installs them through
+scripts/install-deps) it prints one line "skipped: no chromium (...)" and runs the browser-free
+checks only. Checks:
+  page data    8-bit maps within 1/510 of the file's; float32 kept when values leave [0, 1];
+               formation steps on hand-made scores; token labels of every task
+  run page     opens from disk with no console error; selecting layer, head, probe and step and
+               hovering a token shows the file's attention row (to the page's stated 8-bit
+               precision), a second token moves the highlighted row (DOM and canvas pixels),
+               the switch shows the column; small multiples carry every head's class; the head
+               table holds the file's scores, ablation Δloss and importance and sorts; the
+               screenshot is not blank
+  layouts      runs that together switch on every attention layout (rope, shortformer, no
+               positions, GQA, MQA, output gate, sink), a text and a two_source run: each report
+               opens without console errors, its tokens labelled
+  sweep page   the comparison table equals scripts/compare's; a link per run opens that run's page
+  size         heads12's shapes (13 snapshots, 2 x 12 heads, 8 probes of 32): page under 5 MB
+  bad input    a missing path, a file that is not HDF5, a future format_version, a directory
+               without summary.h5, an output path that cannot be written: one line, exit 2, no
+               page written
+"""
+import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+import h5py  # noqa: E402
+from checks import check, finish, run_check  # noqa: E402
+from heads import harness, report_page, report_run, results, tokens  # noqa: E402
+
+PY = "/usr/bin/python3"
+TMP = tempfile.mkdtemp(prefix="test_report.")
+TINY = """\
+model: {vocab_size: 16, d_model: 16, n_head: 3, d_head: 4, n_layer: 2, seq_len: 16}
+train: {steps: 40, batch_size: 4, lr: 1.0e-2, warmup_steps: 2, seed: 0, threads: 1}
+data: {task: induction, min_period: 2, max_period: 6}
+output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 3}
+"""
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def harness_run(name, *sets, config=None):
+    out = os.path.join(TMP, name + ".h5")
+    cfg = config or write(os.path.join(TMP, "tiny.yaml"), TINY)
+    cmd = [harness.HARNESS, cfg, "--force", "--set", f"output.path={out}"]
+    for s in sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(f"harness {' '.join(sets)} failed: {p.stderr[-400:]}")
+    return out
+
+
+def report(target, *args):
+    return subprocess.run([PY, os.path.join(ROOT, "scripts", "report"), target] + list(args),
+                          capture_output=True, text=True, timeout=300)
+
+
+def page_of(run, page):
+    """What `scripts/report RUN -o PAGE` does, in this process (no interpreter start per page)."""
+    report_page.write(page, report_run.read_run(run))
+    return page
+
+
+# ------------------------------------------------------------------------------------------------
+# browser-free: the page's data
+
+
+def test_page_data():
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 1, 2, 1, 5, 5)).astype(np.float32)
+    maps /= maps.sum(-1, keepdims=True)
+    enc, b64, err = report_run.encode_maps(maps)
+    q = np.frombuffer(base64.b64decode(b64), np.uint8)
+    r, c = np.tril_indices(5)
+    check("8-bit maps: lower triangles only, every value within 1/510 of the file's",
+          enc == "u8" and q.size == 2 * 2 * 15 and err <= 1 / 510 + 1e-7
+          and np.max(np.abs(q.reshape(2, 1, 2, 1, 15) / 255 - maps[..., r, c])) <= 1 / 510 + 1e-7,
+          f"{enc} {q.size} {err}")
+    maps[0, 0, 0, 0, 2, 1] = 1.5
+    enc, b64, _ = report_run.encode_maps(maps)
+    check("a value outside [0, 1] keeps the maps as float32",
+          enc == "f32" and np.frombuffer(base64.b64decode(b64), "<f4").size == 60, enc)
+    s = np.zeros((4, 2, 2))
+    s[:, 1, 0] = [0.1, 0.3, 0.6, 0.9]   # crosses 0.5 at the third snapshot
+    s[:, 1, 1] = [0.7, 0.8, 0.9, 0.9]   # above from the start: no formation step
+    s[:, 0, 0] = [0.1, 0.6, 0.4, 0.3]   # crosses, then falls back: not formed at the end
+    f = report_run.formation_steps(np.array([0, 50, 100, 150]), {"induction": s, "prev": s * 0})
+    check("formation step: first snapshot at or above 0.5 of heads that end above it",
+          f == {"induction": {"step": 100, "heads": [[1, 0, 100]]}}, str(f))
+    check("no formation steps with a single snapshot",
+          report_run.formation_steps(np.array([600]), {"induction": s[:1]}) == {})
+    check("token labels: bytes, induction ids, two_source names, tokenizer pieces",
+          tokens.token_labels("text", 256, [84, 32, 10]) == ["T", "␣", "↵"]
+          and tokens.token_labels("induction", 64, [0, 5]) == ["BOS", "5"]
+          and tokens.two_source_symbols(64) == 6
+          and tokens.token_labels("two_source", 64, [0, 1, 2, 8, 14 + 6 * 2 + 3])
+          == ["BOS", "=", "a0", "b0", "(2,3)"]
+          and tokens.token_labels("tokens", 10, [0, 1, 2], ["▁the", "s"]) == ["␣the", "s", "2"],
+          str(tokens.token_labels("two_source", 64, [0, 1, 2, 8, 29])))
+
+
+# ------------------------------------------------------------------------------------------------
+# the browser
+
+
+def browser():
+    """A headless Chromium through chromedriver, or (None, reason)."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "python3-selenium is not installed"
+    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not os.path.exists(driver) or not shutil.which("chromium"):
+        return None, "chromium or chromium-driver is not installed"
+    o = Options()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1300,1000", "--force-device-scale-factor=1"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        return webdriver.Chrome(service=Service(driver), options=o), ""
+    except Exception as e:  # noqa: BLE001 - any start failure means no browser here
+        return None, f"chromium did not start: {str(e).splitlines()[0]}"
+
+
+def open_page(d, path):
+    d.get("file://" + os.path.abspath(path))
+    for _ in range(100):
+        if d.execute_script("return document.body && document.body.dataset.ready === '1'"):
+            break
+        time.sleep(0.05)
+    return d.execute_script("return document.body.dataset.ready === '1'")
+
+
+def console_errors(d):
+    return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def select(d, id_, value):
+    from selenium.webdriver.support.ui import Select
+    Select(d.find_element("id", id_)).select_by_value(str(value))
+
+
+def hover(d, element):
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(d).move_to_element(element).perform()
+
+
+def token(d, pos):
+    return d.find_element("css selector", f"#tokens .tok[data-pos='{pos}']")
+
+
+def shown_weights(d):
+    return d.execute_script(
+        "return [...document.querySelectorAll('#tokens .tok')].map(t => "
+        "t.dataset.weight === undefined ? null : parseFloat(t.dataset.weight))")
+
+
+def not_blank(png_path):
+    from PIL import Image
+    im = Image.open(png_path).convert("RGB")
+    colours = im.getcolors(1 << 20) or []
+    return im.size[0] > 200 and len(colours) > 50
+
+
+def test_run_page(d, run):
+    page = os.path.join(TMP, "run.html")
+    p = report(run, "-o", page)
+    check("report RUN.h5 -o page: exit 0, says its size", p.returncode == 0 and "MB" in p.stdout,
+          p.stderr)
+    check("the page opens from disk and draws", open_page(d, page))
+    check("no console error on load", not console_errors(d), str(console_errors(d)))
+    with h5py.File(run, "r") as f:
+        maps = f["attn/maps"][()]
+        steps = f["attn/step"][()]
+        scores = {k: f[f"scores/{k}"][()] for k in report_run.PATTERNS}
+        delta, imp = f["heads/ablation_delta"][()], f["heads/importance"][()]
+        classes = results.read_classes(f)
+    S, L, H, P, T, _ = maps.shape
+    layer, head, probe, si, q = 1, 2, 1, 1, 9
+    select(d, "sel-layer", layer)
+    select(d, "sel-head", head)
+    select(d, "sel-probe", probe)
+    select(d, "sel-step", si)
+    hover(d, token(d, q))
+    got = shown_weights(d)
+    want = maps[si, layer, head, probe, q]
+    ok = all(got[j] is not None and abs(got[j] - want[j]) <= 1 / 255 for j in range(q + 1)) \
+        and all(g is None for g in got[q + 1:])
+    precision = d.find_element("id", "precision").text
+    check(f"layer {layer}, head {head}, probe {probe}, step {int(steps[si])}, hover token {q}: the "
+          "token strip shows the file's row to 1/255 (the page's stated precision: 8-bit)",
+          ok and "8-bit" in precision, f"page {got[:q + 1]} file {want[:q + 1].round(4)}")
+    canvas = d.find_element("id", "map")
+    check("the map canvas says which head, probe, step and row it shows",
+          [canvas.get_attribute(f"data-{k}") for k in ("layer", "head", "probe", "step", "focus")]
+          == [str(x) for x in (layer, head, probe, int(steps[si]), q)])
+    row_px = lambda row: d.execute_script(  # the colour at the left edge of a row of the canvas
+        "const c = document.getElementById('map'); const cell = c.height / arguments[1];"
+        "const y = Math.floor(arguments[0] * cell + cell / 2);"
+        "return Array.from(c.getContext('2d').getImageData(1, y, 1, 1).data);", row, T)
+    orange = lambda px: px[0] > 200 and 90 < px[1] < 190 and px[2] < 80
+    before = (orange(row_px(q)), orange(row_px(4)))
+    hover(d, token(d, 4))
+    after = (orange(row_px(q)), orange(row_px(4)))
+    check("hovering another token moves the highlighted row (data-focus and the canvas outline)",
+          canvas.get_attribute("data-focus") == "4" and before == (True, False)
+          and after == (False, True), f"{before} {after}")
+    d.find_element("id", "mode").click()
+    hover(d, token(d, 3))
+    got = shown_weights(d)
+    col = maps[si, layer, head, probe, :, 3]
+    check("switched: the strip shows the attention token 3 receives (the file's column)",
+          all(got[j] is None for j in range(3))
+          and all(abs(got[j] - col[j]) <= 1 / 255 for j in range(3, T)),
+          f"{got} {col.round(4)}")
+    d.find_element("id", "mode").click()
+    caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
+    select(d, "sel-step", S - 1)
+    caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
+    check("small multiples: every head of the layer, labelled with its class and score",
+          len(caps) == H and all(f"head {h}: {classes[layer][h]}" in caps[h] for h in range(H)),
+          str(caps))
+    cells = d.execute_script(
+        "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
+        "[...tr.children].map(td => td.dataset.value))")
+    cols = [th.get_attribute("data-key")
+            for th in d.find_elements("css selector", "#head-table th")]
+    ok = len(cells) == L * H
+    for r in cells if ok else []:
+        l, h = int(r[0]), int(r[1])
+        ok &= r[cols.index("class")] == classes[l][h]
+        ok &= abs(float(r[cols.index("induction")]) - scores["induction"][-1, l, h]) <= 5e-5
+        for key, want in (("ablation_delta", delta[l, h]), ("importance", imp[l, h])):
+            ok &= abs(float(r[cols.index(key)]) - want) <= 1e-6 + 1e-5 * abs(want)
+    check("head table: class, scores, ablation Δloss, importance of every head as in the file", ok,
+          str(cells[:3]))
+    th = d.find_element("css selector", "#head-table th[data-key='ablation_delta']")
+    th.click()
+    th.click()
+    first = d.execute_script("return document.querySelector('#head-table tbody tr')"
+                             ".children[arguments[0]].dataset.value", cols.index("ablation_delta"))
+    check("head table sorts (ablation Δloss, descending: the largest first)",
+          th.get_attribute("aria-sort") == "descending"
+          and abs(float(first) - delta.max()) <= 1e-6 + 1e-5 * abs(delta.max()))
+    check("loss chart: train and eval lines",
+          len(d.find_elements("css selector", "#loss-chart polyline")) == 2)
+    shot = os.path.join(TMP, "run.png")
+    d.save_screenshot(shot)
+    check("the screenshot is not blank", not_blank(shot))
+    check("no console error after the interactions", not console_errors(d), str(console_errors(d)))
+
+
+def test_layouts(d):
+    # every switch of the README's "Modern attention layouts" in three runs, and the other tasks
+    runs = {"rope + GQA + output gate + sink": ["model.pos=rope", "model.n_head=4",
+                                                "model.n_kv_head=2", "model.output_gate=true",
+                                                "model.sink=true"],
+            "shortformer + MQA": ["model.pos=shortformer", "model.n_kv_head=1"],
+            "no positions": ["model.pos=none"],
+            "two_source": ["data.task=two_source", "model.vocab_size=24"],
+            "text": ["data.task=text", "model.vocab_size=256"]}
+    for name, sets in runs.items():
+        run = harness_run(re.sub(r"\W", "_", name), *sets)
+        page = page_of(run, os.path.join(TMP, re.sub(r"\W", "_", name) + ".html"))
+        ok = open_page(d, page)
+        errors = console_errors(d)
+        labels = [e.text for e in d.find_elements("css selector", "#tokens .tok .t")] if ok else []
+        check(f"{name}: the report opens without console errors, tokens labelled",
+              ok and not errors and len(labels) > 0, f"{errors} {labels[:5]}")
+        if name == "two_source":
+            check("two_source: tokens named BOS, a, b, =, (a,b)", len(labels) > 4
+                  and labels[0] == "BOS" and labels[1][0] == "a" and labels[2][0] == "b"
+                  and labels[3] == "=" and labels[4][0] == "(", str(labels[:6]))
+
+
+def test_sweep(d):
+    exp = write(os.path.join(TMP, "sw.yaml"), f"base: {os.path.join(TMP, 'tiny.yaml')}\n"
+                "grid: {n_head: [1, 2]}\nseeds: [0, 1]\nwidth: fixed_width\n")
+    res = os.path.join(TMP, "results")
+    p = subprocess.run([PY, os.path.join(ROOT, "scripts", "sweep"), exp, "-j", "2", "--results",
+                        res], capture_output=True, text=True, timeout=600)
+    sweep_dir = os.path.join(res, "sw")
+    check("a 4-run sweep to report on", p.returncode == 0, p.stderr[-400:])
+    p = report(sweep_dir)
+    page = os.path.join(sweep_dir, "report.html")
+    check("report SWEEP_DIR: exit 0, the page and one page per run",
+          p.returncode == 0 and os.path.exists(page)
+          and len(os.listdir(os.path.join(sweep_dir, "report"))) == 4, p.stdout + p.stderr)
+    check("the sweep page opens with no console error",
+          open_page(d, page) and not console_errors(d), str(console_errors(d)))
+    rows = d.execute_script("return [...document.querySelectorAll('#compare-table tr')].slice(1)"
+                            ".map(tr => [...tr.children].map(td => td.textContent))")
+    q = subprocess.run([PY, os.path.join(ROOT, "scripts", "compare"), sweep_dir],
+                       capture_output=True, text=True)
+    want = [[c.strip() for c in l.strip().strip("|").split("|")] for l in q.stdout.splitlines()
+            if re.match(r"\| \d", l)]
+    check("the comparison table is scripts/compare's (Welch p)", rows == want and len(rows) == 2,
+          f"{rows} vs {want}")
+    check("loss against head count: mean ± std bars and every seed",
+          len(d.find_elements("css selector", "#sweep-loss g.series circle")) == 2 + 4)
+    links = d.find_elements("css selector", "#runs-table a")
+    check("a row and a link per run", len(links) == 4)
+    links[0].click()
+    check("a run's link opens its report without console errors",
+          open_page(d, d.current_url[len("file://"):]) and not console_errors(d)
+          and d.find_elements("id", "map"), d.current_url)
+
+
+def test_size():
+    run = harness_run("heads12_shapes", "train.steps=60", "output.attn_every=5",
+                      "output.log_every=1", "output.eval_every=5", "train.batch_size=4",
+                      "output.eval_batches=1", config=os.path.join(ROOT, "configs", "heads12.yaml"))
+    with h5py.File(run, "r") as f:
+        shape = f["attn/maps"].shape
+    page = page_of(run, os.path.join(TMP, "heads12.html"))
+    size = os.path.getsize(page)
+    check(f"heads12 shapes {shape}: page {size / 1e6:.2f} MB < 5 MB",
+          shape == (13, 2, 12, 8, 32, 32) and 0 < size < 5e6)
+    return page
+
+
+def test_bad_input():
+    notes = write(os.path.join(TMP, "notes.h5"), "not hdf5")
+    empty = os.path.join(TMP, "empty_dir")
+    os.makedirs(empty, exist_ok=True)
+    for target, pattern in ((os.path.join(TMP, "missing.h5"), r"missing\.h5: no such file"),
+                            (notes, r"notes\.h5: cannot open as an HDF5 results file"),
+                            (empty, r"summary\.h5: not found")):
+        out = os.path.join(TMP, "bad.html")
+        p = report(target, "-o", out)
+        lines = p.stderr.strip().splitlines()
+        check(f"bad input {os.path.basename(target)}: one line, exit 2, no page",
+              p.returncode == 2 and len(lines) == 1 and re.search(pattern, lines[0])
+              and not os.path.exists(out), p.stderr)
+    run = harness_run("tiny")
+    future = os.path.join(TMP, "future.h5")
+    shutil.copy(run, future)
+    with h5py.File(future, "r+") as f:
+        f.attrs["format_version"] = "2.0"
+    p = report(future, "-o", os.path.join(TMP, "future.html"))
+    check("a results file of a future format_version: one line, exit 2, no page",
+          p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "format 2.0" in p.stderr
+          and not os.path.exists(os.path.join(TMP, "future.html")), p.stderr)
+    p = report(run, "-o", os.path.join(notes, "x.html"))
+    check("an output path that cannot be written: one line naming it, exit 2",
+          p.returncode == 2 and p.stderr.strip().splitlines() == [
+              f"{os.path.join(notes, 'x.html')}: cannot write the report there ({notes} is not a "
+              "directory)"],
+          p.stderr)
+
+
+def screenshot(run, png):
+    """The README's picture: the report of RUN in the test's browser, hovering token 20."""
+    d, why = browser()
+    if d is None:
+        print(f"skipped: no chromium ({why})")
+        return 1
+    page = page_of(run, os.path.join(TMP, "shot.html"))
+    d.set_window_size(1300, 1250)
+    open_page(d, page)
+    hover(d, token(d, 20))
+    d.save_screenshot(png)
+    d.quit()
+    print(png)
+    return 0
+
+
+def main():
+    if sys.argv[1:2] == ["--screenshot"]:
+        return screenshot(sys.argv[2], sys.argv[3])
+    keep = "--keep" in sys.argv[1:]
+    if not os.access(harness.HARNESS, os.X_OK):
+        print(f"FAIL - {harness.HARNESS} not built: run `make` first")
+        print("0 passed, 1 failed")
+        return 1
+    t0 = time.time()
+    run_check("page data", test_page_data)
+    run_check("bad input", test_bad_input)
+    d, why = browser()
+    if d is None:
+        print(f"skipped: no chromium ({why}); the browser checks did not run")
+    else:
+        try:
+            run = harness_run("tiny")
+            run_check("run page", lambda: test_run_page(d, run))
+            run_check("layouts", lambda: test_layouts(d))
+            run_check("sweep page", lambda: test_sweep(d))
+            run_check("size", lambda: open_page(d, test_size()) and check(
+                "the heads12-sized page opens without console errors", not console_errors(d)))
+        finally:
+            d.quit()
+    if keep:
+        print(f"# kept {TMP}")
+    else:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print(f"# {time.time() - t0:.1f} s")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+#!/usr/bin/python3
+"""Subword corpora end to end: scripts/tokenize, the tokens task with data.val_path and
+data.tokenizer, the tokenizer stored in the run, the harness's own SentencePiece-BPE encoder
+(inspect --prompt), a 2-seed sweep, the Python reader and README example, and bad input.
+
+usage: /usr/bin/python3 tests/test_subword.py [--harness PATH] [--keep]
+
+Checks (one line each, then "N passed, M failed"):
+  - tokenize on the licence texts of /usr/share/common-licenses (~240 kB): tokenizer.model,
+    train.bin, val.bin with the printed counts, ids < vocab, each part the library's encoding of
+    its lines; corpus too small for the vocabulary, non-UTF-8 text, a bad --vocab: exit 2, one
+    line, no output directory;
+  - a 2-seed sweep (1 and 4 heads) on those tokens through scripts/sweep: every run complete, the
+    summary's rows; each run stores the .model bytes verbatim (/tokenizer/model) and its pieces,
+    passes `harness check`, and docs/results-format.md names its /tokenizer datasets;
+    /probe/labels is the decoded text of /probe/tokens; probes are windows of val.bin (the
+    held-out file), and without data.val_path windows of the tail of train.bin;
+  - the C encoder (harness inspect --prompt) gives the sentencepiece library's ids on every
+    held-out line that fits the context, and on strings with runs of spaces, tabs, accents, CJK
+    and emoji (byte fallback); inspect shows the pieces ("▁How");
+  - heads.results reads the run (maps with named dimensions, pieces as token labels) and the
+    README's "Use the results in Python" example runs as printed (on this test's sweep);
+  - bad input: odd-sized train.bin / val.bin, an id >= vocab_size in val.bin (with its index),
+    a missing tokenizer file, a tokenizer larger than the vocabulary, data.tokenizer on the text
+    task, inspect --prompt on a tokens run without a tokenizer or with a truncated stored model:
+    exit 2, one line, no results file.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import sentencepiece as spm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+from checks import check, temp_suite  # noqa: E402
+from heads import results, tokens  # noqa: E402
+
+VOCAB = 512
+SEQ = 48
+TRICKY = ["How are", "  leading  and   runs of spaces  ", "tab\tseparated", "naïve café, Zürich",
+          "数据 and 😀 emoji", "x", "12345 67.89%", "THE END."]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def one_line_error(r, what, needle, must_not_exist=()):
+    lines = r.stderr.strip().splitlines()
+    left = [p for p in must_not_exist if os.path.exists(p)]
+    ok = r.returncode == 2 and len(lines) == 1 and needle in lines[0] and not left and "Traceback" not in r.stderr
+    check(f"bad input: {what}: exit 2, one line, nothing written", ok,
+          lines[0] if len(lines) == 1 else f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
+
+
+def corpus_lines():
+    files = sorted({os.path.realpath(p) for p in glob.glob("/usr/share/common-licenses/*")})
+    lines = [line for f in files for line in open(f, encoding="utf-8").read().splitlines() if line.strip()]
+    return files, lines
+
+
+def check_tokenize(tmp):
+    files, lines = corpus_lines()
+    out = os.path.join(tmp, "corpus")
+    r = run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), *files, "--vocab", str(VOCAB),
+             "--out", out])
+    m = re.search(r"train.bin (\d+) tokens, val.bin (\d+) tokens, tokenizer.model (\d+) pieces", r.stdout)
+    size = sum(os.path.getsize(f) for f in files)
+    if not check(f"tokenize {len(files)} licence files ({size // 1000} kB) --vocab {VOCAB}",
+                 r.returncode == 0 and m and size > 200_000, (r.stdout + r.stderr).strip()[-300:]):
+        raise RuntimeError("tokenize failed; nothing else can run")
+    train = np.fromfile(os.path.join(out, "train.bin"), "<u2")
+    val = np.fromfile(os.path.join(out, "val.bin"), "<u2")
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
+    n_val = int(round(len(lines) * 0.1))
+    want_train = [i for line in lines[:-n_val] for i in sp.encode(line)]
+    want_val = [i for line in lines[-n_val:] for i in sp.encode(line)]
+    ok = (len(train), len(val)) == (int(m.group(1)), int(m.group(2))) and sp.get_piece_size() == VOCAB \
+        and train.max() < VOCAB and list(train) == want_train and list(val) == want_val
+    check("train.bin / val.bin: the printed counts, ids < vocab, the library's encoding of the head / tail "
+          "lines", ok, f"{len(train)} + {len(val)} tokens")
+    small = os.path.join(tmp, "small.txt")
+    with open(small, "w") as f:
+        f.write("\n".join(lines[:30]) + "\n")
+    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), small, "--vocab", "4096",
+                           "--out", os.path.join(tmp, "nope")]),
+                   "tokenize: a corpus too small for --vocab 4096", "too small for --vocab 4096",
+                   [os.path.join(tmp, "nope")])
+    latin1 = os.path.join(tmp, "latin1.txt")
+    with open(latin1, "wb") as f:
+        f.write("caf\u00e9 au lait\n".encode("latin-1") * 50)
+    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), latin1, "--out",
+                           os.path.join(tmp, "nope")]), "tokenize: text that is not UTF-8", "not UTF-8",
+                   [os.path.join(tmp, "nope")])
+    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), small, "--vocab", "70000",
+                           "--out", os.path.join(tmp, "nope")]), "tokenize: --vocab 70000", "--vocab 70000",
+                   [os.path.join(tmp, "nope")])
+    return out, sp, lines[-n_val:]
+
+
+def write_base(tmp, corpus):
+    path = os.path.join(tmp, "sub.yaml")
+    with open(path, "w") as f:
+        f.write(f"""# written by tests/test_subword.py
+model: {{vocab_size: {VOCAB}, d_model: 32, n_head: 4, n_layer: 2, seq_len: {SEQ}}}
+train: {{steps: 40, batch_size: 8, lr: 0.003, warmup_steps: 5}}
+data: {{task: tokens, path: {corpus}/train.bin, val_path: {corpus}/val.bin,
+       tokenizer: {corpus}/tokenizer.model}}
+output: {{path: {tmp}/unused.h5, eval_every: 20, eval_batches: 2, probes: 3}}
+""")
+    return path
+
+
+def check_sweep(tmp, harness, base, corpus, sp):
+    exp = os.path.join(tmp, "subword_test.yaml")
+    with open(exp, "w") as f:
+        f.write(f"base: {base}\ngrid:\n  model.n_head: [1, 4]\nwidth: fixed_width\nseeds: [0, 1]\n")
+    env = dict(os.environ, HARNESS=harness)
+    r = run([sys.executable, os.path.join(ROOT, "scripts", "sweep"), exp, "-j", "2", "--results", tmp], env=env)
+    outdir = os.path.join(tmp, "subword_test")
+    rows = results.Summary(outdir).rows() if os.path.exists(os.path.join(outdir, "summary.h5")) else []
+    ok = r.returncode == 0 and len(rows) == 4 and all(row["status"] == "complete" for row in rows)
+    check("a 2-seed sweep (1 and 4 heads) on the subword tokens: 4 complete runs in the summary", ok,
+          (r.stdout + r.stderr).strip()[-300:] if r.returncode else f"{len(rows)} rows")
+    run_path = os.path.join(outdir, "h4_dh8_s0.h5")
+    model_bytes = open(os.path.join(corpus, "tokenizer.model"), "rb").read()
+    val = np.fromfile(os.path.join(corpus, "val.bin"), "<u2")
+    with h5py.File(run_path, "r") as f:
+        stored = bytes(f["tokenizer/model"][()])
+        pieces = [results.text(p) for p in f["tokenizer/pieces"][()]]
+        tokens, labels = f["probe/tokens"][()], [results.text(x) for x in f["probe/labels"][()]]
+    check("the run stores the tokenizer: /tokenizer/model is the .model file byte for byte, "
+          "/tokenizer/pieces its pieces", stored == model_bytes and pieces == [sp.id_to_piece(i) for i in range(VOCAB)],
+          f"{len(stored)} bytes, {len(pieces)} pieces")
+    check("/probe/labels is the decoded text of /probe/tokens",
+          labels == [sp.decode([int(x) for x in row]) for row in tokens],
+          repr(labels[0][:40]))
+    r = run([harness, "check", run_path])
+    check("harness check passes on the subword run (tokenizer, probe texts)", r.returncode == 0 and ": ok" in r.stdout,
+          (r.stdout + r.stderr).strip()[-300:])
+    doc = open(os.path.join(ROOT, "docs", "results-format.md")).read()
+    with h5py.File(run_path, "r") as f:
+        names = []
+        f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    undocumented = [n for n in names if n.startswith("/tokenizer") or n == "/probe/labels"
+                    if f"`{n}`" not in doc]
+    check("docs/results-format.md names every /tokenizer dataset and /probe/labels", not undocumented,
+          str(undocumented))
+    in_val = all(any(np.array_equal(val[s:s + len(row)], row) for s in range(len(val) - len(row) + 1))
+                 for row in tokens)
+    check("with data.val_path the probes are windows of val.bin (the held-out file)", in_val)
+    return run_path, outdir
+
+
+def check_tail_split(tmp, harness, base, corpus):
+    out = os.path.join(tmp, "tail.h5")
+    r = run([harness, base, "--set", "data.val_path=", "--set", "train.steps=0", "--set", f"output.path={out}"])
+    train = np.fromfile(os.path.join(corpus, "train.bin"), "<u2")
+    tail = train[int(len(train) * 0.9):]
+    ok = r.returncode == 0
+    if ok:
+        with h5py.File(out, "r") as f:
+            tokens = f["probe/tokens"][()]
+        ok = all(any(np.array_equal(tail[s:s + len(row)], row) for s in range(len(tail) - len(row) + 1))
+                 for row in tokens)
+    check("without data.val_path the held-out part is the tail of data.path (as before)",
+          ok,
+          r.stderr[-200:])
+
+
+def inspect_ids(harness, run_path, text):
+    r = run([harness, "inspect", run_path, "--prompt", text])
+    m = re.search(r"^input \(\d+ tokens\):(.*)$", r.stdout, re.M)
+    return ([int(x) for x in re.findall(r"\((\d+)\)(?= |$)", m.group(1))] if m else None), r
+
+
+def check_encoder(harness, run_path, sp, held_out):
+    texts = [line for line in held_out if 1 <= len(sp.encode(line)) <= SEQ] + TRICKY
+    bad = []
+    for text in texts:
+        got, _ = inspect_ids(harness, run_path, text)
+        if got != sp.encode(text):
+            bad.append((text, got, sp.encode(text)))
+    check(f"the harness's BPE encoder == sentencepiece on {len(texts)} texts "
+            f"({len(texts) - len(TRICKY)} held-out lines + spaces, tabs, accents, CJK, emoji)", not bad,
+            f"first difference: {bad[0]}" if bad else "")
+    got, r = inspect_ids(harness, run_path, "How are")
+    shown = re.search(r"^input \(\d+ tokens\): (.*)$", r.stdout, re.M)
+    want = " ".join(f"{sp.id_to_piece(i)}({i})" for i in sp.encode("How are"))
+    ok = got == sp.encode("How are") and shown and shown.group(1) == want and "▁" in want \
+        and "next token predicted" in r.stdout
+    check("inspect --prompt 'How are' shows the subword pieces", ok,
+          re.search(r"^input.*$", r.stdout, re.M).group(0) if "input" in r.stdout else r.stderr.strip())
+
+
+def check_reader(tmp, run_path, outdir, sp):
+    run_ = results.Run(run_path)
+    maps = run_.maps()
+    head = maps.isel(step=-1, layer=1, head=2, probe=0)
+    labels = run_.token_labels(0)
+    ok = maps.dims == ("step", "layer", "head", "probe", "query", "key") and head.shape == (SEQ, SEQ) \
+        and np.allclose(head.sum(-1), 1, atol=1e-5) \
+        and labels == [tokens.piece_label(sp.id_to_piece(int(i))) for i in run_.probe_tokens()[0]]
+    check("heads.results.Run: maps with named dimensions, one head's [query, key] map, pieces as labels", ok,
+          repr(maps))
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    m = re.search(r"<!-- python-example -->\s*```python\n(.*?)```", readme, re.S)
+    if not check("README has the Python example (marked <!-- python-example -->)", m is not None):
+        return
+    code = m.group(1).replace("results/subword/h4_dh16_s0.h5", run_path).replace("results/subword", outdir)
+    code = code.replace('"head.png"', repr(os.path.join(tmp, "head.png")))
+    r = run([sys.executable, "-c", "import matplotlib; matplotlib.use('Agg')\n" + code], cwd=ROOT,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    png = os.path.join(tmp, "head.png")
+    ok = r.returncode == 0 and os.path.exists(png) and os.path.getsize(png) > 1000 and "h1_dh32_s0" in r.stdout
+    check("the README's Python example runs as printed and plots one head", ok, r.stderr.strip()[-300:])
+
+
+def check_bad_input(tmp, harness, base, corpus, run_path):
+    out = os.path.join(tmp, "bad.h5")
+    odd = os.path.join(tmp, "odd.bin")
+    with open(odd, "wb") as f:
+        f.write(open(os.path.join(corpus, "train.bin"), "rb").read()[:2001])
+    big = os.path.join(tmp, "big.bin")
+    ids = np.fromfile(os.path.join(corpus, "val.bin"), "<u2").copy()
+    ids[123] = VOCAB + 7
+    ids.tofile(big)
+    cases = [("an odd-sized train.bin", {"data.path": odd}, "odd size (2001 bytes)"),
+             ("an odd-sized val.bin", {"data.val_path": odd}, "odd size (2001 bytes)"),
+             ("an id >= vocab_size in val.bin", {"data.val_path": big},
+              f"token id {VOCAB + 7} at index 123"),
+             ("a missing tokenizer", {"data.tokenizer": os.path.join(tmp, "missing.model")},
+              "data.tokenizer"),
+             ("a tokenizer larger than the vocabulary", {"model.vocab_size": 300}, "has 512 pieces"),
+             ("data.tokenizer on the text task", {"data.task": "text", "data.path": os.path.join(tmp, "small.txt"),
+                                                  "data.val_path": "", "model.vocab_size": 256},
+              "data.tokenizer")]
+    for what, sets, needle in cases:
+        cmd = [harness, base, "--set", f"output.path={out}"]
+        for k, v in sets.items():
+            cmd += ["--set", f"{k}={v}"]
+        one_line_error(run(cmd), what, needle, [out, out + ".tmp"])
+    broken = os.path.join(tmp, "broken.h5")
+    shutil.copy(run_path, broken)
+    with h5py.File(broken, "a") as f:
+        model = f["tokenizer/model"][()]
+        del f["tokenizer/model"]
+        f["tokenizer/model"] = model[: len(model) // 2]
+    one_line_error(run([harness, "inspect", broken, "--prompt", "How are"]),
+                   "inspect --prompt with a truncated /tokenizer/model", "not a SentencePiece model")
+    plain = os.path.join(tmp, "plain.h5")
+    run([harness, base, "--set", "data.tokenizer=", "--set", "train.steps=0", "--set", f"output.path={plain}"])
+    one_line_error(run([harness, "inspect", plain, "--prompt", "How are"]),
+                   "inspect --prompt on a tokens run without a tokenizer", "without a tokenizer")
+
+
+def suite(harness, tmp):
+    corpus, sp, held_out = check_tokenize(tmp)
+    base = write_base(tmp, corpus)
+    run_path, outdir = check_sweep(tmp, harness, base, corpus, sp)
+    check_tail_split(tmp, harness, base, corpus)
+    check_encoder(harness, run_path, sp, held_out)
+    check_reader(tmp, run_path, outdir, sp)
+    check_bad_input(tmp, harness, base, corpus, run_path)
+
+
+def main(argv):
+    return temp_suite(argv, "heads-subword-", suite)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
