@@ -122,29 +122,12 @@ void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps) {
     score_snapshot(a, s);
 }
 
-/* Held-out loss increase when each head's output is zeroed, and Michel et al.'s importance:
- * the mean over held-out batches of |d loss / d gate|, gate = 1 on each head's output. */
-static void head_importance(Model *m, const Task *task, const Config *cfg, double *delta,
-                            double *importance) {
-    const int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
-    double base = train_eval_loss(m, task, cfg);
+/* Michel et al.'s importance: the mean over held-out batches of |d loss / d gate|, gate = 1 on
+ * each head's output. */
+static void head_importance(Model *m, const Task *task, const Config *cfg, double *importance) {
+    const int LH = m->shape.n_layer * m->shape.n_head;
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
-    /* The same sums as train_eval_loss with each head gated off, but a head of layer l only
-     * recomputes layers l and up. Last layer first: ablating layer l overwrites the activations
-     * of later layers only, never those the next (earlier or same-layer) head starts from. */
-    for (int i = 0; i < LH; i++) delta[i] = 0.0;
-    for (int k = 0; k < cfg->eval_batches; k++) {
-        task_eval_batch(task, &batch, k);
-        model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
-        for (int l = L - 1; l >= 0; l--)
-            for (int h = 0; h < H; h++) {
-                m->head_gate[l * H + h] = 0.0f;
-                delta[l * H + h] += model_forward_from_layer(m, l);
-                m->head_gate[l * H + h] = 1.0f;
-            }
-    }
-    for (int i = 0; i < LH; i++) delta[i] = delta[i] / cfg->eval_batches - base;
     memset(importance, 0, sizeof(double) * LH);
     m->want_head_gate_grad = 1;
     for (int k = 0; k < cfg->eval_batches; k++) {
@@ -168,16 +151,17 @@ static const char *class_description(const char *cls) {
 }
 
 static void print_summary(const Model *m, const double *final, const char **classes,
-                          const double *delta, const double *importance) {
+                          const double *delta, const double *delta_mean, const double *importance) {
     int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
-    printf("\nlayer  head  class      top score         ablation Δloss  importance\n");
+    printf("\nlayer  head  class      top score         Δloss zeroed  Δloss mean-ablated  importance\n");
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < H; h++) {
             int i = l * H + h, top = 0;
             for (int k = 1; k < N_PATTERNS; k++)
                 if (final[k * LH + i] > final[top * LH + i]) top = k;
-            printf("%5d  %4d  %-9s  %-9s %.3f  %+14.4f  %10.4f\n", l, h, classes[i],
-                   analysis_pattern_names[top], final[top * LH + i], delta[i], importance[i]);
+            printf("%5d  %4d  %-9s  %-9s %.3f  %+12.4f  %+18.4f  %10.4f\n", l, h, classes[i],
+                   analysis_pattern_names[top], final[top * LH + i], delta[i], delta_mean[i],
+                   importance[i]);
         }
     }
     const char *order[] = {"prev", "induction", "duplicate", "self", "first", "mixed"};
@@ -225,16 +209,17 @@ int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError 
     return rc;
 }
 
-int analysis_finish(const Analysis *a, Model *m, Results *res, ConfigError *err) {
+int analysis_finish(const Analysis *a, Model *m, Results *res, const double *delta,
+                    const double *delta_mean, ConfigError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H, S = a->n_snapshots;
     CHECK(S > 0);
     const double *final = a->scores + (size_t)(S - 1) * N_PATTERNS * LH;
     const char **classes = xcalloc(LH, sizeof(char *));
     for (int i = 0; i < LH; i++) classes[i] = analysis_classify(final + i, LH);
     uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H};
-    double *delta = xcalloc(LH, sizeof(double)), *importance = xcalloc(LH, sizeof(double));
+    double *importance = xcalloc(LH, sizeof(double));
     float *out = xcalloc(LH, sizeof(float));
-    head_importance(m, a->task, a->cfg, delta, importance);
+    head_importance(m, a->task, a->cfg, importance);
     for (int i = 0; i < LH; i++) out[i] = (float)delta[i];
     int rc = results_write_array(res, "/heads/ablation_delta", out, 0, 2, dims_lh, err);
     for (int i = 0; i < LH; i++) out[i] = (float)importance[i];
@@ -246,9 +231,8 @@ int analysis_finish(const Analysis *a, Model *m, Results *res, ConfigError *err)
         for (int h = 0; h < H; h++) out[l * H + h] = (float)(norm > 0 ? importance[l * H + h] / norm : 0.0);
     }
     if (rc == CONFIG_OK) rc = results_write_array(res, "/heads/importance_normalized", out, 0, 2, dims_lh, err);
-    if (rc == CONFIG_OK) print_summary(m, final, classes, delta, importance);
+    if (rc == CONFIG_OK) print_summary(m, final, classes, delta, delta_mean, importance);
     free(out);
-    free(delta);
     free(importance);
     free(classes);
     return rc;

@@ -61,6 +61,36 @@ static const DocRow ROWS[] = {
                            "at gate 1", "nats", DIMS("layer", "head"), NULL, NULL}},
     {"/heads/importance_normalized", {"importance divided by the L2 norm of its layer's importances", "1",
                                       DIMS("layer", "head"), NULL, NULL}},
+    {"/prune/importance/order", {"pruning curve by Michel et al. importance normalised per layer: heads in the order removed, as layer * n_head + head",
+                               "none", DIMS("removal"), NULL, NULL}},
+    {"/prune/importance/heads_left", {"pruning curve by Michel et al. importance normalised per layer: heads left at each point (all, then fewer by the step, to 0)",
+                                    "1", DIMS("point"), NULL, NULL}},
+    {"/prune/importance/eval_loss", {"pruning curve by Michel et al. importance normalised per layer: held-out loss with those heads left (the rest zero-ablated); [0] is the unpruned model",
+                                   "nats", DIMS("point"), NULL, NULL}},
+    {"/prune/delta_loss/order", {"pruning curve by measured single-head delta loss: heads in the order removed, as layer * n_head + head",
+                               "none", DIMS("removal"), NULL, NULL}},
+    {"/prune/delta_loss/heads_left", {"pruning curve by measured single-head delta loss: heads left at each point (all, then fewer by the step, to 0)",
+                                    "1", DIMS("point"), NULL, NULL}},
+    {"/prune/delta_loss/eval_loss", {"pruning curve by measured single-head delta loss: held-out loss with those heads left (the rest zero-ablated); [0] is the unpruned model",
+                                   "nats", DIMS("point"), NULL, NULL}},
+    {"/heads/ablation_delta_mean", {"held-out loss with the head's output replaced by its mean over every held-out "
+                                    "token minus the loss with every head on", "nats", DIMS("layer", "head"), NULL, NULL}},
+    {"/prune/one_head_per_layer/delta_loss", {"delta loss when the layer keeps only this head (its other heads ablated), "
+                                              "on the first output.prune_batches held-out batches", "nats",
+                                              DIMS("layer", "head"), NULL, NULL}},
+    {"/prune/one_head_per_layer/best_head", {"per layer the head whose delta_loss is lowest", "none", DIMS("layer"),
+                                             NULL, NULL}},
+    {"/prune/one_head_per_layer/best_delta_loss", {"per layer the delta loss of keeping only best_head, on every "
+                                                   "held-out batch", "nats", DIMS("layer"), NULL, NULL}},
+    {"/circuits/q_composition", {"Q-composition |W_OV(A) W_QK(B)| / (|W_OV(A)| |W_QK(B)|) of later head B reading "
+                                 "earlier head A (LayerNorm folded); NaN unless A's layer is earlier", "1",
+                                 DIMS("later layer", "later head", "earlier layer", "earlier head"), NULL, NULL}},
+    {"/circuits/k_composition", {"K-composition |W_OV(A) W_QK(B)^T| / (|W_OV(A)| |W_QK(B)|) of later head B reading "
+                                 "earlier head A (LayerNorm folded); NaN unless A's layer is earlier", "1",
+                                 DIMS("later layer", "later head", "earlier layer", "earlier head"), NULL, NULL}},
+    {"/circuits/v_composition", {"V-composition |W_OV(A) W_OV(B)| / (|W_OV(A)| |W_OV(B)|) of later head B reading "
+                                 "earlier head A (LayerNorm folded); NaN unless A's layer is earlier", "1",
+                                 DIMS("later layer", "later head", "earlier layer", "earlier head"), NULL, NULL}},
     {"/batch/inputs", {"--dump-grads: input tokens of the first training batch", "token id",
                        DIMS("batch", "position"), NULL, NULL}},
     {"/batch/targets", {"--dump-grads: next-token targets of the first training batch", "token id",

@@ -13,7 +13,7 @@
 #include "util.h"
 
 /* The run's Config from its config_yaml attribute, made to load the stored params only. */
-static int config_from_results(Config *cfg, const char *path, ConfigError *err) {
+int inspect_config_from_results(Config *cfg, const char *path, ConfigError *err) {
     int rc = results_read_config(path, cfg, err);
     if (rc == CONFIG_OK) {
         cfg->init_from[0] = '\0'; /* the stored params are what we load */
@@ -257,7 +257,8 @@ int inspect_main(int argc, char **argv) {
     Config cfg;
     ConfigError err;
     Vocab voc = {0};
-    if (config_from_results(&cfg, a.path, &err) != CONFIG_OK || read_run_tokenizer(a.path, &voc, &err) != CONFIG_OK) {
+    if (inspect_config_from_results(&cfg, a.path, &err) != CONFIG_OK ||
+        read_run_tokenizer(a.path, &voc, &err) != CONFIG_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 2;
     }

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "fatal.h"
+#include "headstudy.h"
 #include "inspect.h"
 #include "../kernels/kernels.h"
 #include "model.h"
@@ -32,6 +33,7 @@ static const char *usage =
     "                          [--logits]\n"
     "       harness check RUN.h5\n"
     "       harness --keys\n"
+    "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "\n"
     "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
     "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
@@ -143,6 +145,7 @@ int main(int argc, char **argv) {
         config_print_keys(stdout);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
     const char *config_path = NULL, *dump_path = NULL;
     int shapes = 0, force = 0, resume = 0;
     Config cfg;

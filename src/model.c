@@ -116,6 +116,7 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(att_out, L * BT * E);
     TAKE(gate, L * BT * G);
     TAKE(att_gated, L * BT * G);
+    TAKE(head_mixed, L * BT * E);
     TAKE(lnf_out, BT * D);
     TAKE(lnf_mean, BT);
     TAKE(lnf_rstd, BT);
@@ -198,6 +199,29 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name) {
     return NULL;
 }
 
+static int gates_all_one(const float *gate, int H) {
+    for (int h = 0; h < H; h++)
+        if (gate[h] != 1.0f) return 0;
+    return 1;
+}
+
+/* mixed[b, t, head h] = g_h·o + (1 − g_h)·a_h: the per-head gate (1 = untouched, 0 = ablated to
+ * a, the head's ablation value, or to 0 without one). Returns the input of W_o: `out` itself
+ * when every gate of the layer is 1 (training), else `mixed`. */
+static const float *apply_head_gates(float *mixed, const float *out, const float *gate,
+                                     const float *ablation, int BT, int H, int d_head) {
+    if (gates_all_one(gate, H)) return out;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < d_head; i++) {
+                size_t k = ((size_t)n * H + h) * d_head + i;
+                float a = ablation ? ablation[(size_t)h * d_head + i] : 0.0f;
+                mixed[k] = gate[h] * out[k] + (1.0f - gate[h]) * a;
+            }
+    return mixed;
+}
+
 /* Shortformer (as TransformerLens's attention-only models): learned positions enter only the
  * Q/K input, LN(h + W_pos[t]); V reads LN(h) = z. Both inputs go through the whole W_qkv and the
  * V part of the second replaces the first's (the projection costs twice; the layout stays one). */
@@ -256,27 +280,23 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     return model_forward_from_layer(m, 0);
 }
 
-float model_forward_from_layer(Model *m, int first_layer) {
+/* One block from its LayerNorm (or, with heads_only, from its head mix: the attention of the
+ * last forward reused) to its residual output. */
+static void forward_layer(Model *m, int l, int heads_only) {
     ModelShape s = m->shape;
-    CHECK(first_layer >= 0 && first_layer < s.n_layer && m->batch > 0);
-    const int B = m->batch, T = m->seq;
-    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
-    const int E = H * dh, BT = B * T;
+    const int B = m->batch, T = m->seq, D = s.d_model, H = s.n_head, dh = s.d_head;
+    const int E = H * dh, BT = B * T, W = (int)qkv_width(s), grouped = s.n_kv_head < H;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
-    const int *targets = m->targets;
-    const float *mask = m->mask;
-
-    const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
-    for (int l = first_layer; l < L; l++) {
-        const float *h_in = a->residual + (size_t)l * BT * D;
-        float *h_out = a->residual + (size_t)(l + 1) * BT * D;
-        float *z = a->ln_out + (size_t)l * BT * D;
+    const float *h_in = a->residual + (size_t)l * BT * D;
+    float *h_out = a->residual + (size_t)(l + 1) * BT * D;
+    float *z = a->ln_out + (size_t)l * BT * D;
+    float *att = a->att_out + (size_t)l * BT * E;
+    float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att; /* heads' outputs */
+    if (!heads_only) {
         float *qkv = a->qkv + (size_t)l * BT * W;
         float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : qkv;
         float *probs = a->att_probs + (size_t)l * B * H * T * T;
-        float *att = a->att_out + (size_t)l * BT * E;
-        float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att; /* W_o's input */
         layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
                           p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
         if (s.pos == POS_SHORTFORMER) {
@@ -293,11 +313,27 @@ float model_forward_from_layer(Model *m, int first_layer) {
             linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
             sigmoid_gate_forward(mix_in, gate, att, (size_t)BT * E);
         }
-        head_gate_forward(mix_in, mix_in, m->head_gate + (size_t)l * H, BT, H, dh);
-        linear_forward(h_out, mix_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
     }
+    const float *wo_in = apply_head_gates(a->head_mixed + (size_t)l * BT * E, mix_in,
+                                          m->head_gate + (size_t)l * H,
+                                          m->head_ablation ? m->head_ablation + (size_t)l * E : NULL,
+                                          BT, H, dh);
+    linear_forward(h_out, wo_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
+}
+
+/* Layers first_layer.. (the first from its head mix when heads_only), then the final LayerNorm,
+ * the unembedding and the loss. */
+static float forward_rest(Model *m, int first_layer, int heads_only) {
+    ModelShape s = m->shape;
+    CHECK(first_layer >= 0 && first_layer < s.n_layer && m->batch > 0);
+    const int BT = m->batch * m->seq, V = s.vocab_size, D = s.d_model, L = s.n_layer;
+    const ParamTensors *p = &m->params;
+    Activations *a = &m->act;
+    const int *targets = m->targets;
+    const float *mask = m->mask;
+    for (int l = first_layer; l < L; l++) forward_layer(m, l, heads_only && l == first_layer);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D,
                       p->lnf_g, p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -310,9 +346,38 @@ float model_forward_from_layer(Model *m, int first_layer) {
     return m->loss;
 }
 
+float model_forward_from_layer(Model *m, int first_layer) { return forward_rest(m, first_layer, 0); }
+
+float model_forward_from_heads(Model *m, int layer) { return forward_rest(m, layer, 1); }
+
 void model_zero_grad(Model *m) {
     memset(m->grad_block, 0, m->n_params * sizeof(float));
     memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
+}
+
+/* d loss / d gate[h] = Σ over positions of d_mixed · (o − a) in head h's columns (o the head's
+ * output, a its ablation value or 0), from mixed = g·o + (1 − g)·a. */
+static void head_gate_grad_ablated(float *d_gate, const float *d_att_out, const float *att_out,
+                               const float *ablation, int BT, int H, int d_head) {
+#pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
+    for (int h = 0; h < H; h++) {
+        double sum = 0.0;
+        for (int n = 0; n < BT; n++) {
+            const float *g = d_att_out + ((size_t)n * H + h) * d_head;
+            const float *o = att_out + ((size_t)n * H + h) * d_head;
+            for (int i = 0; i < d_head; i++)
+                sum += (double)g[i] * (o[i] - (ablation ? ablation[(size_t)h * d_head + i] : 0.0f));
+        }
+        d_gate[h] += (float)sum;
+    }
+}
+
+/* d_out[b, t, head h] *= gate[h]: from wo_in = g·o + (1 − g)·a, the heads' outputs o get g times
+ * the gradient at W_o's input. */
+static void scale_by_head_gates(float *d_out, const float *gate, int BT, int H, int d_head) {
+    for (int n = 0; n < BT; n++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < d_head; i++) d_out[((size_t)n * H + h) * d_head + i] *= gate[h];
 }
 
 void model_backward(Model *m) {
@@ -321,7 +386,6 @@ void model_backward(Model *m) {
     const int B = m->batch, T = m->seq;
     const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
     const int E = H * dh, BT = B * T;
-    for (int i = 0; i < L * H; i++) CHECK(m->head_gate[i] == 1.0f); /* gates are analysis-only */
     const ParamTensors *p = &m->params;
     ParamTensors *g = &m->grads;
     Activations *a = &m->act;
@@ -341,12 +405,17 @@ void model_backward(Model *m) {
         const float *probs = a->att_probs + (size_t)l * B * H * T * T;
         const float *att = a->att_out + (size_t)l * BT * E;
         const float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att;
-        /* h_out = h_in + mix_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
+        const float *gate_l = m->head_gate + (size_t)l * H;
+        const float *ablation_l = m->head_ablation ? m->head_ablation + (size_t)l * E : NULL;
+        int all_one = gates_all_one(gate_l, H);
+        const float *wo_in = all_one ? mix_in : a->head_mixed + (size_t)l * BT * E;
+        /* h_out = h_in + wo_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
         linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
-                        a->d_residual, mix_in, p->w_o + (size_t)l * E * D, BT, E, D);
+                        a->d_residual, wo_in, p->w_o + (size_t)l * E * D, BT, E, D);
         if (m->want_head_gate_grad)
-            head_gate_backward(NULL, m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in,
-                               m->head_gate + (size_t)l * H, BT, H, dh); /* gates are 1 here */
+            head_gate_grad_ablated(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, ablation_l,
+                               BT, H, dh);
+        if (!all_one) scale_by_head_gates(a->d_att_out, gate_l, BT, H, dh);
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {

@@ -67,6 +67,7 @@ typedef struct {
     float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
     float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate) (output gate only)
     float *att_gated; // (L, B, T, E) O_cat ⊙ gate (output gate only)
+    float *head_mixed; // (L, B, T, E) the head-gated input of W_o (only for layers whose gates are not all 1)
     float *lnf_out;   // (B, T, D)
     float *lnf_mean;  // (B, T)
     float *lnf_rstd;  // (B, T)
@@ -98,10 +99,13 @@ typedef struct {
     int n_tensors;
     float *act_block;
     Activations act;
-    /* Per-head gates on each head's output, (L, H), 1 by default: 0 ablates a head.
-     * head_gate_grad = d loss / d gate at gate = 1, filled by model_backward (Michel et al.)
-     * when want_head_gate_grad is set (the analysis sets it; training does not need it). */
+    /* Per-head gates on each head's output, (L, H), 1 by default: 0 ablates a head. A gated
+     * head's output o (its columns of W_o's input, after the output gate) becomes
+     * g·o + (1 − g)·a, with a = head_ablation (L, E) when set (mean ablation), else 0.
+     * head_gate_grad = d loss / d gate = Σ d_mixed · (o − a), filled by model_backward
+     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not). */
     float *head_gate, *head_gate_grad;
+    const float *head_ablation;
     int want_head_gate_grad;
     /* state of the last forward */
     int batch, seq, has_targets;
@@ -126,6 +130,9 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
  * changing only that layer's or later layers' head gates, it gives the bits a whole
  * model_forward would. The per-head ablations use it. */
 float model_forward_from_layer(Model *m, int first_layer);
+/* The same after changing only head gates (or head_ablation) of layer `layer` and later: layer
+ * `layer`'s attention is reused too, only its head mix, W_o and what follows are recomputed. */
+float model_forward_from_heads(Model *m, int layer);
 void model_zero_grad(Model *m);
 /* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when
  * want_head_gate_grad is set). */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include "dataset_docs.h"
@@ -639,4 +640,45 @@ char *results_reader_attr_string(ResultsReader *rd, const char *name) {
     char *value = NULL;
     read_attr_string(rd->file, name, &value);
     return value;
+}
+
+int results_open_copy(Results *r, const char *path, ConfigError *err) {
+    memset(r, 0, sizeof *r);
+    r->file = -1;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    snprintf(r->tmp_path, sizeof r->tmp_path, "%s.XXXXXX", path);
+    struct stat st;
+    FILE *in = fopen(path, "rb");
+    if (!in || fstat(fileno(in), &st) != 0) {
+        if (in) fclose(in);
+        return fail(err, "%s: cannot read: %s", path, strerror(errno));
+    }
+    int fd = mkstemp(r->tmp_path);
+    if (fd < 0) {
+        fclose(in);
+        return fail(err, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    int ok = fchmod(fd, st.st_mode & 0777) == 0;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = write(fd, buf, n) == (ssize_t)n;
+    ok = ok && !ferror(in) && fsync(fd) == 0;
+    fclose(in);
+    if (close(fd) != 0 || !ok) {
+        unlink(r->tmp_path);
+        return fail(err, "%s: cannot copy to %s (disk full?)", path, r->tmp_path);
+    }
+    r->file = H5Fopen(r->tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (r->file < 0) {
+        unlink(r->tmp_path);
+        return fail(err, "%s: cannot open as an HDF5 results file", path);
+    }
+    return CONFIG_OK;
+}
+
+int results_remove(Results *r, const char *path, ConfigError *err) {
+    int exists = ensure_exists(r->file, path);
+    if (exists < 0 || (exists && H5Ldelete(r->file, path, H5P_DEFAULT) < 0))
+        return fail(err, "%s: cannot remove %s", r->tmp_path, path);
+    return CONFIG_OK;
 }

@@ -33,6 +33,12 @@ int results_close(Results *r, const char *status, ConfigError *err);
 /* Close and delete the temporary file (a run that failed before producing anything). */
 void results_discard(Results *r);
 
+/* Add to an existing file atomically: copy it to "<path>.XXXXXX" beside it and open the copy
+ * for writing; results_close renames the copy over it, results_discard deletes the copy. */
+int results_open_copy(Results *r, const char *path, ConfigError *err);
+/* Delete a dataset or group (and what is under it) if it is there. */
+int results_remove(Results *r, const char *path, ConfigError *err);
+
 /* 1-D datasets, e.g. "/train/loss". */
 int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err);
 int results_write_ints(Results *r, const char *path, const int64_t *x, int n, ConfigError *err);

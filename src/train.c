@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "train.h"
 #include "analysis.h"
+#include "headstudy.h"
 #include "util.h"
 #include "../kernels/kernels.h"
 
@@ -33,6 +34,14 @@ double train_eval_loss(Model *m, const Task *task, const Config *cfg) {
     }
     batch_free(&batch);
     return total / cfg->eval_batches;
+}
+
+/* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
+ * machine do not inflate, unlike wall time. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static double now_seconds(void) {
@@ -326,6 +335,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
     *status = "complete";
     double start = now_seconds() - st.elapsed_before;
     double step_seconds = 0.0, eval_seconds = 0.0; /* this process's share, for the time line */
+    double step_cpu = 0.0;
     double last_eval = st.eval.n ? st.eval.loss[st.eval.n - 1] : NAN;
     int first = st.step;
     for (int step = st.step;; step++) {
@@ -353,10 +363,11 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
             *status = "interrupted";
             break;
         }
-        double norm, step_start = now_seconds();
+        double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
         float loss = train_step(m, task, cfg, &batch, step, &norm);
         double elapsed = now_seconds() - start, lr = train_lr_at(cfg, step);
         step_seconds += now_seconds() - step_start;
+        step_cpu += cpu_seconds() - cpu_start;
         if (!isfinite(loss) || !isfinite(norm)) {
             const char *where = first_nonfinite_grad(m);
             fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
@@ -378,17 +389,27 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
     st.elapsed_before = now_seconds() - start;
     int interrupted = strcmp(*status, "interrupted") == 0;
     if (rc == CONFIG_OK) rc = write_state(&res, m, &st, interrupted, err);
-    double finish_start = now_seconds();
-    if (rc == CONFIG_OK && strcmp(*status, "complete") == 0)
-        rc = analysis_finish(&st.analysis, m, &res, err);
+    double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
+    if (rc == CONFIG_OK && strcmp(*status, "complete") == 0) {
+        HeadStudy study;
+        double study_start = now_seconds();
+        head_study_run(&study, m, task, cfg);
+        study_seconds = now_seconds() - study_start;
+        rc = analysis_finish(&st.analysis, m, &res, study.delta_zero, study.delta_mean, err);
+        if (rc == CONFIG_OK) rc = head_study_write(&study, &res, err);
+        if (rc == CONFIG_OK) head_study_print(&study, stdout);
+        head_study_free(&study);
+    }
     if (rc == CONFIG_OK) rc = results_close(&res, *status, err);
     else results_discard(&res);
     int steps_run = st.step - first;
     if (rc == CONFIG_OK && steps_run > 0)
         fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
-                "analysis and writing %.2f s\n", steps_run, step_seconds, 1e3 * step_seconds / steps_run,
+                "analysis and writing %.2f s (ablations, pruning and composition %.2f s; CPU time "
+                "%.1f%% of the steps')\n", steps_run, step_seconds, 1e3 * step_seconds / steps_run,
                 (double)steps_run * cfg->batch_size * cfg->seq_len / step_seconds, eval_seconds,
-                now_seconds() - finish_start);
+                now_seconds() - finish_start, study_seconds,
+                100.0 * (cpu_seconds() - finish_cpu) / step_cpu);
     if (rc == CONFIG_OK && strcmp(*status, "diverged") != 0) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);

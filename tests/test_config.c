@@ -347,7 +347,7 @@ static void test_marks_and_visit(void) {
     config_visit(&copy, collect, seen);
     int lines = 0;
     for (char *s = seen; *s; s++) lines += *s == '\n';
-    report("visit sees every key with typed values", lines == 45 && strstr(seen, "model.n_head=4\n") &&
+    report("visit sees every key with typed values", lines == 47 && strstr(seen, "model.n_head=4\n") && strstr(seen, "output.prune_batches=1\n") &&
            strstr(seen, "train.lr=0x1p-1\n") && strstr(seen, "data.task='induction'\n") &&
            strstr(seen, "output.probe_text='x\ny'\n"), seen);
     report("task names", !strcmp(config_task_name(TASK_TWO_SOURCE), "two_source") &&

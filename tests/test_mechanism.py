@@ -3,7 +3,9 @@
 
 Trains configs/heads12.yaml at seeds 0, 1, 2 and checks, on each results file, that layer 0 has a
 previous-token head and layer 1 an induction head, each scoring above 0.5 at the end (the classes
-docs/model.md defines), and that the held-out loss ends far below ln(vocab_size).
+docs/model.md defines), that the held-out loss ends far below ln(vocab_size), and that the highest
+layer-1 <- layer-0 K-composition (/circuits/k_composition, Elhage et al. 2021) pairs a layer-1
+induction head with a layer-0 previous-token head: the induction circuit, found from the weights.
 usage: tests/test_mechanism.py [HARNESS]
 """
 import math
@@ -35,10 +37,20 @@ with tempfile.TemporaryDirectory() as tmp:
             classes = f["/scores/class"][()].astype(str)
             vocab = int(f["/config"].attrs["vocab_size"])
             eval_loss = float(f["/eval/loss"][-1])
+            k_comp = f["/circuits/k_composition"][1, :, 0, :] if "/circuits/k_composition" in f \
+                else None
         check(f"seed {seed}: layer 0 has a previous-token head (best prev {prev0:.3f})",
               prev0 > 0.5 and "prev" in classes[0], f"classes {list(classes[0])}")
         check(f"seed {seed}: layer 1 has an induction head (best induction {ind1:.3f})",
               ind1 > 0.5 and "induction" in classes[1], f"classes {list(classes[1])}")
         check(f"seed {seed}: held-out loss {eval_loss:.4f} far below ln(V) = {math.log(vocab):.2f}",
               eval_loss < 0.1 * math.log(vocab))
+        if k_comp is None:
+            check(f"seed {seed}: /circuits/k_composition written", False, "missing")
+            continue
+        later, earlier = divmod(int(k_comp.argmax()), k_comp.shape[1])
+        check(f"seed {seed}: highest K-composition L1H{later} <- L0H{earlier} "
+              f"({float(k_comp.max()):.3f}) pairs an induction head with a previous-token head",
+              classes[1][later] == "induction" and classes[0][earlier] == "prev",
+              f"classes {classes[1][later]} <- {classes[0][earlier]}")
 sys.exit(finish())

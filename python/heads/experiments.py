@@ -14,6 +14,7 @@ import yaml
 from .cli import UserError
 from .configs import Marked, format_value, read_config_file
 from .harness import REPO, key_default, key_sections
+from .pruning import DEFAULT_TOLERANCE
 
 
 WIDTH_RULES = {
@@ -22,7 +23,7 @@ WIDTH_RULES = {
     "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
     "free": "d_head as the config says (0 = d_model / n_head)",
 }
-EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds"]
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance"]
 
 # Short names for run names: h8_dh16_lr0.003_s0.
 ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
@@ -125,6 +126,12 @@ class Experiment:
                 raise UserError(self.doc.where(self._set_paths[key]) +
                                 f"{key} is both set here and swept in grid:; keep one")
 
+        self.tolerance = d.get("tolerance", DEFAULT_TOLERANCE)
+        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float)) \
+                or not 0 <= self.tolerance < 1:
+            raise UserError(self.doc.where(("tolerance",), True) +
+                            f"tolerance {self.tolerance!r}: the relative eval-loss tolerance of "
+                            "'heads needed' is a number in [0, 1), e.g. 0.05 for 5%")
         self.width = str(d.get("width", "free"))
         if self.width not in WIDTH_RULES:
             hint = difflib.get_close_matches(self.width, WIDTH_RULES, 1)

@@ -19,6 +19,7 @@ require("numpy", "yaml")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+from . import pruning  # noqa: E402
 from .cli import UserError  # noqa: E402
 from .configs import values_equal  # noqa: E402
 from . import tokens  # noqa: E402
@@ -112,6 +113,7 @@ class RunResult:
             self.train_elapsed = get("train/elapsed_s")
             self.eval_step, self.eval_loss = get("eval/step"), get("eval/loss")
             self.classes = read_classes(f)
+            self.prune = pruning.read_curves(f)
             self.n_params = sum(int(np.prod(obj.shape)) for obj in datasets(f["params"])) \
                 if "params" in f else 0
         try:
@@ -260,6 +262,7 @@ class Summary:
             self.name = text(f.attrs.get("experiment", os.path.basename(self.dir)))
             self.width = text(f.attrs.get("width", "free"))
             self.description = text(f.attrs.get("description", ""))
+            self.tolerance = float(f.attrs.get("tolerance", pruning.DEFAULT_TOLERANCE))
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             self.data = {}

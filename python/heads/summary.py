@@ -1,5 +1,5 @@
 """heads.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
-token, final losses, head-class counts) as summary.csv and summary.h5 (read back by
+token, final losses, heads needed within the experiment's tolerance, head-class counts) as summary.csv and summary.h5 (read back by
 heads.results.Summary).
 
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
@@ -12,6 +12,7 @@ import tempfile
 
 import numpy as np
 
+from . import pruning
 from .configs import format_value
 from .results import CLASSES
 
@@ -26,8 +27,9 @@ SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_laye
                  "min_eval_loss", "train_seconds"]
 
 
-def summary_row(run, result, shapes):
-    """One summary row (dict) for a run; result is a RunResult or None; shapes (params, flops)."""
+def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE):
+    """One summary row (dict) for a run; result is a RunResult or None; shapes (params, flops);
+    tolerance: relative eval-loss tolerance of the heads-needed columns (heads.pruning)."""
     row = {"run": run.name, "status": result.status if result else "missing"}
     for key in run.swept:
         row[key] = run.swept[key]
@@ -54,6 +56,7 @@ def summary_row(run, result, shapes):
         else float("nan")
     row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
         else float("nan")
+    row.update(pruning.summary_values(result.prune if ok else {}, tolerance))
     counts = result.class_counts() if ok else {}
     for c in CLASSES + sorted(set(counts) - set(CLASSES)):
         row[f"heads_{c}"] = counts.get(c, 0) if ok else None
@@ -130,6 +133,7 @@ def _summary_h5(tmp, rows, cols, swept, experiment):
         f.attrs["base"] = experiment.base
         f.attrs["width"] = experiment.width
         f.attrs["description"] = experiment.description
+        f.attrs["tolerance"] = getattr(experiment, "tolerance", pruning.DEFAULT_TOLERANCE)
         f.attrs["swept"] = np.array(swept, dtype=h5py.string_dtype())
         f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())
         for c in cols:

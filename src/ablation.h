@@ -1,0 +1,44 @@
+/* ablation.h: the held-out loss of the model with some heads ablated, for many gate settings at
+ * a time: single-head ablation (zero and mean), the pruning curves and Michel et al.'s gate
+ * gradients all evaluate through here.
+ *
+ * A gate setting is a (L, H) vector: 1 keeps a head, 0 ablates it (its output replaced by 0, or
+ * by its mean over every evaluation token: TransformerLens's mean ablation). The held-out batches
+ * are the run's own (task_eval_batch 0 … eval_batches−1), so the all-ones loss is bit for bit the
+ * run's last /eval/loss. Knows the model and the task; nothing of files or of what the losses
+ * are for. */
+#ifndef ABLATION_H
+#define ABLATION_H
+
+#include "config.h"
+#include "model.h"
+#include "tasks.h"
+
+typedef enum { ABLATE_ZERO, ABLATE_MEAN } AblationKind;
+
+typedef struct {
+    Model *m;
+    int n_batches, n_layer, n_head;
+    Batch *batches;  /* the held-out batches */
+    float *mean;     /* (L, E) each head's mean output over every token of every held-out batch */
+} Ablation;
+
+void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);
+void ablation_free(Ablation *a);
+/* Held-out loss with the gates (L·H). */
+double ablation_loss(Ablation *a, const float *gates, AblationKind kind);
+/* Held-out loss of each of n gate settings sets (n, L·H), each differing from `base` in a few
+ * heads, over the first n_batches held-out batches (0 = all). Per batch, `base` runs once and
+ * each setting reruns only from the head mix of the first layer where it differs (its attention
+ * reused), settings of later layers first. */
+void ablation_losses(Ablation *a, const float *base, const float *sets, int n, AblationKind kind,
+                     int n_batches, double *loss);
+/* Held-out loss with the gates over the first n_batches batches (0 = all), and abs_grad (L·H):
+ * the mean over those batches of |d loss / d gate| (Michel et al.'s head importance, E|dL/dg|;
+ * meaningful for heads whose gate is 1). */
+double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, int n_batches,
+                           double *abs_grad);
+/* Δloss of ablating each head alone: delta (L·H) = loss(head off) − loss(all on). */
+void ablation_single_heads(Ablation *a, AblationKind kind, double *delta);
+
+#endif

@@ -1,0 +1,257 @@
+/* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "headstudy.h"
+#include "ablation.h"
+#include "inspect.h"
+#include "util.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg) {
+    memset(hs, 0, sizeof *hs);
+    const int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
+    hs->n_layer = L;
+    hs->n_head = H;
+    hs->delta_zero = xcalloc((size_t)LH, sizeof(double));
+    hs->delta_mean = xcalloc((size_t)LH, sizeof(double));
+    Ablation a;
+    ablation_init(&a, m, task, cfg);
+    float *ones = xcalloc((size_t)LH, sizeof(float));
+    for (int i = 0; i < LH; i++) ones[i] = 1.0f;
+    hs->eval_loss = ablation_loss(&a, ones, ABLATE_ZERO);
+    free(ones);
+    ablation_single_heads(&a, ABLATE_ZERO, hs->delta_zero);
+    ablation_single_heads(&a, ABLATE_MEAN, hs->delta_mean);
+    if (cfg->prune_step > 0) {
+        hs->step_heads = prune_step_heads(LH, cfg->prune_step);
+        for (int c = 0; c < N_PRUNE_CRITERIA; c++)
+            prune_curve(&hs->curve[c], &a, (PruneCriterion)c, hs->step_heads, cfg->prune_batches);
+        hs->one_delta = xcalloc((size_t)LH, sizeof(double));
+        hs->one_best = xcalloc((size_t)L, sizeof(int));
+        hs->one_best_delta = xcalloc((size_t)L, sizeof(double));
+        prune_one_head_per_layer(&a, cfg->prune_batches, hs->one_delta, hs->one_best, hs->one_best_delta);
+    }
+    ablation_free(&a);
+    circuits_compute(&hs->circuits, m->shape, &m->params, (uint64_t)cfg->seed);
+}
+
+void head_study_free(HeadStudy *hs) {
+    free(hs->delta_zero);
+    free(hs->delta_mean);
+    for (int c = 0; c < N_PRUNE_CRITERIA; c++)
+        if (hs->curve[c].order) prune_curve_free(&hs->curve[c]);
+    free(hs->one_delta);
+    free(hs->one_best);
+    free(hs->one_best_delta);
+    circuits_free(&hs->circuits);
+    memset(hs, 0, sizeof *hs);
+}
+
+static int write_floats(Results *res, const char *path, const double *x, int ndim,
+                        const uint64_t *dims, ConfigError *err) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= dims[i];
+    float *out = xcalloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++) out[i] = (float)x[i];
+    int rc = results_write_array(res, path, out, 0, ndim, dims, err);
+    free(out);
+    return rc;
+}
+
+static int write_curve(const PruneCurve *c, const char *name, int step_heads, Results *res,
+                       ConfigError *err) {
+    char path[128];
+    int64_t *left = xcalloc((size_t)c->n_points, sizeof(int64_t));
+    for (int p = 0; p < c->n_points; p++) left[p] = c->heads_left[p];
+    uint64_t n = (uint64_t)c->n_heads;
+    snprintf(path, sizeof path, "/prune/%s/order", name);
+    int rc = results_write_array(res, path, c->order, 1, 1, &n, err);
+    snprintf(path, sizeof path, "/prune/%s/heads_left", name);
+    if (rc == CONFIG_OK) rc = results_write_ints(res, path, left, c->n_points, err);
+    snprintf(path, sizeof path, "/prune/%s/eval_loss", name);
+    if (rc == CONFIG_OK) rc = results_write_doubles(res, path, c->eval_loss, c->n_points, err);
+    snprintf(path, sizeof path, "/prune/%s", name);
+    if (rc == CONFIG_OK) rc = results_write_attr_double(res, path, "step_heads", step_heads, err);
+    free(left);
+    return rc;
+}
+
+static int write_circuits(const Circuits *c, Results *res, ConfigError *err) {
+    uint64_t dims[4] = {(uint64_t)c->n_layer, (uint64_t)c->n_head, (uint64_t)c->n_layer,
+                        (uint64_t)c->n_head};
+    int rc = CONFIG_OK;
+    for (int k = 0; k < N_COMPOSE && rc == CONFIG_OK; k++) {
+        if (!c->has[k]) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/circuits/%s", circuits_names[k]);
+        rc = results_write_array(res, path, c->score[k], 0, 4, dims, err);
+        if (rc == CONFIG_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
+        if (rc == CONFIG_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
+    }
+    return rc;
+}
+
+int head_study_write(const HeadStudy *hs, Results *res, ConfigError *err) {
+    const int L = hs->n_layer, H = hs->n_head;
+    uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H}, dims_l = (uint64_t)L;
+    int rc = write_floats(res, "/heads/ablation_delta_mean", hs->delta_mean, 2, dims_lh, err);
+    for (int c = 0; c < N_PRUNE_CRITERIA && rc == CONFIG_OK && hs->step_heads; c++)
+        rc = write_curve(&hs->curve[c], prune_criterion_names[c], hs->step_heads, res, err);
+    if (rc == CONFIG_OK && hs->step_heads) {
+        rc = write_floats(res, "/prune/one_head_per_layer/delta_loss", hs->one_delta, 2, dims_lh, err);
+        if (rc == CONFIG_OK)
+            rc = results_write_array(res, "/prune/one_head_per_layer/best_head", hs->one_best, 1, 1, &dims_l, err);
+        if (rc == CONFIG_OK)
+            rc = results_write_doubles(res, "/prune/one_head_per_layer/best_delta_loss", hs->one_best_delta, L, err);
+        if (rc == CONFIG_OK) rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
+    }
+    if (rc == CONFIG_OK) rc = write_circuits(&hs->circuits, res, err);
+    return rc;
+}
+
+/* The highest K-composition over every (later, earlier) pair, as "L1H3 <- L0H5 0.412". */
+static void top_k_composition(const Circuits *c, char *out, size_t size) {
+    const size_t LH = (size_t)c->n_layer * c->n_head;
+    size_t best = 0;
+    int found = 0;
+    for (size_t i = 0; i < LH * LH; i++) {
+        float v = c->score[COMPOSE_K][i];
+        if (v == v && (!found || v > c->score[COMPOSE_K][best])) best = i, found = 1;
+    }
+    if (!found) {
+        snprintf(out, size, "none (one layer)");
+        return;
+    }
+    int later = (int)(best / LH), earlier = (int)(best % LH), H = c->n_head;
+    snprintf(out, size, "L%dH%d <- L%dH%d %.3f (random matrices: %.3f)", later / H, later % H,
+             earlier / H, earlier % H, c->score[COMPOSE_K][best], c->baseline[COMPOSE_K]);
+}
+
+void head_study_print(const HeadStudy *hs, FILE *out) {
+    const int LH = hs->n_layer * hs->n_head;
+    if (hs->step_heads) {
+        fprintf(out, "\npruning (%d head%s a step, importance measured again after each): heads needed "
+                "for an eval loss within 5%% of %.4f:", hs->step_heads, hs->step_heads == 1 ? "" : "s",
+                hs->eval_loss);
+        for (int c = 0; c < N_PRUNE_CRITERIA; c++)
+            fprintf(out, " %d of %d (%s)%s", prune_heads_needed(&hs->curve[c], 0.05), LH,
+                    prune_criterion_names[c], c + 1 < N_PRUNE_CRITERIA ? "," : "\n");
+        fprintf(out, "one head per layer (the best one kept, the layer's others ablated): ");
+        for (int l = 0; l < hs->n_layer; l++)
+            fprintf(out, "layer %d head %d %+.4f%s", l, hs->one_best[l], hs->one_best_delta[l],
+                    l + 1 < hs->n_layer ? ", " : "\n");
+    }
+    if (hs->circuits.note[0]) fprintf(out, "%s\n", hs->circuits.note);
+    if (hs->circuits.has[COMPOSE_K]) {
+        char top[160];
+        top_k_composition(&hs->circuits, top, sizeof top);
+        fprintf(out, "highest K-composition: %s\n", top);
+    }
+    fflush(out);
+}
+
+static const char *prune_usage =
+    "usage: harness prune RUN.h5 [--step F] [--threads N]\n"
+    "  Runs the end-of-run head study on a complete results file and writes it into the file:\n"
+    "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
+    "  (/circuits), replacing any earlier ones. The file is rewritten atomically.\n"
+    "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
+    "               run's output.prune_step, 0.1 unless set)\n"
+    "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
+
+/* The run must be a complete results file: anything else is reported and left alone. */
+static int check_prunable(const char *path, ConfigError *err) {
+    char status[64];
+    results_read_status(path, status, sizeof status);
+    if (!status[0])
+        snprintf(err->message, sizeof err->message, "%s: not a harness results file (%s)", path,
+                 access(path, R_OK) != 0 ? strerror(errno)
+                                         : "not HDF5, truncated, or without a status attribute");
+    else if (strcmp(status, "complete") != 0)
+        snprintf(err->message, sizeof err->message,
+                 "%s: the run is %s; prune needs a complete run%s", path, status,
+                 !strcmp(status, "interrupted") ? " (finish it first: harness CONFIG --resume)"
+                 : !strcmp(status, "diverged") ? " (a diverged run has no trained model to prune)" : "");
+    else return CONFIG_OK;
+    return CONFIG_ERROR;
+}
+
+static int prune_file(const char *path, double step, int threads, ConfigError *err) {
+    Config cfg;
+    if (check_prunable(path, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (inspect_config_from_results(&cfg, path, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (step >= 0) cfg.prune_step = step;
+#ifdef _OPENMP
+    omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
+#endif
+    Task task;
+    if (task_open(&task, &cfg, err) != CONFIG_OK) return CONFIG_ERROR;
+    Model m;
+    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
+    ConfigMark here = {path, 1, 1};
+    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
+    HeadStudy hs;
+    memset(&hs, 0, sizeof hs);
+    if (rc == CONFIG_OK) head_study_run(&hs, &m, &task, &cfg);
+    Results res;
+    if (rc == CONFIG_OK) rc = results_open_copy(&res, path, err);
+    if (rc == CONFIG_OK) {
+        const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
+        for (int i = 0; i < 3 && rc == CONFIG_OK; i++) rc = results_remove(&res, old[i], err);
+        if (rc == CONFIG_OK) rc = head_study_write(&hs, &res, err);
+        if (rc == CONFIG_OK) rc = results_close(&res, "complete", err);
+        else results_discard(&res);
+    }
+    if (rc == CONFIG_OK) head_study_print(&hs, stdout);
+    head_study_free(&hs);
+    model_free(&m);
+    task_close(&task);
+    return rc;
+}
+
+int head_study_prune_main(int argc, char **argv) {
+    const char *path = NULL;
+    double step = -1;
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(prune_usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
+            step = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(step > 0 && step <= 1)) {
+                fprintf(stderr, "harness prune: --step '%s': expected a fraction in (0, 1]\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            long t = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || t < 0 || t > 1024) {
+                fprintf(stderr, "harness prune: --threads '%s': expected 0 to 1024\n", argv[i]);
+                return 2;
+            }
+            threads = (int)t;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "harness prune: unexpected argument '%s'\n%s", argv[i], prune_usage);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "harness prune: no results file given\n%s", prune_usage);
+        return 2;
+    }
+    ConfigError err;
+    if (prune_file(path, step, threads, &err) != CONFIG_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return 2;
+    }
+    fprintf(stderr, "%s: pruning curves, mean ablation and composition scores written\n", path);
+    return 0;
+}

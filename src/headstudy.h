@@ -1,0 +1,39 @@
+/* headstudy.h: the end-of-run study of how the heads work together, on a trained model: mean
+ * ablation, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
+ * composition scores (circuits.h); written to /heads/ablation_delta_mean, /prune and /circuits.
+ * Also `harness prune RUN.h5`, which runs the same study on a complete results file and writes
+ * it into that file atomically (a copy beside it is written, then renamed over it).
+ * Knows the results layout of these groups; nothing of training. */
+#ifndef HEADSTUDY_H
+#define HEADSTUDY_H
+
+#include <stdio.h>
+#include "circuits.h"
+#include "config.h"
+#include "model.h"
+#include "prune.h"
+#include "results.h"
+#include "tasks.h"
+
+typedef struct {
+    int n_layer, n_head, step_heads; /* step_heads 0: no pruning (output.prune_step 0) */
+    double eval_loss;                /* the unpruned held-out loss */
+    double *delta_zero, *delta_mean; /* (L·H) single-head ablation Δloss: output zeroed / mean */
+    PruneCurve curve[N_PRUNE_CRITERIA];
+    double *one_delta;               /* (L·H) Δloss keeping only head h in layer l */
+    int *one_best;                   /* (L) */
+    double *one_best_delta;          /* (L) */
+    Circuits circuits;
+} HeadStudy;
+
+void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg);
+void head_study_free(HeadStudy *hs);
+/* /heads/ablation_delta_mean, /prune/..., /circuits/... */
+int head_study_write(const HeadStudy *hs, Results *res, ConfigError *err);
+/* A few lines: heads needed within 5% per criterion, one head per layer, top K-composition. */
+void head_study_print(const HeadStudy *hs, FILE *out);
+
+/* `harness prune RUN.h5 [--step F]`: argv[0] is "prune". Returns the exit status. */
+int head_study_prune_main(int argc, char **argv);
+
+#endif
