@@ -9,9 +9,31 @@
 #include <unistd.h>
 #include "fatal.h"
 
+enum { MAX_PENDING = 4, PATH_SIZE = 4200 };
+static char pending[MAX_PENDING][PATH_SIZE];
+
+void fatal_remove_on_death(const char *path) {
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (!pending[i][0]) {
+            snprintf(pending[i], PATH_SIZE, "%s", path);
+            return;
+        }
+}
+
+void fatal_forget(const char *path) {
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i][0] && strcmp(pending[i], path) == 0) pending[i][0] = '\0';
+}
+
+static void remove_pending(void) { /* unlink is async-signal-safe */
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i][0]) unlink(pending[i]);
+}
+
 /* exit(-1) arrives here as -1; the harness itself never exits with 255 */
 static void note_exit(int status, void *arg) {
     (void)arg;
+    if (status == -1 || status == 255) remove_pending();
     if (status == -1 || status == 255)
         fprintf(stderr, "harness: the HDF5 library stopped the program (exit status 255; it does "
                         "so when memory runs out); no earlier result was replaced\n");
@@ -42,6 +64,7 @@ static const char *crash_site(void *context) {
  * fprintf are not async-signal-safe; the process is ending either way.) */
 static void note_crash(int sig, siginfo_t *info, void *context) {
     (void)info;
+    remove_pending();
     const char *where = crash_site(context);
     fprintf(stderr, "harness: %s inside %s%s; no earlier result was replaced\n", strsignal(sig),
             where ? where : "the harness", where && strstr(where, "hdf5")
@@ -67,4 +90,5 @@ void fatal_install(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGABRT, &sa, NULL); /* glibc aborts on a heap HDF5 corrupted in an error path */
 }

@@ -5,7 +5,13 @@
 #ifndef FATAL_H
 #define FATAL_H
 
-/* Install the exit and SIGSEGV/SIGBUS notes; call first thing in main. */
+/* Install the exit and SIGSEGV/SIGBUS/SIGABRT notes; call first thing in main. */
 void fatal_install(void);
+
+/* A temporary file to remove if a library ends the process while it is open (a temporary that
+ * HDF5 was closing may already say "complete"); forget it once it is renamed or removed. Up to
+ * four at once (the results file and a checkpoint). */
+void fatal_remove_on_death(const char *path);
+void fatal_forget(const char *path);
 
 #endif

@@ -18,6 +18,7 @@
 #include <hdf5_hl.h>
 #include "dataset_docs.h"
 #include "results.h"
+#include "fatal.h"
 #include "util.h"
 
 #ifndef HARNESS_VERSION
@@ -253,6 +254,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
                          "and writable?", mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
                     mk.col ? mk.col : 1, r->tmp_path[0] ? r->tmp_path : path, strerror(e));
     }
+    fatal_remove_on_death(r->tmp_path);
     char created[64];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -292,10 +294,9 @@ int results_close(Results *r, const char *status, ConfigError *err) {
         rc = fail(err, "%s: cannot write %s to disk (fsync: %s)", r->path, r->tmp_path, strerror(errno));
     if (rc == CONFIG_OK && rename(r->tmp_path, r->path) != 0)
         rc = fail(err, "%s: cannot move %s into place: %s", r->path, r->tmp_path, strerror(errno));
-    if (rc != CONFIG_OK) {
-        unlink(r->tmp_path);
-        return rc;
-    }
+    if (rc != CONFIG_OK) unlink(r->tmp_path);
+    fatal_forget(r->tmp_path);
+    if (rc != CONFIG_OK) return rc;
     /* The file is complete and in place; like SQLite, a directory that cannot be synced
      * (some file systems refuse) is reported, not fatal. */
     if (sync_parent(r->path) != 0)
@@ -308,6 +309,7 @@ void results_discard(Results *r) {
     if (r->file >= 0) H5Fclose(r->file);
     r->file = -1;
     unlink(r->tmp_path);
+    fatal_forget(r->tmp_path);
 }
 
 static int set_string_attr(hid_t object, const char *name, const char *value) {
@@ -336,7 +338,9 @@ static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
              set_string_attr(ds, "units", doc->units) == 0;
     for (int d = 0; ok && d < ndim && doc->dims[d]; d++) ok = H5DSset_label(ds, (unsigned)d, doc->dims[d]) >= 0;
     if (ok && doc->scale_of) ok = H5DSset_scale(ds, doc->scale_of) >= 0;
-    if (ok && doc->attach && H5Lexists(file, doc->attach, H5P_DEFAULT) > 0) {
+    htri_t has_scale = ok && doc->attach ? H5Lexists(file, doc->attach, H5P_DEFAULT) : 0;
+    if (has_scale < 0) ok = 0; /* not "absent": the lookup itself failed */
+    if (ok && has_scale > 0) {
         hid_t scale = H5Dopen2(file, doc->attach, H5P_DEFAULT);
         ok = scale >= 0 && H5DSattach_scale(ds, scale, 0) >= 0;
         if (scale >= 0) H5Dclose(scale);
@@ -673,6 +677,7 @@ int results_open_copy(Results *r, const char *path, ConfigError *err) {
         unlink(r->tmp_path);
         return fail(err, "%s: cannot open as an HDF5 results file", path);
     }
+    fatal_remove_on_death(r->tmp_path);
     return CONFIG_OK;
 }
 
