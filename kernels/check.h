@@ -24,7 +24,7 @@
 #define CHECK_ALLOC(ok)                                                                   \
     do {                                                                                  \
         if (!(ok)) {                                                                      \
-            fprintf(stderr, "out of memory (scratch buffer at %s:%d)\n", __FILE__, __LINE__); \
+            fprintf(stderr, "out of memory (allocation at %s:%d)\n", __FILE__, __LINE__); \
             exit(2);                                                                      \
         }                                                                                 \
     } while (0)

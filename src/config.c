@@ -633,7 +633,7 @@ static int load_document(Loader *L) {
 static void loader_start(Loader *L, Config *cfg, ConfigError *err, const char *text, size_t len) {
     memset(L, 0, sizeof *L);
     L->cfg = cfg, L->err = err, L->text = text, L->len = len;
-    CHECK(yaml_parser_initialize(&L->parser));
+    CHECK_ALLOC(yaml_parser_initialize(&L->parser)); /* fails only when memory runs out */
     yaml_parser_set_input_string(&L->parser, (const unsigned char *)text, len);
 }
 
@@ -647,7 +647,7 @@ static int check_syntax(Loader *L) {
         yaml_event_delete(&ev);
     }
     yaml_parser_delete(&L->parser);
-    CHECK(yaml_parser_initialize(&L->parser));
+    CHECK_ALLOC(yaml_parser_initialize(&L->parser)); /* fails only when memory runs out */
     yaml_parser_set_input_string(&L->parser, (const unsigned char *)L->text, L->len);
     return CONFIG_OK;
 }
