@@ -254,8 +254,7 @@ static void check_delta_curve(Setup *sp, Ablation *ap, int rank_batches) {
     }
     snprintf(name, sizeof name, "delta_loss pruning, one head a step, %d heads, ranked on %s: the order of brute-force re-evaluation",
              s.LH, rank_batches ? "batch 0" : "both batches");
-    test_check(name, same_order, "first removals %d %d %d, brute force %d %d %d", c.order[0], c.order[1], c.order[2],
-               order[0], order[1], order[2]);
+    test_check(name, same_order, "first removal %d, brute force %d", c.order[0], order[0]); /* LH may be 2 */
     snprintf(name, sizeof name, "delta_loss pruning, %d heads: every point's loss = brute force (heads_left LH … 0)", s.LH);
     test_check(name, same_loss, "worst difference %.3g", worst);
     double run_loss = train_eval_loss(&s.m, &s.task, &s.cfg);
