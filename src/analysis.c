@@ -176,21 +176,21 @@ static void print_summary(const Model *m, const double *final, const char **clas
     fflush(stdout);
 }
 
-int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError *err) {
+int analysis_write(const Analysis *a, const Model *m, Results *res, UserError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H, S = a->n_snapshots;
     int P = a->probes.P, T = a->probes.T;
     uint64_t dims_probe[2] = {(uint64_t)P, (uint64_t)T};
     int rc = results_write_array(res, "/probe/tokens", a->probes.tokens, 1, 2, dims_probe, err);
-    if (rc == CONFIG_OK && a->probes.labels) {
+    if (rc == ERR_OK && a->probes.labels) {
         uint64_t d = (uint64_t)P;
         rc = results_write_strings(res, "/probe/labels", (const char *const *)a->probes.labels, 1, &d, err);
     }
-    if (rc == CONFIG_OK && S == 0) return rc;
-    if (rc == CONFIG_OK) rc = results_write_ints(res, "/attn/step", a->steps, S, err);
-    if (rc == CONFIG_OK) rc = results_write_maps(res, "/attn/maps", a->maps, S, L, H, P, T, err);
+    if (rc == ERR_OK && S == 0) return rc;
+    if (rc == ERR_OK) rc = results_write_ints(res, "/attn/step", a->steps, S, err);
+    if (rc == ERR_OK) rc = results_write_maps(res, "/attn/maps", a->maps, S, L, H, P, T, err);
     /* /scores/<pattern> (S, L, H) */
     float *series = xcalloc((size_t)S * LH, sizeof(float));
-    for (int k = 0; k < N_PATTERNS && rc == CONFIG_OK; k++) {
+    for (int k = 0; k < N_PATTERNS && rc == ERR_OK; k++) {
         for (int s = 0; s < S; s++)
             for (int i = 0; i < LH; i++)
                 series[(size_t)s * LH + i] = (float)a->scores[((size_t)s * N_PATTERNS + k) * LH + i];
@@ -204,13 +204,13 @@ int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError 
     const char **classes = xcalloc(LH, sizeof(char *));
     for (int i = 0; i < LH; i++) classes[i] = analysis_classify(final + i, LH);
     uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H};
-    if (rc == CONFIG_OK) rc = results_write_strings(res, "/scores/class", classes, 2, dims_lh, err);
+    if (rc == ERR_OK) rc = results_write_strings(res, "/scores/class", classes, 2, dims_lh, err);
     free(classes);
     return rc;
 }
 
 int analysis_finish(const Analysis *a, Model *m, Results *res, const double *delta,
-                    const double *delta_mean, ConfigError *err) {
+                    const double *delta_mean, UserError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H, S = a->n_snapshots;
     CHECK(S > 0);
     const double *final = a->scores + (size_t)(S - 1) * N_PATTERNS * LH;
@@ -223,15 +223,15 @@ int analysis_finish(const Analysis *a, Model *m, Results *res, const double *del
     for (int i = 0; i < LH; i++) out[i] = (float)delta[i];
     int rc = results_write_array(res, "/heads/ablation_delta", out, 0, 2, dims_lh, err);
     for (int i = 0; i < LH; i++) out[i] = (float)importance[i];
-    if (rc == CONFIG_OK) rc = results_write_array(res, "/heads/importance", out, 0, 2, dims_lh, err);
+    if (rc == ERR_OK) rc = results_write_array(res, "/heads/importance", out, 0, 2, dims_lh, err);
     for (int l = 0; l < L; l++) { /* Michel et al.: normalise by the layer's l2 norm */
         double norm = 0.0;
         for (int h = 0; h < H; h++) norm += importance[l * H + h] * importance[l * H + h];
         norm = sqrt(norm);
         for (int h = 0; h < H; h++) out[l * H + h] = (float)(norm > 0 ? importance[l * H + h] / norm : 0.0);
     }
-    if (rc == CONFIG_OK) rc = results_write_array(res, "/heads/importance_normalized", out, 0, 2, dims_lh, err);
-    if (rc == CONFIG_OK) print_summary(m, final, classes, delta, delta_mean, importance);
+    if (rc == ERR_OK) rc = results_write_array(res, "/heads/importance_normalized", out, 0, 2, dims_lh, err);
+    if (rc == ERR_OK) print_summary(m, final, classes, delta, delta_mean, importance);
     free(out);
     free(importance);
     free(classes);

@@ -39,12 +39,12 @@ void analysis_snapshot(Analysis *a, Model *m, int step);
 /* Add a snapshot from stored maps (resuming a run); the scores are recomputed from them. */
 void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps);
 /* /probe, /attn and /scores (with the classes of the last snapshot) into the results file. */
-int analysis_write(const Analysis *a, const Model *m, Results *res, ConfigError *err);
+int analysis_write(const Analysis *a, const Model *m, Results *res, UserError *err);
 /* At the end of a complete run: head importance and the single-head ablation Δloss (delta, from
  * the head study: output zeroed; delta_mean: output mean-ablated, shown in the table) into
  * /heads, and the summary table on stdout. */
 int analysis_finish(const Analysis *a, Model *m, Results *res, const double *delta,
-                    const double *delta_mean, ConfigError *err);
+                    const double *delta_mean, UserError *err);
 
 /* Copy the probs of the last forward, stored (L, B, H, T, T), into maps (L, H, B, T, T). */
 void analysis_collect_maps(float *maps, const Model *m);

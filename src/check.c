@@ -39,7 +39,8 @@ typedef struct {
     hid_t file;
     Config cfg;
     int L, H, P, T, S; /* layers, heads, probes, probe length, snapshots (0 = no maps) */
-    char status[32];
+    char status[32];   /* the status attribute as written */
+    RunStatus run;     /* and parsed (RUN_NONE: absent or unknown) */
     int problems;
     int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
 } Checker;
@@ -115,11 +116,10 @@ static void check_root(Checker *c) {
         if (v && i == 4) snprintf(c->status, sizeof c->status, "%s", v);
         free(v);
     }
-    static const char *const statuses[] = {"complete", "diverged", "interrupted", "running"};
-    int known = 0;
-    for (int i = 0; i < 4; i++) known |= !strcmp(c->status, statuses[i]);
-    if (c->status[0] && !known)
-        problem(c, "status '%s' is none of complete, diverged, interrupted, running", c->status);
+    c->run = run_status_parse(c->status);
+    if (c->status[0] && c->run == RUN_NONE)
+        problem(c, "status '%s' is none of %s, %s, %s, %s", c->status, run_status_name(RUN_COMPLETE),
+                run_status_name(RUN_DIVERGED), run_status_name(RUN_INTERRUPTED), run_status_name(RUN_RUNNING));
 }
 
 typedef struct {
@@ -285,7 +285,7 @@ static void check_logs(Checker *c) {
     hsize_t dn = n > 0 ? (hsize_t)n : 0, dm = m > 0 ? (hsize_t)m : 0;
     for (int i = 0; n >= 0 && i < 4; i++) expect_shape(c, cols[i], 1, &dn);
     if (m >= 0) expect_shape(c, "/eval/loss", 1, &dm);
-    if (strcmp(c->status, "complete") || c->cfg.steps == 0) return;
+    if (c->run != RUN_COMPLETE || c->cfg.steps == 0) return;
     if (n >= 0 && last_train != c->cfg.steps - 1)
         problem(c, "/train/step ends at %lld, but a complete run of %d steps logs step %d last", (long long)last_train,
                 c->cfg.steps, c->cfg.steps - 1);
@@ -324,7 +324,7 @@ static void check_params(Checker *c) {
     Model m;
     model_init(&m, model_shape_from_config(&c->cfg), 1);
     check_tensors(c, &m, "/params", c->n_params);
-    int needs_checkpoint = !strcmp(c->status, "interrupted") || !strcmp(c->status, "running");
+    int needs_checkpoint = c->run == RUN_INTERRUPTED || c->run == RUN_RUNNING;
     if (needs_checkpoint || exists(c, "/checkpoint")) {
         check_tensors(c, &m, "/checkpoint/adam_m", c->n_adam_m);
         check_tensors(c, &m, "/checkpoint/adam_v", c->n_adam_v);
@@ -480,7 +480,7 @@ static void check_maps(Checker *c, const int *tokens) {
 }
 
 static void check_analysis(Checker *c) {
-    int complete = !strcmp(c->status, "complete");
+    int complete = c->run == RUN_COMPLETE;
     if (!complete && !exists(c, "/attn/step")) return; /* stopped before the first snapshot */
     if (!check_probes(c)) return;
     int64_t last;
@@ -501,7 +501,7 @@ static void check_analysis(Checker *c) {
 }
 
 static void check_heads(Checker *c) {
-    if (strcmp(c->status, "complete")) return; /* /heads is written for complete runs only */
+    if (c->run != RUN_COMPLETE) return; /* /heads is written for complete runs only */
     size_t LH = (size_t)c->L * c->H;
     hsize_t dims[2] = {(hsize_t)c->L, (hsize_t)c->H};
     const char *names[] = {"/heads/ablation_delta", "/heads/importance", "/heads/importance_normalized"};
@@ -535,15 +535,15 @@ int check_main(int argc, char **argv) {
         fprintf(stderr, "harness check: %s\n%s", argc < 2 ? "no results file given" : argc > 2 ? "give exactly one results file" : "unknown option", usage);
         return 2;
     }
-    Checker c = {.path = argv[1]};
-    ConfigError err;
+    Checker c = {.path = argv[1], .run = RUN_NONE};
+    UserError err;
     ResultsReader rd;
-    if (results_reader_open(&rd, c.path, &err) != CONFIG_OK) {
-        fprintf(stderr, "%s\n", err.message);
+    if (results_reader_open(&rd, c.path, &err) != ERR_OK) {
+        fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    if (results_read_config(c.path, &c.cfg, &err) != CONFIG_OK) {
-        fprintf(stderr, "%s\n", err.message);
+    if (results_read_config(c.path, &c.cfg, &err) != ERR_OK) {
+        fprintf(stderr, "%s\n", err.text);
         results_reader_close(&rd);
         return 2;
     }

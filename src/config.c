@@ -4,7 +4,7 @@
  * config_defaults and config_mark all walk that table. We read libyaml *events* rather than
  * its document tree because events keep anchors, aliases and tags visible (so we can reject
  * them) and let each error point at the exact key or value that caused it. Every error is a
- * user error: one line "file:line:col: what is wrong, and what would be right" in ConfigError;
+ * user error: one line "file:line:col: what is wrong, and what would be right" in UserError;
  * nothing here prints or exits. */
 #include "config.h"
 #include "util.h"
@@ -289,22 +289,10 @@ static void show_value(char *out, size_t size, const char *text, size_t len) {
     else snprintf(out, size, "'%.*s%s'", len > 60 ? 60 : (int)len, text, len > 60 ? "..." : "");
 }
 
-/* The single exit for every error: "where: what", forced onto one line. */
-static int config_vfail(ConfigError *err, const char *where, const char *fmt, va_list ap) {
-    int n = snprintf(err->message, sizeof err->message, "%s: ", where);
-    if (n >= 0 && (size_t)n < sizeof err->message)
-        vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
-    for (char *c = err->message; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    return CONFIG_ERROR;
-}
-
-PRINTF_LIKE(3, 4) static int file_fail(ConfigError *err, const char *path, const char *fmt, ...) {
-    char where[CONFIG_PATH_MAX + 32];
-    snprintf(where, sizeof where, "%s:1:1", path);
+PRINTF_LIKE(3, 4) static int file_fail(UserError *err, const char *path, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = config_vfail(err, where, fmt, ap);
+    int rc = user_error_v(err, path, 1, 1, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -365,7 +353,7 @@ typedef struct {
     const char *assignment; /* the --set text instead of a file, or NULL */
     size_t value_col;       /* --set: where the value starts in the assignment (0 = not reached) */
     Config *cfg;
-    ConfigError *err;
+    UserError *err;
     int key_line[CONFIG_MAX_KEYS]; /* where each key was first seen (duplicate detection) */
 } Loader;
 
@@ -376,16 +364,17 @@ static size_t set_column(const Loader *L, yaml_mark_t mark) {
 }
 
 PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *fmt, ...) {
-    char where[CONFIG_PATH_MAX + 64];
-    /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
-     * in the assignment, so every user error has the same shape for tools and for the eye. */
-    if (L->assignment)
-        snprintf(where, sizeof where, "--set:1:%zu: '%.200s%s'", set_column(L, mark), L->assignment,
-                 strlen(L->assignment) > 200 ? "..." : "");
-    else snprintf(where, sizeof where, "%s:%zu:%zu", L->file, mark.line + 1, mark.column + 1);
     va_list ap;
     va_start(ap, fmt);
-    int rc = config_vfail(L->err, where, fmt, ap);
+    int rc;
+    if (L->assignment) {
+        /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
+         * in the assignment, so every user error has the same shape for tools and for the eye. */
+        char what[1800];
+        vsnprintf(what, sizeof what, fmt, ap);
+        rc = user_error(L->err, SET_FILE, 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
+                        strlen(L->assignment) > 200 ? "..." : "", what);
+    } else rc = user_error_v(L->err, L->file, (int)mark.line + 1, (int)mark.column + 1, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -443,7 +432,7 @@ static int advance(Loader *L) {
                          (const char *)anchor);
     if (tag)
         return load_fail(L, ev->start_mark, "YAML tags (%.40s) are not supported; remove the tag", (const char *)tag);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 static const char *event_kind(const yaml_event_t *ev) {
@@ -461,7 +450,7 @@ static int set_string(Loader *L, int k, char *dest, const char *text, size_t len
                          key->name, len, key->size - 1);
     memcpy(dest, text, len);
     dest[len] = '\0';
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 static int add_list_entry(Loader *L, int k, const char *text, size_t len, yaml_mark_t mark) {
@@ -472,9 +461,9 @@ static int add_list_entry(Loader *L, int k, const char *text, size_t len, yaml_m
                          key->name, key->imax);
     if (len == 0) return load_fail(L, mark, "%s.%s entries must not be empty", key->section, key->name);
     if (set_string(L, k, (char *)L->cfg + key->offset + (size_t)*count * key->size, text, len, mark))
-        return CONFIG_ERROR;
+        return ERR_USER;
     (*count)++;
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* Convert one scalar into key k of the Config, with a message naming the allowed values. */
@@ -495,7 +484,7 @@ static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain
             return load_fail(L, mark, "%s must be %s, got %s", name, range, shown);
         if (key->type == KEY_INT) *(int *)field = (int)v;
         else *(int64_t *)field = v;
-        return CONFIG_OK;
+        return ERR_OK;
     }
     case KEY_FLOAT: {
         double v;
@@ -504,14 +493,14 @@ static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain
             return load_fail(L, mark, "%s must be a finite number %s, got %s", name, range, shown);
         if (!in_float_range(key, v)) return load_fail(L, mark, "%s must be %s, got %s", name, range, shown);
         *(double *)field = v;
-        return CONFIG_OK;
+        return ERR_OK;
     }
     case KEY_ENUM: {
         char choices[128] = "";
         for (int i = 0; key->choices[i]; i++) {
             if (strlen(key->choices[i]) == len && !memcmp(key->choices[i], text, len)) {
                 *(int *)field = i;
-                return CONFIG_OK;
+                return ERR_OK;
             }
             append(choices, sizeof choices, "%s%s", i ? ", " : "", key->choices[i]);
         }
@@ -523,7 +512,7 @@ static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain
         *(int *)((char *)L->cfg + key->count) = 0;
         return add_list_entry(L, k, text, len, mark);
     }
-    return CONFIG_ERROR;
+    return ERR_USER;
 }
 
 /* The current event starts the value of key k: a scalar, or for a string list a list. */
@@ -540,24 +529,24 @@ static int load_value(Loader *L, int k) {
     yaml_mark_t start = ev->start_mark;
     *count = 0;
     for (;;) {
-        if (advance(L)) return CONFIG_ERROR;
+        if (advance(L)) return ERR_USER;
         if (ev->type == YAML_SEQUENCE_END_EVENT) break;
         if (ev->type != YAML_SCALAR_EVENT)
             return load_fail(L, ev->start_mark, "%s.%s entries must be strings, got %s", key->section, key->name,
                              event_kind(ev));
         if (add_list_entry(L, k, (const char *)ev->data.scalar.value, ev->data.scalar.length, ev->start_mark))
-            return CONFIG_ERROR;
+            return ERR_USER;
     }
     if (*count == 0) return load_fail(L, start, "%s.%s must list at least one string", key->section, key->name);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* The current event is the MAPPING-START of section `section`; read its keys. */
 static int load_section(Loader *L, const char *section) {
     const yaml_event_t *ev = &L->ev;
     for (;;) {
-        if (advance(L)) return CONFIG_ERROR;
-        if (ev->type == YAML_MAPPING_END_EVENT) return CONFIG_OK;
+        if (advance(L)) return ERR_USER;
+        if (ev->type == YAML_MAPPING_END_EVENT) return ERR_OK;
         if (ev->type != YAML_SCALAR_EVENT)
             return load_fail(L, ev->start_mark, "a key must be a plain name, got %s", event_kind(ev));
         char name[64], message[1024];
@@ -572,7 +561,7 @@ static int load_section(Loader *L, const char *section) {
             return load_fail(L, mark, "duplicate key '%s.%s' (first set at line %d); keep only one", section, name,
                              L->key_line[k]);
         L->key_line[k] = (int)mark.line + 1;
-        if (advance(L) || load_value(L, k)) return CONFIG_ERROR;
+        if (advance(L) || load_value(L, k)) return ERR_USER;
         L->cfg->marks[k] = (ConfigMark){L->cfg->source_path, (int)mark.line + 1, (int)mark.column + 1};
     }
 }
@@ -582,8 +571,8 @@ static int load_sections(Loader *L) {
     const yaml_event_t *ev = &L->ev;
     int section_line[CONFIG_MAX_KEYS] = {0}; /* indexed like find_section */
     for (;;) {
-        if (advance(L)) return CONFIG_ERROR;
-        if (ev->type == YAML_MAPPING_END_EVENT) return CONFIG_OK;
+        if (advance(L)) return ERR_USER;
+        if (ev->type == YAML_MAPPING_END_EVENT) return ERR_OK;
         if (ev->type != YAML_SCALAR_EVENT)
             return load_fail(L, ev->start_mark, "a section name must be a plain word like 'model', got %s",
                              event_kind(ev));
@@ -599,14 +588,14 @@ static int load_sections(Loader *L) {
             return load_fail(L, mark, "duplicate section '%s' (first at line %d); merge the two", section,
                              section_line[s]);
         section_line[s] = (int)mark.line + 1;
-        if (advance(L)) return CONFIG_ERROR;
+        if (advance(L)) return ERR_USER;
         if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
             is_null((const char *)ev->data.scalar.value))
             continue; /* "model:" with nothing under it: keep the defaults */
         if (ev->type != YAML_MAPPING_START_EVENT)
             return load_fail(L, ev->start_mark, "section '%s' must be a mapping of 'key: value' lines, got %s",
                              section, event_kind(ev));
-        if (load_section(L, section)) return CONFIG_ERROR;
+        if (load_section(L, section)) return ERR_USER;
     }
 }
 
@@ -614,9 +603,9 @@ static int load_document(Loader *L) {
     const yaml_event_t *ev = &L->ev;
     yaml_mark_t origin = {0, 0, 0};
     const char *empty = "the config is empty; expected a mapping with sections model, train, data, output";
-    if (advance(L) || advance(L)) return CONFIG_ERROR; /* STREAM-START, then DOCUMENT-START */
+    if (advance(L) || advance(L)) return ERR_USER; /* STREAM-START, then DOCUMENT-START */
     if (ev->type == YAML_STREAM_END_EVENT) return load_fail(L, origin, "%s", empty);
-    if (advance(L)) return CONFIG_ERROR;
+    if (advance(L)) return ERR_USER;
     if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
         is_null((const char *)ev->data.scalar.value))
         return load_fail(L, origin, "%s", empty);
@@ -624,13 +613,13 @@ static int load_document(Loader *L) {
         return load_fail(L, ev->start_mark,
                          "the top level must be a mapping of sections (model:, train:, data:, output:), got %s",
                          event_kind(ev));
-    if (load_sections(L) || advance(L) || advance(L)) return CONFIG_ERROR; /* ..., DOCUMENT-END, next */
+    if (load_sections(L) || advance(L) || advance(L)) return ERR_USER; /* ..., DOCUMENT-END, next */
     if (ev->type != YAML_STREAM_END_EVENT)
         return load_fail(L, ev->start_mark, "only one YAML document is allowed; remove the second '---'");
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-static void loader_start(Loader *L, Config *cfg, ConfigError *err, const char *text, size_t len) {
+static void loader_start(Loader *L, Config *cfg, UserError *err, const char *text, size_t len) {
     memset(L, 0, sizeof *L);
     L->cfg = cfg, L->err = err, L->text = text, L->len = len;
     CHECK_ALLOC(yaml_parser_initialize(&L->parser)); /* fails only when memory runs out */
@@ -649,7 +638,7 @@ static int check_syntax(Loader *L) {
     yaml_parser_delete(&L->parser);
     CHECK_ALLOC(yaml_parser_initialize(&L->parser)); /* fails only when memory runs out */
     yaml_parser_set_input_string(&L->parser, (const unsigned char *)L->text, L->len);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 static void loader_free(Loader *L) {
@@ -680,27 +669,27 @@ void config_defaults(Config *cfg) {
 }
 
 /* Parse YAML text over cfg (defaults and source_path already set). */
-static int load_text(Config *cfg, const char *text, size_t len, ConfigError *err) {
+static int load_text(Config *cfg, const char *text, size_t len, UserError *err) {
     Loader L;
     loader_start(&L, cfg, err, text, len);
     L.file = cfg->source_path;
-    int rc = check_syntax(&L) ? CONFIG_ERROR : load_document(&L);
+    int rc = check_syntax(&L) ? ERR_USER : load_document(&L);
     loader_free(&L);
     return rc;
 }
 
 /* Defaults, and `name` as the source every message and mark names. */
-static int begin_load(Config *cfg, const char *name, ConfigError *err) {
+static int begin_load(Config *cfg, const char *name, UserError *err) {
     config_defaults(cfg);
-    err->message[0] = '\0';
+    err->message[0] = err->text[0] = '\0';
     if (strlen(name) >= sizeof cfg->source_path)
         return file_fail(err, name, "the config path is too long (at most %d bytes)", CONFIG_PATH_MAX - 1);
     copy_span(cfg->source_path, sizeof cfg->source_path, name, strlen(name));
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-int config_load(Config *cfg, const char *path, ConfigError *err) {
-    if (begin_load(cfg, path, err)) return CONFIG_ERROR;
+int config_load(Config *cfg, const char *path, UserError *err) {
+    if (begin_load(cfg, path, err)) return ERR_USER;
 
     FILE *f = fopen(path, "rb");
     if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
@@ -713,7 +702,7 @@ int config_load(Config *cfg, const char *path, ConfigError *err) {
     } while (len == cap && cap <= MAX_CONFIG_BYTES);
     int read_errno = errno, failed = ferror(f);
     fclose(f);
-    int rc = CONFIG_ERROR;
+    int rc = ERR_USER;
     if (failed) file_fail(err, path, "cannot read the config: %s", strerror(read_errno));
     else if (len > MAX_CONFIG_BYTES) file_fail(err, path, "the config is larger than 1 MiB; is this the right file?");
     else rc = load_text(cfg, text, len, err);
@@ -721,12 +710,12 @@ int config_load(Config *cfg, const char *path, ConfigError *err) {
     return rc;
 }
 
-int config_load_text(Config *cfg, const char *name, const char *text, size_t len, ConfigError *err) {
-    return begin_load(cfg, name, err) ? CONFIG_ERROR : load_text(cfg, text, len, err);
+int config_load_text(Config *cfg, const char *name, const char *text, size_t len, UserError *err) {
+    return begin_load(cfg, name, err) ? ERR_USER : load_text(cfg, text, len, err);
 }
 
 /* The value goes through libyaml like a file's, so "[a, b]", quotes and escapes mean the same. */
-int config_set(Config *cfg, const char *assignment, ConfigError *err) {
+int config_set(Config *cfg, const char *assignment, UserError *err) {
     const char *eq = strchr(assignment, '=');
     const char *dot = eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
     const char *value = eq ? eq + 1 : "";
@@ -735,7 +724,7 @@ int config_set(Config *cfg, const char *assignment, ConfigError *err) {
         copy_span(section, sizeof section, assignment, (size_t)(dot - assignment));
         copy_span(name, sizeof name, dot + 1, (size_t)(eq - dot - 1));
     }
-    int rc = CONFIG_ERROR, k = find_key(section, name);
+    int rc = ERR_USER, k = find_key(section, name);
     Config scratch = *cfg; /* a failed override (say, a bad 3rd probe text) must leave cfg whole */
     Loader L;
     loader_start(&L, &scratch, err, value, strlen(value));
@@ -755,12 +744,12 @@ int config_set(Config *cfg, const char *assignment, ConfigError *err) {
             if (L.ev.type == YAML_STREAM_END_EVENT) rc = load_scalar(&L, k, "", 0, 1, none); /* "key=" */
             else if (!advance(&L) && !load_value(&L, k) && !advance(&L) && !advance(&L))
                 rc = L.ev.type == YAML_STREAM_END_EVENT
-                         ? CONFIG_OK
+                         ? ERR_OK
                          : load_fail(&L, L.ev.start_mark, "the value must be a single YAML value");
         }
     }
     loader_free(&L);
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK) {
         scratch.marks[k] = (ConfigMark){SET_FILE, 1, 1};
         *cfg = scratch;
     }
@@ -782,17 +771,32 @@ ConfigMark config_mark(const Config *cfg, const char *dotted_key) {
     return resolved_mark(cfg, key_id(section, dot + 1));
 }
 
-/* A cross-field error, placed at the mark of key k (file line 1 if k is a default). */
-PRINTF_LIKE(4, 5) static int key_fail(const Config *cfg, ConfigError *err, int k, const char *fmt, ...) {
-    ConfigMark m = resolved_mark(cfg, k);
-    char where[CONFIG_PATH_MAX + 64];
-    if (m.line == 0) snprintf(where, sizeof where, "%s:1:1", m.file[0] ? m.file : "(defaults)");
-    else snprintf(where, sizeof where, "%s:%d:%d", m.file, m.line, m.col);
+int config_error_at(ConfigMark mark, UserError *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = config_vfail(err, where, fmt, ap);
+    int rc = user_error_v(err, mark.file && mark.file[0] ? mark.file : "(defaults)", mark.line ? mark.line : 1,
+                          mark.line ? mark.col : 1, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+int config_key_error(const Config *cfg, const char *dotted_key, UserError *err, const char *fmt, ...) {
+    char what[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return config_error_at(config_mark(cfg, dotted_key), err, "%s: %s", dotted_key, what);
+}
+
+/* A cross-field error, placed at the mark of key k (file line 1 if k is a default). */
+PRINTF_LIKE(4, 5) static int key_fail(const Config *cfg, UserError *err, int k, const char *fmt, ...) {
+    char what[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return config_error_at(resolved_mark(cfg, k), err, "%s", what);
 }
 
 /* Of two keys, the one the user set last (--set beats the file, a later line beats an earlier
@@ -817,7 +821,7 @@ static const char *unreadable(const char *path) {
 }
 
 /* data.val_path and data.tokenizer: only for the tasks that read them, and readable. */
-static int validate_data_extras(const Config *cfg, ConfigError *err) {
+static int validate_data_extras(const Config *cfg, UserError *err) {
     int val_path = key_id("data", "val_path"), tokenizer = key_id("data", "tokenizer");
     const char *why;
     if (cfg->val_path[0] && cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS)
@@ -833,10 +837,10 @@ static int validate_data_extras(const Config *cfg, ConfigError *err) {
     if (cfg->tokenizer[0] && (why = unreadable(cfg->tokenizer)))
         return key_fail(cfg, err, tokenizer, "data.tokenizer '%s' cannot be read: %s; point it at the "
                         "tokenizer.model scripts/tokenize wrote beside train.bin", cfg->tokenizer, why);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-int config_validate(Config *cfg, ConfigError *err) {
+int config_validate(Config *cfg, UserError *err) {
     int vocab = key_id("model", "vocab_size"), d_model = key_id("model", "d_model");
     int n_head = key_id("model", "n_head"), seq_len = key_id("model", "seq_len");
     int init_from = key_id("train", "init_from"), task = key_id("data", "task");
@@ -875,7 +879,7 @@ int config_validate(Config *cfg, ConfigError *err) {
     if ((cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) && (why = unreadable(cfg->data_path)))
         return key_fail(cfg, err, cfg->marks[path].line ? path : task,
                         "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path, why);
-    if (validate_data_extras(cfg, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (validate_data_extras(cfg, err) != ERR_OK) return ERR_USER;
     if (cfg->init_from[0] && (why = unreadable(cfg->init_from)))
         return key_fail(cfg, err, init_from, "train.init_from '%s' cannot be read: %s; point it at a saved run",
                         cfg->init_from, why);
@@ -899,7 +903,7 @@ int config_validate(Config *cfg, ConfigError *err) {
                         "output.probe_len %d is longer than model.seq_len %d; "
                         "use at most %d (or 0 for seq_len)",
                         cfg->probe_len, cfg->seq_len, cfg->seq_len);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -3,20 +3,20 @@
  * Every key lives in one descriptor table (config.c): its section, name, type, default and
  * range. The loader, the --set overrides, the resolved-YAML dump and the HDF5 /config
  * attributes all walk that table, so a new key is one line there plus a field here.
- * Errors are user errors: the functions return CONFIG_ERROR with a message
- * "file:line:col: what is wrong" in ConfigError, and main decides to exit with status 2. */
+ * Errors are user errors (error.h): the functions return ERR_USER with the UserError filled in
+ * ("file:line:col: what is wrong" in err.text), and the command decides to exit with status 2. */
 #ifndef CONFIG_H
 #define CONFIG_H
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "error.h"
 
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_MAX_PROBE_TEXTS 8
 #define CONFIG_MAX_KEYS 64
 
-enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
 
 typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
 typedef enum { LR_COSINE = 0, LR_CONSTANT } LrSchedule;
@@ -67,23 +67,19 @@ typedef struct {
     ConfigMark marks[CONFIG_MAX_KEYS]; /* where each descriptor-table key was set */
 } Config;
 
-typedef struct {
-    char message[2048];
-} ConfigError;
-
 /* Fill cfg with the defaults of the descriptor table. */
 void config_defaults(Config *cfg);
 /* Load a YAML file over the defaults (cfg is reset to the defaults first). */
-int config_load(Config *cfg, const char *path, ConfigError *err);
+int config_load(Config *cfg, const char *path, UserError *err);
 /* The same from YAML text held in memory; `name` stands for the file in messages. */
-int config_load_text(Config *cfg, const char *name, const char *text, size_t len, ConfigError *err);
+int config_load_text(Config *cfg, const char *name, const char *text, size_t len, UserError *err);
 /* Apply one "section.key=value" override (value parsed as a YAML scalar, or a list for
  * output.probe_text). On error cfg is unchanged and the message reads
  * "--set:1:COL: 'model.n_head=x': ...", COL counted in the assignment. */
-int config_set(Config *cfg, const char *assignment, ConfigError *err);
+int config_set(Config *cfg, const char *assignment, UserError *err);
 /* Derive d_head and check cross-field rules; call after load and overrides. Also fills in
  * the default corpus for data.task text when data.path is empty. */
-int config_validate(Config *cfg, ConfigError *err);
+int config_validate(Config *cfg, UserError *err);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
 /* The keys whose values differ between two config_to_yaml texts, as "model.n_head 4 -> 8,
@@ -91,6 +87,13 @@ char *config_to_yaml(const Config *cfg);
 int config_yaml_diff(const char *was, const char *now, char *out, size_t size);
 /* Where a key ("model.n_head") was set; line 0 = default. An unknown key is a CHECK failure. */
 ConfigMark config_mark(const Config *cfg, const char *dotted_key);
+/* A user error placed at a mark (line 1, column 1 of its file for a default; "(defaults)" when
+ * no file): how every module reports a bad value of a key. Returns ERR_USER. */
+__attribute__((format(printf, 3, 4)))
+int config_error_at(ConfigMark mark, UserError *err, const char *fmt, ...);
+/* The same at the mark of a key ("data.path"), the message prefixed with the key's name. */
+__attribute__((format(printf, 4, 5)))
+int config_key_error(const Config *cfg, const char *dotted_key, UserError *err, const char *fmt, ...);
 
 /* Walk every key with its typed value (for HDF5 /config attributes). Enums are visited as
  * CONFIG_STRING with their name, booleans (false/true keys) as CONFIG_BOOL with ival 0 or 1;

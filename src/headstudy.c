@@ -53,7 +53,7 @@ void head_study_free(HeadStudy *hs) {
 }
 
 static int write_floats(Results *res, const char *path, const double *x, int ndim,
-                        const uint64_t *dims, ConfigError *err) {
+                        const uint64_t *dims, UserError *err) {
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= dims[i];
     float *out = xcalloc(n, sizeof(float));
@@ -64,7 +64,7 @@ static int write_floats(Results *res, const char *path, const double *x, int ndi
 }
 
 static int write_curve(const PruneCurve *c, const char *name, int step_heads, Results *res,
-                       ConfigError *err) {
+                       UserError *err) {
     char path[128];
     int64_t *left = xcalloc((size_t)c->n_points, sizeof(int64_t));
     for (int p = 0; p < c->n_points; p++) left[p] = c->heads_left[p];
@@ -72,45 +72,45 @@ static int write_curve(const PruneCurve *c, const char *name, int step_heads, Re
     snprintf(path, sizeof path, "/prune/%s/order", name);
     int rc = results_write_array(res, path, c->order, 1, 1, &n, err);
     snprintf(path, sizeof path, "/prune/%s/heads_left", name);
-    if (rc == CONFIG_OK) rc = results_write_ints(res, path, left, c->n_points, err);
+    if (rc == ERR_OK) rc = results_write_ints(res, path, left, c->n_points, err);
     snprintf(path, sizeof path, "/prune/%s/eval_loss", name);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, path, c->eval_loss, c->n_points, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, path, c->eval_loss, c->n_points, err);
     snprintf(path, sizeof path, "/prune/%s", name);
-    if (rc == CONFIG_OK) rc = results_write_attr_double(res, path, "step_heads", step_heads, err);
+    if (rc == ERR_OK) rc = results_write_attr_double(res, path, "step_heads", step_heads, err);
     free(left);
     return rc;
 }
 
-static int write_circuits(const Circuits *c, Results *res, ConfigError *err) {
+static int write_circuits(const Circuits *c, Results *res, UserError *err) {
     uint64_t dims[4] = {(uint64_t)c->n_layer, (uint64_t)c->n_head, (uint64_t)c->n_layer,
                         (uint64_t)c->n_head};
-    int rc = CONFIG_OK;
-    for (int k = 0; k < N_COMPOSE && rc == CONFIG_OK; k++) {
+    int rc = ERR_OK;
+    for (int k = 0; k < N_COMPOSE && rc == ERR_OK; k++) {
         if (!c->has[k]) continue;
         char path[64];
         snprintf(path, sizeof path, "/circuits/%s", circuits_names[k]);
         rc = results_write_array(res, path, c->score[k], 0, 4, dims, err);
-        if (rc == CONFIG_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
-        if (rc == CONFIG_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
+        if (rc == ERR_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
+        if (rc == ERR_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
     }
     return rc;
 }
 
-int head_study_write(const HeadStudy *hs, Results *res, ConfigError *err) {
+int head_study_write(const HeadStudy *hs, Results *res, UserError *err) {
     const int L = hs->n_layer, H = hs->n_head;
     uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H}, dims_l = (uint64_t)L;
     int rc = write_floats(res, "/heads/ablation_delta_mean", hs->delta_mean, 2, dims_lh, err);
-    for (int c = 0; c < N_PRUNE_CRITERIA && rc == CONFIG_OK && hs->step_heads; c++)
+    for (int c = 0; c < N_PRUNE_CRITERIA && rc == ERR_OK && hs->step_heads; c++)
         rc = write_curve(&hs->curve[c], prune_criterion_names[c], hs->step_heads, res, err);
-    if (rc == CONFIG_OK && hs->step_heads) {
+    if (rc == ERR_OK && hs->step_heads) {
         rc = write_floats(res, "/prune/one_head_per_layer/delta_loss", hs->one_delta, 2, dims_lh, err);
-        if (rc == CONFIG_OK)
+        if (rc == ERR_OK)
             rc = results_write_array(res, "/prune/one_head_per_layer/best_head", hs->one_best, 1, 1, &dims_l, err);
-        if (rc == CONFIG_OK)
+        if (rc == ERR_OK)
             rc = results_write_doubles(res, "/prune/one_head_per_layer/best_delta_loss", hs->one_best_delta, L, err);
-        if (rc == CONFIG_OK) rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
+        if (rc == ERR_OK) rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
     }
-    if (rc == CONFIG_OK) rc = write_circuits(&hs->circuits, res, err);
+    if (rc == ERR_OK) rc = write_circuits(&hs->circuits, res, err);
     return rc;
 }
 
@@ -165,49 +165,47 @@ static const char *prune_usage =
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
 
 /* The run must be a complete results file: anything else is reported and left alone. */
-static int check_prunable(const char *path, ConfigError *err) {
-    char status[64];
-    results_read_status(path, status, sizeof status);
-    if (!status[0])
-        snprintf(err->message, sizeof err->message, "%s: not a harness results file (%s)", path,
+static int check_prunable(const char *path, UserError *err) {
+    char name[64];
+    RunStatus status = results_read_status(path, name, sizeof name);
+    if (!name[0])
+        return user_error(err, path, 0, 0, "not a harness results file (%s)",
                  access(path, R_OK) != 0 ? strerror(errno)
                                          : "not HDF5, truncated, or without a status attribute");
-    else if (strcmp(status, "complete") != 0)
-        snprintf(err->message, sizeof err->message,
-                 "%s: the run is %s; prune needs a complete run%s", path, status,
-                 !strcmp(status, "interrupted") ? " (finish it first: harness CONFIG --resume)"
-                 : !strcmp(status, "diverged") ? " (a diverged run has no trained model to prune)" : "");
-    else return CONFIG_OK;
-    return CONFIG_ERROR;
+    else if (status != RUN_COMPLETE)
+        return user_error(err, path, 0, 0, "the run is %s; prune needs a complete run%s", name,
+                 status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
+                 : status == RUN_DIVERGED ? " (a diverged run has no trained model to prune)" : "");
+    return ERR_OK;
 }
 
-static int prune_file(const char *path, double step, int threads, ConfigError *err) {
+static int prune_file(const char *path, double step, int threads, UserError *err) {
     Config cfg;
-    if (check_prunable(path, err) != CONFIG_OK) return CONFIG_ERROR;
-    if (inspect_config_from_results(&cfg, path, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (check_prunable(path, err) != ERR_OK) return ERR_USER;
+    if (inspect_config_from_results(&cfg, path, err) != ERR_OK) return ERR_USER;
     if (step >= 0) cfg.prune_step = step;
 #ifdef _OPENMP
     omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
 #endif
     Task task;
-    if (task_open(&task, &cfg, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
     Model m;
     model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
     ConfigMark here = {path, 1, 1};
     int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
     HeadStudy hs;
     memset(&hs, 0, sizeof hs);
-    if (rc == CONFIG_OK) head_study_run(&hs, &m, &task, &cfg);
+    if (rc == ERR_OK) head_study_run(&hs, &m, &task, &cfg);
     Results res;
-    if (rc == CONFIG_OK) rc = results_open_copy(&res, path, err);
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
+    if (rc == ERR_OK) {
         const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
-        for (int i = 0; i < 3 && rc == CONFIG_OK; i++) rc = results_remove(&res, old[i], err);
-        if (rc == CONFIG_OK) rc = head_study_write(&hs, &res, err);
-        if (rc == CONFIG_OK) rc = results_close(&res, "complete", err);
+        for (int i = 0; i < 3 && rc == ERR_OK; i++) rc = results_remove(&res, old[i], err);
+        if (rc == ERR_OK) rc = head_study_write(&hs, &res, err);
+        if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
         else results_discard(&res);
     }
-    if (rc == CONFIG_OK) head_study_print(&hs, stdout);
+    if (rc == ERR_OK) head_study_print(&hs, stdout);
     head_study_free(&hs);
     model_free(&m);
     task_close(&task);
@@ -247,9 +245,9 @@ int head_study_prune_main(int argc, char **argv) {
         fprintf(stderr, "harness prune: no results file given\n%s", prune_usage);
         return 2;
     }
-    ConfigError err;
-    if (prune_file(path, step, threads, &err) != CONFIG_OK) {
-        fprintf(stderr, "%s\n", err.message);
+    UserError err;
+    if (prune_file(path, step, threads, &err) != ERR_OK) {
+        fprintf(stderr, "%s\n", err.text);
         return 2;
     }
     fprintf(stderr, "%s: pruning curves, mean ablation and composition scores written\n", path);

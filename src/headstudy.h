@@ -29,7 +29,7 @@ typedef struct {
 void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg);
 void head_study_free(HeadStudy *hs);
 /* /heads/ablation_delta_mean, /prune/..., /circuits/... */
-int head_study_write(const HeadStudy *hs, Results *res, ConfigError *err);
+int head_study_write(const HeadStudy *hs, Results *res, UserError *err);
 /* A few lines: heads needed within 5% per criterion, one head per layer, top K-composition. */
 void head_study_print(const HeadStudy *hs, FILE *out);
 

@@ -13,9 +13,9 @@
 #include "util.h"
 
 /* The run's Config from its config_yaml attribute, made to load the stored params only. */
-int inspect_config_from_results(Config *cfg, const char *path, ConfigError *err) {
+int inspect_config_from_results(Config *cfg, const char *path, UserError *err) {
     int rc = results_read_config(path, cfg, err);
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK) {
         cfg->init_from[0] = '\0'; /* the stored params are what we load */
         cfg->data_path[0] = cfg->task == TASK_TEXT ? cfg->data_path[0] : '\0';
         cfg->val_path[0] = cfg->tokenizer[0] = '\0'; /* the tokenizer comes from /tokenizer/model */
@@ -33,18 +33,18 @@ typedef struct {
 } Vocab;
 
 /* The tokenizer a run stored in /tokenizer/model, if any. */
-static int read_run_tokenizer(const char *path, Vocab *v, ConfigError *err) {
+static int read_run_tokenizer(const char *path, Vocab *v, UserError *err) {
     ResultsReader rd;
-    if (results_reader_open(&rd, path, err) != CONFIG_OK) return CONFIG_ERROR;
-    int rc = CONFIG_OK;
+    if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
+    int rc = ERR_OK;
     if (results_reader_count(&rd, "/tokenizer/model") > 0) {
         unsigned char *bytes = NULL;
         int64_t n = 0;
         char what[CONFIG_PATH_MAX + 32];
         snprintf(what, sizeof what, "%s:/tokenizer/model", path);
         rc = results_reader_bytes(&rd, "/tokenizer/model", &bytes, &n, err);
-        if (rc == CONFIG_OK) rc = tokenizer_from_bytes(&v->tok, bytes, (size_t)n, what, err);
-        v->has_tok = rc == CONFIG_OK;
+        if (rc == ERR_OK) rc = tokenizer_from_bytes(&v->tok, bytes, (size_t)n, what, err);
+        v->has_tok = rc == ERR_OK;
         free(bytes);
     }
     results_reader_close(&rd);
@@ -131,18 +131,19 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
     return 0;
 }
 
-/* The input as token ids (at most seq_len); the count, or -1 after printing the error. */
-static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc, int *tokens) {
+/* The input as token ids (at most seq_len) into tokens, their count into *n. */
+static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc, int *tokens, int *n,
+                      UserError *err) {
     int T = 0;
     if (a->prompt && voc->has_tok) {
         T = tokenizer_encode(&voc->tok, a->prompt, tokens, cfg->seq_len + 1);
     } else if (a->prompt) {
         if (!voc->is_bytes) {
-            fprintf(stderr, "%s: this model was trained on the %s task %s; use --tokens\n", a->path,
-                    config_task_name(cfg->task), cfg->task == TASK_TOKENS
-                        ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it cannot encode text"
-                        : "whose tokens are not bytes");
-            return -1;
+            return user_error(err, a->path, 0, 0, "this model was trained on the %s task %s; use --tokens",
+                              config_task_name(cfg->task), cfg->task == TASK_TOKENS
+                                  ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it "
+                                    "cannot encode text"
+                                  : "whose tokens are not bytes");
         }
         for (const char *c = a->prompt; *c && T <= cfg->seq_len; c++) tokens[T++] = (unsigned char)*c;
     } else {
@@ -151,19 +152,18 @@ static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc,
             errno = 0;
             long v = strtol(c, &end, 10);
             if (end == c || errno || v < 0 || v >= cfg->vocab_size || (*end && *end != ',')) {
-                fprintf(stderr, "--tokens '%s': expected comma-separated ids in [0, %d)\n", a->token_list, cfg->vocab_size);
-                return -1;
+                return user_error(err, NULL, 0, 0, "--tokens '%s': expected comma-separated ids in [0, %d)",
+                                  a->token_list, cfg->vocab_size);
             }
             tokens[T++] = (int)v;
             c = *end ? end + 1 : end;
         }
     }
-    if (T < 1 || T > cfg->seq_len) {
-        fprintf(stderr, "%s: the input must hold 1 to seq_len = %d tokens, not %d%s\n", a->path, cfg->seq_len, T,
-                T > cfg->seq_len ? " (or more)" : "");
-        return -1;
-    }
-    return T;
+    if (T < 1 || T > cfg->seq_len)
+        return user_error(err, a->path, 0, 0, "the input must hold 1 to seq_len = %d tokens, not %d%s", cfg->seq_len,
+                          T, T > cfg->seq_len ? " (or more)" : "");
+    *n = T;
+    return ERR_OK;
 }
 
 /* One head's attention rows: a row per query (its position and token), a column per key it may
@@ -215,15 +215,13 @@ static void print_top(const float *logits, int V, int K, const Vocab *voc) {
     free(taken);
 }
 
-/* Which layers and heads to print; -1 if --layer or --head is out of range (error printed). */
-static int check_selection(const InspectArgs *a, const Config *cfg) {
-    if (a->layer >= cfg->n_layer || a->head >= cfg->n_head || a->top > cfg->vocab_size) {
-        fprintf(stderr, "%s: the model has %d layers, %d heads per layer and %d tokens; --layer must be below %d, "
-                        "--head below %d, --top at most %d\n", a->path, cfg->n_layer, cfg->n_head, cfg->vocab_size,
-                cfg->n_layer, cfg->n_head, cfg->vocab_size);
-        return -1;
-    }
-    return 0;
+/* Which layers and heads to print: an error if --layer, --head or --top is out of range. */
+static int check_selection(const InspectArgs *a, const Config *cfg, UserError *err) {
+    if (a->layer >= cfg->n_layer || a->head >= cfg->n_head || a->top > cfg->vocab_size)
+        return user_error(err, a->path, 0, 0, "the model has %d layers, %d heads per layer and %d tokens; --layer "
+                          "must be below %d, --head below %d, --top at most %d", cfg->n_layer, cfg->n_head,
+                          cfg->vocab_size, cfg->n_layer, cfg->n_head, cfg->vocab_size);
+    return ERR_OK;
 }
 
 static void print_report(const InspectArgs *a, const Config *cfg, Model *m, const int *tokens, int T,
@@ -255,30 +253,29 @@ int inspect_main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : 2;
     Config cfg;
-    ConfigError err;
+    UserError err;
     Vocab voc = {0};
-    if (inspect_config_from_results(&cfg, a.path, &err) != CONFIG_OK ||
-        read_run_tokenizer(a.path, &voc, &err) != CONFIG_OK) {
-        fprintf(stderr, "%s\n", err.message);
+    if (inspect_config_from_results(&cfg, a.path, &err) != ERR_OK ||
+        read_run_tokenizer(a.path, &voc, &err) != ERR_OK) {
+        fprintf(stderr, "%s\n", err.text);
         return 2;
     }
     voc.is_bytes = cfg.vocab_size >= 256 && cfg.task == TASK_TEXT;
-    int *tokens = xcalloc((size_t)cfg.seq_len + 1, sizeof(int));
-    int T = check_selection(&a, &cfg) < 0 ? -1 : read_input(&a, &cfg, &voc, tokens);
-    Model m;
-    if (T > 0) {
+    int *tokens = xcalloc((size_t)cfg.seq_len + 1, sizeof(int)), T = 0;
+    rc = check_selection(&a, &cfg, &err);
+    if (rc == ERR_OK) rc = read_input(&a, &cfg, &voc, tokens, &T, &err);
+    if (rc == ERR_OK) {
+        Model m;
         model_init(&m, model_shape_from_config(&cfg), 1);
-        ConfigMark here = {a.path, 1, 1};
-        if (results_read_tensors(a.path, "/params", &m, m.param_block, here, &err) != CONFIG_OK) {
-            fprintf(stderr, "%s\n", err.message);
-            T = -1;
-        } else {
+        rc = results_read_tensors(a.path, "/params", &m, m.param_block, (ConfigMark){a.path, 1, 1}, &err);
+        if (rc == ERR_OK) {
             model_forward(&m, tokens, NULL, NULL, 1, T);
             print_report(&a, &cfg, &m, tokens, T, &voc);
         }
         model_free(&m);
     }
+    if (rc != ERR_OK) fprintf(stderr, "%s\n", err.text);
     if (voc.has_tok) tokenizer_free(&voc.tok);
     free(tokens);
-    return T > 0 ? 0 : 2;
+    return rc == ERR_OK ? 0 : 2;
 }

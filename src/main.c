@@ -58,14 +58,14 @@ static void request_stop(int signum) {
     train_stop_requested = 1;
 }
 
-static int user_error(const ConfigError *err) {
-    fprintf(stderr, "%s\n", err->message);
+static int report(const UserError *err) {
+    fprintf(stderr, "%s\n", err->text);
     return EXIT_USER_ERROR;
 }
 
 /* Forward and backward on the first training batch; write everything the reference needs. */
 static int dump_grads(Model *m, const Task *task, const Config *cfg, const char *path) {
-    ConfigError err;
+    UserError err;
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     task_train_batch(task, &batch, 0);
@@ -75,16 +75,16 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
     Results res;
     uint64_t dims[2] = {(uint64_t)batch.B, (uint64_t)batch.T};
     int rc = results_open(&res, path, cfg, 1, &err);
-    if (rc == CONFIG_OK) rc = results_write_tensors(&res, "/params", m, m->param_block, &err);
-    if (rc == CONFIG_OK) rc = results_write_tensors(&res, "/grads", m, m->grad_block, &err);
-    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/inputs", batch.inputs, 1, 2, dims, &err);
-    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/targets", batch.targets, 1, 2, dims, &err);
-    if (rc == CONFIG_OK) rc = results_write_array(&res, "/batch/mask", batch.mask, 0, 2, dims, &err);
-    if (rc == CONFIG_OK) rc = results_write_attr_double(&res, "/", "loss", loss, &err);
-    if (rc == CONFIG_OK) rc = results_close(&res, "complete", &err);
+    if (rc == ERR_OK) rc = results_write_tensors(&res, "/params", m, m->param_block, &err);
+    if (rc == ERR_OK) rc = results_write_tensors(&res, "/grads", m, m->grad_block, &err);
+    if (rc == ERR_OK) rc = results_write_array(&res, "/batch/inputs", batch.inputs, 1, 2, dims, &err);
+    if (rc == ERR_OK) rc = results_write_array(&res, "/batch/targets", batch.targets, 1, 2, dims, &err);
+    if (rc == ERR_OK) rc = results_write_array(&res, "/batch/mask", batch.mask, 0, 2, dims, &err);
+    if (rc == ERR_OK) rc = results_write_attr_double(&res, "/", "loss", loss, &err);
+    if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, &err);
     else results_discard(&res);
     batch_free(&batch);
-    if (rc != CONFIG_OK) return user_error(&err);
+    if (rc != ERR_OK) return report(&err);
     printf("loss %.6f; gradients written to %s\n", loss, path);
     return 0;
 }
@@ -92,33 +92,33 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
 /* Everything after the config: data, model, then training (or --resume, or --dump-grads). */
 static int run(const Config *cfg_in, const char *dump_path, int force, int resume) {
     Config cfg = *cfg_in;
-    ConfigError err;
+    UserError err;
 #ifdef _OPENMP
     omp_set_num_threads(cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
 #endif
     Task task;
-    if (task_open(&task, &cfg, &err) != CONFIG_OK) return user_error(&err);
+    if (task_open(&task, &cfg, &err) != ERR_OK) return report(&err);
     Model model;
     int max_batch = cfg.batch_size > cfg.probes ? cfg.batch_size : cfg.probes;
     model_init(&model, model_shape_from_config(&cfg), max_batch);
     model_init_weights(&model, (uint64_t)cfg.seed);
     int exit_code = 0;
     if (cfg.init_from[0] &&
-        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != CONFIG_OK) {
-        exit_code = user_error(&err);
+        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != ERR_OK) {
+        exit_code = report(&err);
     } else if (dump_path) {
         exit_code = dump_grads(&model, &task, &cfg, dump_path);
     } else {
         char resume_path[CONFIG_PATH_MAX + 8];
-        if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != CONFIG_OK) {
-            exit_code = user_error(&err);
+        if (resume && train_find_checkpoint(&cfg, resume_path, sizeof resume_path, &err) != ERR_OK) {
+            exit_code = report(&err);
         } else {
-            const char *status = "complete";
-            if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != CONFIG_OK)
-                exit_code = user_error(&err);
+            RunStatus status = RUN_COMPLETE;
+            if (train_run(&model, &task, &cfg, force, resume ? resume_path : NULL, &status, &err) != ERR_OK)
+                exit_code = report(&err);
             else {
-                fprintf(stderr, "%s: %s\n", cfg.out_path, status);
-                exit_code = !strcmp(status, "complete") ? 0 : !strcmp(status, "diverged") ? EXIT_DIVERGED : EXIT_INTERRUPTED;
+                fprintf(stderr, "%s: %s\n", cfg.out_path, run_status_name(status));
+                exit_code = status == RUN_COMPLETE ? 0 : status == RUN_DIVERGED ? EXIT_DIVERGED : EXIT_INTERRUPTED;
             }
         }
     }
@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
     const char *config_path = NULL, *dump_path = NULL;
     int shapes = 0, force = 0, resume = 0;
     Config cfg;
-    ConfigError err;
+    UserError err;
     config_defaults(&cfg);
     /* first pass: options that do not need the config loaded */
     for (int i = 1; i < argc; i++) {
@@ -187,12 +187,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "harness: no config given\n%s", usage);
         return EXIT_USER_ERROR;
     }
-    if (config_load(&cfg, config_path, &err) != CONFIG_OK) return user_error(&err);
+    if (config_load(&cfg, config_path, &err) != ERR_OK) return report(&err);
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--set") && config_set(&cfg, argv[++i], &err) != CONFIG_OK)
-            return user_error(&err);
+        if (!strcmp(argv[i], "--set") && config_set(&cfg, argv[++i], &err) != ERR_OK)
+            return report(&err);
         else if (!strcmp(argv[i], "--dump-grads")) i++;
-    if (config_validate(&cfg, &err) != CONFIG_OK) return user_error(&err);
+    if (config_validate(&cfg, &err) != ERR_OK) return report(&err);
     if (shapes) {
         shapes_print(&cfg, stdout);
         return 0;
@@ -202,8 +202,8 @@ int main(int argc, char **argv) {
     ConfigMark where = config_mark(&cfg, "output.path");
     if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
     else if (!where.file || !where.line) where = (ConfigMark){cfg.source_path, 1, 1};
-    if (output_lock_acquire(&lock, dump_path ? dump_path : cfg.out_path, where, &err) != CONFIG_OK)
-        return user_error(&err);
+    if (output_lock_acquire(&lock, dump_path ? dump_path : cfg.out_path, where, &err) != ERR_OK)
+        return report(&err);
     int exit_code = run(&cfg, dump_path, force, resume);
     output_lock_release(&lock);
     return exit_code;

@@ -9,8 +9,6 @@
 #include <unistd.h>
 #include "outlock.h"
 
-static const char *mark_file(ConfigMark mk) { return mk.file ? mk.file : "--set"; }
-
 /* What the holder wrote into the lock file; it writes right after locking, so a taker that
  * finds the file still empty waits a moment for it. */
 static void read_holder(const char *path, char *out, size_t size) {
@@ -42,17 +40,14 @@ static void write_holder(int fd) {
     if (ftruncate(fd, 0) == 0 && write(fd, line, (size_t)n) != n) (void)ftruncate(fd, 0);
 }
 
-int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, ConfigError *err) {
+int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, UserError *err) {
     lk->fd = -1;
     snprintf(lk->path, sizeof lk->path, "%s.lock", out_path);
     for (int attempt = 0; attempt < 100; attempt++) {
         int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
-            snprintf(err->message, sizeof err->message,
-                     "%.300s:%d:%d: output.path: cannot create '%.1100s' (%s); is the directory there "
-                     "and writable?", mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1,
-                     lk->path, strerror(errno));
-            return CONFIG_ERROR;
+            return config_error_at(mk, err, "output.path: cannot create '%.1100s' (%s); is the directory there "
+                                   "and writable?", lk->path, strerror(errno));
         }
         int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
         /* `sweep --status` peeks with a shared lock for an instant: give it a second */
@@ -67,16 +62,13 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Con
             if (e == EWOULDBLOCK || e == EINTR) {
                 char holder[400];
                 read_holder(lk->path, holder, sizeof holder);
-                snprintf(err->message, sizeof err->message,
-                         "%.300s:%d:%d: output.path: %.600s is being written by %.300s (lock %.600s); wait "
-                         "for that run to end or stop it, or set output.path elsewhere",
-                         mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1, out_path,
-                         holder, lk->path);
-                return CONFIG_ERROR;
+                return config_error_at(mk, err, "output.path: %.600s is being written by %.300s (lock %.600s); "
+                                       "wait for that run to end or stop it, or set output.path elsewhere",
+                                       out_path, holder, lk->path);
             }
             fprintf(stderr, "warning: %s: no file locks on this file system (%s); running "
                             "without the one-writer check\n", lk->path, strerror(e));
-            return CONFIG_OK;
+            return ERR_OK;
         }
         /* the previous holder may have deleted the file between our open and flock */
         struct stat held, now;
@@ -84,14 +76,11 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Con
             held.st_ino == now.st_ino) {
             write_holder(fd);
             lk->fd = fd;
-            return CONFIG_OK;
+            return ERR_OK;
         }
         close(fd);
     }
-    snprintf(err->message, sizeof err->message, "%.300s:%d:%d: output.path: cannot lock '%.1100s': "
-             "it keeps being replaced", mark_file(mk), mk.line ? mk.line : 1, mk.col ? mk.col : 1,
-             lk->path);
-    return CONFIG_ERROR;
+    return config_error_at(mk, err, "output.path: cannot lock '%.1100s': it keeps being replaced", lk->path);
 }
 
 void output_lock_release(OutputLock *lk) {

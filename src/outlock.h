@@ -18,9 +18,9 @@ typedef struct {
 } OutputLock;
 
 /* Take the lock of out_path. `mark` is where out_path was set (for the file:line:col message).
- * CONFIG_ERROR when another process holds it ("... is being written by pid N on HOST since T")
+ * ERR_USER when another process holds it ("... is being written by pid N on HOST since T")
  * or when the lock file cannot be created. */
-int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mark, ConfigError *err);
+int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mark, UserError *err);
 /* Delete the lock file and release the lock; harmless when not held. */
 void output_lock_release(OutputLock *lk);
 

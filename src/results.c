@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,19 +27,11 @@
 #define GIT_REV "unknown"
 #endif
 
-static int fail(ConfigError *err, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return CONFIG_ERROR;
-}
-
 /* A failed write into the results file (the target itself is untouched): errno says why when
  * the system said (ENOSPC, EFBIG, EIO, ENOMEM); callers clear it before they start. */
-static int write_fail(const Results *r, const char *what, ConfigError *err) {
+static int write_fail(const Results *r, const char *what, UserError *err) {
     int e = errno;
-    return fail(err, "%s: cannot write %s (%s)", r->path, what, e ? strerror(e) : "disk full?");
+    return user_error(err, r->path, 0, 0, "cannot write %s (%s)", what, e ? strerror(e) : "disk full?");
 }
 
 /* Create every missing group on the way to `path`'s parent. */
@@ -82,7 +73,7 @@ static hid_t string_type(void) {
 }
 
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
-                              ConfigError *err) {
+                              UserError *err) {
     errno = 0;
     hid_t type = string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
     int ok = type >= 0 && space >= 0;
@@ -94,7 +85,7 @@ int results_write_attr_string(Results *r, const char *object, const char *name, 
     if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
     H5Tclose(type);
-    if (ok) return CONFIG_OK;
+    if (ok) return ERR_OK;
     char what[160];
     snprintf(what, sizeof what, "attribute %s/%s", object, name);
     return write_fail(r, what, err);
@@ -110,7 +101,7 @@ static hid_t bool_type(void) {
 }
 
 static int write_attr_number(Results *r, const char *object, const char *name, hid_t type,
-                             const void *value, ConfigError *err) {
+                             const void *value, UserError *err) {
     errno = 0;
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
@@ -118,20 +109,20 @@ static int write_attr_number(Results *r, const char *object, const char *name, h
     int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
     if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
-    if (ok) return CONFIG_OK;
+    if (ok) return ERR_OK;
     char what[160];
     snprintf(what, sizeof what, "attribute %s/%s", object, name);
     return write_fail(r, what, err);
 }
 
 int results_write_attr_double(Results *r, const char *object, const char *name, double value,
-                              ConfigError *err) {
+                              UserError *err) {
     return write_attr_number(r, object, name, H5T_NATIVE_DOUBLE, &value, err);
 }
 
 typedef struct {
     Results *r;
-    ConfigError *err;
+    UserError *err;
     int rc;
 } ConfigAttrWriter;
 
@@ -143,7 +134,7 @@ void results_config_attr_name(const char *section, const char *key, char *name, 
 static void write_config_attr(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval) {
     ConfigAttrWriter *w = ctx;
-    if (w->rc != CONFIG_OK) return;
+    if (w->rc != ERR_OK) return;
     char name[96];
     results_config_attr_name(section, key, name, sizeof name);
     if (type == CONFIG_BOOL) {
@@ -231,17 +222,15 @@ void results_library_init(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err) {
+int results_open(Results *r, const char *path, const Config *cfg, int force, UserError *err) {
     memset(r, 0, sizeof *r);
     r->file = -1;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(r->path, sizeof r->path, "%s", path);
     if (!force && access(path, F_OK) == 0) {
-        char status[64];
-        results_read_status(path, status, sizeof status);
-        if (strcmp(status, "complete") == 0)
-            return fail(err, "%s: a complete result exists already; pass --force to replace it, or "
-                             "set output.path elsewhere", path);
+        if (results_read_status(path, NULL, 0) == RUN_COMPLETE)
+            return user_error(err, path, 0, 0, "a complete result exists already; pass --force to replace it, or "
+                             "set output.path elsewhere");
     }
     remove_stale_temps(path);
     errno = 0;
@@ -249,10 +238,9 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
         (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
         int e = errno ? errno : EACCES;
         if (r->tmp_path[0]) unlink(r->tmp_path);
-        ConfigMark mk = config_mark(cfg, "output.path");
-        return fail(err, "%s:%d:%d: output.path: cannot create '%s' (%s); is the directory there "
-                         "and writable?", mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
-                    mk.col ? mk.col : 1, r->tmp_path[0] ? r->tmp_path : path, strerror(e));
+        return config_key_error(cfg, "output.path", err, "cannot create '%s' (%s); "
+                               "is the directory there and writable?", r->tmp_path[0] ? r->tmp_path : path,
+                               strerror(e));
     }
     fatal_remove_on_death(r->tmp_path);
     char created[64];
@@ -261,48 +249,48 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Con
     char *yaml = config_to_yaml(cfg);
     int rc = results_write_attr_string(r, "/", "config_yaml", yaml, err);
     free(yaml);
-    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "format_version", RESULTS_FORMAT_VERSION, err);
-    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "harness_version", HARNESS_VERSION, err);
-    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "git_rev", GIT_REV, err);
-    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "created", created, err);
-    if (rc == CONFIG_OK) rc = results_write_attr_string(r, "/", "status", "running", err);
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK) rc = results_write_attr_string(r, "/", "format_version", RESULTS_FORMAT_VERSION, err);
+    if (rc == ERR_OK) rc = results_write_attr_string(r, "/", "harness_version", HARNESS_VERSION, err);
+    if (rc == ERR_OK) rc = results_write_attr_string(r, "/", "git_rev", GIT_REV, err);
+    if (rc == ERR_OK) rc = results_write_attr_string(r, "/", "created", created, err);
+    if (rc == ERR_OK) rc = results_write_attr_string(r, "/", "status", run_status_name(RUN_RUNNING), err);
+    if (rc == ERR_OK) {
         hid_t g = H5Gcreate2(r->file, "/config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) rc = write_fail(r, "/config", err);
         else if (H5Gclose(g) < 0) rc = write_fail(r, "/config", err);
     }
-    if (rc == CONFIG_OK) {
-        ConfigAttrWriter w = {r, err, CONFIG_OK};
+    if (rc == ERR_OK) {
+        ConfigAttrWriter w = {r, err, ERR_OK};
         config_visit(cfg, write_config_attr, &w);
         rc = w.rc;
     }
     errno = 0;
-    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, "the header", err);
-    if (rc != CONFIG_OK) results_discard(r);
+    if (rc == ERR_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, "the header", err);
+    if (rc != ERR_OK) results_discard(r);
     return rc;
 }
 
-int results_close(Results *r, const char *status, ConfigError *err) {
-    int rc = results_write_attr_string(r, "/", "status", status, err);
+int results_close(Results *r, RunStatus status, UserError *err) {
+    int rc = results_write_attr_string(r, "/", "status", run_status_name(status), err);
     errno = 0;
-    if (rc == CONFIG_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, r->tmp_path, err);
-    if (H5Fclose(r->file) < 0 && rc == CONFIG_OK) rc = write_fail(r, r->tmp_path, err);
+    if (rc == ERR_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = write_fail(r, r->tmp_path, err);
+    if (H5Fclose(r->file) < 0 && rc == ERR_OK) rc = write_fail(r, r->tmp_path, err);
     r->file = -1;
     /* The durable order: data written and flushed, the file fsync'ed, renamed over the target,
      * the directory fsync'ed (until then the rename itself may not survive a power loss). */
-    if (rc == CONFIG_OK && sync_file(r->tmp_path) != 0)
-        rc = fail(err, "%s: cannot write %s to disk (fsync: %s)", r->path, r->tmp_path, strerror(errno));
-    if (rc == CONFIG_OK && rename(r->tmp_path, r->path) != 0)
-        rc = fail(err, "%s: cannot move %s into place: %s", r->path, r->tmp_path, strerror(errno));
-    if (rc != CONFIG_OK) unlink(r->tmp_path);
+    if (rc == ERR_OK && sync_file(r->tmp_path) != 0)
+        rc = user_error(err, r->path, 0, 0, "cannot write %s to disk (fsync: %s)", r->tmp_path, strerror(errno));
+    if (rc == ERR_OK && rename(r->tmp_path, r->path) != 0)
+        rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s", r->tmp_path, strerror(errno));
+    if (rc != ERR_OK) unlink(r->tmp_path);
     fatal_forget(r->tmp_path);
-    if (rc != CONFIG_OK) return rc;
+    if (rc != ERR_OK) return rc;
     /* The file is complete and in place; like SQLite, a directory that cannot be synced
      * (some file systems refuse) is reported, not fatal. */
     if (sync_parent(r->path) != 0)
         fprintf(stderr, "warning: %s: the directory could not be synced (%s); the file is in "
                         "place but may not survive a power loss\n", r->path, strerror(errno));
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 void results_discard(Results *r) {
@@ -350,7 +338,7 @@ static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
 
 static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
                          const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
-                         ConfigError *err) {
+                         UserError *err) {
     errno = 0;
     if (ensure_parents(r->file, path) < 0) return write_fail(r, path, err);
     hid_t space = H5Screate_simple(ndim, dims, NULL);
@@ -360,21 +348,21 @@ static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t fil
     /* closing writes the data out of HDF5's sieve buffer: a failure there is a failed write */
     if (ds >= 0 && H5Dclose(ds) < 0) ok = 0;
     if (space >= 0) H5Sclose(space);
-    return ok ? CONFIG_OK : write_fail(r, path, err);
+    return ok ? ERR_OK : write_fail(r, path, err);
 }
 
-int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err) {
+int results_write_doubles(Results *r, const char *path, const double *x, int n, UserError *err) {
     hsize_t dims[1] = {(hsize_t)n};
     return write_dataset(r, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, x, 1, dims, H5P_DEFAULT, err);
 }
 
-int results_write_ints(Results *r, const char *path, const int64_t *x, int n, ConfigError *err) {
+int results_write_ints(Results *r, const char *path, const int64_t *x, int n, UserError *err) {
     hsize_t dims[1] = {(hsize_t)n};
     return write_dataset(r, path, H5T_NATIVE_INT64, H5T_STD_I64LE, x, 1, dims, H5P_DEFAULT, err);
 }
 
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
-                        const uint64_t *dims, ConfigError *err) {
+                        const uint64_t *dims, UserError *err) {
     hsize_t d[8];
     CHECK(ndim >= 1 && ndim <= 8);
     for (int i = 0; i < ndim; i++) d[i] = dims[i];
@@ -383,13 +371,13 @@ int results_write_array(Results *r, const char *path, const void *data, int is_i
 }
 
 int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
-                        ConfigError *err) {
+                        UserError *err) {
     hsize_t d[1] = {(hsize_t)n};
     return write_dataset(r, path, H5T_NATIVE_UCHAR, H5T_STD_U8LE, data, 1, d, H5P_DEFAULT, err);
 }
 
 int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
-                          const uint64_t *dims, ConfigError *err) {
+                          const uint64_t *dims, UserError *err) {
     hsize_t d[8];
     CHECK(ndim >= 1 && ndim <= 8);
     for (int i = 0; i < ndim; i++) d[i] = dims[i];
@@ -400,20 +388,20 @@ int results_write_strings(Results *r, const char *path, const char *const *strin
 }
 
 int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
-                          ConfigError *err) {
+                          UserError *err) {
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorSpec *t = &m->tensors[i];
         char path[256];
         snprintf(path, sizeof path, "%s/%s", group, t->name);
         uint64_t dims[2] = {t->shape[0], t->shape[1]};
         int rc = results_write_array(r, path, block + t->offset, 0, t->ndim, dims, err);
-        if (rc != CONFIG_OK) return rc;
+        if (rc != ERR_OK) return rc;
     }
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
-                       int T, ConfigError *err) {
+                       int T, UserError *err) {
     hsize_t dims[6] = {(hsize_t)S, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
     hsize_t chunk[6] = {1, 1, 1, (hsize_t)P, (hsize_t)T, (hsize_t)T};
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -469,19 +457,21 @@ int results_check_format_version(const char *version, int *major, int *minor) {
     return *major == RESULTS_FORMAT_MAJOR ? RESULTS_VERSION_OK : RESULTS_VERSION_UNKNOWN;
 }
 
-/* Open a results file for reading. Messages start with `at` ("file:line:col" of the config key
- * that named the file) and quote the path, or with just the path when at is NULL. A file
- * without format_version predates it (its layout is 1.0's but for /config booleans stored as
- * strings) and is read; another major version is refused. */
-static hid_t open_results(const char *path, const char *at, ConfigError *err) {
+/* Open a results file for reading. Errors are placed at `at` (the config key that named the
+ * file) and quote the path, or at the path itself when at is NULL. A file without
+ * format_version predates it (its layout is 1.0's but for /config booleans stored as strings)
+ * and is read; another major version is refused. */
+static hid_t open_results(const char *path, const ConfigMark *at, UserError *err) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    char who[CONFIG_PATH_MAX * 2 + 40];
-    if (at) snprintf(who, sizeof who, "%s: '%s'", at, path);
-    else snprintf(who, sizeof who, "%s: the file", path);
+    char who[CONFIG_PATH_MAX + 8];
+    ConfigMark where = at ? *at : (ConfigMark){path, 0, 0}; /* line 0: "path: the file ..." */
+    if (at && !where.line) where.line = where.col = 1;
+    if (at) snprintf(who, sizeof who, "'%s'", path);
+    else snprintf(who, sizeof who, "the file");
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) {
-        if (access(path, R_OK) != 0) return fail(err, "%s cannot be read: %s", who, strerror(errno)), -1;
-        return fail(err, "%s is not an HDF5 results file (not HDF5 at all, or truncated)", who), -1;
+        if (access(path, R_OK) != 0) return user_error(err, where.file, where.line, where.col, "%s cannot be read: %s", who, strerror(errno)), -1;
+        return user_error(err, where.file, where.line, where.col, "%s is not an HDF5 results file (not HDF5 at all, or truncated)", who), -1;
     }
     char *version = NULL;
     int major = 0, minor = 0;
@@ -490,10 +480,10 @@ static hid_t open_results(const char *path, const char *at, ConfigError *err) {
                      ? results_check_format_version(version, &major, &minor) : RESULTS_VERSION_BAD;
         if (rc != RESULTS_VERSION_OK) {
             if (rc == RESULTS_VERSION_BAD)
-                fail(err, "%s has a format_version attribute that is not MAJOR.MINOR ('%.40s')", who,
+                user_error(err, where.file, where.line, where.col, "%s has a format_version attribute that is not MAJOR.MINOR ('%.40s')", who,
                      version ? version : "not a string");
             else
-                fail(err, "%s is results format %s, but this harness reads format %d.x only; use a "
+                user_error(err, where.file, where.line, where.col, "%s is results format %s, but this harness reads format %d.x only; use a "
                           "harness that reads %d.x", who, version, RESULTS_FORMAT_MAJOR, major);
             free(version);
             H5Fclose(file);
@@ -505,21 +495,18 @@ static hid_t open_results(const char *path, const char *at, ConfigError *err) {
 }
 
 int results_read_tensors(const char *path, const char *group, Model *m, float *block,
-                         ConfigMark where, ConfigError *err) {
-    char at[CONFIG_PATH_MAX + 32];
-    snprintf(at, sizeof at, "%s:%d:%d", where.file ? where.file : "?", where.line ? where.line : 1,
-             where.col ? where.col : 1);
-    hid_t file = open_results(path, at, err);
-    if (file < 0) return CONFIG_ERROR;
-    int rc = CONFIG_OK;
-    for (int i = 0; i < m->n_tensors && rc == CONFIG_OK; i++) {
+                         ConfigMark where, UserError *err) {
+    hid_t file = open_results(path, &where, err);
+    if (file < 0) return ERR_USER;
+    int rc = ERR_OK;
+    for (int i = 0; i < m->n_tensors && rc == ERR_OK; i++) {
         const TensorSpec *t = &m->tensors[i];
         char name[256];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
         hid_t ds = H5Lexists(file, group, H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0
                        ? H5Dopen2(file, name, H5P_DEFAULT) : -1;
         if (ds < 0) {
-            rc = fail(err, "%s: '%s' has no %s; it must come from a run of the same model", at, path, name);
+            rc = config_error_at(where, err, "'%s' has no %s; it must come from a run of the same model", path, name);
             break;
         }
         hid_t space = H5Dget_space(ds);
@@ -528,12 +515,12 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
         if (nd >= 1 && nd <= 8) H5Sget_simple_extent_dims(space, dims, NULL);
         int match = nd == t->ndim && dims[0] == t->shape[0] && (nd == 1 || dims[1] == t->shape[1]);
         if (!match)
-            rc = fail(err, "%s: %s in '%s' has shape (%llu%s%llu), but this config needs (%zu%s%zu)",
-                      at, name, path, (unsigned long long)dims[0], nd > 1 ? ", " : "",
+            rc = config_error_at(where, err, "%s in '%s' has shape (%llu%s%llu), but this config needs (%zu%s%zu)",
+                      name, path, (unsigned long long)dims[0], nd > 1 ? ", " : "",
                       nd > 1 ? (unsigned long long)dims[1] : 0ull, t->shape[0], t->ndim > 1 ? ", " : "",
                       t->ndim > 1 ? t->shape[1] : 0);
         else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, block + t->offset) < 0)
-            rc = fail(err, "%s: cannot read %s from '%s'", at, name, path);
+            rc = config_error_at(where, err, "cannot read %s from '%s'", name, path);
         H5Sclose(space);
         H5Dclose(ds);
     }
@@ -541,10 +528,10 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
     return rc;
 }
 
-int results_reader_open(ResultsReader *rd, const char *path, ConfigError *err) {
+int results_reader_open(ResultsReader *rd, const char *path, UserError *err) {
     snprintf(rd->path, sizeof rd->path, "%s", path);
     rd->file = open_results(path, NULL, err);
-    return rd->file >= 0 ? CONFIG_OK : CONFIG_ERROR;
+    return rd->file >= 0 ? ERR_OK : ERR_USER;
 }
 
 void results_reader_close(ResultsReader *rd) {
@@ -564,64 +551,64 @@ int64_t results_reader_count(ResultsReader *rd, const char *name) {
 }
 
 static int reader_read(ResultsReader *rd, const char *name, hid_t mem_type, void *out,
-                       int64_t count, ConfigError *err) {
+                       int64_t count, UserError *err) {
     if (results_reader_count(rd, name) != count)
-        return fail(err, "%s:1:1: %s is missing or does not hold %lld values", rd->path, name,
+        return user_error(err, rd->path, 1, 1, "%s is missing or does not hold %lld values", name,
                     (long long)count);
     hid_t ds = H5Dopen2(rd->file, name, H5P_DEFAULT);
     int ok = count == 0 || H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
     H5Dclose(ds);
-    return ok ? CONFIG_OK : fail(err, "%s:1:1: cannot read %s", rd->path, name);
+    return ok ? ERR_OK : user_error(err, rd->path, 1, 1, "cannot read %s", name);
 }
 
 int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
-                           ConfigError *err) {
+                           UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_DOUBLE, out, count, err);
 }
 
 int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
-                          ConfigError *err) {
+                          UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_INT64, out, count, err);
 }
 
 int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
-                          ConfigError *err) {
+                          UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_FLOAT, out, count, err);
 }
 
 int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
-                         ConfigError *err) {
+                         UserError *err) {
     *n = results_reader_count(rd, name);
     *out = xcalloc(*n > 0 ? (size_t)*n : 1, 1);
-    if (*n >= 0 && reader_read(rd, name, H5T_NATIVE_UCHAR, *out, *n, err) == CONFIG_OK) return CONFIG_OK;
+    if (*n >= 0 && reader_read(rd, name, H5T_NATIVE_UCHAR, *out, *n, err) == ERR_OK) return ERR_OK;
     free(*out);
     *out = NULL;
-    return *n < 0 ? fail(err, "%s:1:1: no dataset %s", rd->path, name) : CONFIG_ERROR;
+    return *n < 0 ? user_error(err, rd->path, 1, 1, "no dataset %s", name) : ERR_USER;
 }
 
 int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,
-                            ConfigError *err) {
+                            UserError *err) {
     if (ensure_exists(rd->file, object) <= 0 ||
         H5Aexists_by_name(rd->file, object, name, H5P_DEFAULT) <= 0)
-        return fail(err, "%s:1:1: no attribute %s on %s", rd->path, name, object);
+        return user_error(err, rd->path, 1, 1, "no attribute %s on %s", name, object);
     hid_t attr = H5Aopen_by_name(rd->file, object, name, H5P_DEFAULT, H5P_DEFAULT);
     int ok = attr >= 0 && H5Aread(attr, H5T_NATIVE_INT64, out) >= 0;
     if (attr >= 0) H5Aclose(attr);
-    return ok ? CONFIG_OK : fail(err, "%s:1:1: cannot read attribute %s of %s", rd->path, name, object);
+    return ok ? ERR_OK : user_error(err, rd->path, 1, 1, "cannot read attribute %s of %s", name, object);
 }
 
 
-int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err) {
+int results_read_config_yaml(const char *path, char **yaml_out, UserError *err) {
     hid_t file = open_results(path, NULL, err);
-    if (file < 0) return CONFIG_ERROR;
+    if (file < 0) return ERR_USER;
     int rc = read_attr_string(file, "config_yaml", yaml_out);
     H5Fclose(file);
-    return rc == 0 ? CONFIG_OK : fail(err, "%s:1:1: no config_yaml attribute; not a harness results file", path);
+    return rc == 0 ? ERR_OK : user_error(err, path, 1, 1, "no config_yaml attribute; not a harness results file");
 }
 
-int results_read_config(const char *path, Config *cfg, ConfigError *err) {
+int results_read_config(const char *path, Config *cfg, UserError *err) {
     char *yaml = NULL;
-    if (results_read_config_yaml(path, &yaml, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (results_read_config_yaml(path, &yaml, err) != ERR_OK) return ERR_USER;
     char name[CONFIG_PATH_MAX];
     snprintf(name, sizeof name, "%.*s#config_yaml", CONFIG_PATH_MAX - 16, path);
     int rc = config_load_text(cfg, name, yaml, strlen(yaml), err);
@@ -629,15 +616,38 @@ int results_read_config(const char *path, Config *cfg, ConfigError *err) {
     return rc;
 }
 
-void results_read_status(const char *path, char *status, int size) {
-    status[0] = '\0';
+static const char *const RUN_STATUS_NAMES[RUN_N_STATUS] = {
+    [RUN_RUNNING] = "running",
+    [RUN_COMPLETE] = "complete",
+    [RUN_DIVERGED] = "diverged",
+    [RUN_INTERRUPTED] = "interrupted",
+};
+
+const char *run_status_name(RunStatus status) {
+    CHECK(status >= 0 && status < RUN_N_STATUS);
+    return RUN_STATUS_NAMES[status];
+}
+
+RunStatus run_status_parse(const char *name) {
+    for (int s = 0; s < RUN_N_STATUS; s++)
+        if (!strcmp(name, RUN_STATUS_NAMES[s])) return (RunStatus)s;
+    return RUN_NONE;
+}
+
+RunStatus results_read_status(const char *path, char *name, int size) {
+    if (name) name[0] = '\0';
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return;
+    if (file < 0) return RUN_NONE;
     char *value = NULL;
-    if (read_attr_string(file, "status", &value) == 0) snprintf(status, size, "%s", value);
+    RunStatus status = RUN_NONE;
+    if (read_attr_string(file, "status", &value) == 0) {
+        status = run_status_parse(value);
+        if (name) snprintf(name, size, "%s", value);
+    }
     free(value);
     H5Fclose(file);
+    return status;
 }
 
 char *results_reader_attr_string(ResultsReader *rd, const char *name) {
@@ -646,7 +656,7 @@ char *results_reader_attr_string(ResultsReader *rd, const char *name) {
     return value;
 }
 
-int results_open_copy(Results *r, const char *path, ConfigError *err) {
+int results_open_copy(Results *r, const char *path, UserError *err) {
     memset(r, 0, sizeof *r);
     r->file = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -655,12 +665,12 @@ int results_open_copy(Results *r, const char *path, ConfigError *err) {
     FILE *in = fopen(path, "rb");
     if (!in || fstat(fileno(in), &st) != 0) {
         if (in) fclose(in);
-        return fail(err, "%s: cannot read: %s", path, strerror(errno));
+        return user_error(err, path, 0, 0, "cannot read: %s", strerror(errno));
     }
     int fd = mkstemp(r->tmp_path);
     if (fd < 0) {
         fclose(in);
-        return fail(err, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        return user_error(err, path, 0, 0, "cannot create a temporary file beside it: %s", strerror(errno));
     }
     char buf[1 << 16];
     size_t n;
@@ -670,20 +680,20 @@ int results_open_copy(Results *r, const char *path, ConfigError *err) {
     fclose(in);
     if (close(fd) != 0 || !ok) {
         unlink(r->tmp_path);
-        return fail(err, "%s: cannot copy to %s (disk full?)", path, r->tmp_path);
+        return user_error(err, path, 0, 0, "cannot copy to %s (disk full?)", r->tmp_path);
     }
     r->file = H5Fopen(r->tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (r->file < 0) {
         unlink(r->tmp_path);
-        return fail(err, "%s: cannot open as an HDF5 results file", path);
+        return user_error(err, path, 0, 0, "cannot open as an HDF5 results file");
     }
     fatal_remove_on_death(r->tmp_path);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-int results_remove(Results *r, const char *path, ConfigError *err) {
+int results_remove(Results *r, const char *path, UserError *err) {
     int exists = ensure_exists(r->file, path);
     if (exists < 0 || (exists && H5Ldelete(r->file, path, H5P_DEFAULT) < 0))
-        return fail(err, "%s: cannot remove %s", r->tmp_path, path);
-    return CONFIG_OK;
+        return user_error(err, r->tmp_path, 0, 0, "cannot remove %s", path);
+    return ERR_OK;
 }

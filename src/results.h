@@ -5,7 +5,7 @@
  * directory, so a killed run (or a power loss) never leaves a file that looks complete and never
  * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
  * writer per results file, which is why results_open may delete temporary files that killed
- * writers left. Every function returns CONFIG_OK or CONFIG_ERROR with a message in ConfigError
+ * writers left. Every function returns ERR_OK or ERR_USER with a message in UserError
  * (HDF5's own error printing is switched off); only main exits. */
 #ifndef RESULTS_H
 #define RESULTS_H
@@ -13,6 +13,13 @@
 #include <stdint.h>
 #include "config.h"
 #include "model.h"
+
+/* A run's status; the results file stores it by name (run_status_name: "running", "complete",
+ * "diverged", "interrupted", the strings of format 1.0). RUN_NONE: no file, or no status. */
+typedef enum { RUN_NONE = -1, RUN_RUNNING = 0, RUN_COMPLETE, RUN_DIVERGED, RUN_INTERRUPTED, RUN_N_STATUS } RunStatus;
+const char *run_status_name(RunStatus status);
+/* The status of a name; RUN_NONE for an unknown or empty one. */
+RunStatus run_status_parse(const char *name);
 
 typedef struct {
     char path[CONFIG_PATH_MAX + 8];
@@ -26,70 +33,70 @@ typedef struct {
 void results_library_init(void);
 
 /* Refuses to replace a complete result unless force. */
-int results_open(Results *r, const char *path, const Config *cfg, int force, ConfigError *err);
-/* Set the status attribute ("complete", "diverged", "interrupted") and move into place durably
- * (a directory that cannot be fsync'ed is a warning on stderr, not an error). */
-int results_close(Results *r, const char *status, ConfigError *err);
+int results_open(Results *r, const char *path, const Config *cfg, int force, UserError *err);
+/* Set the status attribute and move into place durably (a directory that cannot be fsync'ed is
+ * a warning on stderr, not an error). */
+int results_close(Results *r, RunStatus status, UserError *err);
 /* Close and delete the temporary file (a run that failed before producing anything). */
 void results_discard(Results *r);
 
 /* Add to an existing file atomically: copy it to "<path>.XXXXXX" beside it and open the copy
  * for writing; results_close renames the copy over it, results_discard deletes the copy. */
-int results_open_copy(Results *r, const char *path, ConfigError *err);
+int results_open_copy(Results *r, const char *path, UserError *err);
 /* Delete a dataset or group (and what is under it) if it is there. */
-int results_remove(Results *r, const char *path, ConfigError *err);
+int results_remove(Results *r, const char *path, UserError *err);
 
 /* 1-D datasets, e.g. "/train/loss". */
-int results_write_doubles(Results *r, const char *path, const double *x, int n, ConfigError *err);
-int results_write_ints(Results *r, const char *path, const int64_t *x, int n, ConfigError *err);
+int results_write_doubles(Results *r, const char *path, const double *x, int n, UserError *err);
+int results_write_ints(Results *r, const char *path, const int64_t *x, int n, UserError *err);
 /* An n-dimensional float32 or int32 dataset (parents created as needed). */
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
-                        const uint64_t *dims, ConfigError *err);
+                        const uint64_t *dims, UserError *err);
 /* A 1-D uint8 dataset (a file stored verbatim, e.g. /tokenizer/model). */
 int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
-                        ConfigError *err);
+                        UserError *err);
 /* A dataset of strings with the given dims (row-major array of char pointers). */
 int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
-                          const uint64_t *dims, ConfigError *err);
+                          const uint64_t *dims, UserError *err);
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
-                              ConfigError *err);
+                              UserError *err);
 int results_write_attr_double(Results *r, const char *object, const char *name, double value,
-                              ConfigError *err);
+                              UserError *err);
 
 /* Every tensor of the model's table, from block (params or grads), under group (e.g. "/params"). */
 int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
-                          ConfigError *err);
+                          UserError *err);
 
 /* Attention maps (S, L, H, P, T, T) in one dataset, chunked per head and deflate-compressed. */
 int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
-                       int T, ConfigError *err);
+                       int T, UserError *err);
 
 /* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block,
-                         ConfigMark where, ConfigError *err);
+                         ConfigMark where, UserError *err);
 
-/* Reading datasets back (resume). Each returns CONFIG_ERROR with a message if the dataset is
+/* Reading datasets back (resume). Each returns ERR_USER with a message if the dataset is
  * missing or has another number of elements than `count`. */
 typedef struct {
     int64_t file; /* hid_t */
     char path[CONFIG_PATH_MAX + 8];
 } ResultsReader;
-int results_reader_open(ResultsReader *rd, const char *path, ConfigError *err);
+int results_reader_open(ResultsReader *rd, const char *path, UserError *err);
 void results_reader_close(ResultsReader *rd);
 /* Number of elements of a dataset, -1 if there is none. */
 int64_t results_reader_count(ResultsReader *rd, const char *name);
 int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
-                           ConfigError *err);
+                           UserError *err);
 int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
-                          ConfigError *err);
+                          UserError *err);
 int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
-                          ConfigError *err);
+                          UserError *err);
 /* A whole 1-D uint8 dataset, malloc'd into *out (*n bytes). */
 int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
-                         ConfigError *err);
+                         UserError *err);
 int results_reader_attr_int(ResultsReader *rd, const char *object, const char *name, int64_t *out,
-                            ConfigError *err);
+                            UserError *err);
 /* A string attribute of the root group, malloc'd; NULL if absent. */
 char *results_reader_attr_string(ResultsReader *rd, const char *name);
 
@@ -100,11 +107,11 @@ enum { RESULTS_VERSION_OK, RESULTS_VERSION_UNKNOWN, RESULTS_VERSION_BAD };
 int results_check_format_version(const char *version, int *major, int *minor);
 
 /* The /config group and root attributes of a results file, for `inspect`. */
-int results_read_config_yaml(const char *path, char **yaml_out, ConfigError *err);
+int results_read_config_yaml(const char *path, char **yaml_out, UserError *err);
 
 /* The run's Config, parsed from its config_yaml attribute (resolved values: d_head etc. are
  * filled in); messages name "PATH#config_yaml:line:col". Not validated (data files may be gone). */
-int results_read_config(const char *path, Config *cfg, ConfigError *err);
+int results_read_config(const char *path, Config *cfg, UserError *err);
 
 /* A string attribute of an open HDF5 object (hid_t), malloc'd; NULL if absent or not a string. */
 char *results_attr_string(int64_t object, const char *name);
@@ -112,7 +119,8 @@ char *results_attr_string(int64_t object, const char *name);
  * "path" keys. */
 void results_config_attr_name(const char *section, const char *key, char *name, int size);
 
-/* The status attribute of an existing results file ("" if none or unreadable). */
-void results_read_status(const char *path, char *status, int size);
+/* The status of an existing results file (RUN_NONE if none, unknown or unreadable); its status
+ * attribute as written into name (if not NULL; "" if none). */
+RunStatus results_read_status(const char *path, char *name, int size);
 
 #endif

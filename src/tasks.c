@@ -1,6 +1,5 @@
 /* tasks.c: batch generation for the induction, two_source, text and tokens tasks (see tasks.h). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,35 +9,22 @@
 
 enum { BOS = 0, SEP = 1 };
 
-/* A user error about a data option, reported at the line of that key in the config. */
-static int fail_at(ConfigError *err, const Config *cfg, const char *key, const char *fmt, ...) {
-    ConfigMark mk = config_mark(cfg, key);
-    int n = snprintf(err->message, sizeof err->message, "%s:%d:%d: %s: ",
-                     mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1,
-                     mk.col ? mk.col : 1, key);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
-    va_end(ap);
-    return CONFIG_ERROR;
-}
-
 /* Read one file of text (one byte = one token) or tokens (uint16 little-endian) into *out
  * (*n ids); `key` is the config key that named it, for messages. */
 static int read_ids(const Config *cfg, const char *key, const char *path, uint16_t **out, int64_t *n,
-                    ConfigError *err) {
+                    UserError *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail_at(err, cfg, key, "cannot open '%s': %s", path, strerror(errno));
+    if (!f) return config_key_error(cfg, key, err, "cannot open '%s': %s", path, strerror(errno));
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     rewind(f);
     if (size < 0) {
         fclose(f);
-        return fail_at(err, cfg, key, "cannot read '%s' (not a regular file?)", path);
+        return config_key_error(cfg, key, err, "cannot read '%s' (not a regular file?)", path);
     }
     int is_tokens = cfg->task == TASK_TOKENS;
     if (is_tokens && size % 2 != 0) {
         fclose(f);
-        return fail_at(err, cfg, key, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
+        return config_key_error(cfg, key, err, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
                        path, size);
     }
     *n = is_tokens ? size / 2 : size;
@@ -48,26 +34,26 @@ static int read_ids(const Config *cfg, const char *key, const char *path, uint16
     fclose(f);
     if (read_error || got != (size_t)size) {
         free(raw);
-        return fail_at(err, cfg, key, "error reading '%s' (%zu of %ld bytes read)", path, got, size);
+        return config_key_error(cfg, key, err, "error reading '%s' (%zu of %ld bytes read)", path, got, size);
     }
     *out = xcalloc((size_t)*n + 1, sizeof(uint16_t));
     for (int64_t i = 0; i < *n; i++) (*out)[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
     free(raw);
     for (int64_t i = 0; i < *n; i++)
         if ((*out)[i] >= cfg->vocab_size)
-            return fail_at(err, cfg, key, "'%s' holds token id %d at index %lld; ids must be below "
+            return config_key_error(cfg, key, err, "'%s' holds token id %d at index %lld; ids must be below "
                            "model.vocab_size = %d", path, (*out)[i], (long long)i, cfg->vocab_size);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* The training stream and the held-out stream, one after the other in task->file_tokens: from
  * data.path and data.val_path, or (no val_path) the head and the tail of data.path. */
-static int load_file(Task *task, const Config *cfg, ConfigError *err) {
+static int load_file(Task *task, const Config *cfg, UserError *err) {
     uint16_t *train = NULL, *val = NULL;
     int64_t n_train = 0, n_val = 0, need = cfg->seq_len + 1;
     int rc = read_ids(cfg, "data.path", cfg->data_path, &train, &n_train, err);
-    if (rc == CONFIG_OK && cfg->val_path[0]) rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
-    if (rc == CONFIG_OK && !cfg->val_path[0]) {
+    if (rc == ERR_OK && cfg->val_path[0]) rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
+    if (rc == ERR_OK && !cfg->val_path[0]) {
         n_val = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
         n_train -= n_val;
     }
@@ -79,57 +65,57 @@ static int load_file(Task *task, const Config *cfg, ConfigError *err) {
         free(train);
     }
     free(val);
-    if (rc != CONFIG_OK) return rc;
+    if (rc != ERR_OK) return rc;
     task->n_tokens = n_train + n_val;
     task->n_train = n_train;
     if (cfg->val_path[0] && (n_train < need || n_val < need))
-        return fail_at(err, cfg, n_train < need ? "data.path" : "data.val_path",
+        return config_key_error(cfg, n_train < need ? "data.path" : "data.val_path", err,
                        "'%s' is too short: %lld tokens, but it needs at least seq_len + 1 = %lld",
                        n_train < need ? cfg->data_path : cfg->val_path,
                        (long long)(n_train < need ? n_train : n_val), (long long)need);
     if (n_train < need || n_val < need)
-        return fail_at(err, cfg, "data.path",
+        return config_key_error(cfg, "data.path", err,
                        "'%s' is too short: %lld tokens, but both the training and the held-out part "
                        "(data.eval_fraction) need at least seq_len + 1 = %lld",
                        cfg->data_path, (long long)task->n_tokens, (long long)need);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* data.tokenizer: parsed now, so a bad model is refused before training, and kept for the
  * results file (the run stores it) and the probe labels. */
-static int load_tokenizer(Task *task, const Config *cfg, ConfigError *err) {
+static int load_tokenizer(Task *task, const Config *cfg, UserError *err) {
     task->tokenizer = xcalloc(1, sizeof(Tokenizer));
-    ConfigError why;
-    if (tokenizer_load(task->tokenizer, cfg->tokenizer, &why) != CONFIG_OK) {
+    UserError why;
+    if (tokenizer_load(task->tokenizer, cfg->tokenizer, &why) != ERR_OK) {
         free(task->tokenizer);
         task->tokenizer = NULL;
-        return fail_at(err, cfg, "data.tokenizer", "%s", why.message);
+        return config_key_error(cfg, "data.tokenizer", err, "%s", why.text);
     }
     if (task->tokenizer->n_pieces > cfg->vocab_size)
-        return fail_at(err, cfg, "data.tokenizer", "'%s' has %d pieces, more than model.vocab_size = %d; "
+        return config_key_error(cfg, "data.tokenizer", err, "'%s' has %d pieces, more than model.vocab_size = %d; "
                        "set model.vocab_size to at least %d", cfg->tokenizer, task->tokenizer->n_pieces,
                        cfg->vocab_size, task->tokenizer->n_pieces);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-int task_open(Task *task, const Config *cfg, ConfigError *err) {
+int task_open(Task *task, const Config *cfg, UserError *err) {
     memset(task, 0, sizeof *task);
     task->cfg = cfg;
     if (cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) {
-        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err) : CONFIG_OK; /* it explains a vocab mismatch best */
-        if (rc == CONFIG_OK) rc = load_file(task, cfg, err);
-        if (rc != CONFIG_OK) task_close(task);
+        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err) : ERR_OK; /* it explains a vocab mismatch best */
+        if (rc == ERR_OK) rc = load_file(task, cfg, err);
+        if (rc != ERR_OK) task_close(task);
         return rc;
     }
     if (cfg->task == TASK_TWO_SOURCE) {
         int s = 1;
         while (2 + 2 * (s + 1) + (s + 1) * (s + 1) <= cfg->vocab_size) s++;
         if (2 + 2 * s + s * s > cfg->vocab_size || cfg->seq_len < 5)
-            return fail_at(err, cfg, "model.vocab_size",
+            return config_key_error(cfg, "model.vocab_size", err,
                            "the two_source task needs vocab_size >= 6 and seq_len >= 5");
         task->pair_symbols = s;
     }
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 void task_close(Task *task) {

@@ -32,7 +32,7 @@ typedef struct {
     Tokenizer *tokenizer;  /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
 } Task;
 
-int task_open(Task *task, const Config *cfg, ConfigError *err);
+int task_open(Task *task, const Config *cfg, UserError *err);
 void task_close(Task *task);
 
 void batch_alloc(Batch *b, int B, int T);

@@ -1,23 +1,12 @@
 /* tokenizer.c: SentencePiece BPE models read from their protobuf bytes, and BPE encoding with
  * them (see tokenizer.h). Knows nothing of HDF5, the model or the tasks. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer.h"
 #include "util.h"
-
-static int tok_fail(ConfigError *err, const char *what, const char *fmt, ...) {
-    int n = snprintf(err->message, sizeof err->message, "%s: ", what);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < sizeof err->message)
-        vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
-    va_end(ap);
-    return CONFIG_ERROR;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* protobuf wire format: just enough to walk ModelProto */
@@ -148,28 +137,28 @@ static int count_pieces(const unsigned char *bytes, size_t len, int *n) {
 }
 
 static int check_model(const Tokenizer *tok, int model_type, const char *normalizer, const char *what,
-                       ConfigError *err) {
+                       UserError *err) {
     if (model_type != 2)
-        return tok_fail(err, what, "a SentencePiece model of type %d, but the harness encodes only BPE models "
+        return user_error(err, what, 0, 0, "a SentencePiece model of type %d, but the harness encodes only BPE models "
                         "(model_type 2); make it with scripts/tokenize", model_type);
     if (normalizer[0] && strcmp(normalizer, "identity") != 0)
-        return tok_fail(err, what, "its normalizer is '%s'; the harness supports only 'identity' "
+        return user_error(err, what, 0, 0, "its normalizer is '%s'; the harness supports only 'identity' "
                         "(scripts/tokenize trains with it)", normalizer);
     for (int id = 0; id < tok->n_pieces; id++)
         if (tok->types[id] == PIECE_USER_DEFINED)
-            return tok_fail(err, what, "piece %d '%s' is a user-defined symbol, which the harness's encoder "
+            return user_error(err, what, 0, 0, "piece %d '%s' is a user-defined symbol, which the harness's encoder "
                             "does not support", id, tok->pieces[id]);
-    if (tok->unk_id < 0) return tok_fail(err, what, "the model has no unknown piece (<unk>)");
-    return CONFIG_OK;
+    if (tok->unk_id < 0) return user_error(err, what, 0, 0, "the model has no unknown piece (<unk>)");
+    return ERR_OK;
 }
 
 int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len, const char *what,
-                         ConfigError *err) {
+                         UserError *err) {
     memset(tok, 0, sizeof *tok);
     int n = 0;
     if (!count_pieces(bytes, len, &n))
-        return tok_fail(err, what, "not a SentencePiece model (%zu bytes of truncated or corrupt protobuf)", len);
-    if (n == 0) return tok_fail(err, what, "not a SentencePiece model (no pieces in %zu bytes)", len);
+        return user_error(err, what, 0, 0, "not a SentencePiece model (%zu bytes of truncated or corrupt protobuf)", len);
+    if (n == 0) return user_error(err, what, 0, 0, "not a SentencePiece model (no pieces in %zu bytes)", len);
     tok->n_pieces = n;
     tok->pieces = xcalloc((size_t)n, sizeof(char *));
     tok->scores = xcalloc((size_t)n, sizeof(float));
@@ -188,17 +177,17 @@ int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len,
     tok->model_bytes = xcalloc(len ? len : 1, 1);
     memcpy(tok->model_bytes, bytes, len);
     tok->model_len = len;
-    if (check_model(tok, model_type, normalizer, what, err) != CONFIG_OK) {
+    if (check_model(tok, model_type, normalizer, what, err) != ERR_OK) {
         tokenizer_free(tok);
-        return CONFIG_ERROR;
+        return ERR_USER;
     }
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
-int tokenizer_load(Tokenizer *tok, const char *path, ConfigError *err) {
+int tokenizer_load(Tokenizer *tok, const char *path, UserError *err) {
     memset(tok, 0, sizeof *tok);
     FILE *f = fopen(path, "rb");
-    if (!f) return tok_fail(err, path, "cannot open the tokenizer model: %s", strerror(errno));
+    if (!f) return user_error(err, path, 0, 0, "cannot open the tokenizer model: %s", strerror(errno));
     size_t cap = 1 << 16, len = 0, got;
     unsigned char *buf = xcalloc(cap, 1);
     while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
@@ -210,7 +199,7 @@ int tokenizer_load(Tokenizer *tok, const char *path, ConfigError *err) {
     }
     int failed = ferror(f);
     fclose(f);
-    int rc = failed ? tok_fail(err, path, "error reading the tokenizer model")
+    int rc = failed ? user_error(err, path, 0, 0, "error reading the tokenizer model")
                     : tokenizer_from_bytes(tok, buf, len, path, err);
     free(buf);
     return rc;

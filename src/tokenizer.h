@@ -17,7 +17,7 @@
 #define TOKENIZER_H
 
 #include <stddef.h>
-#include "config.h"
+#include "error.h"
 
 /* SentencePiece's piece types (ModelProto.SentencePiece.Type). */
 enum { PIECE_NORMAL = 1, PIECE_UNKNOWN = 2, PIECE_CONTROL = 3, PIECE_USER_DEFINED = 4,
@@ -40,9 +40,9 @@ typedef struct {
 /* Parse a SentencePiece model from its bytes (copied). `what` names the source in messages
  * ("FILE" or "RUN.h5:/tokenizer/model"); an error is one line "what: problem". */
 int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len, const char *what,
-                         ConfigError *err);
+                         UserError *err);
 /* Read and parse a .model file. */
-int tokenizer_load(Tokenizer *tok, const char *path, ConfigError *err);
+int tokenizer_load(Tokenizer *tok, const char *path, UserError *err);
 void tokenizer_free(Tokenizer *tok);
 
 /* Encode UTF-8 text; writes at most max ids and returns how many the whole text needs. */

@@ -124,36 +124,36 @@ static const char *first_nonfinite_grad(const Model *m) {
 
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
-static int write_tokenizer(Results *res, const Tokenizer *tok, ConfigError *err) {
+static int write_tokenizer(Results *res, const Tokenizer *tok, UserError *err) {
     uint64_t n = (uint64_t)tok->n_pieces;
     int rc = results_write_bytes(res, "/tokenizer/model", tok->model_bytes, tok->model_len, err);
-    if (rc == CONFIG_OK)
+    if (rc == ERR_OK)
         rc = results_write_strings(res, "/tokenizer/pieces", (const char *const *)tok->pieces, 1, &n, err);
-    if (rc == CONFIG_OK) rc = results_write_array(res, "/tokenizer/scores", tok->scores, 0, 1, &n, err);
-    if (rc == CONFIG_OK) rc = results_write_array(res, "/tokenizer/type", tok->types, 1, 1, &n, err);
+    if (rc == ERR_OK) rc = results_write_array(res, "/tokenizer/scores", tok->scores, 0, 1, &n, err);
+    if (rc == ERR_OK) rc = results_write_array(res, "/tokenizer/type", tok->types, 1, 1, &n, err);
     return rc;
 }
 
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
  * moments and the step) so the run can be resumed from this file. */
 static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
-                       ConfigError *err) {
+                       UserError *err) {
     const TrainLog *t = &st->train, *e = &st->eval;
     int rc = results_write_ints(res, "/train/step", t->step, t->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/loss", t->loss, t->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/lr", t->lr, t->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/grad_norm", t->grad_norm, t->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/train/elapsed_s", t->elapsed, t->n, err);
-    if (rc == CONFIG_OK) rc = results_write_ints(res, "/eval/step", e->step, e->n, err);
-    if (rc == CONFIG_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
-    if (rc == CONFIG_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
-    if (rc == CONFIG_OK) rc = analysis_write(&st->analysis, m, res, err);
-    if (rc == CONFIG_OK && st->analysis.task->tokenizer) rc = write_tokenizer(res, st->analysis.task->tokenizer, err);
-    if (rc == CONFIG_OK && with_checkpoint) {
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/loss", t->loss, t->n, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/lr", t->lr, t->n, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/grad_norm", t->grad_norm, t->n, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/elapsed_s", t->elapsed, t->n, err);
+    if (rc == ERR_OK) rc = results_write_ints(res, "/eval/step", e->step, e->n, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
+    if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
+    if (rc == ERR_OK) rc = analysis_write(&st->analysis, m, res, err);
+    if (rc == ERR_OK && st->analysis.task->tokenizer) rc = write_tokenizer(res, st->analysis.task->tokenizer, err);
+    if (rc == ERR_OK && with_checkpoint) {
         rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
-        if (rc == CONFIG_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
-        if (rc == CONFIG_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
-        if (rc == CONFIG_OK)
+        if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
+        if (rc == ERR_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
+        if (rc == ERR_OK)
             rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before), err);
     }
     return rc;
@@ -164,28 +164,28 @@ static void checkpoint_path(const Config *cfg, char *out, size_t size) {
 }
 
 /* Periodic checkpoint: a whole results file beside the target, written atomically. */
-static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, ConfigError *err) {
+static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, UserError *err) {
     char path[CONFIG_PATH_MAX + 8];
     checkpoint_path(cfg, path, sizeof path);
     Results ck;
     int rc = results_open(&ck, path, cfg, 1, err);
-    if (rc != CONFIG_OK) return rc;
+    if (rc != ERR_OK) return rc;
     rc = write_state(&ck, m, st, 1, err);
-    if (rc == CONFIG_OK) return results_close(&ck, "running", err);
+    if (rc == ERR_OK) return results_close(&ck, RUN_RUNNING, err);
     results_discard(&ck);
     return rc;
 }
 
 /* The /checkpoint step of a results file, or -1 if it has none; -2 (and err) if the file is
  * there but is no results file this harness reads (say, a future format_version). */
-static int64_t checkpoint_step(const char *path, ConfigError *err) {
+static int64_t checkpoint_step(const char *path, UserError *err) {
     if (access(path, R_OK) != 0) return -1;
-    ConfigError ignored;
+    UserError ignored;
     ResultsReader rd;
-    if (results_reader_open(&rd, path, err) != CONFIG_OK) return -2;
+    if (results_reader_open(&rd, path, err) != ERR_OK) return -2;
     int64_t step = -1;
     if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
-        results_reader_attr_int(&rd, "/checkpoint", "step", &step, &ignored) != CONFIG_OK)
+        results_reader_attr_int(&rd, "/checkpoint", "step", &step, &ignored) != ERR_OK)
         step = -1;
     results_reader_close(&rd);
     return step;
@@ -199,90 +199,84 @@ static int older(const char *a, const char *b) {
            (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
 }
 
-int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, ConfigError *err) {
+int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserError *err) {
     char ckpt[CONFIG_PATH_MAX + 8];
     checkpoint_path(cfg, ckpt, sizeof ckpt);
     char status[64];
-    results_read_status(cfg->out_path, status, sizeof status);
-    int64_t main_step = strcmp(status, "interrupted") == 0 ? checkpoint_step(cfg->out_path, err) : -1;
+    RunStatus run = results_read_status(cfg->out_path, status, sizeof status);
+    int64_t main_step = run == RUN_INTERRUPTED ? checkpoint_step(cfg->out_path, err) : -1;
     int64_t ckpt_step = main_step == -2 ? -2 : checkpoint_step(ckpt, err);
-    if (main_step == -2 || ckpt_step == -2) return CONFIG_ERROR;
-    if (strcmp(status, "complete") == 0 && ckpt_step >= 0 && older(ckpt, cfg->out_path)) {
+    if (main_step == -2 || ckpt_step == -2) return ERR_USER;
+    if (run == RUN_COMPLETE && ckpt_step >= 0 && older(ckpt, cfg->out_path)) {
         unlink(ckpt); /* left by a run killed after its result was in place (we hold the lock) */
         ckpt_step = -1;
     }
     if (main_step < 0 && ckpt_step < 0) {
-        ConfigMark mk = config_mark(cfg, "output.path");
-        snprintf(err->message, sizeof err->message,
-                 "%.600s:%d:%d: output.path: nothing to resume: '%.600s' is %s and there is no checkpoint '%.600s'",
-                 mk.file ? mk.file : cfg->source_path, mk.line ? mk.line : 1, mk.col ? mk.col : 1,
-                 cfg->out_path, status[0] ? status : "not there", ckpt);
-        return CONFIG_ERROR;
+        return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' is "
+                               "%s and there is no checkpoint '%.600s'", cfg->out_path,
+                               status[0] ? status : "not there", ckpt);
     }
     snprintf(path_out, size, "%s", main_step >= ckpt_step ? cfg->out_path : ckpt);
-    return CONFIG_OK;
+    return ERR_OK;
 }
 
 /* The config a checkpoint was made with must be this run's; else name the keys that differ. */
-static int same_config(ResultsReader *rd, const Config *cfg, ConfigError *err) {
+static int same_config(ResultsReader *rd, const Config *cfg, UserError *err) {
     char *stored = results_reader_attr_string(rd, "config_yaml");
     char *wanted = config_to_yaml(cfg);
     char differ[1200];
     int n = stored ? config_yaml_diff(stored, wanted, differ, sizeof differ) : -1;
     free(stored);
     free(wanted);
-    if (n == 0) return CONFIG_OK;
-    snprintf(err->message, sizeof err->message,
-             "%.600s:1:1: was made with another config (%s); --resume needs the same config and "
-             "--set values as the interrupted run", rd->path,
-             n < 0 ? "it records none" : differ);
-    return CONFIG_ERROR;
+    if (n == 0) return ERR_OK;
+    return user_error(err, rd->path, 1, 1, "was made with another config (%s); --resume needs the same config and "
+                      "--set values as the interrupted run", n < 0 ? "it records none" : differ);
 }
 
 /* Load a run's state from a file with a /checkpoint group. */
 static int load_state(const char *path, const Config *cfg, Model *m, RunState *st,
-                      ConfigError *err) {
+                      UserError *err) {
     ResultsReader rd;
-    if (results_reader_open(&rd, path, err) != CONFIG_OK) return CONFIG_ERROR;
+    if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
     int rc = same_config(&rd, cfg, err);
     int64_t step = 0, elapsed = 0;
-    if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
-    if (rc == CONFIG_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
+    if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
+    if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
     int64_t n_train = results_reader_count(&rd, "/train/step");
     int64_t n_eval = results_reader_count(&rd, "/eval/step");
     int64_t n_snap = results_reader_count(&rd, "/attn/step");
-    if (rc == CONFIG_OK && (n_train < 0 || n_eval < 0)) rc = (snprintf(err->message, sizeof err->message, "%s:1:1: no /train or /eval log", path), CONFIG_ERROR);
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK && (n_train < 0 || n_eval < 0)) rc = user_error(err, path, 1, 1, "no /train or /eval log");
+    if (rc == ERR_OK) {
         log_reserve(&st->train, (int)n_train);
         st->train.n = (int)n_train;
         rc = results_reader_int64s(&rd, "/train/step", st->train.step, n_train, err);
-        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/loss", st->train.loss, n_train, err);
-        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/lr", st->train.lr, n_train, err);
-        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/grad_norm", st->train.grad_norm, n_train, err);
-        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/train/elapsed_s", st->train.elapsed, n_train, err);
+        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/loss", st->train.loss, n_train, err);
+        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/lr", st->train.lr, n_train, err);
+        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/grad_norm", st->train.grad_norm, n_train, err);
+        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/elapsed_s", st->train.elapsed, n_train, err);
     }
-    if (rc == CONFIG_OK) {
+    if (rc == ERR_OK) {
         log_reserve(&st->eval, (int)n_eval);
         st->eval.n = (int)n_eval;
         rc = results_reader_int64s(&rd, "/eval/step", st->eval.step, n_eval, err);
-        if (rc == CONFIG_OK) rc = results_reader_doubles(&rd, "/eval/loss", st->eval.loss, n_eval, err);
+        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/eval/loss", st->eval.loss, n_eval, err);
     }
-    if (rc == CONFIG_OK && n_snap > 0) {
+    if (rc == ERR_OK && n_snap > 0) {
         int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
         float *maps = xcalloc((size_t)n_snap * st->analysis.map_floats, sizeof(float));
         rc = results_reader_int64s(&rd, "/attn/step", steps, n_snap, err);
-        if (rc == CONFIG_OK)
+        if (rc == ERR_OK)
             rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)st->analysis.map_floats, err);
-        for (int64_t s = 0; rc == CONFIG_OK && s < n_snap; s++)
+        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++)
             analysis_add_snapshot(&st->analysis, steps[s], maps + s * st->analysis.map_floats);
         free(steps);
         free(maps);
     }
     results_reader_close(&rd);
     ConfigMark here = {path, 1, 1};
-    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/params", m, m->param_block, here, err);
-    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/checkpoint/adam_m", m, m->m_block, here, err);
-    if (rc == CONFIG_OK) rc = results_read_tensors(path, "/checkpoint/adam_v", m, m->v_block, here, err);
+    if (rc == ERR_OK) rc = results_read_tensors(path, "/params", m, m->param_block, here, err);
+    if (rc == ERR_OK) rc = results_read_tensors(path, "/checkpoint/adam_m", m, m->m_block, here, err);
+    if (rc == ERR_OK) rc = results_read_tensors(path, "/checkpoint/adam_v", m, m->v_block, here, err);
     st->step = (int)step;
     st->elapsed_before = (double)elapsed / 1000.0;
     return rc;
@@ -312,27 +306,27 @@ static float train_step(Model *m, const Task *task, const Config *cfg, Batch *ba
 }
 
 int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
-              const char **status, ConfigError *err) {
+              RunStatus *status, UserError *err) {
     RunState st;
     memset(&st, 0, sizeof st);
     analysis_init(&st.analysis, m, task, cfg);
     Results res;
     int rc = results_open(&res, cfg->out_path, cfg, force || resume_from, err);
-    if (rc == CONFIG_OK && resume_from) {
+    if (rc == ERR_OK && resume_from) {
         rc = load_state(resume_from, cfg, m, &st, err);
-        if (rc == CONFIG_OK)
+        if (rc == ERR_OK)
             fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st.step, cfg->steps);
         else
             results_discard(&res);
     }
-    if (rc != CONFIG_OK) {
+    if (rc != ERR_OK) {
         analysis_free(&st.analysis);
         return rc;
     }
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     int on_terminal = isatty(STDERR_FILENO);
-    *status = "complete";
+    *status = RUN_COMPLETE;
     double start = now_seconds() - st.elapsed_before;
     double step_seconds = 0.0, eval_seconds = 0.0; /* this process's share, for the time line */
     double step_cpu = 0.0;
@@ -355,12 +349,12 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
             if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
                 st.elapsed_before = now_seconds() - start;
                 rc = write_checkpoint(cfg, m, &st, err);
-                if (rc != CONFIG_OK) break;
+                if (rc != ERR_OK) break;
             }
         }
         if (last) break;
         if (train_stop_requested) {
-            *status = "interrupted";
+            *status = RUN_INTERRUPTED;
             break;
         }
         double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
@@ -374,7 +368,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
                     on_terminal ? "\n" : "", step, loss, norm,
                     where ? "; first non-finite gradient in " : "", where ? where : "");
             log_append(&st.train, step, loss, lr, norm, elapsed);
-            *status = "diverged";
+            *status = RUN_DIVERGED;
             break;
         }
         if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
@@ -387,30 +381,29 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const ch
     }
     if (on_terminal) fprintf(stderr, "\n");
     st.elapsed_before = now_seconds() - start;
-    int interrupted = strcmp(*status, "interrupted") == 0;
-    if (rc == CONFIG_OK) rc = write_state(&res, m, &st, interrupted, err);
+    if (rc == ERR_OK) rc = write_state(&res, m, &st, *status == RUN_INTERRUPTED, err);
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
-    if (rc == CONFIG_OK && strcmp(*status, "complete") == 0) {
+    if (rc == ERR_OK && *status == RUN_COMPLETE) {
         HeadStudy study;
         double study_start = now_seconds();
         head_study_run(&study, m, task, cfg);
         study_seconds = now_seconds() - study_start;
         rc = analysis_finish(&st.analysis, m, &res, study.delta_zero, study.delta_mean, err);
-        if (rc == CONFIG_OK) rc = head_study_write(&study, &res, err);
-        if (rc == CONFIG_OK) head_study_print(&study, stdout);
+        if (rc == ERR_OK) rc = head_study_write(&study, &res, err);
+        if (rc == ERR_OK) head_study_print(&study, stdout);
         head_study_free(&study);
     }
-    if (rc == CONFIG_OK) rc = results_close(&res, *status, err);
+    if (rc == ERR_OK) rc = results_close(&res, *status, err);
     else results_discard(&res);
     int steps_run = st.step - first;
-    if (rc == CONFIG_OK && steps_run > 0)
+    if (rc == ERR_OK && steps_run > 0)
         fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
                 "analysis and writing %.2f s (ablations, pruning and composition %.2f s; CPU time "
                 "%.1f%% of the steps')\n", steps_run, step_seconds, 1e3 * step_seconds / steps_run,
                 (double)steps_run * cfg->batch_size * cfg->seq_len / step_seconds, eval_seconds,
                 now_seconds() - finish_start, study_seconds,
                 100.0 * (cpu_seconds() - finish_cpu) / step_cpu);
-    if (rc == CONFIG_OK && strcmp(*status, "diverged") != 0) {
+    if (rc == ERR_OK && *status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
         unlink(ckpt); /* superseded by the file just written */

@@ -25,14 +25,14 @@ double train_eval_loss(Model *m, const Task *task, const Config *cfg);
 extern volatile sig_atomic_t train_stop_requested;
 
 /* The checkpoint to resume from: output.path if it is an interrupted run, else its ".ckpt"
- * (the one with the later step when both exist). CONFIG_ERROR if there is none. A ".ckpt" older
+ * (the one with the later step when both exist). ERR_USER if there is none. A ".ckpt" older
  * than a complete output.path (a run killed between its last rename and the cleanup) is deleted.
  * The caller holds the output lock. */
-int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, ConfigError *err);
+int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserError *err);
 
 /* Train (from scratch, or from resume_from when not NULL) and write the results file.
- * On return *status is "complete", "diverged" or "interrupted". */
+ * On return *status is RUN_COMPLETE, RUN_DIVERGED or RUN_INTERRUPTED. */
 int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
-              const char **status, ConfigError *err);
+              RunStatus *status, UserError *err);
 
 #endif

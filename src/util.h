@@ -1,7 +1,7 @@
 /* util.h: the program's checked allocation (xcalloc, xrealloc), and CHECK, CHECK_ALLOC from
  * kernels/check.h.
  * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
- * prints file and line and aborts. User errors are returned as codes to main (see config.h).
+ * prints file and line and aborts. User errors are returned as codes to main (see error.h).
  * Must not know: any module of the program (every src/ file may include it). */
 #ifndef UTIL_H
 #define UTIL_H

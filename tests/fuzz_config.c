@@ -51,8 +51,8 @@ static void put_text(const void *text, size_t len) {
 }
 
 /* "WHERE:LINE:COL: message" on one line, WHERE one of the places an error can come from. */
-static void check_message(const ConfigError *err, const char *context) {
-    const char *m = err->message;
+static void check_message(const UserError *err, const char *context) {
+    const char *m = err->text;
     last_context = context;
     const char *wheres[] = {config_path, "--set", "(defaults)"};
     const char *rest = NULL;
@@ -78,9 +78,9 @@ static void round_trip(const Config *cfg, Config *reloaded, const char *stage) {
     char *yaml = config_to_yaml(cfg);
     if (!yaml) fuzz_fail("config_to_yaml returned NULL", stage);
     put_text(yaml, strlen(yaml));
-    ConfigError err = {{0}};
-    if (config_load(reloaded, config_path, &err) != CONFIG_OK) {
-        fprintf(stderr, "fuzz_config: the dump (%s) does not load back: %s\n", stage, err.message);
+    UserError err = {0};
+    if (config_load(reloaded, config_path, &err) != ERR_OK) {
+        fprintf(stderr, "fuzz_config: the dump (%s) does not load back: %s\n", stage, err.text);
         fuzz_fail("round trip failed; the dump was:", yaml);
     }
     char *again = config_to_yaml(reloaded);
@@ -133,12 +133,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static Config cfg, before, reloaded; /* ~30 KB each: keep them off the stack */
-    ConfigError err = {{0}};
+    UserError err = {0};
 
     /* the file, as main reads it */
     put_text(data, size);
     config_defaults(&cfg);
-    int loaded = config_load(&cfg, config_path, &err) == CONFIG_OK;
+    int loaded = config_load(&cfg, config_path, &err) == ERR_OK;
     if (!loaded) {
         check_message(&err, "config_load");
         config_defaults(&cfg); /* go on to --set from the defaults, as if the file were empty */
@@ -156,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(assignment, data + start, n);
     assignment[n] = '\0';
     memcpy(&before, &cfg, sizeof cfg); /* with the padding: compared byte for byte below */
-    if (config_set(&cfg, assignment, &err) != CONFIG_OK) {
+    if (config_set(&cfg, assignment, &err) != ERR_OK) {
         check_message(&err, "config_set");
         if (memcmp(&before, &cfg, sizeof cfg) != 0) fuzz_fail("a failed config_set changed the Config", assignment);
     } else {
@@ -165,13 +165,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* cross-field rules; a valid config stays valid through a dump and reload */
-    if (config_validate(&cfg, &err) != CONFIG_OK) {
+    if (config_validate(&cfg, &err) != ERR_OK) {
         check_message(&err, "config_validate");
     } else {
         last_context = "config_validate";
         round_trip(&cfg, &reloaded, "after config_validate");
-        if (config_validate(&reloaded, &err) != CONFIG_OK)
-            fuzz_fail("a validated config, dumped and reloaded, no longer validates:", err.message);
+        if (config_validate(&reloaded, &err) != ERR_OK)
+            fuzz_fail("a validated config, dumped and reloaded, no longer validates:", err.text);
     }
     last_context = "config_visit";
     VisitState state = {&cfg, 0};

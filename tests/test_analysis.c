@@ -421,9 +421,9 @@ static void test_importance(void) {
     cfg.vocab_size = 16, cfg.d_model = 16, cfg.n_head = 4, cfg.d_head = 4, cfg.n_layer = 2, cfg.seq_len = 12;
     cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 3;
     Task task;
-    ConfigError err;
-    if (task_open(&task, &cfg, &err) != CONFIG_OK) {
-        test_check("importance: open the induction task", 0, "%s", err.message);
+    UserError err;
+    if (task_open(&task, &cfg, &err) != ERR_OK) {
+        test_check("importance: open the induction task", 0, "%s", err.text);
         return;
     }
     Batch batch;

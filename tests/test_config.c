@@ -57,22 +57,22 @@ static void run_case(const Case *c) {
         free(text);
     }
     Config cfg;
-    ConfigError err = {{0}};
+    UserError err = {0};
     int rc = config_load(&cfg, path, &err);
-    for (int i = 0; i < 3 && c->sets[i] && rc == CONFIG_OK; i++) rc = config_set(&cfg, c->sets[i], &err);
-    if (rc == CONFIG_OK) rc = config_validate(&cfg, &err);
+    for (int i = 0; i < 3 && c->sets[i] && rc == ERR_OK; i++) rc = config_set(&cfg, c->sets[i], &err);
+    if (rc == ERR_OK) rc = config_validate(&cfg, &err);
 
     if (!c->where) {
-        int ok = rc == CONFIG_OK && (!c->check || c->check(&cfg));
-        report(c->name, ok, rc == CONFIG_OK ? "wrong values" : err.message);
+        int ok = rc == ERR_OK && (!c->check || c->check(&cfg));
+        report(c->name, ok, rc == ERR_OK ? "wrong values" : err.text);
         return;
     }
     char prefix[512];
     if (!strncmp(c->where, "--set", 5)) snprintf(prefix, sizeof prefix, "%s: ", c->where);
     else snprintf(prefix, sizeof prefix, "%s:%s: ", path, c->where);
-    int ok = rc == CONFIG_ERROR && !strncmp(err.message, prefix, strlen(prefix)) &&
-             strstr(err.message, c->expect) && !strchr(err.message, '\n');
-    report(c->name, ok, rc == CONFIG_OK ? "(no error)" : err.message);
+    int ok = rc == ERR_USER && !strncmp(err.text, prefix, strlen(prefix)) &&
+             strstr(err.text, c->expect) && !strchr(err.text, '\n');
+    report(c->name, ok, rc == ERR_OK ? "(no error)" : err.text);
 }
 
 /* ---- value checks for the valid cases ---- */
@@ -301,14 +301,14 @@ static void collect(void *ctx, const char *section, const char *key, ConfigValue
 static void test_round_trip(const char *name, const char *yaml, const char *set) {
     static char before[16384], after[16384];
     Config a, b;
-    ConfigError err = {{0}};
+    UserError err = {0};
     char *text = substitute(yaml);
     write_file(config_path, text);
     free(text);
     int rc = config_load(&a, config_path, &err);
     if (!rc && set) rc = config_set(&a, set, &err);
     if (!rc) rc = config_validate(&a, &err);
-    if (rc) { report(name, 0, err.message); return; }
+    if (rc) { report(name, 0, err.text); return; }
     char *dump = config_to_yaml(&a);
     write_file(config_path, dump);
     rc = config_load(&b, config_path, &err);
@@ -317,26 +317,26 @@ static void test_round_trip(const char *name, const char *yaml, const char *set)
     before[0] = after[0] = '\0';
     config_visit(&a, collect, before);
     config_visit(&b, collect, after);
-    report(name, !rc && !strcmp(before, after) && !strcmp(dump, dump2), rc ? err.message : dump);
+    report(name, !rc && !strcmp(before, after) && !strcmp(dump, dump2), rc ? err.text : dump);
     free(dump);
     free(dump2);
 }
 
 static void test_marks_and_visit(void) {
     Config cfg, copy;
-    ConfigError err = {{0}};
+    UserError err = {0};
     write_file(config_path, "model:\n  n_head: 4\n  d_model: 64\noutput:\n  probe_text: [x, y]\n");
     int rc = config_load(&cfg, config_path, &err);
     if (!rc) rc = config_set(&cfg, "train.lr=0.5", &err);
     ConfigMark m = config_mark(&cfg, "model.d_model");
-    report("mark of a key from the file", !rc && m.line == 3 && m.col == 3 && !strcmp(m.file, config_path), err.message);
+    report("mark of a key from the file", !rc && m.line == 3 && m.col == 3 && !strcmp(m.file, config_path), err.text);
     m = config_mark(&cfg, "train.steps");
     report("mark of a default", m.line == 0 && !strcmp(m.file, config_path), "");
     m = config_mark(&cfg, "train.lr");
     report("mark of a --set", m.line > 0 && !strcmp(m.file, "--set") && cfg.lr == 0.5, m.file);
     rc = config_set(&cfg, "output.probe_text=[a, b, {c: d}]", &err);
-    report("failed --set leaves the config unchanged", rc == CONFIG_ERROR && cfg.n_probe_text == 2 &&
-           !strcmp(cfg.probe_text[0], "x") && !strcmp(cfg.probe_text[1], "y"), err.message);
+    report("failed --set leaves the config unchanged", rc == ERR_USER && cfg.n_probe_text == 2 &&
+           !strcmp(cfg.probe_text[0], "x") && !strcmp(cfg.probe_text[1], "y"), err.text);
     copy = cfg;
     memset(&cfg, 0, sizeof cfg); /* the copy's marks must not point into the old Config */
     m = config_mark(&copy, "model.n_head");

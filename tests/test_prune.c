@@ -48,9 +48,9 @@ static int setup(Setup *s, int n_head, int eval_batches, uint64_t seed) {
     c->vocab_size = 16, c->d_model = 12, c->n_head = n_head, c->d_head = 4, c->n_layer = 2;
     c->seq_len = 10, c->batch_size = 3, c->eval_batches = eval_batches, c->min_period = 2, c->max_period = 4;
     c->seed = (int64_t)seed;
-    ConfigError err;
-    if (task_open(&s->task, c, &err) != CONFIG_OK) {
-        test_check("setup: open the induction task", 0, "%s", err.message);
+    UserError err;
+    if (task_open(&s->task, c, &err) != ERR_OK) {
+        test_check("setup: open the induction task", 0, "%s", err.text);
         return 0;
     }
     model_init(&s->m, model_shape_from_config(c), c->batch_size);
