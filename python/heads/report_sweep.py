@@ -1,35 +1,15 @@
 """heads.report_sweep: a sweep directory (summary.h5 and its runs) as the data of a report page:
 final loss against head count per series (mean, sample std and every seed), the comparison table
-exactly as scripts/compare prints it (same code, Welch's t-test from the statistics module), the
+exactly as scripts/compare prints it (heads.compare: Welch's t, Holm-adjusted p, heads needed), the
 head-class counts per head count, and one row per run with a link to its own report.
 
 Knows the summary's columns (README "Sweeps"); knows nothing of HTML.
 """
-import importlib.machinery
-import importlib.util
 import math
-import os
 
-from . import results, stats
+from . import compare, results, stats
 from .cli import UserError
 from .configs import format_value
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _compare_module():
-    """scripts/compare as a module: its table() is the comparison, used here unchanged (one
-    table for the terminal and the page, whatever columns compare grows)."""
-    path = os.path.join(REPO, "scripts", "compare")
-    loader = importlib.machinery.SourceFileLoader("heads_compare_front", path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-def _cells(line):
-    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def _number(v):
@@ -46,9 +26,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
     s = results.Summary(directory)
     if "n_head" not in s.data or s.n == 0:
         raise UserError(f"{directory}: summary.h5 has no runs")
-    if metric not in s.data:
-        raise UserError(f"--metric {metric}: not a summary column; try final_eval_loss, "
-                        "min_eval_loss or final_train_loss")
+    compare.check_metric(s, metric)
     other = s.other_keys()
     group_runs = results.group_runs
     groups = group_runs(s, other + ["n_head"])
@@ -66,9 +44,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
          "series": [{"label": label(k), "points": sorted(v, key=lambda p: p["n_head"])}
                     for k, v in series.items()]}
     if groups:
-        lines, notes = _compare_module().table(s, metric)
-        d["compare"] = {"header": _cells(lines[0]), "rows": [_cells(x) for x in lines[2:]],
-                        "notes": notes, "n_text": len(other)}
+        d["compare"] = compare.comparison(s, metric)
     else:
         d["compare"] = {"header": [], "rows": [], "notes": ["no complete runs"], "n_text": 0}
     classes = list(results.CLASSES)
