@@ -1,6 +1,7 @@
-"""heads.heatmaps: layer x head heatmaps with gnuplot (scripts/plot's scores.png, ablation.png,
-importance.png): panels stacked, one cell per head, the value written in each cell when cells
-are large enough, one shared colour scale or one per panel. Any format heads.gnuplot draws.
+"""heads.heatmaps: layer x head heatmaps with gnuplot (scripts/plot's scores, ablation,
+importance and heads figures): panels stacked, one cell per head, the value written in each cell
+when cells are large enough, one shared colour scale, one per panel, or a fixed one per panel.
+Diverging (red below 0, white, blue above) when a scale spans 0. Any format heads.gnuplot draws.
 
 Knows nothing of results files: it gets [L, H] arrays and titles.
 """
@@ -24,6 +25,8 @@ def cell_text(v, fmt):
     a = abs(v)
     if a == 0:
         return "0"
+    if fmt == "delta" and a >= 0.001 and a < 1000:
+        return f"{v:+.3g}" if a >= 0.01 else f"{v:+.3f}"
     if a >= 0.01 and a < 1000:
         return f"{v:.3g}"
     m, e = f"{v:.1e}".split("e")
@@ -31,10 +34,10 @@ def cell_text(v, fmt):
 
 
 def scale(values, fixed):
-    """(lo, hi, palette): fixed (lo, hi) as given; else [0, max] (sequential) or, when some
-    value is negative, [-m, m] around white (diverging)."""
+    """(lo, hi, palette): fixed (lo, hi) as given (diverging when lo < 0); else [0, max]
+    (sequential) or, when some value is negative, [-m, m] around white (diverging)."""
     if fixed:
-        return fixed[0], fixed[1], SEQUENTIAL
+        return fixed[0], fixed[1], DIVERGING if fixed[0] < 0 else SEQUENTIAL
     finite = np.asarray(values, float)[np.isfinite(values)]
     top = float(np.max(np.abs(finite))) if finite.size else 1.0
     top = top if top > 0 else 1.0
@@ -44,8 +47,10 @@ def scale(values, fixed):
 
 
 def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
-    """panels: [(title, values [L, H], fmt 'score' or 'value')]; shared: (lo, hi) of one colour
-    scale for all panels, else each panel gets its own colour box."""
+    """panels: [(title, values [L, H], fmt 'score', 'value' or 'delta' (signed)[, (lo, hi)
+    [, colour-box label]])]; shared: (lo, hi) of one colour scale for all panels (one colour box
+    labelled cblabel); else each panel gets its own colour box, on its own (lo, hi) when given,
+    else fitted to its values."""
     L, H = np.asarray(panels[0][1]).shape
     cell = int(max(18, min(56, 1000 / H)))
     left, right, top, bottom, gap = 80, 150, 80, 45, 75
@@ -62,9 +67,9 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
              "set ytics 0,1 scale 0 font ',9'", "set ylabel 'layer' font ',9'",
              f"set label 1 {gnuplot.gp_string(header)} at screen 0.5, screen {sy(25)} center "
              "font ',11'"]
-    for k, (title, values, fmt) in enumerate(panels):
+    for k, (title, values, fmt, *own) in enumerate(panels):
         values = np.asarray(values, dtype=float)
-        lo, hi, palette = scale(values, shared)
+        lo, hi, palette = scale(values, shared or (own[0] if own else None))
         y0 = top + k * (panel_h + gap)
         path = os.path.join(tmp, f"heatmap_{k}.txt")
         gnuplot.write_matrix(path, values)
@@ -89,7 +94,9 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
         if shared is None:
             lines += [f"set colorbox user origin screen {sx(left + H * cell + 20)}, screen "
                       f"{sy(y0 + panel_h)} size screen {sx(14)}, screen {panel_h / height}",
-                      "set cbtics font ',8'", "unset cblabel"]
+                      "set cbtics font ',8'",
+                      f"set cblabel {gnuplot.gp_string(own[1])} font ',9'" if len(own) > 1
+                      else "unset cblabel"]
         elif k == len(panels) - 1:
             lines += [f"set colorbox user origin screen {sx(left + H * cell + 40)}, screen "
                       f"{sy(height - bottom)} size screen {sx(18)}, screen "

@@ -3,9 +3,10 @@ al. 2019's iterative pruning, docs in the README's Per-head analysis): the heads
 the held-out loss within a tolerance of the unpruned model, and the fraction of heads prunable;
 Holm's step-down adjustment of a family of p-values for the comparisons built on them.
 
-Knows the /prune layout; nothing of plotting, sweeps or launching.
+Knows the /prune layout and a Summary's run files; nothing of plotting or launching.
 """
 import math
+import os
 
 import numpy as np
 
@@ -63,4 +64,25 @@ def holm(p_values):
     for rank, i in enumerate(sorted(idx, key=lambda i: p_values[i])):
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         out[i] = running
+    return out
+
+
+def sweep_curves(s, criterion):
+    """{n_head: (fraction pruned, mean eval loss over seeds, seeds)} of one criterion over the
+    complete runs of a Summary that have /prune; one series per head count (other swept keys are
+    pooled; a seed whose curve has other points than the first seed's is left out)."""
+    import h5py  # here: results (which imports this module) has made sure it is there
+    by_heads = {}
+    for i in range(s.n):
+        if s["status"][i] != "complete" or not os.path.exists(s.run_path(i)):
+            continue
+        with h5py.File(s.run_path(i), "r") as f:
+            curves = read_curves(f)
+        if criterion in curves:
+            by_heads.setdefault(int(s["n_head"][i]), []).append(curves[criterion])
+    out = {}
+    for h, runs in by_heads.items():
+        left = runs[0][0]
+        same = [loss for l, loss in runs if len(l) == len(left) and (l == left).all()]
+        out[h] = (1.0 - left / float(left[0]), np.mean(same, axis=0), len(same))
     return out
