@@ -1,7 +1,7 @@
 """heads.report_run: one results file as the data of an interactive report page (scripts/report).
 
-Reads the run (attention maps, pattern scores, classes, ablation Δloss, importance, losses) and
-returns a plain dict that
+Reads the run (attention maps, pattern scores, classes, ablation Δloss zeroed and mean-ablated,
+importance, losses; the head study through report_study) and returns a plain dict that
 report_page serialises into the page. Attention maps are stored in the page as 8-bit integers
 round(255·p) (only the causal lower triangle) whenever every map value lies in [0, 1], which
 keeps each shown weight within 1/510 of the file's; otherwise as float32.
@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from . import results
+from . import report_study, results
 from . import tokens as tok
 from .cli import UserError
 
@@ -158,4 +158,6 @@ def read_run(path, map_budget=16 << 20):
         d["score_steps"] = [int(s) for s in steps]
         d["scores"] = {p: _floats(v, 4) for p, v in scores.items()}
         d["formation"] = formation_steps(steps, scores) if scores else {}
+        d["prune"] = report_study.read_prune(f)
+        d["circuits"] = report_study.read_circuits(f, cfg) if "heads" in f else None
     return d

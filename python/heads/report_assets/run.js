@@ -1,5 +1,5 @@
 /* run.js: the page of one run (scripts/report RUN.h5): attention explorer, head tables, loss
- * curves, scores over training.
+ * curves, scores over training; the head study's sections come from study.js.
  * Reads the JSON that python/heads/report_run.py made (embedded in the page as #report-data);
  * uses chart.js and common.js. Knows nothing of HDF5. */
 "use strict";
@@ -355,6 +355,8 @@ function buildRunPage(D) {
          (D.created ? `; written ${D.created}` : ""));
   const sections = [["explorer", "Attention explorer"], ["heads", "Heads"], ["loss", "Loss"],
                     ["scores", "Scores over training"]];
+  if (D.prune) sections.push(["pruning", "Pruning curves"]);
+  if (D.circuits) sections.push(["composition", "Composition"]);
   sections.push(["config", "Config"]);
   nav(sections);
   const sec = {};
@@ -371,5 +373,7 @@ function buildRunPage(D) {
   buildHeadTables(D, sec.heads);
   buildLoss(D, sec.loss);
   buildScoresOverSteps(D, sec.scores);
+  if (D.prune) buildPruning(D, sec.pruning);
+  if (D.circuits) buildComposition(D, sec.composition);
   el("pre", { class: "config" }, sec.config).textContent = D.config_yaml;
 }
