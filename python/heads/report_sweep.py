@@ -1,13 +1,14 @@
 """heads.report_sweep: a sweep directory (summary.h5 and its runs) as the data of a report page:
 final loss against head count per series (mean, sample std and every seed), the comparison table
 exactly as scripts/compare prints it (heads.compare: Welch's t, Holm-adjusted p, heads needed), the
+mean pruning curves of every head count and heads needed against n_head (runs with /prune), the
 head-class counts per head count, and one row per run with a link to its own report.
 
 Knows the summary's columns (README "Sweeps"); knows nothing of HTML.
 """
 import math
 
-from . import compare, results, stats
+from . import compare, pruning, results, stats
 from .cli import UserError
 from .configs import format_value
 
@@ -47,6 +48,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
         d["compare"] = compare.comparison(s, metric)
     else:
         d["compare"] = {"header": [], "rows": [], "notes": ["no complete runs"], "n_text": 0}
+    d["pruning"] = _pruning(s)
     classes = list(results.CLASSES)
     classes += [c[6:] for c in s.columns if c.startswith("heads_") and c[6:] not in classes]
     d["class_names"] = classes
@@ -69,3 +71,32 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
                           "classes": ", ".join(f"{int(v)} {c}" for c, v in counts if v),
                           "report": (run_reports or {}).get(run)})
     return d
+
+
+def _pruning(s):
+    """The head study of a sweep: per criterion the mean pruning curve of every head count
+    (fraction of heads pruned, mean eval loss over seeds), and heads needed per head count (mean,
+    sample std, every seed, all heads) from the summary; None when no run has pruning curves."""
+    curves = {}
+    for c in pruning.CRITERIA:
+        per_heads = pruning.sweep_curves(s, c)
+        if per_heads:
+            curves[c] = {"title": pruning.CRITERION_TEXT[c], "series": [
+                {"n_head": h, "fraction": [float(x) for x in frac],
+                 "mean": [_number(x) for x in mean], "seeds": n}
+                for h, (frac, mean, n) in sorted(per_heads.items())]}
+    needed = []
+    if "heads_needed" in s.data:
+        by_heads = {}
+        for i in range(s.n):
+            v = _number(s["heads_needed"][i])
+            if s["status"][i] == "complete" and v is not None:
+                h = int(s["n_head"][i])
+                by_heads.setdefault(h, ([], h * int(s["n_layer"][i])))[0].append(v)
+        for h, (values, total) in sorted(by_heads.items()):
+            m, sd, n = stats.mean_std(values)
+            needed.append({"n_head": h, "all_heads": total, "mean": _number(m), "std": _number(sd),
+                           "values": values})
+    if not curves and not needed:
+        return None
+    return {"curves": curves, "heads_needed": needed, "tolerance": s.tolerance}

@@ -119,10 +119,10 @@ function lineChart(container, series, opts) {
     if (s.err) s.points.forEach((p, i) => {
       const e = s.err[i];
       if (!e || p[1] === null) return;
-      const lo = opts.logy ? Math.max(p[1] - e, y0) : p[1] - e;
-      svgEl("line", { x1: X(p[0]), x2: X(p[0]), y1: Y(lo), y2: Y(p[1] + e), stroke: s.color,
+      const lo = Math.max(p[1] - e, y0), hi = Math.min(p[1] + e, y1);  /* clipped to the axes */
+      svgEl("line", { x1: X(p[0]), x2: X(p[0]), y1: Y(lo), y2: Y(hi), stroke: s.color,
                       "stroke-width": 1.5 }, g);
-      for (const yv of [lo, p[1] + e])
+      for (const yv of [lo, hi])
         svgEl("line", { x1: X(p[0]) - 5, x2: X(p[0]) + 5, y1: Y(yv), y2: Y(yv), stroke: s.color }, g);
     });
     if (s.marker || pts.length === 1)

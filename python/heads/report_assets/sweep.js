@@ -1,5 +1,6 @@
 /* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against head count (mean ± std
- * and every seed), the comparison table of scripts/compare (Welch p), head-class counts, and a
+ * and every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
+ * pruning curves of every head count and heads needed against n_head, head-class counts, and a
  * row and link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
  * common.js. Knows nothing of HDF5. */
 "use strict";
@@ -32,6 +33,55 @@ function buildCompare(D, root) {
   for (const row of D.compare.rows)
     el("tr", {}, t, row.map((c, i) => `<td class="${i < D.compare.n_text ? "l" : ""}">${escapeHtml(c)}</td>`).join(""));
   for (const n of D.compare.notes) el("p", { class: "note" }, root).textContent = n;
+}
+
+/* the head study of a sweep: every head count's mean pruning curve on one axis per criterion,
+ * and heads needed against n_head */
+function buildSweepPruning(D, root) {
+  const P = D.pruning;
+  const tol = 100 * P.tolerance;
+  const crit = Object.keys(P.curves);
+  if (crit.length) {
+    el("p", { class: "note" }, root, "Mean held-out loss over seeds against the fraction of all heads pruned " +
+       "(Michel et al. 2019: the lowest-scoring heads left removed a few at a time, the scores measured again " +
+       "after each step), one line per head count.");
+    const row = el("div", { class: "grids" }, root);
+    for (const c of crit) {
+      const box = el("div", { "data-criterion": c }, row);
+      el("div", { class: "note" }, box, escapeHtml(P.curves[c].title));
+      const n = P.curves[c].series.length;
+      const series = P.curves[c].series.map((s, k) => ({
+        name: `${s.n_head} head${s.n_head === 1 ? "" : "s"} (${s.seeds} seed${s.seeds === 1 ? "" : "s"})`,
+        color: headColour(k, n), width: 2, marker: 2.5, points: s.fraction.map((x, i) => [x, s.mean[i]]) }));
+      const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null && v > 0);
+      const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
+      const svg = lineChart(box, series, { width: 560, height: 320, logy, xlabel: "fraction of all heads pruned",
+                                           ylabel: "mean held-out eval loss" + (logy ? " (log scale)" : "") });
+      svg.id = `sweep-prune-${c}`;
+      chartLegend(box, svg, series);
+    }
+  }
+  if (P.heads_needed.length) {
+    el("h3", {}, root, "Heads needed against head count");
+    const N = P.heads_needed;
+    const series = [
+      { name: "all heads (n_head × n_layer)", color: "#7f7f7f", width: 1, dash: "4 3", marker: 2.5,
+        points: N.map(p => [p.n_head, p.all_heads]) },
+      { name: "heads needed, mean ± std", color: "#d62728", width: 2, marker: 3.5,
+        points: N.map(p => [p.n_head, p.mean]), err: N.map(p => p.std || 0) },
+      { name: "heads needed, each seed", color: "#d62728", line: false, hollow: true, marker: 2.5,
+        points: N.flatMap(p => p.values.map(v => [p.n_head, v])) }];
+    const hs = N.map(p => p.n_head);
+    const svg = lineChart(root, series, { width: 640, height: 320, ymin: 0, xticks: hs.map(h => [h, String(h)]),
+                                          logx: hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4,
+                                          xlabel: "heads per layer" + (hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4 ? " (log₂ scale)" : ""),
+                                          ylabel: "heads (all layers)" });
+    svg.id = "sweep-heads-needed";
+    chartLegend(root, svg, series);
+    el("p", { class: "note" }, root, `Heads needed: the fewest heads left on a run's pruning curves whose held-out loss ` +
+       `(and every earlier point's) is within ${tol}% of the unpruned loss, the fewer of the two criteria (the summary's ` +
+       "heads_needed; the comparison table has them per head count).");
+  }
 }
 
 function buildClasses(D, root) {
@@ -67,14 +117,16 @@ function buildRuns(D, root) {
 function buildSweepPage(D) {
   header(`${D.name}: sweep report`, `${D.n_complete} complete runs of ${D.runs.length}; width rule ${D.width}` +
          (D.description ? `; ${D.description}` : ""));
-  const sections = [["loss", "Loss against head count"], ["compare", "Comparison"],
-                    ["classes", "Head classes"], ["runs", "Runs"]];
+  const sections = [["loss", "Loss against head count"], ["compare", "Comparison"]];
+  if (D.pruning) sections.push(["pruning", "Pruning"]);
+  sections.push(["classes", "Head classes"], ["runs", "Runs"]);
   nav(sections);
   const sec = {};
   for (const [id, title] of sections) sec[id] = section(id, title);
   buildSweepLoss(D, sec.loss);
   el("p", { class: "note" }, sec.loss, "Filled points and bars: mean ± sample standard deviation over seeds; hollow points: every seed.");
   buildCompare(D, sec.compare);
+  if (D.pruning) buildSweepPruning(D, sec.pruning);
   buildClasses(D, sec.classes);
   buildRuns(D, sec.runs);
 }
