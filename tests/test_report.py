@@ -42,9 +42,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
 from checks import check, finish, run_check  # noqa: E402
-from heads import harness, report_page, report_run, results, tokens  # noqa: E402
+from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
+SHOWN = 1 / 510 + 0.5e-4 + 1e-7  # the page's stated precision: 8-bit levels, shown to 4 decimals
 TMP = tempfile.mkdtemp(prefix="test_report.")
 TINY = """\
 model: {vocab_size: 16, d_model: 16, n_head: 3, d_head: 4, n_layer: 2, seq_len: 16}
@@ -75,6 +76,18 @@ def harness_run(name, *sets, config=None):
 def report(target, *args):
     return subprocess.run([PY, os.path.join(ROOT, "scripts", "report"), target] + list(args),
                           capture_output=True, text=True, timeout=300)
+
+
+def with_classes(run):
+    """A copy of a tiny run whose /scores/class names a previous-token head in layer 0 and two
+    induction heads in layer 1 (40 steps do not grow them), so the labels can be checked."""
+    out = os.path.splitext(run)[0] + "_classes.h5"
+    shutil.copy(run, out)
+    with h5py.File(out, "r+") as f:
+        c = f["scores/class"][()].astype(object)
+        c[0, 1], c[1, 0], c[1, 2] = b"prev", b"induction", b"induction"
+        f["scores/class"][...] = c
+    return out
 
 
 def page_of(run, page):
@@ -199,6 +212,7 @@ def test_run_page(d, run):
         steps = f["attn/step"][()]
         scores = {k: f[f"scores/{k}"][()] for k in report_run.PATTERNS}
         delta, imp = f["heads/ablation_delta"][()], f["heads/importance"][()]
+        delta_mean = f["heads/ablation_delta_mean"][()]
         classes = results.read_classes(f)
     S, L, H, P, T, _ = maps.shape
     layer, head, probe, si, q = 1, 2, 1, 1, 9
@@ -209,12 +223,14 @@ def test_run_page(d, run):
     hover(d, token(d, q))
     got = shown_weights(d)
     want = maps[si, layer, head, probe, q]
-    ok = all(got[j] is not None and abs(got[j] - want[j]) <= 1 / 255 for j in range(q + 1)) \
+    ok = all(got[j] is not None and abs(got[j] - want[j]) <= SHOWN for j in range(q + 1)) \
         and all(g is None for g in got[q + 1:])
     precision = d.find_element("id", "precision").text
     check(f"layer {layer}, head {head}, probe {probe}, step {int(steps[si])}, hover token {q}: the "
-          "token strip shows the file's row to 1/255 (the page's stated precision: 8-bit)",
-          ok and "8-bit" in precision, f"page {got[:q + 1]} file {want[:q + 1].round(4)}")
+          "token strip shows the file's row within 1/510 + 0.00005 (the page's stated "
+          "precision: 8-bit levels within 1/510, shown to 4 decimals)",
+          ok and "8-bit" in precision and "1/510" in precision and "4 decimals" in precision,
+          f"page {got[:q + 1]} file {want[:q + 1].round(4)}")
     canvas = d.find_element("id", "map")
     check("the map canvas says which head, probe, step and row it shows",
           [canvas.get_attribute(f"data-{k}") for k in ("layer", "head", "probe", "step", "focus")]
@@ -236,7 +252,7 @@ def test_run_page(d, run):
     col = maps[si, layer, head, probe, :, 3]
     check("switched: the strip shows the attention token 3 receives (the file's column)",
           all(got[j] is None for j in range(3))
-          and all(abs(got[j] - col[j]) <= 1 / 255 for j in range(3, T)),
+          and all(abs(got[j] - col[j]) <= SHOWN for j in range(3, T)),
           f"{got} {col.round(4)}")
     d.find_element("id", "mode").click()
     caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
@@ -255,10 +271,13 @@ def test_run_page(d, run):
         l, h = int(r[0]), int(r[1])
         ok &= r[cols.index("class")] == classes[l][h]
         ok &= abs(float(r[cols.index("induction")]) - scores["induction"][-1, l, h]) <= 5e-5
-        for key, want in (("ablation_delta", delta[l, h]), ("importance", imp[l, h])):
+        for key, want in (("ablation_delta", delta[l, h]), ("ablation_delta_mean",
+                                                             delta_mean[l, h]),
+                          ("importance", imp[l, h])):
             ok &= abs(float(r[cols.index(key)]) - want) <= 1e-6 + 1e-5 * abs(want)
-    check("head table: class, scores, ablation Δloss, importance of every head as in the file", ok,
-          str(cells[:3]))
+    check("head table: class, scores, Δloss zeroed and mean-ablated (side by side), importance "
+          "of every head as in the file", ok and cols.index("ablation_delta_mean")
+          == cols.index("ablation_delta") + 1, str(cells[:3]))
     th = d.find_element("css selector", "#head-table th[data-key='ablation_delta']")
     th.click()
     th.click()
@@ -273,29 +292,170 @@ def test_run_page(d, run):
     d.save_screenshot(shot)
     check("the screenshot is not blank", not_blank(shot))
     check("no console error after the interactions", not console_errors(d), str(console_errors(d)))
+    check_pruning(d, run)
+    check_composition(d, run)
+    check("no console error after the head study's interactions", not console_errors(d),
+          str(console_errors(d)))
+
+
+def dom_values(d, selector, attrs=("value",)):
+    """[[data-* of each attrs] for every element matching selector]."""
+    return d.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => arguments[1].map(a => "
+        "e.dataset[a]))", selector, list(attrs))
+
+
+def check_pruning(d, run):
+    """The pruning section against /prune: every point of both curves, the heads each step
+    removed, heads needed, one head per layer."""
+    with h5py.File(run, "r") as f:
+        curves = pruning.read_curves(f)
+        order = {c: f[f"prune/{c}/order"][()] for c in curves}
+        H = int(f["config"].attrs["n_head"])
+        one = {k: f[f"prune/one_head_per_layer/{k}"][()] for k in
+               ("delta_loss", "best_head", "best_delta_loss")}
+    ok, why = len(curves) == 2, []
+    for c, (left, loss) in curves.items():
+        got = [float(v) for (v,) in dom_values(d, f"#prune-table td[data-criterion='{c}'][data-value]")]
+        ok &= len(got) == len(loss) and all(abs(g - w) <= 1e-12 * abs(w) for g, w in zip(got, loss))
+        chips = dom_values(d, f"#prune-table td.chips[data-criterion='{c}'] .chip",
+                           ("layer", "head"))
+        removed = [int(l) * H + int(h) for l, h in chips]
+        ok &= removed == [int(k) for k in order[c][:len(removed)]] and len(removed) == left[0]
+        needed = dom_values(d, f"#prune-needed li[data-criterion='{c}']", ("needed",))
+        ok &= needed == [[str(pruning.heads_needed(left, loss))]]
+        why.append(f"{c}: page {got[:3]} file {list(loss[:3])}, removed {removed[:4]}, {needed}")
+    check("pruning section: every point of both curves (float64, as in the file), the heads "
+          "each step removed in the file's order, heads needed within 5%", ok, "; ".join(why))
+    check("pruning chart: a line per criterion",
+          len(d.find_elements("css selector", "#prune-chart polyline")) == 2)
+    rows = dom_values(d, "#one-head-table tr[data-layer] td[data-value]")
+    L = len(one["best_head"])
+    vals = [float(v) for (v,) in rows]
+    best = dom_values(d, "#one-head-table tr[data-layer] .chip", ("layer", "head"))
+    check("one head per layer: the best head and its Δloss, every head kept alone, as in the file",
+          len(vals) == L * (H + 1) and best == [[str(l), str(int(one["best_head"][l]))]
+                                                 for l in range(L)]
+          and all(abs(vals[l * (H + 1)] - one["best_delta_loss"][l]) <= 1e-12 for l in range(L))
+          and all(abs(vals[l * (H + 1) + 1 + h] - one["delta_loss"][l, h]) <= 1e-6
+                  for l in range(L) for h in range(H)), f"{vals} {best}")
+
+
+def check_composition(d, run):
+    """The composition section against /circuits, for K- and then Q-composition: every cell to the
+    page's 4 decimals, the top pair, previous-token and induction heads labelled."""
+    with h5py.File(run, "r") as f:
+        comp = {k: f[f"circuits/{k}"][()] for k in ("k_composition", "q_composition")}
+        base = f["circuits/k_composition"].attrs["random_baseline"]
+        classes = results.read_classes(f)
+    L, H = comp["k_composition"].shape[:2]
+    for kind in ("k_composition", "q_composition"):
+        select(d, "sel-composition", kind)
+        cells = d.execute_script(
+            "return [...document.querySelectorAll('#composition-grid tr[data-later]')].map(tr =>"
+            "[tr.dataset.later, [...tr.querySelectorAll('td')].map(td => [td.dataset.earlier, "
+            "td.dataset.value])])")
+        ok = len(cells) == (L - 1) * H
+        for later, row in cells if ok else []:
+            b, hb = map(int, later.split(","))
+            ok &= len(row) == (L - 1) * H
+            for earlier, v in row:
+                a, ha = map(int, earlier.split(","))
+                want = comp[kind][b, hb, a, ha]
+                ok &= (v == "") if a >= b else abs(float(v) - want) <= 5e-5 + 1e-7
+        check(f"{kind}: the later × earlier matrix holds the file's scores to 4 decimals (no "
+              "score where the earlier head is not earlier)", ok, str(cells[:1]))
+    select(d, "sel-composition", "k_composition")
+    s = np.where(np.isfinite(comp["k_composition"]), comp["k_composition"], -1)
+    b, hb, a, ha = np.unravel_index(np.argmax(s), s.shape)
+    top = d.find_element("css selector", "#composition-top tr[data-later]")
+    check("the highest K-composition pair first, with the random baseline beside it",
+          top.get_attribute("data-later") == f"{b},{hb}"
+          and top.get_attribute("data-earlier") == f"{a},{ha}"
+          and f"{base:.4f}" in d.find_element("id", "composition-baseline").text,
+          f"{top.get_attribute('data-later')} {top.get_attribute('data-earlier')} vs {b},{hb} {a},{ha}")
+    names = d.execute_script("return [...document.querySelectorAll('#composition-grid th .chip')]"
+                             ".map(c => [c.dataset.layer, c.dataset.head, c.textContent])")
+    tags = {"prev": " prev", "induction": " ind"}
+    check("composition: every head named, previous-token and induction heads labelled",
+          len(names) == 2 * (L - 1) * H and {"L0H1 prev", "L1H0 ind", "L1H2 ind"} <= {
+              n[2] for n in names} and all(
+              text == f"L{l}H{h}" + tags.get(classes[int(l)][int(h)], "") for l, h, text in names),
+          str(names[:6]))
+
+
+LAYOUTS = {  # every attention layout of the README's "Modern attention layouts", one run each
+    "MHA": [], "GQA": ["model.n_head=4", "model.n_kv_head=2"], "MQA": ["model.n_kv_head=1"],
+    "RoPE": ["model.pos=rope"], "shortformer": ["model.pos=shortformer"],
+    "no positions": ["model.pos=none"], "output gate": ["model.output_gate=true"],
+    "sink": ["model.sink=true"],
+    "all switches (rope, GQA, gate, sink)": ["model.pos=rope", "model.n_head=4",
+                                             "model.n_kv_head=2", "model.output_gate=true",
+                                             "model.sink=true"]}
+TASKS = {"two_source": ["data.task=two_source", "model.vocab_size=24"],
+         "text": ["data.task=text", "model.vocab_size=256"], "tokens": ["data.task=tokens"]}
+
+
+def composition_state(d):
+    """(score options, note text, grid cells) of the composition section."""
+    opts = [o.get_attribute("value") for o in d.find_elements("css selector",
+                                                               "#sel-composition option")]
+    note = d.find_elements("id", "composition-note")
+    return opts, note[0].text if note else "", len(d.find_elements(
+        "css selector", "#composition-grid td"))
 
 
 def test_layouts(d):
-    # every switch of the README's "Modern attention layouts" in three runs, and the other tasks
-    runs = {"rope + GQA + output gate + sink": ["model.pos=rope", "model.n_head=4",
-                                                "model.n_kv_head=2", "model.output_gate=true",
-                                                "model.sink=true"],
-            "shortformer + MQA": ["model.pos=shortformer", "model.n_kv_head=1"],
-            "no positions": ["model.pos=none"],
-            "two_source": ["data.task=two_source", "model.vocab_size=24"],
-            "text": ["data.task=text", "model.vocab_size=256"]}
-    for name, sets in runs.items():
+    ids = os.path.join(TMP, "ids.bin")  # the tokens task: uint16 ids, no tokenizer
+    np.random.default_rng(0).integers(0, 16, 4000).astype("<u2").tofile(ids)
+    TASKS["tokens"].append(f"data.path={ids}")
+    for name, sets in list(LAYOUTS.items()) + list(TASKS.items()):
         run = harness_run(re.sub(r"\W", "_", name), *sets)
         page = page_of(run, os.path.join(TMP, re.sub(r"\W", "_", name) + ".html"))
         ok = open_page(d, page)
         errors = console_errors(d)
-        labels = [e.text for e in d.find_elements("css selector", "#tokens .tok .t")] if ok else []
-        check(f"{name}: the report opens without console errors, tokens labelled",
-              ok and not errors and len(labels) > 0, f"{errors} {labels[:5]}")
+        with h5py.File(run, "r") as f:
+            want = results.token_labels(f, 0)
+        labels = d.execute_script("return [...document.querySelectorAll('#tokens .tok .t')]"
+                                  ".map(e => e.textContent)") if ok else []
+        check(f"{name}: the report opens without console errors, the probe's tokens as text",
+              ok and not errors and labels == want and labels,
+              f"{errors} {labels[:5]} {want[:5]}")
+        opts, note, cells = composition_state(d)
+        n_curves = len(d.find_elements("css selector", "#prune-chart polyline"))
+        gate, rope = "model.output_gate=true" in sets, "model.pos=rope" in sets
+        want_opts = [] if gate else ["v_composition"] if rope else [
+            "q_composition", "k_composition", "v_composition"]
+        check(f"{name}: pruning curves, and composition scores "
+              + ("refused with the reason (output gate)" if gate else "V only, with the reason "
+                 "(rotary)" if rope else "Q, K, V"),
+              n_curves == 2 and opts == want_opts and (cells > 0) == (not gate)
+              and (("output_gate" in note) if gate else ("rope" in note) if rope else not note),
+              f"{n_curves} curves, {opts}, note {note!r}, {cells} cells")
         if name == "two_source":
             check("two_source: tokens named BOS, a, b, =, (a,b)", len(labels) > 4
                   and labels[0] == "BOS" and labels[1][0] == "a" and labels[2][0] == "b"
                   and labels[3] == "=" and labels[4][0] == "(", str(labels[:6]))
+
+
+def test_prune_later(d):
+    """A run without /prune (output.prune_step 0): no pruning section; `harness prune RUN.h5
+    --step 0.1` adds it, and the report shows it."""
+    run = harness_run("no_prune", "output.prune_step=0")
+    page = page_of(run, os.path.join(TMP, "no_prune.html"))
+    ok = open_page(d, page)
+    before = [a.text for a in d.find_elements("css selector", "nav a")]
+    check("output.prune_step 0: the page has no pruning section, and no console error",
+          ok and "Pruning curves" not in before and not d.find_elements("id", "prune-table")
+          and not console_errors(d), str(before))
+    p = subprocess.run([harness.HARNESS, "prune", run, "--step", "0.1"], capture_output=True,
+                       text=True, timeout=300)
+    page = page_of(run, page)
+    ok = open_page(d, page)
+    check("after `harness prune RUN.h5 --step 0.1` the report has the pruning curves",
+          p.returncode == 0 and ok and not console_errors(d)
+          and len(d.find_elements("css selector", "#prune-chart polyline")) == 2,
+          p.stderr[-300:])
 
 
 def test_sweep(d):
@@ -319,8 +479,31 @@ def test_sweep(d):
                        capture_output=True, text=True)
     want = [[c.strip() for c in l.strip().strip("|").split("|")] for l in q.stdout.splitlines()
             if re.match(r"\| \d", l)]
-    check("the comparison table is scripts/compare's (Welch p)", rows == want and len(rows) == 2,
-          f"{rows} vs {want}")
+    header = d.execute_script("return [...document.querySelectorAll('#compare-table th')]"
+                              ".map(th => th.textContent)")
+    want_header = [c.strip() for c in q.stdout.splitlines()[0].strip().strip("|").split("|")]
+    check("the comparison table is scripts/compare's (Welch p, Holm p, heads needed)",
+          rows == want and len(rows) == 2 and header == want_header
+          and {"p", "Holm p", "heads needed", "prunable"} <= set(header), f"{rows} vs {want}")
+    notes = [e.text for e in d.find_elements("css selector", "#compare p.note")]
+    check("with compare's notes (the narrowest against the best, Holm p)",
+          [n for n in q.stdout.splitlines()[len(want) + 3:] if n] == notes, str(notes))
+    s = results.Summary(sweep_dir)
+    ok = True
+    for c in pruning.CRITERIA:
+        curves = pruning.sweep_curves(s, c)
+        names = [g.get_attribute("data-name") for g in d.find_elements(
+            "css selector", f"#sweep-prune-{c} g.series")]
+        ok &= names == [f"{h} head{'s' if h != 1 else ''} ({curves[h][2]} seeds)"
+                        for h in sorted(curves)] and len(names) == 2
+    check("pruning curves of every head count on one axis, per criterion", ok)
+    dots = d.find_elements("css selector", "#sweep-heads-needed g.series circle title")
+    shown = sorted(tuple(float(v) for v in x.get_attribute("textContent").split(": ")[1]
+                         .split(", ")) for x in dots
+                   if x.get_attribute("textContent").startswith("heads needed, each seed"))
+    want = sorted((float(s["n_head"][i]), float(s["heads_needed"][i])) for i in range(s.n))
+    check("heads needed against n_head: every seed's summary value", shown == want,
+          f"{shown} vs {want}")
     check("loss against head count: mean ± std bars and every seed",
           len(d.find_elements("css selector", "#sweep-loss g.series circle")) == 2 + 4)
     links = d.find_elements("css selector", "#runs-table a")
@@ -406,9 +589,10 @@ def main():
         print(f"skipped: no chromium ({why}); the browser checks did not run")
     else:
         try:
-            run = harness_run("tiny")
+            run = with_classes(harness_run("tiny"))
             run_check("run page", lambda: test_run_page(d, run))
             run_check("layouts", lambda: test_layouts(d))
+            run_check("harness prune, then the report", lambda: test_prune_later(d))
             run_check("sweep page", lambda: test_sweep(d))
             run_check("size", lambda: open_page(d, test_size()) and check(
                 "the heads12-sized page opens without console errors", not console_errors(d)))

@@ -23,7 +23,9 @@ then "N passed, M failed"; exit status 1 if anything failed:
                    (equal_var=False), with scipy and with our own incomplete beta; compare's
                    table on a summary with known numbers
   plots            plot (induction and text runs), plot-sweep: every PNG exists, is a PNG and
-                   is not trivially small
+                   is not trivially small, the head study's figures (heads, pruning, composition;
+                   pruning curves and heads needed of the sweep) in PNG, SVG and PDF; the probe's
+                   tokens as text on the map axes of an induction, text, two_source and tokens run
   bench            scripts/bench --quick on one config against one PyTorch variant: both sides
                    measured, the printed ratio is the ratio of the printed times, the header
                    and JSON name the ISA path, CPU, caches and OpenBLAS kernels (not those of an
@@ -476,15 +478,21 @@ def is_png(path, min_bytes=2000):
         return False
 
 
-def svg_text(path):
-    """The text of an SVG file's <text> elements, joined (None if it is not SVG)."""
+def svg_texts(path):
+    """Every <text> element of an SVG file as a list of strings (None if it is not SVG)."""
     import xml.etree.ElementTree as ET
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
         return None
-    return " ".join("".join(e.itertext()) for e in root.iter() if e.tag.endswith("text")) \
+    return ["".join(e.itertext()) for e in root.iter() if e.tag.endswith("text")] \
         if root.tag.endswith("svg") else None
+
+
+def svg_text(path):
+    """The text of an SVG file's <text> elements, joined (None if it is not SVG)."""
+    texts = svg_texts(path)
+    return None if texts is None else " ".join(texts)
 
 
 def pdf_text(path):
@@ -501,7 +509,7 @@ def test_vector_plots(run, sweep_dir):
     out = os.path.join(TMP, "plots_svg")
     p = script("plot", run, "-o", out, "--format", "svg")
     names = ["loss", "attn_layer0", "attn_layer1", "scores", "scores_over_steps", "ablation",
-             "importance"]
+             "importance", "heads", "pruning", "composition"]
     texts = {n: svg_text(os.path.join(out, n + ".svg")) for n in names}
     check("plot --format svg: every figure is an SVG", p.returncode == 0
           and all(texts.values()), f"{[n for n in names if not texts[n]]} {p.stderr[-300:]}")
@@ -515,15 +523,48 @@ def test_vector_plots(run, sweep_dir):
           "Δloss" in (texts["ablation"] or "") and "|∂loss/∂gate|" in (texts["importance"] or ""))
     check("induction maps: the probe's tokens on the axes (BOS first)",
           bos_first and "BOS" in (texts["attn_layer0"] or ""))
+    check("the head study in SVG: heads (Δloss zeroed and mean-ablated, ∂L/∂gate), pruning "
+          "(heads needed), composition (K-composition, random baseline, head names)",
+          "mean over the held-out tokens" in (texts["heads"] or "") and "∂L/∂gate" in
+          (texts["heads"] or "") and "heads needed" in (texts["pruning"] or "")
+          and "K-composition (random matrices:" in (texts["composition"] or "")
+          and "L1H0" in (texts["composition"] or ""), str({n: (texts[n] or "")[:80] for n in
+                                                           ("heads", "pruning", "composition")}))
     out = os.path.join(TMP, "plots_pdf")
     p = script("plot-sweep", sweep_dir, "-o", out, "--format", "pdf")
     texts = [pdf_text(os.path.join(out, n + ".pdf")) for n in
-             ("final_eval_loss", "eval_curves", "head_classes")]
-    check("plot-sweep --format pdf: three PDFs, ± and × as text", p.returncode == 0
-          and all(texts) and "±" in texts[0] and "×" in texts[2], f"{p.stderr[-300:]}")
+             ("final_eval_loss", "eval_curves", "head_classes", "pruning_curves", "heads_needed")]
+    check("plot-sweep --format pdf: five PDFs (pruning curves, heads needed), ± and × as text",
+          p.returncode == 0 and all(texts) and "±" in texts[0] and "×" in texts[2]
+          and "fraction of all heads pruned" in texts[3] and "mean ± std" in texts[4]
+          and "n_head × n_layer" in texts[4], f"{p.stderr[-300:]}")
     p = script("plot", run, "-o", out, "--format", "gif")
     check("plot --format gif: one line, exit 2", p.returncode == 2
           and p.stderr.strip() == "--format gif: use one of png, svg, pdf", p.stderr)
+
+
+def test_axis_tokens(induction_run, text_run):
+    """The probe's tokens as text on the map axes for every task: induction, text, two_source,
+    tokens (ids, no tokenizer)."""
+    ids = os.path.join(TMP, "ids.bin")
+    np.random.default_rng(0).integers(0, 16, 4000).astype("<u2").tofile(ids)
+    runs = {"induction": induction_run, "text": text_run}
+    for task, sets in (("two_source", ["data.task=two_source", "model.vocab_size=24"]),
+                       ("tokens", ["data.task=tokens", f"data.path={ids}"])):
+        runs[task] = os.path.join(TMP, f"axis_{task}.h5")
+        cmd = [harness.HARNESS, TINY, "--force", "--set", f"output.path={runs[task]}"]
+        subprocess.run(cmd + [x for s in sets for x in ("--set", s)], capture_output=True,
+                       timeout=120)
+    for task, run in runs.items():
+        out = os.path.join(TMP, f"axis_{task}")
+        p = script("plot", run, "-o", out, "--format", "svg")
+        with results.h5py.File(run, "r") as f:
+            labels = results.token_labels(f, 0)
+        texts = (svg_texts(os.path.join(out, "attn_layer0.svg")) or []) if p.returncode == 0 else []
+        shown = set(labels) & set(texts)
+        check(f"{task}: the probe's tokens on the map axes ({', '.join(labels[:4])}, …)",
+              labels and labels[0] in texts and len(shown) >= min(5, len(set(labels))),
+              f"{labels[:8]} {p.stderr[-200:]}")
 
 
 def test_plots(sweep_dir):
@@ -531,10 +572,10 @@ def test_plots(sweep_dir):
     out = os.path.join(TMP, "plots_run")
     p = script("plot", run, "-o", out)
     want = ["loss.png", "attn_layer0.png", "attn_layer1.png", "scores.png", "scores_over_steps.png",
-            "ablation.png", "importance.png"]
+            "ablation.png", "importance.png", "heads.png", "pruning.png", "composition.png"]
     missing = [w for w in want if not is_png(os.path.join(out, w))]
     check("plot: loss, attention maps per layer, score, ablation and importance heatmaps, scores "
-          "over steps (induction)", p.returncode == 0 and not missing,
+          "over steps, head study (induction)", p.returncode == 0 and not missing,
           f"missing {missing}; {p.stderr[-400:]}")
     test_vector_plots(run, sweep_dir)
 
@@ -543,15 +584,20 @@ def test_plots(sweep_dir):
                    capture_output=True, timeout=60)
     out = os.path.join(TMP, "plots_text")
     p = script("plot", text_run, "-o", out)
-    missing = [w for w in want[:2] + want[3:] if not is_png(os.path.join(out, w))]
-    check("plot: a text run (token labels from /probe/labels) gives every PNG",
-          p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
+    missing = [w for w in want[:2] + want[3:-1] if not is_png(os.path.join(out, w))]
+    check("plot: a text run (token labels from /probe/labels) gives every PNG (one layer: no "
+          "composition)", p.returncode == 0 and not missing
+          and not os.path.exists(os.path.join(out, "composition.png")),
+          f"missing {missing}; {p.stderr[-400:]}")
+    test_axis_tokens(run, text_run)
 
     out = os.path.join(TMP, "plots_sweep")
     p = script("plot-sweep", sweep_dir, "-o", out)
-    want = ["final_eval_loss.png", "eval_curves.png", "head_classes.png"]
+    want = ["final_eval_loss.png", "eval_curves.png", "head_classes.png", "pruning_curves.png",
+            "heads_needed.png"]
     missing = [w for w in want if not is_png(os.path.join(out, w))]
-    check("plot-sweep: final loss vs heads, eval curves, head classes",
+    check("plot-sweep: final loss vs heads, eval curves, head classes, pruning curves, heads "
+          "needed",
           p.returncode == 0 and not missing, f"missing {missing}; {p.stderr[-400:]}")
     p = script("compare", sweep_dir)
     check("compare on a real sweep: a row per head count", p.returncode == 0
