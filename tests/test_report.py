@@ -10,18 +10,28 @@ besides the browser's start. Prints "ok - ..." / "FAIL - ..." per check, then "N
 failed". Where chromium, its driver or selenium is missing (make test installs them through
 scripts/install-deps) it prints one line "skipped: no chromium (...)" and runs the browser-free
 checks only. Checks:
-  page data    8-bit maps within 1/510 of the file's; float32 kept when values leave [0, 1];
+  page data    8-bit maps within 1/510 of the file's (shown to 4 decimals: checked in the page
+               within 1/510 + 0.00005); float32 kept when values leave [0, 1];
                formation steps on hand-made scores; token labels of every task
   run page     opens from disk with no console error; selecting layer, head, probe and step and
                hovering a token shows the file's attention row (to the page's stated 8-bit
                precision), a second token moves the highlighted row (DOM and canvas pixels),
                the switch shows the column; small multiples carry every head's class; the head
-               table holds the file's scores, ablation Δloss and importance and sorts; the
-               screenshot is not blank
-  layouts      runs that together switch on every attention layout (rope, shortformer, no
-               positions, GQA, MQA, output gate, sink), a text and a two_source run: each report
-               opens without console errors, its tokens labelled
-  sweep page   the comparison table equals scripts/compare's; a link per run opens that run's page
+               table holds the file's scores, ablation Δloss zeroed and mean-ablated and
+               importance and sorts; the screenshot is not blank; the pruning section holds
+               every point of both curves, the heads each step removed, heads needed and one
+               head per layer as in /prune; the composition matrix every score to 4 decimals,
+               the top pair, previous-token and induction heads labelled
+  layouts      a run per attention layout (MHA, GQA, MQA, RoPE, shortformer, no positions,
+               output gate, sink, all switches together) and per task (two_source, text,
+               tokens): each report opens without console errors, the probe's tokens as text in
+               the strip and on the map's axes; pruning curves and composition scores, or the
+               reason there are none (V only with rotary, none with the output gate)
+  prune later  a run with output.prune_step 0 has no pruning section; `harness prune RUN.h5
+               --step 0.1`, then the report shows it
+  sweep page   the comparison table and its notes equal scripts/compare's (Welch p, Holm p,
+               heads needed); every head count's pruning curve per criterion; heads needed of
+               every seed; a link per run opens that run's page
   size         heads12's shapes (13 snapshots, 2 x 12 heads, 8 probes of 32): page under 5 MB
   bad input    a missing path, a file that is not HDF5, a future format_version, a directory
                without summary.h5, an output path that cannot be written: one line, exit 2, no
@@ -421,6 +431,13 @@ def test_layouts(d):
         check(f"{name}: the report opens without console errors, the probe's tokens as text",
               ok and not errors and labels == want and labels,
               f"{errors} {labels[:5]} {want[:5]}")
+        axes = d.execute_script("return ['#map-xlabels', '#map-ylabels'].map(a => [...document"
+                                ".querySelectorAll(a + ' span')].map(s => [+s.dataset.pos, "
+                                "s.textContent]))") if ok else [[], []]
+        check(f"{name}: the map's axes carry the probe's tokens (keys and queries)",
+              all(ax and ax[0][0] == 0 and len(ax) >= len(want) // 2
+                  and all(text == want[pos] for pos, text in ax) for ax in axes),
+              str(axes[1][:6]))
         opts, note, cells = composition_state(d)
         n_curves = len(d.find_elements("css selector", "#prune-chart polyline"))
         gate, rope = "model.output_gate=true" in sets, "model.pos=rope" in sets

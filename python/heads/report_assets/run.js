@@ -118,13 +118,18 @@ function buildExplorer(D, root) {
   const row = el("div", { class: "explorer" }, root);
   const big = el("div", { class: "bigmap" }, row);
   const caption = el("div", { class: "note", id: "map-title" }, big);
-  const canvas = el("canvas", { id: "map" }, big);
-  el("div", { class: "note" }, big, "rows: query position (top = first); columns: key position; grey: masked (future)");
+  const cell = Math.max(4, Math.min(14, Math.floor(440 / maps.T)));
+  /* the map with the probe's tokens on both axes (every k-th when the cells are small) */
+  const mapGrid = el("div", { class: "mapgrid" }, big);
+  el("div", {}, mapGrid);
+  const xLabels = el("div", { class: "xlabels", id: "map-xlabels", style: `width:${maps.T * cell}px` }, mapGrid);
+  const yLabels = el("div", { class: "ylabels", id: "map-ylabels", style: `height:${maps.T * cell}px` }, mapGrid);
+  const canvas = el("canvas", { id: "map" }, mapGrid);
+  el("div", { class: "note" }, big, "rows: query (top = first); columns: key; grey: masked (future)");
   const readout = el("div", { class: "readout", id: "readout" }, row);
   el("h3", {}, root, "Every head of the layer (one colour scale, 0 to 1; click a head to select it)");
   const multiples = el("div", { class: "multiples", id: "multiples" }, root);
 
-  const cell = Math.max(4, Math.min(14, Math.floor(440 / maps.T)));
   const small = Math.max(2, Math.min(5, Math.floor(150 / maps.T)));
 
   function weights(i) {
@@ -136,8 +141,19 @@ function buildExplorer(D, root) {
     return out;
   }
 
+  function renderAxes(labels) {
+    const every = Math.ceil(10 / cell), font = Math.min(11, every * cell - 2);
+    xLabels.innerHTML = ""; yLabels.innerHTML = "";
+    labels.forEach((t, j) => {
+      if (j % every) return;
+      el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
+      el("span", { style: `top:${j * cell}px;height:${every * cell}px;line-height:${cell}px;font-size:${font}px`, "data-pos": j }, yLabels).textContent = t;
+    });
+  }
+
   function renderStrip() {
     const pr = D.probes[st.probe];
+    renderAxes(pr.labels);
     strip.innerHTML = "";
     probeLine.textContent = (pr.text ? `probe ${st.probe}: "${pr.text}" — ` : `probe ${st.probe} — `) + D.token_legend;
     pr.labels.forEach((t, j) => {
