@@ -76,6 +76,28 @@ def temp_suite(argv, prefix, body):
     return finish()
 
 
+def harness_missing(path):
+    """True, having printed a failure and the count line, when the harness at path is not built
+    (a suite then ends at once with exit status 1)."""
+    if os.access(path, os.X_OK):
+        return False
+    print(f"FAIL - {path} not built: run `make` first")
+    print("0 passed, 1 failed")
+    return True
+
+
+def end_suite(tmp, keep, t0):
+    """The end of a suite working in the temporary directory tmp: keep it (and say where) or
+    remove it, print the wall time since t0 and the "N passed, M failed" line; the exit status."""
+    import shutil
+    if keep:
+        print(f"# kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"# {time.time() - t0:.1f} s")
+    return finish()
+
+
 def finish():
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0

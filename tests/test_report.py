@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
-from checks import check, finish, run_check  # noqa: E402
+from checks import check, end_suite, harness_missing, run_check  # noqa: E402
 from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -594,9 +594,7 @@ def main():
     if sys.argv[1:2] == ["--screenshot"]:
         return screenshot(sys.argv[2], sys.argv[3])
     keep = "--keep" in sys.argv[1:]
-    if not os.access(harness.HARNESS, os.X_OK):
-        print(f"FAIL - {harness.HARNESS} not built: run `make` first")
-        print("0 passed, 1 failed")
+    if harness_missing(harness.HARNESS):
         return 1
     t0 = time.time()
     run_check("page data", test_page_data)
@@ -615,12 +613,7 @@ def main():
                 "the heads12-sized page opens without console errors", not console_errors(d)))
         finally:
             d.quit()
-    if keep:
-        print(f"# kept {TMP}")
-    else:
-        shutil.rmtree(TMP, ignore_errors=True)
-    print(f"# {time.time() - t0:.1f} s")
-    return finish()
+    return end_suite(TMP, keep, t0)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ then "N passed, M failed"; exit status 1 if anything failed:
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
-from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
+from checks import check, end_suite, harness_missing, read_csv, run_check, statuses  # noqa: E402
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -463,6 +462,20 @@ def test_statistics():
               and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
     check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
           "left out)", ok, p.stdout + p.stderr)
+    # Holm over the family: 4 and 16 heads against 1, and the narrowest (16) against the best (4)
+    family = [stats.welch_t_test(losses[4], losses[1])[2],
+              stats.welch_t_test(losses[16], losses[1])[2],
+              stats.welch_t_test(losses[16], losses[4])[2]]
+    ranked = sorted(range(3), key=lambda i: family[i])
+    holm, running = [0.0] * 3, 0.0
+    for rank, i in enumerate(ranked):  # by hand: max over the smaller ones of min(1, (3 - rank) p)
+        running = max(running, min(1.0, (3 - rank) * family[i]))
+        holm[i] = running
+    fmt = lambda v: f"{v:.2g}" if v >= 1e-4 else "<1e-4"
+    check("compare: Holm p over the 3 tests (4 and 16 heads vs 1; narrowest 16 vs best 4, in the "
+          "notes)", ok and lines["4"][9] == fmt(holm[0]) and lines["16"][9] == fmt(holm[1])
+          and "narrowest (16 heads) against the best (4 heads)" in p.stdout
+          and f"p = {fmt(family[2])}, Holm p = {fmt(holm[2])}." in p.stdout, p.stdout)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -660,9 +673,7 @@ def test_bench():
 
 def main():
     keep = "--keep" in sys.argv[1:]
-    if not os.access(harness.HARNESS, os.X_OK):
-        print(f"FAIL - {harness.HARNESS} not built: run `make` first")
-        print("0 passed, 1 failed")
+    if harness_missing(harness.HARNESS):
         return 1
     t0 = time.time()
     run_check("grid expansion", test_grid)
@@ -677,12 +688,7 @@ def main():
         run_check("plots", lambda: test_plots(sweep_dir[0]))
     else:
         check("plots", False, "no sweep to plot")
-    if keep:
-        print(f"# kept {TMP}")
-    else:
-        shutil.rmtree(TMP, ignore_errors=True)
-    print(f"# {time.time() - t0:.1f} s")
-    return finish()
+    return end_suite(TMP, keep, t0)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,17 @@ sys.path or PYTHONPATH).
   pool         running runs here, N at a time, or one under its lock
   slurm        a sweep as a Slurm job array; submissions and squeue
   stats        mean, std, Welch's t-test
+  pruning      what /prune says: heads needed, prunable fraction, Holm's adjustment, mean curves
+  compare      a sweep's head counts compared (scripts/compare and the sweep report)
   gnuplot      running gnuplot, its terminals and data files
+  heatmaps     layer x head heatmaps (gnuplot)
+  studyplots   the head study's figures: heads, pruning curves, composition; per sweep
+  tokens       a probe's tokens as text, per task
+  report_run, report_study, report_sweep, report_page
+               the HTML report: a run's data, its pruning and composition sections, a sweep's
+               data, one self-contained page (code in report_assets/)
+  export       runs to TransformerLens, torch, npz
+  corpus       SentencePiece corpora (scripts/tokenize)
 
 Needs numpy and yaml (and h5py to read results files); scipy is optional. A missing one is
 one line naming the Debian package and the pip/conda name (require, require_or_exit below), not
