@@ -615,6 +615,30 @@ def test_plots(sweep_dir):
     p = script("compare", sweep_dir)
     check("compare on a real sweep: a row per head count", p.returncode == 0
           and len(re.findall(r"^\| (1|2|4) \|", p.stdout, re.M)) == 3, p.stdout + p.stderr)
+    # --tolerance: heads needed recomputed from every run's /prune curves, by hand here
+    p = script("compare", sweep_dir, "--tolerance", "0.02")
+    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in p.stdout.splitlines()
+            if re.match(r"\| \d", l)]
+    header = [c.strip() for c in p.stdout.splitlines()[0].strip().strip("|").split("|")]
+    ok = p.returncode == 0 and "heads needed" in header and len(rows) == 3
+    for row in rows if ok else []:
+        needed, total = [], None
+        for run in sorted(os.listdir(sweep_dir)):
+            if run.startswith(f"h{row[0]}_") and run.endswith(".h5"):
+                with results.h5py.File(os.path.join(sweep_dir, run), "r") as f:
+                    total = int(f["prune/delta_loss/heads_left"][0])
+                    per = []
+                    for c in ("importance", "delta_loss"):
+                        left, loss = f[f"prune/{c}/heads_left"][()], f[f"prune/{c}/eval_loss"][()]
+                        k = 0  # the first point beyond 2% of the unpruned loss
+                        while k + 1 < len(loss) and loss[k + 1] <= loss[0] * 1.02:
+                            k += 1
+                        per.append(int(left[k]))
+                    needed.append(min(per))
+        want = f"{np.mean(needed):.1f} ± {np.std(needed, ddof=1):.1f} of {total}"
+        ok &= row[header.index("heads needed")] == want
+    check("compare --tolerance 0.02: heads needed recomputed from each run's pruning curves "
+          "(mean ± std over seeds)", ok, p.stdout + p.stderr)
 
 
 # ------------------------------------------------------------------------------------------------
