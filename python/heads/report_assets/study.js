@@ -36,7 +36,7 @@ function buildPruning(D, root) {
   for (const c of crit)
     el("li", { "data-criterion": c, "data-needed": P.criteria[c].heads_needed }, summary,
        `${escapeHtml(P.criteria[c].title)}: <b>${P.criteria[c].heads_needed} of ${total}</b> heads needed ` +
-       `(${fmtNum(100 * (1 - P.criteria[c].heads_needed / total))}% prunable)`);
+       `(${Math.round(100 * (1 - P.criteria[c].heads_needed / total))}% prunable)`);
   const colours = { importance: "#1f77b4", delta_loss: "#d62728" };
   const series = crit.map(c => ({ name: P.criteria[c].title, color: colours[c] || "#444", width: 2, marker: 3,
                                   points: P.criteria[c].heads_left.map((left, i) => [total - left, P.criteria[c].eval_loss[i]]) }));
@@ -77,7 +77,7 @@ function buildOneHead(D, O, root) {
      "the other layers whole): Δloss on the ranking batches (output.prune_batches); the best head's Δloss " +
      "measured again on all held-out batches.");
   const H = O.delta_loss[0].length;
-  const t = el("table", { class: "data", id: "one-head-table" }, root);
+  const t = el("table", { class: "data", id: "one-head-table" }, el("div", { class: "scroll" }, root));
   el("tr", {}, t, "<th>layer</th><th class='l'>best head</th><th>its Δloss (all batches)</th>" +
      Array.from({ length: H }, (_, h) => `<th>h${h} alone</th>`).join(""));
   let vmax = 0;
