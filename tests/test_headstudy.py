@@ -13,6 +13,9 @@
 4. `harness prune` on an interrupted, diverged, truncated or non-results file: one line naming
    the file, exit status 2, the file byte for byte unchanged, no temporary file left.
 5. heads.pruning: Holm's adjustment on a hand-worked example; heads needed on a made-up curve.
+6. scripts/plot's head-study figures per layout (SVG text): heads and pruning for every run;
+   Q-, K-, V-composition with the heads named (3 layers too), V only with rotary, none with the
+   output gate.
 usage: tests/test_headstudy.py [HARNESS]
 """
 import hashlib
@@ -114,6 +117,43 @@ def check_curves(name, path):
               and f["prune/one_head_per_layer/delta_loss"].shape == f["heads/ablation_delta"].shape)
 
 
+def plot_texts(tmp, run):
+    """scripts/plot RUN --format svg: {figure stem: the text of its SVG} of the head study's
+    figures that were written."""
+    import xml.etree.ElementTree as ET
+    out = os.path.join(tmp, os.path.basename(run) + "_plots")
+    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "plot"), run, "-o", out,
+                    "--format", "svg"], capture_output=True, text=True, timeout=300)
+    texts = {}
+    for stem in ("heads", "pruning", "composition"):
+        path = os.path.join(out, stem + ".svg")
+        if os.path.exists(path):
+            texts[stem] = " ".join("".join(e.itertext()) for e in ET.parse(path).getroot().iter()
+                                   if e.tag.endswith("text"))
+    return texts
+
+
+def check_plots(tmp, mha, gqa, rope, gate):
+    """The head study's figures per layout (scripts/plot, SVG): composition panels Q, K, V with
+    the later and earlier heads named (3 layers: layers 1-2 read, 0-1 write), V only with rotary
+    positions (and why), none with an output gate; heads and pruning figures for every run."""
+    got = {name: plot_texts(tmp, run) for name, run in
+           (("mha", mha), ("gqa", gqa), ("rope", rope), ("gate", gate))}
+    comp = {n: t.get("composition", "") for n, t in got.items()}
+    check("plot: heads and pruning figures for every layout (SVG)",
+          all("heads" in t and "pruning" in t and "heads needed" in t["pruning"]
+              for t in got.values()), str({n: sorted(t) for n, t in got.items()}))
+    check("plot: composition of every later <- earlier pair, Q, K and V, heads named",
+          all(f"{k}-composition (random matrices:" in comp["mha"] for k in "QKV")
+          and "L1H3" in comp["mha"] and "L0H3" in comp["mha"] and "L2H3" in comp["gqa"]
+          and "L1H0" in comp["gqa"] and "L0H0" in comp["gqa"],
+          comp["gqa"][:300])
+    check("plot: rotary runs draw V-composition only and say why; output-gate runs none",
+          "V-composition (random" in comp["rope"] and "K-composition (random" not in comp["rope"]
+          and "no Q- or K-composition" in comp["rope"] and "composition" not in got["gate"],
+          comp["rope"][:300])
+
+
 def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
@@ -153,6 +193,7 @@ def main():
         with h5py.File(gate, "r") as f:
             check("output gate: no /circuits, and the run says why",
                   "circuits" not in f and "output_gate" in run.stdout and "prune" in f)
+        check_plots(tmp, mha, gqa, rope, gate)
 
         # harness prune on a complete file: only the study's groups change
         copy = os.path.join(tmp, "again.h5")

@@ -115,7 +115,7 @@ def plot_composition(f, run_name, out, tmp):
     every = max(1, math.ceil(12 / cell))
     pw, ph = n_c * cell, n_r * cell
     left, gap, top, bottom = 120, 150, 90, 110
-    width = left + len(kinds) * (pw + gap) + 60
+    width = max(left + len(kinds) * (pw + gap) + 60, 820)  # room for the header and the note
     height = top + ph + bottom
     sx = lambda px: px / width
     sy = lambda px: 1.0 - px / height
@@ -128,8 +128,12 @@ def plot_composition(f, run_name, out, tmp):
              f"set xrange [-0.5:{n_c - 0.5}]", f"set yrange [{n_r - 0.5}:-0.5]",
              f"set xtics ({xt}) rotate by 60 right scale 0 font ',{8 if cell >= 14 else 7}'",
              f"set ytics ({yt}) scale 0 font ',{8 if cell >= 14 else 7}'",
-             f"set label 1 {gp.gp_string(run_name + ': composition scores (Elhage et al. 2021), rows = later head reading, columns = earlier head writing; prev / ind = previous-token / induction heads')} "
-             f"at screen 0.5, screen {sy(24)} center font ',11'"]
+             f"set label 1 {gp.gp_string(run_name + ': composition scores (Elhage et al. 2021)' + chr(10) + 'rows = later head reading, columns = earlier head writing; prev / ind = previous-token / induction heads')} "
+             f"at screen 0.5, screen {sy(28)} center font ',11'"]
+    note = f[f"circuits/{kinds[0]}"].attrs.get("note")
+    if note is not None:  # why some scores are missing (rotary: V only), under the panels
+        lines.append(f"set label 2 {gp.gp_string(text(note))} at screen 0.5, screen {sy(height - 14)} "
+                     "center font ',9'")
     for j, k in enumerate(kinds):
         x0 = left + j * (pw + gap)
         m = os.path.join(tmp, f"comp_{k}.txt")
@@ -143,10 +147,7 @@ def plot_composition(f, run_name, out, tmp):
                   f"screen {sx(12)}, screen {ph / height}" if j == len(kinds) - 1 else "unset colorbox",
                   f"plot {gp.gp_string(m)} matrix with {gp.image_style(out)}"]
         if j == 0:
-            lines.append("unset label 1")
-    if "circuits/" + kinds[0] in f and "note" in f["circuits/" + kinds[0]].attrs:
-        lines.append(f"set label 2 {gp.gp_string(text(f['circuits/' + kinds[0]].attrs['note']))} at screen 0.5, "
-                     f"screen 0.02 center font ',9'")
+            lines += ["unset label 1", "unset label 2"]
     lines.append("unset multiplot")
     gp.run_gnuplot("\n".join(lines) + "\n", out, tmp)
     return True
