@@ -205,20 +205,13 @@ static int gates_all_one(const float *gate, int H) {
     return 1;
 }
 
-/* mixed[b, t, head h] = g_h·o + (1 − g_h)·a_h: the per-head gate (1 = untouched, 0 = ablated to
- * a, the head's ablation value, or to 0 without one). Returns the input of W_o: `out` itself
- * when every gate of the layer is 1 (training), else `mixed`. */
+/* The input of W_o: the heads' outputs themselves when every gate of the layer is 1 (training,
+ * and the layers a setting leaves whole), else `mixed`, each head gated towards its ablation
+ * value (kernels/head_gate.c). */
 static const float *apply_head_gates(float *mixed, const float *out, const float *gate,
                                      const float *ablation, int BT, int H, int d_head) {
     if (gates_all_one(gate, H)) return out;
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) {
-                size_t k = ((size_t)n * H + h) * d_head + i;
-                float a = ablation ? ablation[(size_t)h * d_head + i] : 0.0f;
-                mixed[k] = gate[h] * out[k] + (1.0f - gate[h]) * a;
-            }
+    head_gate_forward(mixed, out, gate, ablation, BT, H, d_head);
     return mixed;
 }
 
@@ -355,31 +348,6 @@ void model_zero_grad(Model *m) {
     memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
 }
 
-/* d loss / d gate[h] = Σ over positions of d_mixed · (o − a) in head h's columns (o the head's
- * output, a its ablation value or 0), from mixed = g·o + (1 − g)·a. */
-static void head_gate_grad_ablated(float *d_gate, const float *d_att_out, const float *att_out,
-                               const float *ablation, int BT, int H, int d_head) {
-#pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
-    for (int h = 0; h < H; h++) {
-        double sum = 0.0;
-        for (int n = 0; n < BT; n++) {
-            const float *g = d_att_out + ((size_t)n * H + h) * d_head;
-            const float *o = att_out + ((size_t)n * H + h) * d_head;
-            for (int i = 0; i < d_head; i++)
-                sum += (double)g[i] * (o[i] - (ablation ? ablation[(size_t)h * d_head + i] : 0.0f));
-        }
-        d_gate[h] += (float)sum;
-    }
-}
-
-/* d_out[b, t, head h] *= gate[h]: from wo_in = g·o + (1 − g)·a, the heads' outputs o get g times
- * the gradient at W_o's input. */
-static void scale_by_head_gates(float *d_out, const float *gate, int BT, int H, int d_head) {
-    for (int n = 0; n < BT; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) d_out[((size_t)n * H + h) * d_head + i] *= gate[h];
-}
-
 void model_backward(Model *m) {
     CHECK(m->has_targets);
     ModelShape s = m->shape;
@@ -412,10 +380,12 @@ void model_backward(Model *m) {
         /* h_out = h_in + wo_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
         linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, wo_in, p->w_o + (size_t)l * E * D, BT, E, D);
-        if (m->want_head_gate_grad)
-            head_gate_grad_ablated(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, ablation_l,
-                               BT, H, dh);
-        if (!all_one) scale_by_head_gates(a->d_att_out, gate_l, BT, H, dh);
+        /* wo_in = g·o + (1 − g)·a: d gate (when wanted), and d_att_out becomes g times itself,
+         * the gradient at the heads' outputs o (unchanged when every gate is 1) */
+        if (m->want_head_gate_grad || !all_one)
+            head_gate_backward(all_one ? NULL : a->d_att_out,
+                               m->want_head_gate_grad ? m->head_gate_grad + (size_t)l * H : NULL,
+                               a->d_att_out, mix_in, gate_l, ablation_l, BT, H, dh);
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {
