@@ -139,6 +139,17 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     return off;
 }
 
+/* Activations and head gates for batches up to max_batch. */
+static void alloc_activations(Model *m, int max_batch) {
+    m->max_batch = max_batch;
+    m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
+    point_activations(&m->act, m->act_block, m->shape, max_batch);
+    size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
+    m->head_gate = xcalloc(LH, sizeof(float));
+    m->head_gate_grad = xcalloc(LH, sizeof(float));
+    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+}
+
 void model_init(Model *m, ModelShape shape, int max_batch) {
     memset(m, 0, sizeof *m);
     if (shape.n_kv_head == 0) shape.n_kv_head = shape.n_head;
@@ -155,15 +166,23 @@ void model_init(Model *m, ModelShape shape, int max_batch) {
     point_params(&m->params, m->param_block, shape);
     point_params(&m->grads, m->grad_block, shape);
     build_tensor_table(m);
-    m->act_block = xcalloc(point_activations(&m->act, NULL, shape, max_batch), sizeof(float));
-    point_activations(&m->act, m->act_block, shape, max_batch);
-    size_t LH = (size_t)shape.n_layer * shape.n_head;
-    m->head_gate = xcalloc(LH, sizeof(float));
-    m->head_gate_grad = xcalloc(LH, sizeof(float));
-    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+    alloc_activations(m, max_batch);
+}
+
+void model_init_view(Model *view, const Model *m, int max_batch) {
+    memset(view, 0, sizeof *view);
+    view->shape = m->shape;
+    view->n_params = m->n_params;
+    view->param_block = m->param_block;
+    view->params = m->params;
+    memcpy(view->tensors, m->tensors, sizeof m->tensors);
+    view->n_tensors = m->n_tensors;
+    view->is_view = 1;
+    alloc_activations(view, max_batch);
 }
 
 void model_free(Model *m) {
+    if (m->is_view) m->param_block = NULL;
     free(m->param_block);
     free(m->grad_block);
     free(m->m_block);
@@ -341,7 +360,41 @@ static float forward_rest(Model *m, int first_layer, int heads_only) {
 
 float model_forward_from_layer(Model *m, int first_layer) { return forward_rest(m, first_layer, 0); }
 
-float model_forward_from_heads(Model *m, int layer) { return forward_rest(m, layer, 1); }
+size_t model_head_state_floats(const Model *m, int B) {
+    return (size_t)B * m->shape.seq_len * (m->shape.d_model + (size_t)m->shape.n_head * m->shape.d_head);
+}
+
+/* Layer l's input and its heads' outputs (the output gate's product when on) in the activations. */
+static float *head_state_input(const Model *m, int l) {
+    return m->act.residual + (size_t)l * m->batch * m->seq * m->shape.d_model;
+}
+static float *head_state_heads(const Model *m, int l) {
+    size_t lE = (size_t)l * m->batch * m->seq * m->shape.n_head * m->shape.d_head;
+    return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
+}
+
+void model_save_head_state(const Model *m, int layer, float *state) {
+    CHECK(layer >= 0 && layer < m->shape.n_layer && m->batch > 0);
+    size_t BT = (size_t)m->batch * m->seq, D = m->shape.d_model;
+    memcpy(state, head_state_input(m, layer), sizeof(float) * BT * D);
+    memcpy(state + BT * D, head_state_heads(m, layer), sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
+}
+
+float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
+                                    const int *targets, const float *mask, int B, int T) {
+    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
+    CHECK(layer >= 0 && layer < m->shape.n_layer);
+    m->batch = B;
+    m->seq = T;
+    m->tokens = tokens;
+    m->targets = targets;
+    m->mask = mask;
+    m->has_targets = 0; /* no backward from here: the earlier layers' activations are not kept */
+    size_t BT = (size_t)B * T, D = m->shape.d_model;
+    memcpy(head_state_input(m, layer), state, sizeof(float) * BT * D);
+    memcpy(head_state_heads(m, layer), state + BT * D, sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
+    return forward_rest(m, layer, 1);
+}
 
 void model_zero_grad(Model *m) {
     memset(m->grad_block, 0, m->n_params * sizeof(float));
@@ -349,7 +402,7 @@ void model_zero_grad(Model *m) {
 }
 
 void model_backward(Model *m) {
-    CHECK(m->has_targets);
+    CHECK(m->has_targets && !m->is_view); /* a view has no gradients */
     ModelShape s = m->shape;
     const int B = m->batch, T = m->seq;
     const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;

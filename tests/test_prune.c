@@ -265,6 +265,18 @@ static void check_delta_curve(Setup *sp, Ablation *ap, int rank_batches) {
     free(order), free(losses);
 }
 
+/* The loss of held-out batch k alone with the gates (zero ablation), by a whole forward. */
+static double gated_batch_loss(Setup *s, const float *gates, int k) {
+    Batch b;
+    batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
+    task_eval_batch(&s->task, &b, k);
+    memcpy(s->m.head_gate, gates, sizeof(float) * s->LH);
+    double loss = model_forward(&s->m, b.inputs, b.targets, b.mask, b.B, b.T);
+    for (int i = 0; i < s->LH; i++) s->m.head_gate[i] = 1.0f;
+    batch_free(&b);
+    return loss;
+}
+
 /* importance pruning, one head a step: every point, and each choice against finite differences. */
 static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
     Setup s = *sp;
@@ -289,19 +301,13 @@ static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
             const float h = 1.0f / 64.0f;
             double up, down; /* per batch: importance is E|dL/dg|, a mean of per-batch |gradients| */
             score[i] = 0;
-            for (int k = 0; k < (rank_batches ? rank_batches : 2); k++) {
-                Config one = s.cfg;
-                one.eval_batches = 1;
-                Ablation single; /* batch k alone */
-                ablation_init(&single, &s.m, &s.task, &one);
-                if (k > 0) task_eval_batch(&s.task, &single.batches[0], k);
+            for (int k = 0; k < (rank_batches ? rank_batches : 2); k++) { /* batch k alone */
                 mask[i] = 1 + h;
-                up = ablation_loss(&single, mask, ABLATE_ZERO);
+                up = gated_batch_loss(&s, mask, k);
                 mask[i] = 1 - h;
-                down = ablation_loss(&single, mask, ABLATE_ZERO);
+                down = gated_batch_loss(&s, mask, k);
                 mask[i] = 1.0f;
                 score[i] += fabs(up - down) / (2 * h);
-                ablation_free(&single);
             }
         }
         for (int l = 0; l < s.L; l++) {
