@@ -16,6 +16,8 @@
  *     finite-difference gate gradients normalised per layer (where no near-tie).
  *  5. The curve's first point is the run's held-out loss (train_eval_loss) bit for bit; the last
  *     point has no head left; one head per layer = brute force; heads needed on a made-up curve.
+ *  6. The study at 1, 2 and 3 threads (settings spread over threads, one per model view): the
+ *     same bits.
  * Tolerances: losses 1e-5 relative (float forward, different summation orders). */
 #include <math.h>
 #include <stdio.h>
@@ -384,6 +386,56 @@ static void test_pruning_curves(int n_head, int rank_batches, uint64_t seed) {
     teardown(&s);
 }
 
+/* Everything the study measures, at one thread count: single-head Δloss (zero, mean), both
+ * curves with one head a step, one head per layer; (5 + 3·(LH + 1)) · LH doubles into out. */
+static void study_at_threads(Setup *s, int threads, double *out) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    Ablation a;
+    ablation_init(&a, &s->m, &s->task, &s->cfg);
+    const int LH = s->LH;
+    ablation_single_heads(&a, ABLATE_ZERO, out);
+    ablation_single_heads(&a, ABLATE_MEAN, out + LH);
+    for (int c = 0; c < N_PRUNE_CRITERIA; c++) {
+        PruneCurve curve;
+        prune_curve(&curve, &a, (PruneCriterion)c, 1, 1);
+        double *o = out + 2 * LH + (size_t)c * (2 * LH + 1);
+        for (int i = 0; i < LH; i++) o[i] = curve.order[i];
+        memcpy(o + LH, curve.eval_loss, sizeof(double) * (LH + 1));
+        prune_curve_free(&curve);
+    }
+    int best[8];
+    double *o = out + 2 * LH + N_PRUNE_CRITERIA * (2 * LH + 1);
+    prune_one_head_per_layer(&a, 1, o, best, o + LH);
+    ablation_free(&a);
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+}
+
+/* The settings are spread over the threads, each on one thread whole: the results cannot depend
+ * on the thread count. */
+static void test_thread_independence(void) {
+    Setup s;
+    if (!setup(&s, 3, 2, 31)) return;
+    size_t n = (size_t)2 * s.LH + N_PRUNE_CRITERIA * (2 * s.LH + 1) + s.LH + s.L;
+    double *one = calloc(n, sizeof(double)), *many = calloc(n, sizeof(double));
+    study_at_threads(&s, 1, one);
+    int same = 1;
+    const int counts[] = {2, 3};
+    for (int i = 0; i < 2; i++) {
+        study_at_threads(&s, counts[i], many);
+        same &= memcmp(one, many, sizeof(double) * n) == 0;
+    }
+    test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
+               same, "differs");
+    free(one), free(many);
+    teardown(&s);
+}
+
 static void test_step_and_heads_needed(void) {
     test_check("prune_step_heads: 10% of 24 heads is 2, of 4 heads 1 (at least one), of 128 heads 13",
                prune_step_heads(24, 0.1) == 2 && prune_step_heads(4, 0.1) == 1 && prune_step_heads(128, 0.1) == 13,
@@ -404,6 +456,7 @@ int main(void) {
     test_pruning_curves(3, 1, 21);
     test_pruning_curves(3, 0, 23);
     test_pruning_curves(1, 0, 22);
+    test_thread_independence();
     test_step_and_heads_needed();
     return test_finish();
 }
