@@ -209,10 +209,14 @@ double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, i
     memcpy(m->head_gate, gates, sizeof(float) * LH);
     m->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
     memset(abs_grad, 0, sizeof(double) * LH);
-    m->want_head_gate_grad = 1;
+    /* from layer 0's head state (the embedding and layer 0's attention do not depend on gates)
+     * and back to layer 0's head mix only: the bits of a whole forward and backward's gate
+     * gradients */
+    m->want_head_gate_grad = MODEL_GATE_GRAD_ONLY;
     for (int k = 0; k < used; k++) {
         const Batch *b = &a->batches[k];
-        total += model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
+        total += model_forward_from_head_state(m, 0, state_of(a, k, 0), b->inputs, b->targets, b->mask,
+                                               b->B, b->T);
         model_zero_grad(m);
         model_backward(m);
         for (int i = 0; i < LH; i++) abs_grad[i] += fabs(m->head_gate_grad[i]) / used;

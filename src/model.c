@@ -286,6 +286,7 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     m->targets = targets;
     m->mask = mask;
     m->has_targets = targets != NULL;
+    m->restarted_at = -1;
     embedding_forward(m->act.residual, tokens, m->params.tok_emb,
                       m->shape.pos == POS_LEARNED ? m->params.pos_emb : NULL, B, T,
                       m->shape.d_model); /* shortformer adds W_pos in each layer, to Q/K only */
@@ -389,7 +390,8 @@ float model_forward_from_head_state(Model *m, int layer, const float *state, con
     m->tokens = tokens;
     m->targets = targets;
     m->mask = mask;
-    m->has_targets = 0; /* no backward from here: the earlier layers' activations are not kept */
+    m->has_targets = targets != NULL;
+    m->restarted_at = layer; /* the earlier layers' activations are not there */
     size_t BT = (size_t)B * T, D = m->shape.d_model;
     memcpy(head_state_input(m, layer), state, sizeof(float) * BT * D);
     memcpy(head_state_heads(m, layer), state + BT * D, sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
@@ -403,6 +405,8 @@ void model_zero_grad(Model *m) {
 
 void model_backward(Model *m) {
     CHECK(m->has_targets && !m->is_view); /* a view has no gradients */
+    const int gates_only = m->want_head_gate_grad == MODEL_GATE_GRAD_ONLY;
+    CHECK(m->restarted_at < 0 || (m->restarted_at == 0 && gates_only));
     ModelShape s = m->shape;
     const int B = m->batch, T = m->seq;
     const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
@@ -439,6 +443,7 @@ void model_backward(Model *m) {
             head_gate_backward(all_one ? NULL : a->d_att_out,
                                m->want_head_gate_grad ? m->head_gate_grad + (size_t)l * H : NULL,
                                a->d_att_out, mix_in, gate_l, ablation_l, BT, H, dh);
+        if (gates_only && l == 0) return; /* nothing below layer 0's head mix moves a gate */
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {

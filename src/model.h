@@ -104,16 +104,22 @@ typedef struct {
      * head's output o (its columns of W_o's input, after the output gate) becomes
      * g·o + (1 − g)·a, with a = head_ablation (L, E) when set (mean ablation), else 0.
      * head_gate_grad = d loss / d gate = Σ d_mixed · (o − a), filled by model_backward
-     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not). */
+     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not):
+     * 1 with every parameter gradient, MODEL_GATE_GRAD_ONLY for the gate gradients alone (the
+     * backward stops at layer 0's head mix, leaving the parameter gradients incomplete, and may
+     * follow a forward restarted at layer 0's head state). */
     float *head_gate, *head_gate_grad;
     const float *head_ablation;
     int want_head_gate_grad;
-    /* state of the last forward */
-    int batch, seq, has_targets;
+    /* state of the last forward; restarted_at: the layer whose head state it restarted from
+     * (model_forward_from_head_state), −1 for a whole forward */
+    int batch, seq, has_targets, restarted_at;
     const int *tokens, *targets;
     const float *mask;
     float loss;
 } Model;
+
+enum { MODEL_GATE_GRAD_ONLY = 2 }; /* want_head_gate_grad: gate gradients without the parameters' */
 
 ModelShape model_shape_from_config(const Config *cfg);
 void model_init(Model *m, ModelShape shape, int max_batch);
@@ -145,7 +151,8 @@ void model_save_head_state(const Model *m, int layer, float *state);
 /* Runs a forward on (tokens, targets, mask) from a saved head state of layer `layer`: its head mix
  * with the current gates, W_o and everything after. It gives the bits a whole model_forward
  * would, given the gates (and head_ablation) of the layers before `layer` that made the state.
- * No backward may follow (the earlier layers' activations are not there). */
+ * Only a gate-gradient backward may follow, and only from layer 0 (MODEL_GATE_GRAD_ONLY): the
+ * earlier layers' activations are not there. */
 float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
                                     const int *targets, const float *mask, int B, int T);
 void model_zero_grad(Model *m);

@@ -8,7 +8,9 @@
  *     here, then a copy of the model with that head's W_o rows zeroed and mean·W_o added to b_o.
  *  3. Gate gradients with heads pruned = a finite difference of the held-out loss in the gate, on
  *     one batch (importance is the mean over batches of |per-batch gradient|, Michel et al.'s
- *     E|dL/dg|): the backward is right when some gates are 0, and for the mean-ablated model.
+ *     E|dL/dg|): the backward is right when some gates are 0, and for the mean-ablated model;
+ *     and the evaluator's cheaper path (restarted at layer 0's head state, backward stopped at
+ *     its head mix) = a whole forward and backward, bit for bit.
  *  4. Pruning curves with one head a step = brute force: every step, each remaining head removed
  *     in a weight-modified copy and re-evaluated from scratch, the lowest Δloss removed (delta_loss
  *     criterion: same order, same losses); for the importance criterion (one held-out batch) every point's loss is
@@ -171,6 +173,31 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
                                 : "gate gradients with two heads pruned (mean ablation) = finite differences of the held-out loss",
                             &cmp);
     }
+    /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
+     * head mix) = |head_gate_grad| of a whole forward and backward, bit for bit */
+    int same = 1;
+    for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
+        ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
+        Batch b;
+        batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
+        task_eval_batch(&s.task, &b, 0);
+        memcpy(s.m.head_gate, mask, sizeof(float) * s.LH);
+        s.m.head_ablation = kind == ABLATE_MEAN ? a.mean : NULL;
+        s.m.want_head_gate_grad = 1;
+        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        model_zero_grad(&s.m);
+        model_backward(&s.m);
+        for (int i = 0; i < s.LH; i++) {
+            double whole = fabs(s.m.head_gate_grad[i]);
+            same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
+            s.m.head_gate[i] = 1.0f;
+        }
+        s.m.head_ablation = NULL;
+        s.m.want_head_gate_grad = 0;
+        batch_free(&b);
+    }
+    test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward and backward's, bit for bit (zero and mean)",
+               same, "differs");
     free(grad), free(mask);
     *ap = a;
     sp->cfg = s.cfg;
