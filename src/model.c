@@ -277,8 +277,9 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     position_add_backward(a->d_residual, g->pos_emb, a->d_h_pos, B, T, D);
 }
 
-float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
-                    int T) {
+/* Record the inputs of a forward (kept for the backward) and where it starts (−1: whole). */
+static void begin_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
+                          int T, int restarted_at) {
     CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
     m->batch = B;
     m->seq = T;
@@ -286,7 +287,12 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     m->targets = targets;
     m->mask = mask;
     m->has_targets = targets != NULL;
-    m->restarted_at = -1;
+    m->restarted_at = restarted_at;
+}
+
+float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
+                    int T) {
+    begin_forward(m, tokens, targets, mask, B, T, -1);
     embedding_forward(m->act.residual, tokens, m->params.tok_emb,
                       m->shape.pos == POS_LEARNED ? m->params.pos_emb : NULL, B, T,
                       m->shape.d_model); /* shortformer adds W_pos in each layer, to Q/K only */
@@ -383,15 +389,8 @@ void model_save_head_state(const Model *m, int layer, float *state) {
 
 float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
                                     const int *targets, const float *mask, int B, int T) {
-    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
     CHECK(layer >= 0 && layer < m->shape.n_layer);
-    m->batch = B;
-    m->seq = T;
-    m->tokens = tokens;
-    m->targets = targets;
-    m->mask = mask;
-    m->has_targets = targets != NULL;
-    m->restarted_at = layer; /* the earlier layers' activations are not there */
+    begin_forward(m, tokens, targets, mask, B, T, layer); /* earlier layers' activations: not there */
     size_t BT = (size_t)B * T, D = m->shape.d_model;
     memcpy(head_state_input(m, layer), state, sizeof(float) * BT * D);
     memcpy(head_state_heads(m, layer), state + BT * D, sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
