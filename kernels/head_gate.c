@@ -1,38 +1,45 @@
-/* head_gate.c: one scalar gate per attention head on its output columns, out = inp · gate[h].
- * The gates are the analysis's instrument (Michel et al. 2019): 0 ablates a head, and d loss /
- * d gate at gate 1 is the head's importance. Training runs with every gate at 1, where the forward
- * changes no bit and is skipped.
- * Must not know: what a gate is used for (ablation, importance): that is src/analysis.c's. */
-#include <string.h>
+/* head_gate.c: one scalar gate per attention head on its output columns, with the value an
+ * ablated head is replaced by: out = gate[h] · inp + (1 − gate[h]) · fill[h] over head h's
+ * d_head columns (fill NULL: 0). Gate 1 keeps a head, 0 replaces its output by fill (zero
+ * ablation without fill, mean ablation with each head's mean output as fill), and d loss / d gate
+ * at gate 1 is the head's importance (Michel et al. 2019). The model skips the forward when every
+ * gate of a layer is 1 (training), where it would change no bit of a finite output.
+ * Must not know: what a gate or a fill is used for (ablation, importance, pruning): that is
+ * src/ablation.c's; kernels/ includes only kernels/ headers and the C library. */
+#include <stddef.h>
 #include "kernels.h"
 
-void head_gate_forward(float *out, const float *inp, const float *gate, int N, int H, int d_head) {
-    int all_one = 1;
-    for (int h = 0; h < H; h++) all_one &= gate[h] == 1.0f;
-    if (all_one) { /* x · 1 = x: nothing to compute */
-        if (out != inp) memcpy(out, inp, sizeof(float) * N * H * d_head);
-        return;
-    }
-    for (size_t n = 0; n < (size_t)N; n++)
+void head_gate_forward(float *out, const float *inp, const float *gate, const float *fill, int N,
+                       int H, int d_head) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) out[(n * H + h) * d_head + i] = inp[(n * H + h) * d_head + i] * gate[h];
+            for (int i = 0; i < d_head; i++) {
+                size_t k = ((size_t)n * H + h) * d_head + i;
+                float a = fill ? fill[(size_t)h * d_head + i] : 0.0f;
+                out[k] = gate[h] * inp[k] + (1.0f - gate[h]) * a;
+            }
 }
 
-/* Differentiates out = inp · gate[h]: d_inp += d_out · gate[h] (skipped when NULL), and
- * d_gate[h] += Σ over rows and the head's columns of d_out · inp, summed in double, one head per
- * iteration in row order (thread-count independent). */
+/* Differentiates out = g · inp + (1 − g) · fill: d_gate[h] += Σ over rows and the head's columns
+ * of d_out · (inp − fill), summed in double, one head per iteration in row order (thread-count
+ * independent; skipped when d_gate is NULL); d_inp = d_out · gate[h] (overwritten, may be d_out
+ * itself; skipped when NULL). The fill is a constant: no gradient. */
 void head_gate_backward(float *d_inp, float *d_gate, const float *d_out, const float *inp,
-                        const float *gate, int N, int H, int d_head) {
+                        const float *gate, const float *fill, int N, int H, int d_head) {
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
+        const float *a = fill ? fill + (size_t)h * d_head : NULL;
         double sum = 0.0;
-        for (int n = 0; n < N; n++) {
+        for (int n = 0; n < N && d_gate; n++) {
             const float *g = d_out + ((size_t)n * H + h) * d_head;
             const float *o = inp + ((size_t)n * H + h) * d_head;
-            for (int i = 0; i < d_head; i++) sum += (double)g[i] * o[i];
-            if (d_inp)
-                for (int i = 0; i < d_head; i++) d_inp[((size_t)n * H + h) * d_head + i] += g[i] * gate[h];
+            for (int i = 0; i < d_head; i++) sum += (double)g[i] * (o[i] - (a ? a[i] : 0.0f));
         }
-        d_gate[h] += (float)sum;
+        if (d_gate) d_gate[h] += (float)sum;
+        for (int n = 0; n < N && d_inp; n++) {
+            size_t k = ((size_t)n * H + h) * d_head;
+            for (int i = 0; i < d_head; i++) d_inp[k + i] = d_out[k + i] * gate[h];
+        }
     }
 }

@@ -172,16 +172,19 @@ void column_merge_backward(float *d_left,      // (N, W) = (overwritten), or NUL
                            const float *d_out, // (N, W)
                            int N, int W, int split);
 
-/* ---- head_gate.c: a scalar gate per head on its output columns, out = inp · gate[h] ---- */
+/* ---- head_gate.c: a scalar gate per head on its output columns, with the value an ablated
+ * head is replaced by: out = gate[h] · inp + (1 − gate[h]) · fill[h] ---- */
 void head_gate_forward(float *out,             // (N, H·d_head); may be inp itself
                        const float *inp,       // (N, H·d_head)
                        const float *gate,      // (H)
+                       const float *fill,      // (H·d_head) each head's replacement value, or NULL (0)
                        int N, int H, int d_head);
-void head_gate_backward(float *d_inp,          // (N, H·d_head) += , or NULL
-                        float *d_gate,         // (H) +=  Σ d_out · inp over the head's columns
+void head_gate_backward(float *d_inp,          // (N, H·d_head) = (overwritten; may be d_out), or NULL
+                        float *d_gate,         // (H) += Σ d_out · (inp − fill) over the head's columns, or NULL
                         const float *d_out,    // (N, H·d_head)
                         const float *inp,      // (N, H·d_head) the forward's input
                         const float *gate,     // (H)
+                        const float *fill,     // (H·d_head) or NULL, as in the forward
                         int N, int H, int d_head);
 
 #endif

@@ -4,6 +4,25 @@
 #include <string.h>
 #include "ablation.h"
 #include "util.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
 
 /* Add every token's head outputs (the W_o input before the head gates) of the last forward. */
 static void accumulate_head_outputs(double *sum, const Model *m) {
@@ -17,77 +36,105 @@ static void accumulate_head_outputs(double *sum, const Model *m) {
     }
 }
 
+/* Batch k's kept head state of layer l. */
+static float *state_of(const Ablation *a, int k, int l) {
+    return a->state + ((size_t)k * a->n_layer + l) * a->state_floats;
+}
+
+/* Keep the head states of layers from_layer… of the forward that model v just ran on batch k. */
+static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
+    for (int l = from_layer; l < a->n_layer; l++) model_save_head_state(v, l, state_of(a, k, l));
+}
+
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
     memset(a, 0, sizeof *a);
     a->m = m;
     a->n_batches = cfg->eval_batches;
     a->n_layer = m->shape.n_layer;
     a->n_head = m->shape.n_head;
+    const int LH = a->n_layer * a->n_head;
     const size_t LE = (size_t)a->n_layer * a->n_head * m->shape.d_head;
     a->batches = xcalloc((size_t)a->n_batches, sizeof(Batch));
     a->mean = xcalloc(LE, sizeof(float));
+    a->kept_gates = xcalloc((size_t)a->n_batches * LH, sizeof(float));
+    a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
+    a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
+    a->state_floats = model_head_state_floats(m, cfg->batch_size);
+    a->state = xcalloc((size_t)a->n_batches * a->n_layer * a->state_floats, sizeof(float));
+    a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
+    for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;
     double *sum = xcalloc(LE, sizeof(double)), tokens = 0.0;
-    for (int i = 0; i < m->shape.n_layer * m->shape.n_head; i++) CHECK(m->head_gate[i] == 1.0f);
+    for (int i = 0; i < LH; i++) CHECK(m->head_gate[i] == 1.0f);
     for (int k = 0; k < a->n_batches; k++) {
         Batch *b = &a->batches[k];
         batch_alloc(b, cfg->batch_size, cfg->seq_len);
         task_eval_batch(task, b, k);
-        model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
+        a->kept_loss[k] = model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
+        keep_states(a, k, m, 0);
         accumulate_head_outputs(sum, m);
         tokens += (double)b->B * b->T;
     }
     for (size_t i = 0; i < LE; i++) a->mean[i] = (float)(sum[i] / tokens);
     free(sum);
+    a->n_views = thread_count();
+    a->views = xcalloc((size_t)a->n_views, sizeof(Model));
+    for (int t = 0; t < a->n_views; t++) model_init_view(&a->views[t], m, cfg->batch_size);
 }
 
 void ablation_free(Ablation *a) {
     for (int k = 0; k < a->n_batches; k++) batch_free(&a->batches[k]);
+    for (int t = 0; t < a->n_views; t++) model_free(&a->views[t]);
+    free(a->views);
     free(a->batches);
     free(a->mean);
+    free(a->kept_gates);
+    free(a->kept_kind);
+    free(a->kept_loss);
+    free(a->state);
+    free(a->single_zero);
     memset(a, 0, sizeof *a);
 }
 
-/* Put the gates and the ablation values in place; returns L·H. */
-static int set_gates(Ablation *a, const float *gates, AblationKind kind) {
-    int LH = a->n_layer * a->n_head;
-    memcpy(a->m->head_gate, gates, sizeof(float) * LH);
-    a->m->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
-    return LH;
+static int all_one(const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        if (x[i] != 1.0f) return 0;
+    return 1;
 }
 
-/* Back to the training state: every gate 1, no ablation values. */
-static void reset_gates(Ablation *a) {
-    for (int i = 0; i < a->n_layer * a->n_head; i++) a->m->head_gate[i] = 1.0f;
-    a->m->head_ablation = NULL;
+/* The first layer whose head mix differs between the settings (x, kx) and (y, ky), or n_layer
+ * if none: different gates, or a different ablation value under a gate that is not 1. */
+static int first_difference(const Ablation *a, const float *x, AblationKind kx, const float *y,
+                            AblationKind ky) {
+    const int H = a->n_head;
+    for (int l = 0; l < a->n_layer; l++) {
+        if (memcmp(x + l * H, y + l * H, sizeof(float) * H) != 0) return l;
+        if (kx != ky && !all_one(x + l * H, H)) return l;
+    }
+    return a->n_layer;
 }
 
-static float forward_batch(Model *m, const Batch *b) {
-    return model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
+/* The loss of batch k with the setting (gates, kind) on model v, from batch k's kept head state of
+ * `layer` (the setting's layers before it must be the kept forward's). */
+static double rerun(const Ablation *a, Model *v, int k, int layer, const float *gates,
+                    AblationKind kind) {
+    const Batch *b = &a->batches[k];
+    memcpy(v->head_gate, gates, sizeof(float) * a->n_layer * a->n_head);
+    v->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
+    return model_forward_from_head_state(v, layer, state_of(a, k, layer), b->inputs, b->targets,
+                                         b->mask, b->B, b->T);
 }
 
-double ablation_loss(Ablation *a, const float *gates, AblationKind kind) {
-    set_gates(a, gates, kind);
-    double total = 0.0;
-    for (int k = 0; k < a->n_batches; k++) total += forward_batch(a->m, &a->batches[k]);
-    reset_gates(a);
-    return total / a->n_batches;
-}
-
-/* The first layer whose gates differ between x and y, or n_layer if none. */
-static int first_difference(const float *x, const float *y, int L, int H) {
-    for (int i = 0; i < L * H; i++)
-        if (x[i] != y[i]) return i / H;
-    return L;
-}
-
-typedef struct {
-    int index, layer;
-} SetOrder;
-
-static int later_layer_first(const void *p, const void *q) {
-    const SetOrder *x = p, *y = q;
-    if (x->layer != y->layer) return y->layer - x->layer;
-    return x->index - y->index;
+/* Move batch k's kept forward to the setting (gates, kind). */
+static void keep_setting(Ablation *a, Model *v, int k, const float *gates, AblationKind kind) {
+    const int LH = a->n_layer * a->n_head;
+    float *kept = a->kept_gates + (size_t)k * LH;
+    int l = first_difference(a, gates, kind, kept, a->kept_kind[k]);
+    if (l < a->n_layer) {
+        a->kept_loss[k] = rerun(a, v, k, l, gates, kind);
+        keep_states(a, k, v, l + 1); /* layer l's own state depends on earlier layers only */
+        memcpy(kept, gates, sizeof(float) * LH);
+    }
+    a->kept_kind[k] = kind;
 }
 
 /* n_batches as the callers give it: 0 = all. */
@@ -95,51 +142,89 @@ static int batches_used(const Ablation *a, int n_batches) {
     return n_batches > 0 && n_batches < a->n_batches ? n_batches : a->n_batches;
 }
 
+static void keep_all(Ablation *a, const float *gates, AblationKind kind, int used) {
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < used; k++) keep_setting(a, &a->views[thread_index()], k, gates, kind);
+}
+
+double ablation_loss(Ablation *a, const float *gates, AblationKind kind) {
+    keep_all(a, gates, kind, a->n_batches);
+    double total = 0.0;
+    for (int k = 0; k < a->n_batches; k++) total += a->kept_loss[k];
+    return total / a->n_batches;
+}
+
+/* The head a setting ablates when it is "every gate 1 but one, which is 0", else −1. */
+static int single_head_off(const float *set, int LH) {
+    int off = -1;
+    for (int i = 0; i < LH; i++) {
+        if (set[i] == 1.0f) continue;
+        if (set[i] != 0.0f || off >= 0) return -1;
+        off = i;
+    }
+    return off;
+}
+
+/* The loss of one setting on batch k whose head mix first differs from the kept forward's at
+ * `layer`. A loss is the bits of a whole forward whatever it reran from, so single-head zero
+ * ablations are measured once (the Δloss criterion's first step repeats them). */
+static double setting_loss(Ablation *a, Model *v, int k, int layer, const float *set,
+                           AblationKind kind) {
+    const int LH = a->n_layer * a->n_head;
+    if (layer == a->n_layer) return a->kept_loss[k];
+    int head = kind == ABLATE_ZERO ? single_head_off(set, LH) : -1;
+    double *memo = head >= 0 ? &a->single_zero[(size_t)k * LH + head] : NULL;
+    if (memo && !isnan(*memo)) return *memo;
+    double loss = rerun(a, v, k, layer, set, kind);
+    if (memo) *memo = loss;
+    return loss;
+}
+
 void ablation_losses(Ablation *a, const float *base, const float *sets, int n, AblationKind kind,
                      int n_batches, double *loss) {
-    const int L = a->n_layer, H = a->n_head, LH = L * H, used = batches_used(a, n_batches);
-    SetOrder *order = xcalloc((size_t)n, sizeof(SetOrder));
-    for (int j = 0; j < n; j++) {
-        order[j].index = j;
-        order[j].layer = first_difference(base, sets + (size_t)j * LH, L, H);
+    const int LH = a->n_layer * a->n_head, used = batches_used(a, n_batches);
+    keep_all(a, base, kind, used);
+    int *first = xcalloc((size_t)n, sizeof(int));
+    double *per = xcalloc((size_t)n * used, sizeof(double)); /* (n, used) */
+    for (int j = 0; j < n; j++) first[j] = first_difference(a, sets + (size_t)j * LH, kind, base, kind);
+#pragma omp parallel for schedule(dynamic)
+    for (long t = 0; t < (long)n * used; t++) {
+        int j = (int)(t / used), k = (int)(t % used);
+        per[t] = setting_loss(a, &a->views[thread_index()], k, first[j], sets + (size_t)j * LH, kind);
+    }
+    for (int j = 0; j < n; j++) { /* in batch order, whichever thread ran what */
         loss[j] = 0.0;
+        for (int k = 0; k < used; k++) loss[j] += per[(size_t)j * used + k];
+        loss[j] /= used;
     }
-    /* descending first layer: a setting recomputes layers >= its own only, so the activations of
-     * every earlier layer stay the base forward's for the settings that follow */
-    qsort(order, (size_t)n, sizeof(SetOrder), later_layer_first);
-    for (int k = 0; k < used; k++) {
-        set_gates(a, base, kind);
-        double base_loss = forward_batch(a->m, &a->batches[k]);
-        for (int j = 0; j < n; j++) {
-            int idx = order[j].index, l = order[j].layer;
-            if (l == L) {
-                loss[idx] += base_loss;
-                continue;
-            }
-            memcpy(a->m->head_gate, sets + (size_t)idx * LH, sizeof(float) * LH);
-            loss[idx] += model_forward_from_heads(a->m, l);
-        }
-    }
-    for (int j = 0; j < n; j++) loss[j] /= used;
-    reset_gates(a);
-    free(order);
+    free(first);
+    free(per);
 }
 
 double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, int n_batches,
                            double *abs_grad) {
-    const int LH = set_gates(a, gates, kind), used = batches_used(a, n_batches);
+    const int LH = a->n_layer * a->n_head, used = batches_used(a, n_batches);
     Model *m = a->m;
     double total = 0.0;
+    memcpy(m->head_gate, gates, sizeof(float) * LH);
+    m->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
     memset(abs_grad, 0, sizeof(double) * LH);
-    m->want_head_gate_grad = 1;
+    /* from layer 0's head state (the embedding and layer 0's attention do not depend on gates)
+     * and back to layer 0's head mix only: the bits of a whole forward and backward's gate
+     * gradients */
+    m->want_head_gate_grad = MODEL_GATE_GRAD_ONLY;
     for (int k = 0; k < used; k++) {
-        total += forward_batch(m, &a->batches[k]);
+        const Batch *b = &a->batches[k];
+        total += model_forward_from_head_state(m, 0, state_of(a, k, 0), b->inputs, b->targets, b->mask,
+                                               b->B, b->T);
         model_zero_grad(m);
         model_backward(m);
         for (int i = 0; i < LH; i++) abs_grad[i] += fabs(m->head_gate_grad[i]) / used;
     }
+    /* back to the training state: every gate 1, no ablation values, no gate gradients */
     m->want_head_gate_grad = 0;
-    reset_gates(a);
+    for (int i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+    m->head_ablation = NULL;
     return total / used;
 }
 

@@ -5,8 +5,16 @@
  * A gate setting is a (L, H) vector: 1 keeps a head, 0 ablates it (its output replaced by 0, or
  * by its mean over every evaluation token: TransformerLens's mean ablation). The held-out batches
  * are the run's own (task_eval_batch 0 … eval_batches−1), so the all-ones loss is bit for bit the
- * run's last /eval/loss. Knows the model and the task; nothing of files or of what the losses
- * are for. */
+ * run's last /eval/loss.
+ *
+ * Cost: per held-out batch the evaluator keeps the forward of one setting (the last one asked
+ * for as a whole, all ones at first): each layer's head state (model_save_head_state). Every
+ * other setting reruns only from the head mix of the first layer where it differs from that
+ * one, on one model view per OpenMP thread, the settings spread over the threads (each one
+ * whole on one thread, so the bits do not depend on the thread count). Every loss is the bits of
+ * a whole forward with those gates. Memory: eval_batches · L · batch_size · seq_len · (D + E)
+ * floats, and one activation block per thread.
+ * Knows the model and the task; nothing of files or of what the losses are for. */
 #ifndef ABLATION_H
 #define ABLATION_H
 
@@ -17,20 +25,30 @@
 typedef enum { ABLATE_ZERO, ABLATE_MEAN } AblationKind;
 
 typedef struct {
-    Model *m;
+    Model *m;          /* the trained model: its gradients give the gate gradients */
     int n_batches, n_layer, n_head;
-    Batch *batches;  /* the held-out batches */
-    float *mean;     /* (L, E) each head's mean output over every token of every held-out batch */
+    Batch *batches;    /* the held-out batches */
+    float *mean;       /* (L, E) each head's mean output over every token of every held-out batch */
+    /* per held-out batch k: the setting whose forward is kept, its kind, loss and head states */
+    float *kept_gates;        /* (n_batches, L·H) */
+    AblationKind *kept_kind;  /* (n_batches) */
+    double *kept_loss;        /* (n_batches) */
+    float *state;             /* (n_batches, L, model_head_state_floats) */
+    size_t state_floats;      /* one layer's head state */
+    Model *views;             /* (n_views) forwards of the settings, one per thread */
+    int n_views;
+    double *single_zero;      /* (n_batches, L·H) single-head zero ablations, NAN until measured */
 } Ablation;
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);
 void ablation_free(Ablation *a);
-/* Held-out loss with the gates (L·H). */
+/* Held-out loss with the gates (L·H), over every held-out batch. Keeps that setting's forward
+ * (the next calls rerun from where they differ from it). */
 double ablation_loss(Ablation *a, const float *gates, AblationKind kind);
 /* Held-out loss of each of n gate settings sets (n, L·H), each differing from `base` in a few
- * heads, over the first n_batches held-out batches (0 = all). Per batch, `base` runs once and
- * each setting reruns only from the head mix of the first layer where it differs (its attention
- * reused), settings of later layers first. */
+ * heads, over the first n_batches held-out batches (0 = all). Each batch's kept forward is moved
+ * to `base` first (rerun from the first layer where they differ), then every setting reruns
+ * from the head mix of the first layer where it differs from base. */
 void ablation_losses(Ablation *a, const float *base, const float *sets, int n, AblationKind kind,
                      int n_batches, double *loss);
 /* Held-out loss with the gates over the first n_batches batches (0 = all), and abs_grad (L·H):

@@ -139,6 +139,17 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     return off;
 }
 
+/* Activations and head gates for batches up to max_batch. */
+static void alloc_activations(Model *m, int max_batch) {
+    m->max_batch = max_batch;
+    m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
+    point_activations(&m->act, m->act_block, m->shape, max_batch);
+    size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
+    m->head_gate = xcalloc(LH, sizeof(float));
+    m->head_gate_grad = xcalloc(LH, sizeof(float));
+    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+}
+
 void model_init(Model *m, ModelShape shape, int max_batch) {
     memset(m, 0, sizeof *m);
     if (shape.n_kv_head == 0) shape.n_kv_head = shape.n_head;
@@ -155,15 +166,23 @@ void model_init(Model *m, ModelShape shape, int max_batch) {
     point_params(&m->params, m->param_block, shape);
     point_params(&m->grads, m->grad_block, shape);
     build_tensor_table(m);
-    m->act_block = xcalloc(point_activations(&m->act, NULL, shape, max_batch), sizeof(float));
-    point_activations(&m->act, m->act_block, shape, max_batch);
-    size_t LH = (size_t)shape.n_layer * shape.n_head;
-    m->head_gate = xcalloc(LH, sizeof(float));
-    m->head_gate_grad = xcalloc(LH, sizeof(float));
-    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+    alloc_activations(m, max_batch);
+}
+
+void model_init_view(Model *view, const Model *m, int max_batch) {
+    memset(view, 0, sizeof *view);
+    view->shape = m->shape;
+    view->n_params = m->n_params;
+    view->param_block = m->param_block;
+    view->params = m->params;
+    memcpy(view->tensors, m->tensors, sizeof m->tensors);
+    view->n_tensors = m->n_tensors;
+    view->is_view = 1;
+    alloc_activations(view, max_batch);
 }
 
 void model_free(Model *m) {
+    if (m->is_view) m->param_block = NULL;
     free(m->param_block);
     free(m->grad_block);
     free(m->m_block);
@@ -205,20 +224,13 @@ static int gates_all_one(const float *gate, int H) {
     return 1;
 }
 
-/* mixed[b, t, head h] = g_h·o + (1 − g_h)·a_h: the per-head gate (1 = untouched, 0 = ablated to
- * a, the head's ablation value, or to 0 without one). Returns the input of W_o: `out` itself
- * when every gate of the layer is 1 (training), else `mixed`. */
+/* The input of W_o: the heads' outputs themselves when every gate of the layer is 1 (training,
+ * and the layers a setting leaves whole), else `mixed`, each head gated towards its ablation
+ * value (kernels/head_gate.c). */
 static const float *apply_head_gates(float *mixed, const float *out, const float *gate,
                                      const float *ablation, int BT, int H, int d_head) {
     if (gates_all_one(gate, H)) return out;
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) {
-                size_t k = ((size_t)n * H + h) * d_head + i;
-                float a = ablation ? ablation[(size_t)h * d_head + i] : 0.0f;
-                mixed[k] = gate[h] * out[k] + (1.0f - gate[h]) * a;
-            }
+    head_gate_forward(mixed, out, gate, ablation, BT, H, d_head);
     return mixed;
 }
 
@@ -265,8 +277,9 @@ static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const 
     position_add_backward(a->d_residual, g->pos_emb, a->d_h_pos, B, T, D);
 }
 
-float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
-                    int T) {
+/* Record the inputs of a forward (kept for the backward) and where it starts (−1: whole). */
+static void begin_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
+                          int T, int restarted_at) {
     CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
     m->batch = B;
     m->seq = T;
@@ -274,6 +287,12 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     m->targets = targets;
     m->mask = mask;
     m->has_targets = targets != NULL;
+    m->restarted_at = restarted_at;
+}
+
+float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
+                    int T) {
+    begin_forward(m, tokens, targets, mask, B, T, -1);
     embedding_forward(m->act.residual, tokens, m->params.tok_emb,
                       m->shape.pos == POS_LEARNED ? m->params.pos_emb : NULL, B, T,
                       m->shape.d_model); /* shortformer adds W_pos in each layer, to Q/K only */
@@ -348,40 +367,45 @@ static float forward_rest(Model *m, int first_layer, int heads_only) {
 
 float model_forward_from_layer(Model *m, int first_layer) { return forward_rest(m, first_layer, 0); }
 
-float model_forward_from_heads(Model *m, int layer) { return forward_rest(m, layer, 1); }
+size_t model_head_state_floats(const Model *m, int B) {
+    return (size_t)B * m->shape.seq_len * (m->shape.d_model + (size_t)m->shape.n_head * m->shape.d_head);
+}
+
+/* Layer l's input and its heads' outputs (the output gate's product when on) in the activations. */
+static float *head_state_input(const Model *m, int l) {
+    return m->act.residual + (size_t)l * m->batch * m->seq * m->shape.d_model;
+}
+static float *head_state_heads(const Model *m, int l) {
+    size_t lE = (size_t)l * m->batch * m->seq * m->shape.n_head * m->shape.d_head;
+    return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
+}
+
+void model_save_head_state(const Model *m, int layer, float *state) {
+    CHECK(layer >= 0 && layer < m->shape.n_layer && m->batch > 0);
+    size_t BT = (size_t)m->batch * m->seq, D = m->shape.d_model;
+    memcpy(state, head_state_input(m, layer), sizeof(float) * BT * D);
+    memcpy(state + BT * D, head_state_heads(m, layer), sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
+}
+
+float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
+                                    const int *targets, const float *mask, int B, int T) {
+    CHECK(layer >= 0 && layer < m->shape.n_layer);
+    begin_forward(m, tokens, targets, mask, B, T, layer); /* earlier layers' activations: not there */
+    size_t BT = (size_t)B * T, D = m->shape.d_model;
+    memcpy(head_state_input(m, layer), state, sizeof(float) * BT * D);
+    memcpy(head_state_heads(m, layer), state + BT * D, sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
+    return forward_rest(m, layer, 1);
+}
 
 void model_zero_grad(Model *m) {
     memset(m->grad_block, 0, m->n_params * sizeof(float));
     memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
 }
 
-/* d loss / d gate[h] = Σ over positions of d_mixed · (o − a) in head h's columns (o the head's
- * output, a its ablation value or 0), from mixed = g·o + (1 − g)·a. */
-static void head_gate_grad_ablated(float *d_gate, const float *d_att_out, const float *att_out,
-                               const float *ablation, int BT, int H, int d_head) {
-#pragma omp parallel for schedule(static) /* one head per iteration, summed in order */
-    for (int h = 0; h < H; h++) {
-        double sum = 0.0;
-        for (int n = 0; n < BT; n++) {
-            const float *g = d_att_out + ((size_t)n * H + h) * d_head;
-            const float *o = att_out + ((size_t)n * H + h) * d_head;
-            for (int i = 0; i < d_head; i++)
-                sum += (double)g[i] * (o[i] - (ablation ? ablation[(size_t)h * d_head + i] : 0.0f));
-        }
-        d_gate[h] += (float)sum;
-    }
-}
-
-/* d_out[b, t, head h] *= gate[h]: from wo_in = g·o + (1 − g)·a, the heads' outputs o get g times
- * the gradient at W_o's input. */
-static void scale_by_head_gates(float *d_out, const float *gate, int BT, int H, int d_head) {
-    for (int n = 0; n < BT; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) d_out[((size_t)n * H + h) * d_head + i] *= gate[h];
-}
-
 void model_backward(Model *m) {
-    CHECK(m->has_targets);
+    CHECK(m->has_targets && !m->is_view); /* a view has no gradients */
+    const int gates_only = m->want_head_gate_grad == MODEL_GATE_GRAD_ONLY;
+    CHECK(m->restarted_at < 0 || (m->restarted_at == 0 && gates_only));
     ModelShape s = m->shape;
     const int B = m->batch, T = m->seq;
     const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
@@ -412,10 +436,13 @@ void model_backward(Model *m) {
         /* h_out = h_in + wo_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
         linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
                         a->d_residual, wo_in, p->w_o + (size_t)l * E * D, BT, E, D);
-        if (m->want_head_gate_grad)
-            head_gate_grad_ablated(m->head_gate_grad + (size_t)l * H, a->d_att_out, mix_in, ablation_l,
-                               BT, H, dh);
-        if (!all_one) scale_by_head_gates(a->d_att_out, gate_l, BT, H, dh);
+        /* wo_in = g·o + (1 − g)·a: d gate (when wanted), and d_att_out becomes g times itself,
+         * the gradient at the heads' outputs o (unchanged when every gate is 1) */
+        if (m->want_head_gate_grad || !all_one)
+            head_gate_backward(all_one ? NULL : a->d_att_out,
+                               m->want_head_gate_grad ? m->head_gate_grad + (size_t)l * H : NULL,
+                               a->d_att_out, mix_in, gate_l, ablation_l, BT, H, dh);
+        if (gates_only && l == 0) return; /* nothing below layer 0's head mix moves a gate */
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {

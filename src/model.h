@@ -93,7 +93,8 @@ typedef struct {
     ModelShape shape;
     int max_batch;
     size_t n_params;
-    float *param_block, *grad_block, *m_block, *v_block;
+    float *param_block, *grad_block, *m_block, *v_block; /* a view: no grad, m, v blocks */
+    int is_view;                                        /* the parameters are another model's */
     ParamTensors params, grads;
     TensorSpec tensors[MODEL_MAX_TENSORS];
     int n_tensors;
@@ -103,20 +104,30 @@ typedef struct {
      * head's output o (its columns of W_o's input, after the output gate) becomes
      * g·o + (1 − g)·a, with a = head_ablation (L, E) when set (mean ablation), else 0.
      * head_gate_grad = d loss / d gate = Σ d_mixed · (o − a), filled by model_backward
-     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not). */
+     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not):
+     * 1 with every parameter gradient, MODEL_GATE_GRAD_ONLY for the gate gradients alone (the
+     * backward stops at layer 0's head mix, leaving the parameter gradients incomplete, and may
+     * follow a forward restarted at layer 0's head state). */
     float *head_gate, *head_gate_grad;
     const float *head_ablation;
     int want_head_gate_grad;
-    /* state of the last forward */
-    int batch, seq, has_targets;
+    /* state of the last forward; restarted_at: the layer whose head state it restarted from
+     * (model_forward_from_head_state), −1 for a whole forward */
+    int batch, seq, has_targets, restarted_at;
     const int *tokens, *targets;
     const float *mask;
     float loss;
 } Model;
 
+enum { MODEL_GATE_GRAD_ONLY = 2 }; /* want_head_gate_grad: gate gradients without the parameters' */
+
 ModelShape model_shape_from_config(const Config *cfg);
 void model_init(Model *m, ModelShape shape, int max_batch);
 void model_free(Model *m);
+/* A model that shares m's parameters (read, never copied: they must outlive the view and not
+ * change while it runs) with activations of its own for batches up to max_batch, and head gates
+ * of its own (all 1): forwards only, one per thread of the analysis. Freed with model_free. */
+void model_init_view(Model *view, const Model *m, int max_batch);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
@@ -130,9 +141,20 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
  * changing only that layer's or later layers' head gates, it gives the bits a whole
  * model_forward would. The per-head ablations use it. */
 float model_forward_from_layer(Model *m, int first_layer);
-/* The same after changing only head gates (or head_ablation) of layer `layer` and later: layer
- * `layer`'s attention is reused too, only its head mix, W_o and what follows are recomputed. */
-float model_forward_from_heads(Model *m, int layer);
+/* The state a forward leaves at layer `layer`'s head mix, which is all the rest of the forward
+ * reads: the layer's input h (B, T, D) then its heads' outputs before the head gates (B, T, E),
+ * model_head_state_floats(m, B) floats. The analysis saves it once per held-out batch and gate
+ * setting, and reruns the many settings that change only that layer's or later layers' gates
+ * from it, on any model over the same parameters (model_init_view). */
+size_t model_head_state_floats(const Model *m, int B);
+void model_save_head_state(const Model *m, int layer, float *state);
+/* Runs a forward on (tokens, targets, mask) from a saved head state of layer `layer`: its head mix
+ * with the current gates, W_o and everything after. It gives the bits a whole model_forward
+ * would, given the gates (and head_ablation) of the layers before `layer` that made the state.
+ * Only a gate-gradient backward may follow, and only from layer 0 (MODEL_GATE_GRAD_ONLY): the
+ * earlier layers' activations are not there. */
+float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
+                                    const int *targets, const float *mask, int B, int T);
 void model_zero_grad(Model *m);
 /* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when
  * want_head_gate_grad is set). */

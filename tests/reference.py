@@ -185,10 +185,14 @@ def layer_norm(h, gain, bias):
     return (h - mean) / torch.sqrt(var + LN_EPS) * gain + bias
 
 
-def forward(params, cfg, x, targets=None, mask=None):
+def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
+    Head gates (the analysis's ablations): gates [L,H] (None: all 1) mix each head's output o
+    (its columns of O_cat, after the output gate) into g*o + (1-g)*a before W_o, with a = fill
+    [L,E] (mean ablation) or 0; heads_out, a list, receives each layer's O_cat [B,T,E] before the
+    gates.
     """
     V, D, H, dh, L, _ = dims(cfg)
     n_kv, pos, rope_dims, rope_base, gate = layout(cfg)
@@ -224,6 +228,12 @@ def forward(params, cfg, x, targets=None, mask=None):
         o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
         if gate:
             o = o * torch.sigmoid(z @ p("w_gate") + p("b_gate"))
+        if heads_out is not None:
+            heads_out.append(o)
+        if gates is not None:
+            g = gates[l].repeat_interleave(dh)                                # [E]
+            a = fill[l] if fill is not None else torch.zeros_like(g)
+            o = g * o + (1 - g) * a
         h = h + o @ p("w_o") + p("b_o")
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
     if targets is None:
@@ -247,6 +257,57 @@ def grads(params, cfg, x, targets, mask, dtype=torch.float64):
     g = torch.autograd.grad(loss, [work[n] for n in names], allow_unused=True)  # pos_emb is unused
     return loss.detach(), {n: (gi.detach() if gi is not None else torch.zeros_like(work[n]))  # with rope/none
                            for n, gi in zip(names, g)}
+
+
+def head_study(params, cfg, batches, dtype=torch.float64):
+    """Single-head ablation and importance on held-out batches [(x, y, mask)], as the harness's
+    /heads: (delta_zero [L,H], delta_mean [L,H], importance [L,H]). delta = mean loss over the
+    batches with that head's gate 0 minus with every gate 1; the mean ablation replaces the head's
+    output by its mean over every token of every batch; importance = the mean over batches of
+    |d loss / d gate| at every gate 1 (Michel et al.), by autograd."""
+    _, _, H, dh, L, _ = dims(cfg)
+    work = cast(params, dtype)
+    ones = torch.ones(L, H, dtype=dtype)
+    outs = []
+    with torch.no_grad():
+        base = sum(float(forward(work, cfg, x, y, m, gates=ones, heads_out=outs)[0]) for x, y, m in batches)
+    fill = torch.stack([torch.cat([o for i, o in enumerate(outs) if i % L == l]).reshape(-1, H * dh).mean(0)
+                        for l in range(L)])                                    # [L,E]
+    delta = {"zero": torch.zeros(L, H, dtype=dtype), "mean": torch.zeros(L, H, dtype=dtype)}
+    with torch.no_grad():
+        for kind, f in (("zero", None), ("mean", fill)):
+            for l in range(L):
+                for h in range(H):
+                    g = ones.clone()
+                    g[l, h] = 0
+                    total = sum(float(forward(work, cfg, x, y, m, gates=g, fill=f)[0]) for x, y, m in batches)
+                    delta[kind][l, h] = (total - base) / len(batches)
+    importance = torch.zeros(L, H, dtype=dtype)
+    for x, y, m in batches:
+        g = ones.clone().requires_grad_(True)
+        loss, _ = forward(work, cfg, x, y, m, gates=g)
+        importance += torch.autograd.grad(loss, g)[0].abs() / len(batches)
+    return delta["zero"], delta["mean"], importance
+
+
+def eval_batches(token_file, cfg):
+    """The held-out batches of the tokens task: [(inputs [B,T], targets [B,T], mask [B,T])] for
+    eval_batches batches. The held-out part starts at n_train = floor(n*(1-eval_fraction));
+    n_win = (n - n_train - 1)//T; row b of batch k uses window w = (k*B + b) % n_win."""
+    tok = np.fromfile(token_file, dtype="<u2").astype(np.int64)
+    T, B = int(need(cfg, "seq_len")), int(need(cfg, "batch_size"))
+    n_train = int(math.floor(len(tok) * (1.0 - float(need(cfg, "eval_fraction")))))
+    n_win = (len(tok) - n_train - 1) // T
+    out = []
+    for k in range(int(need(cfg, "eval_batches"))):
+        x = np.empty((B, T), np.int64)
+        y = np.empty((B, T), np.int64)
+        for b in range(B):
+            start = n_train + ((k * B + b) % n_win) * T
+            x[b] = tok[start:start + T]
+            y[b] = tok[start + 1:start + T + 1]
+        out.append((torch.from_numpy(x), torch.from_numpy(y), torch.ones(B, T, dtype=torch.float64)))
+    return out
 
 
 def attention_maps(params, cfg, tokens):

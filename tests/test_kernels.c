@@ -264,16 +264,24 @@ static void column_merge_bwd(OpCtx *c) { column_merge_backward(c->grad[0], c->gr
 static const Op OP_COLUMN_MERGE = {"column_merge", "N W split", {"left", "right"}, {0}, {0},
                                    column_merge_sizes, NULL, column_merge_fwd, column_merge_bwd, 3u};
 
-/* head_gate: d = N H d_head; gates around 0.5, not all 1 (else the forward is a copy) */
+/* head_gate: d = N H d_head fill; gates around 0.5, not all 1 (gate 1 keeps a head whole); with
+ * fill = 1 each head is gated towards a replacement value (mean ablation), which is a constant
+ * (not differentiated); d_inp is overwritten */
 static void head_gate_sizes(OpCtx *c) {
     c->n_in[0] = c->n_out = (size_t)c->d[0] * c->d[1] * c->d[2], c->n_in[1] = c->d[1];
+    c->n_in[2] = c->d[3] ? (size_t)c->d[1] * c->d[2] : 0;
+    c->no_grad[2] = 1;
 }
-static void head_gate_fwd(OpCtx *c) { head_gate_forward(c->out, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]); }
+static const float *head_gate_fill(const OpCtx *c) { return c->d[3] ? c->in[2] : NULL; }
+static void head_gate_fwd(OpCtx *c) {
+    head_gate_forward(c->out, c->in[0], c->in[1], head_gate_fill(c), c->d[0], c->d[1], c->d[2]);
+}
 static void head_gate_bwd(OpCtx *c) {
-    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]);
+    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], head_gate_fill(c), c->d[0],
+                       c->d[1], c->d[2]);
 }
-static const Op OP_HEAD_GATE = {"head_gate", "N H d_head", {"inp", "gate"}, {0.0, 0.5}, {1.0, 0.5},
-                                head_gate_sizes, NULL, head_gate_fwd, head_gate_bwd, 0};
+static const Op OP_HEAD_GATE = {"head_gate", "N H d_head fill", {"inp", "gate", "fill"}, {0.0, 0.5, 0.3},
+                                {1.0, 0.5, 1.0}, head_gate_sizes, NULL, head_gate_fwd, head_gate_bwd, 1u};
 
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
 static const OpCase op_cases[] = {
@@ -306,8 +314,10 @@ static const OpCase op_cases[] = {
     {&OP_SIGMOID_GATE, {37}, K_TOL, ""},
     {&OP_COLUMN_MERGE, {5, 9, 6}, K_TOL, ""},
     {&OP_COLUMN_MERGE, {3, 4, 0}, K_TOL, "split 0: all from the right"},
-    {&OP_HEAD_GATE, {5, 3, 4}, K_TOL, ""},
-    {&OP_HEAD_GATE, {2, 1, 7}, K_TOL, "one head"},
+    {&OP_HEAD_GATE, {5, 3, 4, 0}, K_TOL, "zero ablation (fill NULL)"},
+    {&OP_HEAD_GATE, {2, 1, 7, 0}, K_TOL, "one head"},
+    {&OP_HEAD_GATE, {5, 3, 4, 1}, K_TOL, "mean ablation (a fill per head)"},
+    {&OP_HEAD_GATE, {3, 2, 1, 1}, K_TOL, "mean ablation, d_head = 1"},
 };
 
 static void op_case_name(char *name, size_t size, const OpCase *oc) {
@@ -887,12 +897,31 @@ static void test_thread_independence(Layout ly) {
 #endif
 }
 
+/* head_gate_backward in place (d_inp = d_out, as the model calls it): the same bits as into a
+ * separate buffer, and the gate gradient read before the scaling (mean ablation fill). */
+static void test_head_gate_in_place(void) {
+    const int N = 5, H = 3, dh = 4, n = N * H * dh;
+    Rng rng = rng_stream(7, 3, 0);
+    float *inp = test_alloc(n), *d_out = test_alloc(n), *fill = test_alloc(H * dh);
+    float *apart = test_alloc(n), gate[3] = {0.0f, 0.5f, 1.0f}, dg_apart[3] = {0}, dg_in[3] = {0};
+    test_fill_normal(inp, n, &rng, 0.0, 1.0);
+    test_fill_normal(d_out, n, &rng, 0.0, 1.0);
+    test_fill_normal(fill, H * dh, &rng, 0.3, 1.0);
+    head_gate_backward(apart, dg_apart, d_out, inp, gate, fill, N, H, dh);
+    head_gate_backward(d_out, dg_in, d_out, inp, gate, fill, N, H, dh);
+    test_check("head_gate backward in place (d_inp = d_out) = into a separate buffer, bit for bit",
+               !memcmp(apart, d_out, sizeof(float) * n) && !memcmp(dg_apart, dg_in, sizeof dg_in),
+               "differs");
+    free(inp), free(d_out), free(fill), free(apart);
+}
+
 int main(void) {
 #ifdef _OPENMP
     default_threads = omp_get_max_threads();
 #endif
     /* 1. every kernel against finite differences and accumulation (the table), references */
     for (size_t i = 0; i < sizeof op_cases / sizeof op_cases[0]; i++) check_op(&op_cases[i], 1 + i);
+    test_head_gate_in_place();
     test_crossentropy_mask(7, 6, 14);
     test_crossentropy_extreme();
     /* ragged edges of every block size seen so far: rows 4 / 12 / 144, columns 32 / 64 / 512 /

@@ -8,7 +8,9 @@
  *     here, then a copy of the model with that head's W_o rows zeroed and mean·W_o added to b_o.
  *  3. Gate gradients with heads pruned = a finite difference of the held-out loss in the gate, on
  *     one batch (importance is the mean over batches of |per-batch gradient|, Michel et al.'s
- *     E|dL/dg|): the backward is right when some gates are 0, and for the mean-ablated model.
+ *     E|dL/dg|): the backward is right when some gates are 0, and for the mean-ablated model;
+ *     and the evaluator's cheaper path (restarted at layer 0's head state, backward stopped at
+ *     its head mix) = a whole forward and backward, bit for bit.
  *  4. Pruning curves with one head a step = brute force: every step, each remaining head removed
  *     in a weight-modified copy and re-evaluated from scratch, the lowest Δloss removed (delta_loss
  *     criterion: same order, same losses); for the importance criterion (one held-out batch) every point's loss is
@@ -16,6 +18,8 @@
  *     finite-difference gate gradients normalised per layer (where no near-tie).
  *  5. The curve's first point is the run's held-out loss (train_eval_loss) bit for bit; the last
  *     point has no head left; one head per layer = brute force; heads needed on a made-up curve.
+ *  6. The study at 1, 2 and 3 threads (settings spread over threads, one per model view): the
+ *     same bits.
  * Tolerances: losses 1e-5 relative (float forward, different summation orders). */
 #include <math.h>
 #include <stdio.h>
@@ -169,6 +173,31 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
                                 : "gate gradients with two heads pruned (mean ablation) = finite differences of the held-out loss",
                             &cmp);
     }
+    /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
+     * head mix) = |head_gate_grad| of a whole forward and backward, bit for bit */
+    int same = 1;
+    for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
+        ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
+        Batch b;
+        batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
+        task_eval_batch(&s.task, &b, 0);
+        memcpy(s.m.head_gate, mask, sizeof(float) * s.LH);
+        s.m.head_ablation = kind == ABLATE_MEAN ? a.mean : NULL;
+        s.m.want_head_gate_grad = 1;
+        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        model_zero_grad(&s.m);
+        model_backward(&s.m);
+        for (int i = 0; i < s.LH; i++) {
+            double whole = fabs(s.m.head_gate_grad[i]);
+            same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
+            s.m.head_gate[i] = 1.0f;
+        }
+        s.m.head_ablation = NULL;
+        s.m.want_head_gate_grad = 0;
+        batch_free(&b);
+    }
+    test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward and backward's, bit for bit (zero and mean)",
+               same, "differs");
     free(grad), free(mask);
     *ap = a;
     sp->cfg = s.cfg;
@@ -265,6 +294,18 @@ static void check_delta_curve(Setup *sp, Ablation *ap, int rank_batches) {
     free(order), free(losses);
 }
 
+/* The loss of held-out batch k alone with the gates (zero ablation), by a whole forward. */
+static double gated_batch_loss(Setup *s, const float *gates, int k) {
+    Batch b;
+    batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
+    task_eval_batch(&s->task, &b, k);
+    memcpy(s->m.head_gate, gates, sizeof(float) * s->LH);
+    double loss = model_forward(&s->m, b.inputs, b.targets, b.mask, b.B, b.T);
+    for (int i = 0; i < s->LH; i++) s->m.head_gate[i] = 1.0f;
+    batch_free(&b);
+    return loss;
+}
+
 /* importance pruning, one head a step: every point, and each choice against finite differences. */
 static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
     Setup s = *sp;
@@ -289,19 +330,13 @@ static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
             const float h = 1.0f / 64.0f;
             double up, down; /* per batch: importance is E|dL/dg|, a mean of per-batch |gradients| */
             score[i] = 0;
-            for (int k = 0; k < (rank_batches ? rank_batches : 2); k++) {
-                Config one = s.cfg;
-                one.eval_batches = 1;
-                Ablation single; /* batch k alone */
-                ablation_init(&single, &s.m, &s.task, &one);
-                if (k > 0) task_eval_batch(&s.task, &single.batches[0], k);
+            for (int k = 0; k < (rank_batches ? rank_batches : 2); k++) { /* batch k alone */
                 mask[i] = 1 + h;
-                up = ablation_loss(&single, mask, ABLATE_ZERO);
+                up = gated_batch_loss(&s, mask, k);
                 mask[i] = 1 - h;
-                down = ablation_loss(&single, mask, ABLATE_ZERO);
+                down = gated_batch_loss(&s, mask, k);
                 mask[i] = 1.0f;
                 score[i] += fabs(up - down) / (2 * h);
-                ablation_free(&single);
             }
         }
         for (int l = 0; l < s.L; l++) {
@@ -378,6 +413,56 @@ static void test_pruning_curves(int n_head, int rank_batches, uint64_t seed) {
     teardown(&s);
 }
 
+/* Everything the study measures, at one thread count: single-head Δloss (zero, mean), both
+ * curves with one head a step, one head per layer; (5 + 3·(LH + 1)) · LH doubles into out. */
+static void study_at_threads(Setup *s, int threads, double *out) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    Ablation a;
+    ablation_init(&a, &s->m, &s->task, &s->cfg);
+    const int LH = s->LH;
+    ablation_single_heads(&a, ABLATE_ZERO, out);
+    ablation_single_heads(&a, ABLATE_MEAN, out + LH);
+    for (int c = 0; c < N_PRUNE_CRITERIA; c++) {
+        PruneCurve curve;
+        prune_curve(&curve, &a, (PruneCriterion)c, 1, 1);
+        double *o = out + 2 * LH + (size_t)c * (2 * LH + 1);
+        for (int i = 0; i < LH; i++) o[i] = curve.order[i];
+        memcpy(o + LH, curve.eval_loss, sizeof(double) * (LH + 1));
+        prune_curve_free(&curve);
+    }
+    int best[8];
+    double *o = out + 2 * LH + N_PRUNE_CRITERIA * (2 * LH + 1);
+    prune_one_head_per_layer(&a, 1, o, best, o + LH);
+    ablation_free(&a);
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+}
+
+/* The settings are spread over the threads, each on one thread whole: the results cannot depend
+ * on the thread count. */
+static void test_thread_independence(void) {
+    Setup s;
+    if (!setup(&s, 3, 2, 31)) return;
+    size_t n = (size_t)2 * s.LH + N_PRUNE_CRITERIA * (2 * s.LH + 1) + s.LH + s.L;
+    double *one = calloc(n, sizeof(double)), *many = calloc(n, sizeof(double));
+    study_at_threads(&s, 1, one);
+    int same = 1;
+    const int counts[] = {2, 3};
+    for (int i = 0; i < 2; i++) {
+        study_at_threads(&s, counts[i], many);
+        same &= memcmp(one, many, sizeof(double) * n) == 0;
+    }
+    test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
+               same, "differs");
+    free(one), free(many);
+    teardown(&s);
+}
+
 static void test_step_and_heads_needed(void) {
     test_check("prune_step_heads: 10% of 24 heads is 2, of 4 heads 1 (at least one), of 128 heads 13",
                prune_step_heads(24, 0.1) == 2 && prune_step_heads(4, 0.1) == 1 && prune_step_heads(128, 0.1) == 13,
@@ -398,6 +483,7 @@ int main(void) {
     test_pruning_curves(3, 1, 21);
     test_pruning_curves(3, 0, 23);
     test_pruning_curves(1, 0, 22);
+    test_thread_independence();
     test_step_and_heads_needed();
     return test_finish();
 }

@@ -17,6 +17,10 @@ the last line is "N passed, M failed"; exit status 1 if anything failed):
      /train/loss, /train/lr and the final /params are compared with reference.train_steps started
      from init.h5's /params on the same sequential batches, in float64 (1 head, 12 heads, E > D with
      grad_clip 0.5 so clipping triggers).
+  2b. head gates (kernels/head_gate.c through the model): each training run's /heads/ablation_delta
+     (zero ablation), /heads/ablation_delta_mean (each head's output replaced by its mean over the
+     held-out tokens) and /heads/importance (mean |d loss / d gate|) against reference.head_study
+     on the final /params and the same 2 held-out batches (the gated forward g*o + (1-g)*a, autograd).
   3. attention maps: /attn/maps[-1] of each run.h5 vs reference.attention_maps(final /params,
      /probe/tokens); skipped (not counted) while the harness writes no /attn/maps.
 
@@ -37,6 +41,8 @@ correction, a gradient off by 0.1%, a loss off by 3e-5, permuted heads in the ma
                                  query), so Adam turns float32 rounding noise into O(lr*g/eps) steps;
                                  it only gets the sanity bound max|diff| <= 2 * sum_s lr_s.
   attention maps                 max|a_c - a_ref| <= 1e-5
+  ablation Δloss (zero, mean)    max|d_c - d_ref| <= 1e-6 * eval loss (worst seen 7e-8 * eval loss)
+  importance                     as a gradient tensor: 1e-4 * max|ref| + 1e-7 (worst seen 2e-6 * max)
 """
 import os
 import shutil
@@ -64,6 +70,7 @@ TRAIN_LR_RTOL = 1e-5
 PARAM_ATOL = 1e-3
 PARAM_FROB_RTOL = 2e-3
 ATTN_ATOL = 1e-5
+DELTA_ATOL = 1e-6   # x the eval loss: a difference of two float32 losses (worst seen 7e-8 x)
 
 BASE = {"vocab_size": 64, "d_model": 32, "n_head": 2, "d_head": 16}
 
@@ -169,7 +176,7 @@ output:
   path: {os.path.join(tmp, 'run.h5')}
   log_every: 1
   eval_every: 5
-  eval_batches: 1
+  eval_batches: 2
 """
     with open(path, "w") as f:
         f.write(text)
@@ -387,6 +394,27 @@ def check_train(run, harness, tmp, config, label, overrides):
     return run_h5
 
 
+# ----------------------------------------------------------------------------- 2b. head gates
+
+def check_gates(run, label, results_h5, token_file):
+    """/heads/ablation_delta (zero), ablation_delta_mean and importance of the final model against
+    the reference's gated forward and autograd on the same held-out batches (kernels/head_gate.c:
+    the gate mix towards 0 or the mean, and d loss / d gate)."""
+    import h5py
+    what = f"gates {label}"
+    cfg, params = R.load_params(results_h5)
+    with h5py.File(results_h5, "r") as f:
+        got = {k: torch.from_numpy(np.asarray(f[f"heads/{k}"][()], dtype=np.float64))
+               for k in ("ablation_delta", "ablation_delta_mean", "importance")}
+        eval_loss = float(np.asarray(f["eval/loss"][-1]))
+    zero, mean, importance = R.head_study(params, cfg, R.eval_batches(token_file, cfg))
+    for name, ref, atol, rtol in (("ablation_delta", zero, DELTA_ATOL * eval_loss, 0.0),
+                                  ("ablation_delta_mean", mean, DELTA_ATOL * eval_loss, 0.0),
+                                  ("importance", importance, GRAD_ATOL, GRAD_RTOL)):
+        ok, msg = R.compare(f"/heads/{name}", got[name], ref, rtol, atol)
+        run.check(ok and float(ref.abs().max()) > 0, f"{what}: /heads/{name} == reference", msg)
+
+
 # ----------------------------------------------------------------------------- 3. attention maps
 
 def check_attention(run, label, results_h5):
@@ -441,6 +469,9 @@ def main(argv):
                 path = check_train(run, harness, tmp, config, label, over)
                 if path:
                     runs.append((label, path))
+                    token_file = case_sets(tmp, over).get(
+                        "data.path", os.path.join(tmp, f"tokens_v{BASE['vocab_size']}.bin"))
+                    check_gates(run, label, path, token_file)
             except Exception as e:
                 run.check(False, f"train {label}", f"{type(e).__name__}: {e}")
         print("# attention maps", flush=True)
