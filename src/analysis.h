@@ -1,52 +1,59 @@
-/* analysis.h: per-head evidence: attention maps on the probe set, pattern scores, head classes,
- * and head importance (ablation Δloss and the gate-gradient importance of Michel et al. 2019).
- * The maps are the att_probs buffer of the model's own forward pass: no second implementation. */
+/* analysis.h: per-head evidence, computed and returned: pattern scores of attention maps, head
+ * classes, the attention snapshots of a run, and the gate-gradient head importance of Michel et
+ * al. 2019.
+ *
+ * Owns: the pattern and class definitions (docs/model.md), Snapshots (maps, scores and classes at
+ * each snapshot step) and analysis_importance.
+ * Must not know: the results file (results.c writes what these return), printing (the caller
+ * prints the end-of-run table: head_table.c), the training loop, where batches come from (an
+ * Evaluator from evaluate.h supplies them). Ablations and pruning are the head study's
+ * (ablation.h, headstudy.h). */
 #ifndef ANALYSIS_H
 #define ANALYSIS_H
 
+#include <stddef.h>
 #include <stdint.h>
-#include "config.h"
+#include "evaluate.h"
 #include "model.h"
-#include "results.h"
-#include "tasks.h"
 
 enum { PATTERN_PREV, PATTERN_SELF, PATTERN_FIRST, PATTERN_INDUCTION, PATTERN_DUPLICATE, N_PATTERNS };
+enum { CLASS_MIXED = N_PATTERNS, N_CLASSES }; /* a class is a pattern index, or CLASS_MIXED */
 extern const char *const analysis_pattern_names[N_PATTERNS];
 
 /* scores[pattern * L * H + l * H + h] for maps (L, H, P, T, T) of probes tokens (P, T):
  * pooled means over all qualifying (probe, query) pairs, as docs/model.md defines them. */
 void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H,
                              int P, int T);
-/* The pattern whose score exceeds 0.5 (the highest if several), else "mixed". */
-const char *analysis_classify(const double *scores_of_head, int stride);
+/* The pattern whose score exceeds 0.5 (the highest if several), else CLASS_MIXED; the head's
+ * scores are scores_of_head[k * stride] for pattern k. */
+int analysis_classify(const double *scores_of_head, int stride);
+/* "prev", "self", "first", "induction", "duplicate" or "mixed" (the names the results file stores). */
+const char *analysis_class_name(int cls);
+/* "previous-token", ..., for sentences. */
+const char *analysis_class_description(int cls);
 
+/* The attention snapshots of a run: at each snapshot step the maps of the probes, their pattern
+ * scores, and the classes of the latest one (computed once per snapshot). */
 typedef struct {
-    const Task *task;
-    const Config *cfg;
-    Probes probes;
-    int n_layer, n_head;
+    int n_layer, n_head, P, T;
+    const int *tokens;  /* (P, T) the probes (not owned) */
     size_t map_floats;  /* L * H * P * T * T, one snapshot */
-    int n_snapshots, cap;
+    int n, cap;
     int64_t *steps;     /* (S) */
-    float *maps;        /* (S, L, H, P, T, T) every snapshot so far */
+    float *maps;        /* (S, L, H, P, T, T) */
     double *scores;     /* (S, N_PATTERNS, L, H) */
-} Analysis;
+    int *classes;       /* (L, H) of the last snapshot */
+} Snapshots;
 
-void analysis_init(Analysis *a, const Model *m, const Task *task, const Config *cfg);
-void analysis_free(Analysis *a);
-/* Run the probes through the model and keep their maps and scores as the snapshot at `step`. */
-void analysis_snapshot(Analysis *a, Model *m, int step);
-/* Add a snapshot from stored maps (resuming a run); the scores are recomputed from them. */
-void analysis_add_snapshot(Analysis *a, int64_t step, const float *maps);
-/* /probe, /attn and /scores (with the classes of the last snapshot) into the results file. */
-int analysis_write(const Analysis *a, const Model *m, Results *res, UserError *err);
-/* At the end of a complete run: head importance and the single-head ablation Δloss (delta, from
- * the head study: output zeroed; delta_mean: output mean-ablated, shown in the table) into
- * /heads, and the summary table on stdout. */
-int analysis_finish(const Analysis *a, Model *m, Results *res, const double *delta,
-                    const double *delta_mean, UserError *err);
+void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, int P, int T);
+void snapshots_free(Snapshots *s);
+/* Add the maps (L, H, P, T, T) of step; its scores and classes are computed from them. */
+void snapshots_add(Snapshots *s, int64_t step, const float *maps);
+/* The scores (N_PATTERNS, L, H) of the last snapshot (there must be one). */
+const double *snapshots_final_scores(const Snapshots *s);
 
-/* Copy the probs of the last forward, stored (L, B, H, T, T), into maps (L, H, B, T, T). */
-void analysis_collect_maps(float *maps, const Model *m);
+/* Michel et al.: importance[l * H + h] = mean over the evaluator's batches of |d loss / d gate|
+ * at gate 1; normalized = the same divided by its layer's L2 norm (0 for an all-zero layer). */
+void analysis_importance(double *importance, double *normalized, Model *m, Evaluator *ev);
 
 #endif

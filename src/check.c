@@ -399,7 +399,7 @@ static void check_classes(Checker *c, const double *final) {
     H5Tset_size(type, H5T_VARIABLE);
     char **cls = read_all(c, "/scores/class", type, sizeof(char *), LH);
     for (size_t i = 0; cls && i < LH; i++) {
-        const char *want = analysis_classify(final + i, (int)LH);
+        const char *want = analysis_class_name(analysis_classify(final + i, (int)LH));
         if (!cls[i] || strcmp(cls[i], want))
             problem(c, "/scores/class layer %zu head %zu is '%s', but its scores make it '%s'", i / c->H, i % c->H,
                     cls[i] ? cls[i] : "", want);

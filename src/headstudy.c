@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include "headstudy.h"
 #include "ablation.h"
-#include "inspect.h"
 #include "util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -182,7 +181,7 @@ static int check_prunable(const char *path, UserError *err) {
 static int prune_file(const char *path, double step, int threads, UserError *err) {
     Config cfg;
     if (check_prunable(path, err) != ERR_OK) return ERR_USER;
-    if (inspect_config_from_results(&cfg, path, err) != ERR_OK) return ERR_USER;
+    if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
     if (step >= 0) cfg.prune_step = step;
 #ifdef _OPENMP
     omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());

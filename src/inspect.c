@@ -5,24 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "inspect.h"
-#include "analysis.h"
+#include "evaluate.h"
 #include "config.h"
 #include "model.h"
 #include "results.h"
 #include "tokenizer.h"
 #include "util.h"
-
-/* The run's Config from its config_yaml attribute, made to load the stored params only. */
-int inspect_config_from_results(Config *cfg, const char *path, UserError *err) {
-    int rc = results_read_config(path, cfg, err);
-    if (rc == ERR_OK) {
-        cfg->init_from[0] = '\0'; /* the stored params are what we load */
-        cfg->data_path[0] = cfg->task == TASK_TEXT ? cfg->data_path[0] : '\0';
-        cfg->val_path[0] = cfg->tokenizer[0] = '\0'; /* the tokenizer comes from /tokenizer/model */
-        snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path);
-    }
-    return rc;
-}
 
 /* How the run's tokens read: bytes (text task), SentencePiece pieces (tokens task with a stored
  * tokenizer), or bare ids. */
@@ -234,7 +222,7 @@ static void print_report(const InspectArgs *a, const Config *cfg, Model *m, cons
            T, D, T, W, H, T, dh, H, T, T, H, T, dh, T, E, T, D);
     print_input(voc, tokens, T);
     float *maps = xcalloc((size_t)L * H * T * T, sizeof(float));
-    analysis_collect_maps(maps, m);
+    evaluate_collect_maps(maps, m);
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             if ((a->layer < 0 || a->layer == l) && (a->head < 0 || a->head == h))
@@ -255,7 +243,7 @@ int inspect_main(int argc, char **argv) {
     Config cfg;
     UserError err;
     Vocab voc = {0};
-    if (inspect_config_from_results(&cfg, a.path, &err) != ERR_OK ||
+    if (results_read_run_config(a.path, &cfg, &err) != ERR_OK ||
         read_run_tokenizer(a.path, &voc, &err) != ERR_OK) {
         fprintf(stderr, "%s\n", err.text);
         return 2;

@@ -5,8 +5,4 @@
 #define INSPECT_H
 /* Returns the process exit status (0, or 2 after printing a user error). */
 int inspect_main(int argc, char **argv);
-/* Rebuild a run's Config from the config_yaml attribute of its results file (init_from cleared:
- * the stored /params are what a reader loads). */
-#include "config.h"
-int inspect_config_from_results(Config *cfg, const char *path, UserError *err);
 #endif

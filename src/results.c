@@ -415,6 +415,63 @@ int results_write_maps(Results *r, const char *path, const float *maps, int S, i
     return rc;
 }
 
+int results_write_probes(Results *r, const Probes *probes, UserError *err) {
+    uint64_t dims[2] = {(uint64_t)probes->P, (uint64_t)probes->T};
+    int rc = results_write_array(r, "/probe/tokens", probes->tokens, 1, 2, dims, err);
+    if (rc == ERR_OK && probes->labels)
+        rc = results_write_strings(r, "/probe/labels", (const char *const *)probes->labels, 1, dims, err);
+    return rc;
+}
+
+int results_write_snapshots(Results *r, const Snapshots *s, UserError *err) {
+    int L = s->n_layer, H = s->n_head, LH = L * H, S = s->n;
+    if (S == 0) return ERR_OK;
+    int rc = results_write_ints(r, "/attn/step", s->steps, S, err);
+    if (rc == ERR_OK) rc = results_write_maps(r, "/attn/maps", s->maps, S, L, H, s->P, s->T, err);
+    float *series = xcalloc((size_t)S * LH, sizeof(float));
+    uint64_t dims[3] = {(uint64_t)S, (uint64_t)L, (uint64_t)H};
+    for (int k = 0; k < N_PATTERNS && rc == ERR_OK; k++) {
+        for (int i = 0; i < S; i++)
+            for (int lh = 0; lh < LH; lh++)
+                series[(size_t)i * LH + lh] = (float)s->scores[((size_t)i * N_PATTERNS + k) * LH + lh];
+        char path[64];
+        snprintf(path, sizeof path, "/scores/%s", analysis_pattern_names[k]);
+        rc = results_write_array(r, path, series, 0, 3, dims, err);
+    }
+    free(series);
+    const char **classes = xcalloc((size_t)LH, sizeof(char *));
+    for (int lh = 0; lh < LH; lh++) classes[lh] = analysis_class_name(s->classes[lh]);
+    if (rc == ERR_OK) rc = results_write_strings(r, "/scores/class", classes, 2, dims + 1, err);
+    free(classes);
+    return rc;
+}
+
+int results_write_heads(Results *r, int n_layer, int n_head, const double *delta,
+                        const double *importance, const double *normalized, UserError *err) {
+    static const char *const names[] = {"/heads/ablation_delta", "/heads/importance",
+                                        "/heads/importance_normalized"};
+    const double *values[] = {delta, importance, normalized};
+    int LH = n_layer * n_head, rc = ERR_OK;
+    uint64_t dims[2] = {(uint64_t)n_layer, (uint64_t)n_head};
+    float *out = xcalloc((size_t)LH, sizeof(float));
+    for (int k = 0; k < 3 && rc == ERR_OK; k++) {
+        for (int i = 0; i < LH; i++) out[i] = (float)values[k][i];
+        rc = results_write_array(r, names[k], out, 0, 2, dims, err);
+    }
+    free(out);
+    return rc;
+}
+
+int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err) {
+    uint64_t n = (uint64_t)tok->n_pieces;
+    int rc = results_write_bytes(r, "/tokenizer/model", tok->model_bytes, tok->model_len, err);
+    if (rc == ERR_OK)
+        rc = results_write_strings(r, "/tokenizer/pieces", (const char *const *)tok->pieces, 1, &n, err);
+    if (rc == ERR_OK) rc = results_write_array(r, "/tokenizer/scores", tok->scores, 0, 1, &n, err);
+    if (rc == ERR_OK) rc = results_write_array(r, "/tokenizer/type", tok->types, 1, 1, &n, err);
+    return rc;
+}
+
 
 static int read_attr_string(hid_t file, const char *name, char **out) {
     *out = NULL;
@@ -604,6 +661,17 @@ int results_read_config_yaml(const char *path, char **yaml_out, UserError *err) 
     int rc = read_attr_string(file, "config_yaml", yaml_out);
     H5Fclose(file);
     return rc == 0 ? ERR_OK : user_error(err, path, 1, 1, "no config_yaml attribute; not a harness results file");
+}
+
+int results_read_run_config(const char *path, Config *cfg, UserError *err) {
+    int rc = results_read_config(path, cfg, err);
+    if (rc == ERR_OK) {
+        cfg->init_from[0] = '\0'; /* the stored params are what we load */
+        cfg->data_path[0] = cfg->task == TASK_TEXT ? cfg->data_path[0] : '\0';
+        cfg->val_path[0] = cfg->tokenizer[0] = '\0'; /* the tokenizer comes from /tokenizer/model */
+        snprintf(cfg->source_path, sizeof cfg->source_path, "%s", path);
+    }
+    return rc;
 }
 
 int results_read_config(const char *path, Config *cfg, UserError *err) {

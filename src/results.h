@@ -11,8 +11,11 @@
 #define RESULTS_H
 
 #include <stdint.h>
+#include "analysis.h"
 #include "config.h"
 #include "model.h"
+#include "tasks.h"
+#include "tokenizer.h"
 
 /* A run's status; the results file stores it by name (run_status_name: "running", "complete",
  * "diverged", "interrupted", the strings of format 1.0). RUN_NONE: no file, or no status. */
@@ -71,6 +74,19 @@ int results_write_tensors(Results *r, const char *group, const Model *m, const f
 int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
                        int T, UserError *err);
 
+/* What the analysis returns, in the layout of docs/results-format.md: */
+/* /probe/tokens and (text runs) /probe/labels. */
+int results_write_probes(Results *r, const Probes *probes, UserError *err);
+/* /attn/step, /attn/maps, /scores/<pattern> (S, L, H) and /scores/class (the last snapshot's);
+ * nothing without snapshots. */
+int results_write_snapshots(Results *r, const Snapshots *s, UserError *err);
+/* /heads/ablation_delta, /heads/importance, /heads/importance_normalized, each (L, H). */
+int results_write_heads(Results *r, int n_layer, int n_head, const double *delta,
+                        const double *importance, const double *normalized, UserError *err);
+/* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
+ * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
+int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
+
 /* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block,
@@ -112,6 +128,10 @@ int results_read_config_yaml(const char *path, char **yaml_out, UserError *err);
 /* The run's Config, parsed from its config_yaml attribute (resolved values: d_head etc. are
  * filled in); messages name "PATH#config_yaml:line:col". Not validated (data files may be gone). */
 int results_read_config(const char *path, Config *cfg, UserError *err);
+/* The same, made to run the stored model (inspect, prune): init_from, val_path and tokenizer
+ * cleared (the stored /params and /tokenizer are what a reader loads), data.path kept for text
+ * runs only, and the file as the source every message names. */
+int results_read_run_config(const char *path, Config *cfg, UserError *err);
 
 /* A string attribute of an open HDF5 object (hid_t), malloc'd; NULL if absent or not a string. */
 char *results_attr_string(int64_t object, const char *name);

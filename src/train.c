@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include "train.h"
 #include "analysis.h"
+#include "evaluate.h"
+#include "head_table.h"
 #include "headstudy.h"
 #include "util.h"
 #include "../kernels/kernels.h"
@@ -22,18 +24,6 @@ double train_lr_at(const Config *cfg, int step) {
     if (progress > 1.0) progress = 1.0;
     return cfg->lr * (cfg->min_lr_ratio +
                       (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
-}
-
-double train_eval_loss(Model *m, const Task *task, const Config *cfg) {
-    Batch batch;
-    batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
-    double total = 0.0;
-    for (int i = 0; i < cfg->eval_batches; i++) {
-        task_eval_batch(task, &batch, i);
-        total += model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
-    }
-    batch_free(&batch);
-    return total / cfg->eval_batches;
 }
 
 /* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
@@ -86,10 +76,14 @@ static void log_free(TrainLog *g) {
     free(g->elapsed);
 }
 
-/* Everything a run has made so far. */
+/* Everything a run has made so far, and what it evaluates on. */
 typedef struct {
     TrainLog train, eval;
-    Analysis analysis;
+    Probes probes;
+    Snapshots snapshots;
+    const Tokenizer *tokenizer; /* the task's, written with the state (NULL: none) */
+    Evaluator heldout;          /* the held-out batches */
+    float *maps;                /* (L, H, P, T, T) scratch for one snapshot */
     int step;              /* parameter updates done */
     double elapsed_before; /* wall seconds of the sessions before a resume */
 } RunState;
@@ -122,18 +116,6 @@ static const char *first_nonfinite_grad(const Model *m) {
     return NULL;
 }
 
-/* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
- * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
-static int write_tokenizer(Results *res, const Tokenizer *tok, UserError *err) {
-    uint64_t n = (uint64_t)tok->n_pieces;
-    int rc = results_write_bytes(res, "/tokenizer/model", tok->model_bytes, tok->model_len, err);
-    if (rc == ERR_OK)
-        rc = results_write_strings(res, "/tokenizer/pieces", (const char *const *)tok->pieces, 1, &n, err);
-    if (rc == ERR_OK) rc = results_write_array(res, "/tokenizer/scores", tok->scores, 0, 1, &n, err);
-    if (rc == ERR_OK) rc = results_write_array(res, "/tokenizer/type", tok->types, 1, 1, &n, err);
-    return rc;
-}
-
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
  * moments and the step) so the run can be resumed from this file. */
 static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
@@ -147,8 +129,9 @@ static int write_state(Results *res, const Model *m, const RunState *st, int wit
     if (rc == ERR_OK) rc = results_write_ints(res, "/eval/step", e->step, e->n, err);
     if (rc == ERR_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
     if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
-    if (rc == ERR_OK) rc = analysis_write(&st->analysis, m, res, err);
-    if (rc == ERR_OK && st->analysis.task->tokenizer) rc = write_tokenizer(res, st->analysis.task->tokenizer, err);
+    if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
+    if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
+    if (rc == ERR_OK && st->tokenizer) rc = results_write_tokenizer(res, st->tokenizer, err);
     if (rc == ERR_OK && with_checkpoint) {
         rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
         if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
@@ -263,12 +246,11 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
     }
     if (rc == ERR_OK && n_snap > 0) {
         int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
-        float *maps = xcalloc((size_t)n_snap * st->analysis.map_floats, sizeof(float));
+        size_t map_floats = st->snapshots.map_floats;
+        float *maps = xcalloc((size_t)n_snap * map_floats, sizeof(float));
         rc = results_reader_int64s(&rd, "/attn/step", steps, n_snap, err);
-        if (rc == ERR_OK)
-            rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)st->analysis.map_floats, err);
-        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++)
-            analysis_add_snapshot(&st->analysis, steps[s], maps + s * st->analysis.map_floats);
+        if (rc == ERR_OK) rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)map_floats, err);
+        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++) snapshots_add(&st->snapshots, steps[s], maps + s * map_floats);
         free(steps);
         free(maps);
     }
@@ -305,112 +287,174 @@ static float train_step(Model *m, const Task *task, const Config *cfg, Batch *ba
     return loss;
 }
 
-int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
-              RunStatus *status, UserError *err) {
-    RunState st;
-    memset(&st, 0, sizeof st);
-    analysis_init(&st.analysis, m, task, cfg);
-    Results res;
-    int rc = results_open(&res, cfg->out_path, cfg, force || resume_from, err);
-    if (rc == ERR_OK && resume_from) {
-        rc = load_state(resume_from, cfg, m, &st, err);
-        if (rc == ERR_OK)
-            fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st.step, cfg->steps);
-        else
-            results_discard(&res);
+/* This session's share of the wall and CPU time, for the time line. */
+typedef struct {
+    double start;                   /* wall clock at step 0 of the run (earlier sessions included) */
+    double step_s, eval_s, step_cpu; /* training steps, periodic evaluations; the steps' CPU time */
+    int first;                      /* the step this session started at */
+    int on_terminal;
+} Session;
+
+static void state_init(RunState *st, Model *m, const Task *task, const Config *cfg) {
+    memset(st, 0, sizeof *st);
+    task_probes(task, &st->probes);
+    CHECK(st->probes.P <= m->max_batch);
+    snapshots_init(&st->snapshots, m->shape.n_layer, m->shape.n_head, st->probes.tokens, st->probes.P,
+                   st->probes.T);
+    evaluator_heldout(&st->heldout, task, cfg);
+    st->maps = xcalloc(st->snapshots.map_floats, sizeof(float));
+    st->tokenizer = task->tokenizer;
+}
+
+static void state_free(RunState *st) {
+    snapshots_free(&st->snapshots);
+    probes_free(&st->probes);
+    evaluator_free(&st->heldout);
+    free(st->maps);
+    log_free(&st->train);
+    log_free(&st->eval);
+}
+
+/* Open the results file and, with resume_from, load the state to continue from. */
+static int run_open(Results *res, RunState *st, Model *m, const Config *cfg, int force, const char *resume_from,
+                    UserError *err) {
+    int rc = results_open(res, cfg->out_path, cfg, force || resume_from, err);
+    if (rc != ERR_OK || !resume_from) return rc;
+    rc = load_state(resume_from, cfg, m, st, err);
+    if (rc == ERR_OK) fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st->step, cfg->steps);
+    else results_discard(res);
+    return rc;
+}
+
+/* What describes the parameters after `step` updates: the held-out loss, an attention
+ * snapshot and a periodic checkpoint, each when its interval says. */
+static int observe(RunState *st, Model *m, const Config *cfg, int step, Session *ses, UserError *err) {
+    int last = step == cfg->steps;
+    if (step % cfg->eval_every == 0 || last) {
+        double eval_start = now_seconds();
+        double loss = evaluate_loss(&st->heldout, m);
+        ses->eval_s += now_seconds() - eval_start;
+        log_append(&st->eval, step, loss, 0, 0, 0);
     }
-    if (rc != ERR_OK) {
-        analysis_free(&st.analysis);
-        return rc;
+    if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last) {
+        evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
+        snapshots_add(&st->snapshots, step, st->maps);
     }
+    if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
+        st->elapsed_before = now_seconds() - ses->start;
+        return write_checkpoint(cfg, m, st, err);
+    }
+    return ERR_OK;
+}
+
+/* One training step and its log row; RUN_DIVERGED on a non-finite loss or gradient. */
+static RunStatus step_once(RunState *st, Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
+                           Session *ses) {
+    double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
+    float loss = train_step(m, task, cfg, batch, step, &norm);
+    double elapsed = now_seconds() - ses->start, lr = train_lr_at(cfg, step);
+    ses->step_s += now_seconds() - step_start;
+    ses->step_cpu += cpu_seconds() - cpu_start;
+    if (!isfinite(loss) || !isfinite(norm)) {
+        const char *where = first_nonfinite_grad(m);
+        fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n", ses->on_terminal ? "\n" : "",
+                step, loss, norm, where ? "; first non-finite gradient in " : "", where ? where : "");
+        log_append(&st->train, step, loss, lr, norm, elapsed);
+        return RUN_DIVERGED;
+    }
+    if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
+        log_append(&st->train, step, loss, lr, norm, elapsed);
+        double last_eval = st->eval.n ? st->eval.loss[st->eval.n - 1] : NAN;
+        report_progress(step + 1, cfg->steps, loss, last_eval,
+                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len /
+                            (elapsed - st->elapsed_before + 1e-9),
+                        elapsed, ses->on_terminal);
+    }
+    return RUN_COMPLETE;
+}
+
+/* The step loop from st->step to cfg->steps, or until a stop request or divergence. A resumed
+ * run has the observations of its first step already. */
+static int run_steps(RunState *st, Model *m, const Task *task, const Config *cfg, int resumed, Session *ses,
+                     RunStatus *status, UserError *err) {
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
-    int on_terminal = isatty(STDERR_FILENO);
+    int rc = ERR_OK;
     *status = RUN_COMPLETE;
-    double start = now_seconds() - st.elapsed_before;
-    double step_seconds = 0.0, eval_seconds = 0.0; /* this process's share, for the time line */
-    double step_cpu = 0.0;
-    double last_eval = st.eval.n ? st.eval.loss[st.eval.n - 1] : NAN;
-    int first = st.step;
-    for (int step = st.step;; step++) {
-        st.step = step;
-        int last = step == cfg->steps;
-        /* evaluation and snapshots describe the parameters after `step` updates; a resumed
-         * run has them for its first step already */
-        if (!(resume_from && step == first)) {
-            if (step % cfg->eval_every == 0 || last) {
-                double eval_start = now_seconds();
-                last_eval = train_eval_loss(m, task, cfg);
-                eval_seconds += now_seconds() - eval_start;
-                log_append(&st.eval, step, last_eval, 0, 0, 0);
-            }
-            if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last)
-                analysis_snapshot(&st.analysis, m, step);
-            if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
-                st.elapsed_before = now_seconds() - start;
-                rc = write_checkpoint(cfg, m, &st, err);
-                if (rc != ERR_OK) break;
-            }
-        }
-        if (last) break;
+    for (int step = st->step;; step++) {
+        st->step = step;
+        if (!(resumed && step == ses->first) && (rc = observe(st, m, cfg, step, ses, err)) != ERR_OK) break;
+        if (step == cfg->steps) break;
         if (train_stop_requested) {
             *status = RUN_INTERRUPTED;
             break;
         }
-        double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
-        float loss = train_step(m, task, cfg, &batch, step, &norm);
-        double elapsed = now_seconds() - start, lr = train_lr_at(cfg, step);
-        step_seconds += now_seconds() - step_start;
-        step_cpu += cpu_seconds() - cpu_start;
-        if (!isfinite(loss) || !isfinite(norm)) {
-            const char *where = first_nonfinite_grad(m);
-            fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
-                    on_terminal ? "\n" : "", step, loss, norm,
-                    where ? "; first non-finite gradient in " : "", where ? where : "");
-            log_append(&st.train, step, loss, lr, norm, elapsed);
-            *status = RUN_DIVERGED;
-            break;
-        }
-        if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
-            log_append(&st.train, step, loss, lr, norm, elapsed);
-            report_progress(step + 1, cfg->steps, loss, last_eval,
-                            (double)(step + 1 - first) * cfg->batch_size * cfg->seq_len /
-                                (elapsed - st.elapsed_before + 1e-9),
-                            elapsed, on_terminal);
-        }
+        if ((*status = step_once(st, m, task, cfg, &batch, step, ses)) != RUN_COMPLETE) break;
     }
-    if (on_terminal) fprintf(stderr, "\n");
-    st.elapsed_before = now_seconds() - start;
-    if (rc == ERR_OK) rc = write_state(&res, m, &st, *status == RUN_INTERRUPTED, err);
+    if (ses->on_terminal) fprintf(stderr, "\n");
+    batch_free(&batch);
+    return rc;
+}
+
+/* The end-of-run analysis of a complete run: the head study, importance, /heads, the table. */
+static int run_analysis(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res,
+                        double *study_seconds, UserError *err) {
+    int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
+    HeadStudy study;
+    double study_start = now_seconds();
+    head_study_run(&study, m, task, cfg);
+    *study_seconds = now_seconds() - study_start;
+    double *importance = xcalloc((size_t)LH, sizeof(double)), *normalized = xcalloc((size_t)LH, sizeof(double));
+    analysis_importance(importance, normalized, m, &st->heldout);
+    int rc = results_write_heads(res, L, H, study.delta_zero, importance, normalized, err);
+    if (rc == ERR_OK)
+        head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
+                         study.delta_zero, study.delta_mean, importance);
+    if (rc == ERR_OK) rc = head_study_write(&study, res, err);
+    if (rc == ERR_OK) head_study_print(&study, stdout);
+    head_study_free(&study);
+    free(importance);
+    free(normalized);
+    return rc;
+}
+
+/* Write the state, analyse a complete run, close the file; the time line; the checkpoint
+ * superseded by the file goes. */
+static int run_finish(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res, RunStatus status,
+                      int rc, Session *ses, UserError *err) {
+    st->elapsed_before = now_seconds() - ses->start;
+    if (rc == ERR_OK) rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
-    if (rc == ERR_OK && *status == RUN_COMPLETE) {
-        HeadStudy study;
-        double study_start = now_seconds();
-        head_study_run(&study, m, task, cfg);
-        study_seconds = now_seconds() - study_start;
-        rc = analysis_finish(&st.analysis, m, &res, study.delta_zero, study.delta_mean, err);
-        if (rc == ERR_OK) rc = head_study_write(&study, &res, err);
-        if (rc == ERR_OK) head_study_print(&study, stdout);
-        head_study_free(&study);
-    }
-    if (rc == ERR_OK) rc = results_close(&res, *status, err);
-    else results_discard(&res);
-    int steps_run = st.step - first;
+    if (rc == ERR_OK && status == RUN_COMPLETE) rc = run_analysis(st, m, task, cfg, res, &study_seconds, err);
+    if (rc == ERR_OK) rc = results_close(res, status, err);
+    else results_discard(res);
+    int steps_run = st->step - ses->first;
     if (rc == ERR_OK && steps_run > 0)
         fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
                 "analysis and writing %.2f s (ablations, pruning and composition %.2f s; CPU time "
-                "%.1f%% of the steps')\n", steps_run, step_seconds, 1e3 * step_seconds / steps_run,
-                (double)steps_run * cfg->batch_size * cfg->seq_len / step_seconds, eval_seconds,
-                now_seconds() - finish_start, study_seconds,
-                100.0 * (cpu_seconds() - finish_cpu) / step_cpu);
-    if (rc == ERR_OK && *status != RUN_DIVERGED) {
+                "%.1f%% of the steps')\n", steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
+                (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
+                now_seconds() - finish_start, study_seconds, 100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);
+    if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
         unlink(ckpt); /* superseded by the file just written */
     }
-    analysis_free(&st.analysis);
-    batch_free(&batch);
-    log_free(&st.train);
-    log_free(&st.eval);
+    return rc;
+}
+
+int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
+              RunStatus *status, UserError *err) {
+    RunState st;
+    state_init(&st, m, task, cfg);
+    Results res;
+    int rc = run_open(&res, &st, m, cfg, force, resume_from, err);
+    if (rc == ERR_OK) {
+        Session ses = {.start = now_seconds() - st.elapsed_before, .first = st.step,
+                       .on_terminal = isatty(STDERR_FILENO)};
+        rc = run_steps(&st, m, task, cfg, resume_from != NULL, &ses, status, err);
+        rc = run_finish(&st, m, task, cfg, &res, *status, rc, &ses, err);
+    }
+    state_free(&st);
     return rc;
 }

@@ -18,9 +18,6 @@
 /* lr at 0-based step: linear warmup over warmup_steps, then cosine to min_lr_ratio·lr or constant. */
 double train_lr_at(const Config *cfg, int step);
 
-/* Mean held-out loss over cfg->eval_batches batches. */
-double train_eval_loss(Model *m, const Task *task, const Config *cfg);
-
 /* Set from a SIGINT/SIGTERM handler: the loop stops before the next step. */
 extern volatile sig_atomic_t train_stop_requested;
 

@@ -7,12 +7,16 @@
  *  2. analysis_classify: the highest score above 0.5 wins, none above -> "mixed", exactly 0.5 is
  *     not above; the stride walks a (pattern, L*H) block.
  *  3. A one-layer model whose weights are set by hand so that head 0 attends to the previous token
- *     and head 1 to itself: model_forward + analysis_collect_maps + scores find and classify them;
- *     and analysis_collect_maps's (L, B, H, T, T) -> (L, H, B, T, T) reordering, map by map.
+ *     and head 1 to itself: model_forward + evaluate_collect_maps + scores find and classify them;
+ *     and evaluate_collect_maps's (L, B, H, T, T) -> (L, H, B, T, T) reordering, map by map.
  *  4. Ablation: gating off a head whose rows of W_o are zero changes the loss by exactly 0 (and its
  *     gate gradient is exactly 0), while gating off a live head does change it.
  *  5. Importance: head_gate_grad from model_backward against a finite difference of the loss in the
- *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch.
+ *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch;
+ *     analysis_importance and evaluate_loss over the held-out Evaluator against the same sums done
+ *     by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.
+ *  6. Snapshots: each snapshot's scores are analysis_pattern_scores of its maps, the classes are
+ *     those of the last snapshot (computed once, when it is added), the maps are kept verbatim.
  *
  * Hand-made maps hold values like 1/(i+1) rounded to float32, so expected scores derived in exact
  * arithmetic are compared within 1e-6 (the rounding is ~6e-8 relative). Ends with
@@ -26,6 +30,7 @@
 #include <omp.h>
 #endif
 #include "analysis.h"
+#include "evaluate.h"
 #include "config.h"
 #include "model.h"
 #include "tasks.h"
@@ -204,19 +209,19 @@ static void test_layout_and_classes(void) {
                                         lh / H, lh % H, score_names[k], s[k * LH + lh], expected[kind[lh]][k]);
                 ok_scores = 0;
             }
-        ok_classes &= strcmp(analysis_classify(s + lh, LH), classes[kind[lh]]) == 0;
+        ok_classes &= strcmp(analysis_class_name(analysis_classify(s + lh, LH)), classes[kind[lh]]) == 0;
     }
     test_check("scores: maps (L, H, P, T, T) -> scores (pattern, L, H) for 2 layers, 3 heads, 2 probes", ok_scores, "%s", details);
     test_check("classify: stride L*H over the score block gives prev/self/first/mixed per head", ok_classes,
-               "got %s %s %s %s %s %s", analysis_classify(s + 0, LH), analysis_classify(s + 1, LH),
-               analysis_classify(s + 2, LH), analysis_classify(s + 3, LH), analysis_classify(s + 4, LH),
-               analysis_classify(s + 5, LH));
+               "got %s %s %s %s %s %s", analysis_class_name(analysis_classify(s + 0, LH)), analysis_class_name(analysis_classify(s + 1, LH)),
+               analysis_class_name(analysis_classify(s + 2, LH)), analysis_class_name(analysis_classify(s + 3, LH)), analysis_class_name(analysis_classify(s + 4, LH)),
+               analysis_class_name(analysis_classify(s + 5, LH)));
 }
 
 /* ---- 2. classification ---- */
 
 static void expect_class(const char *name, const double *scores, int stride, const char *expected) {
-    const char *got = analysis_classify(scores, stride);
+    const char *got = analysis_class_name(analysis_classify(scores, stride));
     test_check(name, got && strcmp(got, expected) == 0, "got '%s', expected '%s'", got ? got : "(null)", expected);
 }
 
@@ -272,10 +277,10 @@ static void test_handmade_prev_head(void) {
                          0, 1, 2, 4, 5, 6, 8, 9};
     model_forward(&m, tokens, NULL, NULL, B, T);
     float *maps = test_alloc((size_t)H * B * T * T);
-    analysis_collect_maps(maps, &m);
+    evaluate_collect_maps(maps, &m);
     double scores[N_PATTERNS * H];
     analysis_pattern_scores(scores, maps, tokens, 1, H, B, T);
-    const char *c0 = analysis_classify(scores + 0, H), *c1 = analysis_classify(scores + 1, H);
+    const char *c0 = analysis_class_name(analysis_classify(scores + 0, H)), *c1 = analysis_class_name(analysis_classify(scores + 1, H));
     test_check("hand-built model: head 0 is a previous-token head (prev > 0.95, class prev)",
                scores[PATTERN_PREV * H + 0] > 0.95 && !strcmp(c0, "prev"), "prev = %.6f, self = %.6f, class %s",
                scores[PATTERN_PREV * H + 0], scores[PATTERN_SELF * H + 0], c0);
@@ -286,7 +291,7 @@ static void test_handmade_prev_head(void) {
     model_free(&m);
 }
 
-/* analysis_collect_maps reorders the forward's (L, B, H, T, T) into (L, H, B, T, T). */
+/* evaluate_collect_maps reorders the forward's (L, B, H, T, T) into (L, H, B, T, T). */
 static void test_collect_maps_layout(void) {
     enum { L = 2, H = 3, B = 2, T = 5 };
     ModelShape shape = {9, 6, H, 2, L, 7, 0, POS_LEARNED, 0, 10000.0, 0, 0};
@@ -299,7 +304,7 @@ static void test_collect_maps_layout(void) {
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 9);
     model_forward(&m, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
     float *maps = test_alloc((size_t)L * H * B * T * T);
-    analysis_collect_maps(maps, &m);
+    evaluate_collect_maps(maps, &m);
     long bad = 0;
     for (int l = 0; l < L; l++)
         for (int b = 0; b < B; b++)
@@ -464,6 +469,94 @@ static void test_importance(void) {
     task_close(&task);
 }
 
+/* Two snapshots of hand-made maps: a previous-token head that becomes a self head, and a head
+ * that stays first-token. */
+static void test_snapshots(void) {
+    enum { L = 1, H = 2, P = 1, T = 4 };
+    const int tokens[T] = {0, 1, 2, 3};
+    float maps[2][L * H * P * T * T] = {{0}};
+    for (int i = 0; i < T; i++) {
+        put(maps[0], T, i, i ? i - 1 : 0, 1.0f);         /* snapshot 0, head 0: prev */
+        put(maps[0] + T * T, T, i, 0, 1.0f);             /* snapshot 0, head 1: first */
+        put(maps[1], T, i, i, 1.0f);                     /* snapshot 1, head 0: self */
+        put(maps[1] + T * T, T, i, 0, 1.0f);             /* snapshot 1, head 1: first */
+    }
+    Snapshots snap;
+    snapshots_init(&snap, L, H, tokens, P, T);
+    snapshots_add(&snap, 0, maps[0]);
+    int after_first[H] = {snap.classes[0], snap.classes[1]};
+    snapshots_add(&snap, 50, maps[1]);
+    double want[2][N_PATTERNS * L * H];
+    analysis_pattern_scores(want[0], maps[0], tokens, L, H, P, T);
+    analysis_pattern_scores(want[1], maps[1], tokens, L, H, P, T);
+    int same_scores = !memcmp(snap.scores, want, sizeof want), same_maps = !memcmp(snap.maps, maps, sizeof maps);
+    test_check("snapshots: each snapshot's scores are analysis_pattern_scores of its maps, maps kept verbatim",
+               snap.n == 2 && snap.steps[0] == 0 && snap.steps[1] == 50 && same_scores && same_maps,
+               "n %d, steps %lld %lld, scores %s, maps %s", snap.n, (long long)snap.steps[0],
+               (long long)snap.steps[1], same_scores ? "same" : "differ", same_maps ? "same" : "differ");
+    test_check("snapshots: classes are the last snapshot's (prev then self for head 0, first for head 1)",
+               after_first[0] == PATTERN_PREV && after_first[1] == PATTERN_FIRST && snap.classes[0] == PATTERN_SELF &&
+                   snap.classes[1] == PATTERN_FIRST && snapshots_final_scores(&snap) == snap.scores + N_PATTERNS * L * H,
+               "classes %s %s after the first, %s %s after the second", analysis_class_name(after_first[0]),
+               analysis_class_name(after_first[1]), analysis_class_name(snap.classes[0]),
+               analysis_class_name(snap.classes[1]));
+    snapshots_free(&snap);
+}
+
+/* analysis_importance and evaluate_loss through the held-out Evaluator (3 batches) against the
+ * same sums done by hand. */
+static void test_importance_evaluator(void) {
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.task = TASK_INDUCTION;
+    cfg.vocab_size = 16, cfg.d_model = 16, cfg.n_head = 4, cfg.d_head = 4, cfg.n_layer = 2, cfg.seq_len = 12;
+    cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 5, cfg.eval_batches = 3;
+    Task task;
+    UserError err;
+    if (task_open(&task, &cfg, &err) != ERR_OK) {
+        test_check("importance: open the induction task", 0, "%s", err.text);
+        return;
+    }
+    Model m;
+    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 9);
+    enum { LH = 8 };
+    double want[LH] = {0}, want_norm[LH], want_loss = 0.0, got[LH], got_norm[LH];
+    Batch batch;
+    batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
+    m.want_head_gate_grad = 1;
+    for (int k = 0; k < 3; k++) {
+        task_eval_batch(&task, &batch, k);
+        want_loss += model_forward(&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        model_zero_grad(&m);
+        model_backward(&m);
+        for (int i = 0; i < LH; i++) want[i] += fabs(m.head_gate_grad[i]) / 3;
+    }
+    m.want_head_gate_grad = 0;
+    want_loss /= 3;
+    for (int l = 0; l < 2; l++) {
+        double norm = 0.0;
+        for (int h = 0; h < 4; h++) norm += want[l * 4 + h] * want[l * 4 + h];
+        for (int h = 0; h < 4; h++) want_norm[l * 4 + h] = want[l * 4 + h] / sqrt(norm);
+    }
+    Evaluator ev;
+    evaluator_heldout(&ev, &task, &cfg);
+    double loss = evaluate_loss(&ev, &m);
+    analysis_importance(got, got_norm, &m, &ev);
+    test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
+               "%.17g, by hand %.17g", loss, want_loss);
+    test_check("analysis_importance: mean |dL/dgate| over the evaluator's batches, bit for bit",
+               !memcmp(got, want, sizeof want) && m.want_head_gate_grad == 0, "head 0: %.17g, by hand %.17g",
+               got[0], want[0]);
+    int close = 1;
+    for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
+    test_check("analysis_importance: normalised by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
+               got_norm[0], want_norm[0]);
+    evaluator_free(&ev);
+    batch_free(&batch);
+    model_free(&m);
+    task_close(&task);
+}
+
 int main(void) {
     test_simple_maps();
     test_uniform_map();
@@ -476,5 +569,7 @@ int main(void) {
     test_collect_maps_layout();
     test_ablation();
     test_importance();
+    test_importance_evaluator();
+    test_snapshots();
     return test_finish();
 }

@@ -16,7 +16,7 @@
  *     criterion: same order, same losses); for the importance criterion (one held-out batch) every point's loss is
  *     re-evaluated from scratch for the order found, and each step's choice is checked against
  *     finite-difference gate gradients normalised per layer (where no near-tie).
- *  5. The curve's first point is the run's held-out loss (train_eval_loss) bit for bit; the last
+ *  5. The curve's first point is the run's held-out loss (the held-out Evaluator) bit for bit; the last
  *     point has no head left; one head per layer = brute force; heads needed on a made-up curve.
  *  6. The study at 1, 2 and 3 threads (settings spread over threads, one per model view): the
  *     same bits.
@@ -33,7 +33,7 @@
 #include "model.h"
 #include "prune.h"
 #include "tasks.h"
-#include "train.h"
+#include "evaluate.h"
 #include "testlib.h"
 
 #define LOSS_TOL 1e-5
@@ -67,6 +67,15 @@ static int setup(Setup *s, int n_head, int eval_batches, uint64_t seed) {
     return 1;
 }
 
+/* The run's held-out loss (evaluate.h: what training logs as /eval/loss). */
+static double heldout_loss(Model *m, const Task *task, const Config *cfg) {
+    Evaluator ev;
+    evaluator_heldout(&ev, task, cfg);
+    double loss = evaluate_loss(&ev, m);
+    evaluator_free(&ev);
+    return loss;
+}
+
 static void teardown(Setup *s) {
     model_free(&s->m);
     task_close(&s->task);
@@ -74,7 +83,7 @@ static void teardown(Setup *s) {
 
 /* The held-out loss (over the first n_batches batches, 0 = all) of the model with the heads whose
  * mask is 0 removed from the weights (their W_o rows zeroed; with `mean`, mean·W_o added to b_o),
- * evaluated from scratch by train_eval_loss, gates all 1. */
+ * evaluated from scratch by the held-out Evaluator, gates all 1. */
 static double brute_loss_on(Setup *s, const float *mask, const float *mean, int n_batches) {
     float *saved = malloc(sizeof(float) * s->m.n_params);
     memcpy(saved, s->m.param_block, sizeof(float) * s->m.n_params);
@@ -91,7 +100,7 @@ static double brute_loss_on(Setup *s, const float *mask, const float *mean, int 
         }
     Config cfg = s->cfg;
     if (n_batches > 0) cfg.eval_batches = n_batches;
-    double loss = train_eval_loss(&s->m, &s->task, &cfg);
+    double loss = heldout_loss(&s->m, &s->task, &cfg);
     memcpy(s->m.param_block, saved, sizeof(float) * s->m.n_params);
     free(saved);
     return loss;
@@ -286,7 +295,7 @@ static void check_delta_curve(Setup *sp, Ablation *ap, int rank_batches) {
     test_check(name, same_order, "first removal %d, brute force %d", c.order[0], order[0]); /* LH may be 2 */
     snprintf(name, sizeof name, "delta_loss pruning, %d heads: every point's loss = brute force (heads_left LH … 0)", s.LH);
     test_check(name, same_loss, "worst difference %.3g", worst);
-    double run_loss = train_eval_loss(&s.m, &s.task, &s.cfg);
+    double run_loss = heldout_loss(&s.m, &s.task, &s.cfg);
     test_check("the pruning curve's first point is the run's held-out loss, bit for bit",
                memcmp(&run_loss, &c.eval_loss[0], sizeof run_loss) == 0, "%.17g vs %.17g", c.eval_loss[0], run_loss);
     prune_curve_free(&c);
