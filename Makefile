@@ -105,11 +105,15 @@ test:
 # The AVX2 kernels on any x86-64-v3 CPU: make bench BUILD=build/avx2 CFLAGS_ARCH=-march=x86-64-v3
 bench:
 	@scripts/install-deps bench
-	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(if $(filter build,$(BUILD)),harness)
+	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(BUILD)/bench_step $(if $(filter build,$(BUILD)),harness)
 	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
 
 $(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# One training step alone, for profiles (docs/performance.md): bench_step D H D_HEAD T B STEPS THREADS
+$(BUILD)/bench_step: scripts/bench_step.c $(LIB_OBJ)
+	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build harness

@@ -4,13 +4,16 @@
 #include <math.h>
 #include "kernels.h"
 
+enum { ADAMW_PARALLEL_MIN = 32768 }; /* elements */
+
 void adamw_update(float *param, float *m, float *v, const float *grad, float grad_scale, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     float bias1 = 1.0f - powf(beta1, (float)t);
     float bias2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
     float step_size = lr / bias1;
     float decay = 1.0f - lr * weight_decay;
-#pragma omp parallel for schedule(static)
+    /* small tensors (biases, gains) in this thread: a fork and join costs more than their update */
+#pragma omp parallel for schedule(static) if (n >= ADAMW_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i] * grad_scale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * g;

@@ -537,6 +537,44 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
     free(bp);
 }
 
+/* One tile-aligned slab of the larger output dimension per thread, each an independent gemm with
+ * its own packing: no synchronisation until the end. The operand that every slab needs whole is
+ * packed once per slab; that duplicate is O(K x the other dimension), small next to the slab's
+ * O(M N K / threads) arithmetic, and it is cheaper than sharing one copy behind a barrier per K
+ * block. The slabs are disjoint rows (or columns) of C and the bits of an element do not depend
+ * on its slab. */
+typedef struct {
+    int split_rows, unit, extent, units; /* slabs of rows (or columns), whole tiles of `unit` */
+} Slabs;
+static Slabs slabs_of(int M, int N) {
+    Slabs s;
+    s.split_rows = (long)M * NR >= (long)N * MR;
+    s.unit = s.split_rows ? MR : NR;
+    s.extent = s.split_rows ? M : N;
+    s.units = (s.extent + s.unit - 1) / s.unit;
+    return s;
+}
+
+void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+               int accumulate, const float *bias) {
+    if (M <= 0 || N <= 0) return;
+    const Slabs sl = slabs_of(M, N);
+    const int split_rows = sl.split_rows, unit = sl.unit, extent = sl.extent, units = sl.units;
+    if (threads > units) threads = units;
+    if (t >= threads) return;
+    int lo = (int)((long)units * t / threads) * unit;
+    int hi = (int)((long)units * (t + 1) / threads) * unit;
+    if (hi > extent) hi = extent;
+    if (hi <= lo) return;
+    if (split_rows)
+        gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K, accumulate,
+             bias);
+    else
+        gemm(c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
+             bias ? bias + lo : NULL);
+}
+
 void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                    const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
                    int accumulate, const float *bias) {
@@ -546,29 +584,11 @@ void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrd
     int threads = 1;
 #endif
     if (M <= 0 || N <= 0) return;
-    /* One tile-aligned slab of the larger output dimension per thread, each an independent gemm
-     * with its own packing: no synchronisation until the end. The operand that every slab
-     * needs whole is packed once per slab; that duplicate is O(K x the other dimension), small
-     * next to the slab's O(M N K / threads) arithmetic, and it is cheaper than sharing one copy
-     * behind a barrier per K block. The slabs are disjoint rows (or columns) of C and the bits
-     * of an element do not depend on its slab. */
-    int split_rows = (long)M * NR >= (long)N * MR;
-    int unit = split_rows ? MR : NR, extent = split_rows ? M : N;
-    int units = (extent + unit - 1) / unit;
+    int units = slabs_of(M, N).units;
     if (threads > units) threads = units;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int t = 0; t < threads; t++) {
-        int lo = (int)((long)units * t / threads) * unit;
-        int hi = (int)((long)units * (t + 1) / threads) * unit;
-        if (hi > extent) hi = extent;
-        if (hi <= lo) continue;
-        if (split_rows)
-            gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K,
-                 accumulate, bias);
-        else
-            gemm(c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
-                 bias ? bias + lo : NULL);
-    }
+    for (int t = 0; t < threads; t++)
+        gemm_slab(t, threads, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
 }
 
 /* ---------------------------------------------------------------- small, unpacked gemm */

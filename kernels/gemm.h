@@ -48,6 +48,13 @@ void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrd
                    const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
                    int accumulate, const float *bias);
 
+/* Thread t's share (of `threads`) of gemm_parallel's product, the same slabs: for a caller that
+ * runs several independent products in one parallel region (one fork and join instead of one
+ * per product). Threads past the number of slabs get nothing. */
+void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+               int accumulate, const float *bias);
+
 /* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
  * first row's position, so a panel of a larger triangle can be computed on its own); k is the
  * summation index and j the column of C:

@@ -126,7 +126,7 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
             }
         }
     }
-#pragma omp parallel for schedule(static)
+    /* a few thousand adds: in this thread, cheaper than waking the others again */
     for (int i = 0; i < D; i++) {
         float g = d_gain[i], b = d_bias[i];
         for (int c = 0; c < n_chunks; c++) {

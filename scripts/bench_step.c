@@ -1,0 +1,94 @@
+/* bench_step.c: one training step's time, alone, for profiling the kernels (`make bench` builds
+ * it as build/bench_step; docs/performance.md's profiles come from it).
+ *
+ * usage: bench_step D H D_HEAD T B STEPS THREADS
+ * Builds the bench's model (2 layers, vocabulary 256, learned positions) at that shape, then runs
+ * STEPS training steps on one fixed random batch: forward, backward and the gradient norm, as the
+ * training loop does them (AdamW, the batch and the results file left out), and prints one JSON
+ * object with the fastest and the median step in CPU time of the process and in wall time.
+ * Under `perf record` this is the step and nothing else: a harness run also spends its last
+ * seconds on the end-of-run analysis, which would be mixed into the profile. On a shared machine
+ * the one-thread CPU time is the steadiest figure (other processes delay a step, they do not add
+ * to its CPU time).
+ * Must not know: the config file, results files, the training loop; it uses only the model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "model.h"
+#include "kernels.h"
+
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int positive(const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end == '\0' && v > 0 && v < 1 << 20 ? (int)v : 0;
+}
+
+int main(int argc, char **argv) {
+    int v[7];
+    for (int i = 0; i < 7 && i + 1 < argc; i++) v[i] = positive(argv[i + 1]);
+    if (argc != 8 || !v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !v[5] || !v[6]) {
+        fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS (positive integers)\n");
+        return 2;
+    }
+    ModelShape s = {.vocab_size = 256, .d_model = v[0], .n_head = v[1], .d_head = v[2],
+                    .n_layer = 2, .seq_len = v[3], .n_kv_head = v[1], .pos = POS_LEARNED,
+                    .rope_dims = v[2], .rope_base = 10000.0};
+    int B = v[4], steps = v[5], threads = v[6], n = B * s.seq_len;
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    Model m;
+    model_init(&m, s, B);
+    model_init_weights(&m, 1);
+    int *tokens = malloc(sizeof(int) * n), *targets = malloc(sizeof(int) * n);
+    float *mask = malloc(sizeof(float) * n);
+    double *cpu = malloc(sizeof(double) * steps), *wall = malloc(sizeof(double) * steps);
+    if (!tokens || !targets || !mask || !cpu || !wall) {
+        fprintf(stderr, "bench_step: out of memory\n");
+        return 2;
+    }
+    srand(3);
+    for (int i = 0; i < n; i++) {
+        tokens[i] = rand() % s.vocab_size;
+        targets[i] = rand() % s.vocab_size;
+        mask[i] = 1.0f;
+    }
+    double norm = 0.0;
+    for (int it = -2; it < steps; it++) { /* two warm-up steps: first touch of the activations */
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+        model_zero_grad(&m);
+        model_forward(&m, tokens, targets, mask, B, s.seq_len);
+        model_backward(&m);
+        norm = global_norm(m.grad_block, m.n_params);
+        if (it >= 0) {
+            cpu[it] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            wall[it] = clock_s(CLOCK_MONOTONIC) - w0;
+        }
+    }
+    char kernels[256];
+    kernels_describe(kernels, sizeof kernels);
+    qsort(cpu, steps, sizeof(double), cmp_double);
+    qsort(wall, steps, sizeof(double), cmp_double);
+    printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"B\": %d, "
+           "\"threads\": %d, \"steps\": %d, \"cpu_ms_min\": %.3f, \"cpu_ms_median\": %.3f, "
+           "\"wall_ms_min\": %.3f, \"wall_ms_median\": %.3f, \"loss\": %.9g, \"grad_norm\": %.9g}\n",
+           kernels, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps,
+           1e3 * cpu[0], 1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.loss, norm);
+    model_free(&m);
+    free(tokens), free(targets), free(mask), free(cpu), free(wall);
+    return 0;
+}
