@@ -1,4 +1,6 @@
-/* ablation.c: held-out losses under head gates (see ablation.h). */
+/* ablation.c: held-out losses under head gates (see ablation.h).
+ * Owns the batched evaluation under gates. Must not know: files, training, what the losses are
+ * for. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

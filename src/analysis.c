@@ -1,5 +1,6 @@
 /* analysis.c: pattern scores, classes, snapshots and head importance (see analysis.h). Computes
- * and returns; writes no file and prints nothing. */
+ * and returns; writes no file and prints nothing.
+ * Must not know: the results file, printing, training. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

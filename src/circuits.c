@@ -1,6 +1,7 @@
 /* circuits.c: Q-, K- and V-composition scores (see circuits.h). Every product is taken in the
  * d_head × d_head space: ‖X·M·Yᵀ‖² = Σ_ij (Gx·M)_ij (M·Gy)_ij with Gx = XᵀX, Gy = YᵀY, so a pair
- * costs d_head²·D, never D³. */
+ * costs d_head²·D, never D³.
+ * Owns the composition arithmetic. Must not know: files, training, the tasks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

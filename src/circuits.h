@@ -14,7 +14,8 @@
  * (W_QK depends on the distance: no Q- or K-composition, V-composition still).
  * The baseline is the mean of the same score over at least 16 pairs of heads of a two-layer model
  * with Gaussian weights of the same factor shapes (W_V, W_Q, W_K [D, d_head], W_O [d_head, D]),
- * folded the same way (LayerNorm gain 1). Pure. */
+ * folded the same way (LayerNorm gain 1). Pure.
+ * Must not know: files, training, the tasks (weights in, scores out). */
 #ifndef CIRCUITS_H
 #define CIRCUITS_H
 

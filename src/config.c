@@ -5,7 +5,9 @@
  * its document tree because events keep anchors, aliases and tags visible (so we can reject
  * them) and let each error point at the exact key or value that caused it. Every error is a
  * user error: one line "file:line:col: what is wrong, and what would be right" in UserError;
- * nothing here prints or exits. */
+ * nothing here prints or exits.
+ * Owns the key table and every derived value (config_resolve). Must not know: the model, tasks,
+ * files other than the config. */
 #include "config.h"
 #include "util.h"
 
@@ -115,7 +117,7 @@ static const ConfigKey KEYS[] = {
     ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES,
             "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
     STRING_KEY("data", "path", data_path, "",
-            "text task: the text file (empty = /usr/share/common-licenses/GPL-3); tokens task: the uint16 token file"),
+            "text task: the text file (empty = " CONFIG_DEFAULT_TEXT_PATH "); tokens task: the uint16 token file"),
     STRING_KEY("data", "val_path", val_path, "",
             "file tasks: a separate held-out file (nanoGPT's val.bin); empty = the tail of data.path"),
     STRING_KEY("data", "tokenizer", tokenizer, "",
@@ -840,8 +842,26 @@ static int validate_data_extras(const Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
-int config_validate(Config *cfg, UserError *err) {
-    int vocab = key_id("model", "vocab_size"), d_model = key_id("model", "d_model");
+int config_resolve(Config *cfg, UserError *err) {
+    if (cfg->d_head == 0) {
+        if (cfg->d_model % cfg->n_head)
+            return key_fail(cfg, err, later_key(cfg, key_id("model", "n_head"), key_id("model", "d_model")),
+                            "d_model %d is not divisible by n_head %d; "
+                            "set model.d_head to choose the head width explicitly",
+                            cfg->d_model, cfg->n_head);
+        cfg->d_head = cfg->d_model / cfg->n_head;
+    }
+    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
+    if (cfg->rope_dims == 0) cfg->rope_dims = cfg->d_head;
+    if (cfg->task == TASK_TEXT && !cfg->data_path[0])
+        snprintf(cfg->data_path, sizeof cfg->data_path, "%s", CONFIG_DEFAULT_TEXT_PATH);
+    cfg->resolved = 1;
+    return ERR_OK;
+}
+
+int config_validate(const Config *cfg, UserError *err) {
+    CHECK(cfg->resolved); /* config_resolve fills in what the checks read */
+    int vocab = key_id("model", "vocab_size");
     int n_head = key_id("model", "n_head"), seq_len = key_id("model", "seq_len");
     int init_from = key_id("train", "init_from"), task = key_id("data", "task");
     int path = key_id("data", "path");
@@ -850,20 +870,10 @@ int config_validate(Config *cfg, UserError *err) {
     int n_kv_head = key_id("model", "n_kv_head"), rope_dims = key_id("model", "rope_dims");
     const char *why;
 
-    if (cfg->d_head == 0) {
-        if (cfg->d_model % cfg->n_head)
-            return key_fail(cfg, err, later_key(cfg, n_head, d_model),
-                            "d_model %d is not divisible by n_head %d; "
-                            "set model.d_head to choose the head width explicitly",
-                            cfg->d_model, cfg->n_head);
-        cfg->d_head = cfg->d_model / cfg->n_head;
-    }
-    if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
     if (cfg->n_head % cfg->n_kv_head)
         return key_fail(cfg, err, later_key(cfg, n_kv_head, n_head),
                         "n_head %d is not a multiple of n_kv_head %d; each K/V head serves a whole "
                         "group of query heads", cfg->n_head, cfg->n_kv_head);
-    if (cfg->rope_dims == 0) cfg->rope_dims = cfg->d_head;
     if (cfg->pos == POS_ROPE && (cfg->rope_dims % 2 || cfg->rope_dims > cfg->d_head))
         return key_fail(cfg, err, rope_dims,
                         "model.rope_dims %d must be even and at most d_head %d (rotary turns pairs of "
@@ -874,8 +884,6 @@ int config_validate(Config *cfg, UserError *err) {
                         cfg->vocab_size);
     if (cfg->task == TASK_TOKENS && !cfg->data_path[0])
         return key_fail(cfg, err, task, "data.task tokens needs data.path, the token file to train on");
-    if (cfg->task == TASK_TEXT && !cfg->data_path[0])
-        snprintf(cfg->data_path, sizeof cfg->data_path, "/usr/share/common-licenses/GPL-3");
     if ((cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) && (why = unreadable(cfg->data_path)))
         return key_fail(cfg, err, cfg->marks[path].line ? path : task,
                         "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path, why);

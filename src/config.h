@@ -4,7 +4,8 @@
  * range. The loader, the --set overrides, the resolved-YAML dump and the HDF5 /config
  * attributes all walk that table, so a new key is one line there plus a field here.
  * Errors are user errors (error.h): the functions return ERR_USER with the UserError filled in
- * ("file:line:col: what is wrong" in err.text), and the command decides to exit with status 2. */
+ * ("file:line:col: what is wrong" in err.text), and the command decides to exit with status 2.
+ * Must not know: the model, the tasks, the results file. */
 #ifndef CONFIG_H
 #define CONFIG_H
 
@@ -16,6 +17,8 @@
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_MAX_PROBE_TEXTS 8
 #define CONFIG_MAX_KEYS 64
+/* data.path of the text task when none is given: a text every Debian machine has (--keys says so) */
+#define CONFIG_DEFAULT_TEXT_PATH "/usr/share/common-licenses/GPL-3"
 
 
 typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
@@ -65,6 +68,7 @@ typedef struct {
     /* bookkeeping, not config keys */
     char source_path[CONFIG_PATH_MAX];
     ConfigMark marks[CONFIG_MAX_KEYS]; /* where each descriptor-table key was set */
+    int resolved;                      /* config_resolve has filled in the derived values */
 } Config;
 
 /* Fill cfg with the defaults of the descriptor table. */
@@ -77,9 +81,13 @@ int config_load_text(Config *cfg, const char *name, const char *text, size_t len
  * output.probe_text). On error cfg is unchanged and the message reads
  * "--set:1:COL: 'model.n_head=x': ...", COL counted in the assignment. */
 int config_set(Config *cfg, const char *assignment, UserError *err);
-/* Derive d_head and check cross-field rules; call after load and overrides. Also fills in
- * the default corpus for data.task text when data.path is empty. */
-int config_validate(Config *cfg, UserError *err);
+/* Fill in every derived value, once, after load and overrides: d_head = d_model / n_head (an
+ * error if it does not divide), n_kv_head = n_head, rope_dims = d_head (each when 0), and the
+ * text task's default data.path (CONFIG_DEFAULT_TEXT_PATH). What the results file stores. */
+int config_resolve(Config *cfg, UserError *err);
+/* Check the cross-field rules of a resolved config (files named by it must be readable);
+ * changes nothing. */
+int config_validate(const Config *cfg, UserError *err);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
 /* The keys whose values differ between two config_to_yaml texts, as "model.n_head 4 -> 8,

@@ -1,5 +1,6 @@
 /* dataset_docs.c: the table of every dataset a results file holds (see dataset_docs.h).
- * The wording matches docs/results-format.md; shapes there are in config symbols. */
+ * The wording matches docs/results-format.md; shapes there are in config symbols.
+ * Owns the wording of every dataset. Must not know: HDF5 calls, how values are computed. */
 #include <stdio.h>
 #include <string.h>
 #include "dataset_docs.h"

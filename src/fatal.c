@@ -1,4 +1,6 @@
-/* fatal.c: one line on stderr when a library ends the process (see fatal.h). */
+/* fatal.c: one line on stderr when a library ends the process (see fatal.h).
+ * Owns the process-ending handlers. Must not know: any module of the program but the paths it is
+ * told. */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>

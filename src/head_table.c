@@ -1,4 +1,5 @@
-/* head_table.c: the end-of-run table of heads (see head_table.h). */
+/* head_table.c: the end-of-run table of heads (see head_table.h).
+ * Must not know: how the numbers are computed or stored. */
 #include "head_table.h"
 #include "analysis.h"
 

@@ -1,4 +1,6 @@
-/* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h). */
+/* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h).
+ * Owns the study's order and its /heads, /prune and /circuits layout. Must not know: training, the
+ * batch loop. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

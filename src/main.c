@@ -1,6 +1,8 @@
 /* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect.
  * The only place that decides to exit: user errors print one "file:line:col: message" line and
- * exit with status 2, leaving no partial results file behind. */
+ * exit with status 2, leaving no partial results file behind.
+ * Owns the argument parsing and the exit status. Must not know: HDF5, the training loop's inside,
+ * any numeric step. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,17 +129,13 @@ static int run(const Config *cfg_in, const char *dump_path, int force, int resum
     return exit_code;
 }
 
-int main(int argc, char **argv) {
-    fatal_install();
-    results_library_init();
-    /* at once: a background job starts with SIGINT ignored, and a signal that comes before the
-     * training loop must still stop the run (it then stops before its first step) */
-    signal(SIGINT, request_stop);
-    signal(SIGTERM, request_stop);
-    signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
-    if (argc >= 2 && strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "--keys") == 0) {
+/* `harness inspect | check | prune | --keys ...`: the exit status, or -1 if argv is none of them. */
+static int subcommand(int argc, char **argv) {
+    if (argc < 2) return -1;
+    if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "--keys") == 0) {
         if (argc > 2) {
             fprintf(stderr, "harness: --keys takes no arguments (got '%s'); it prints every config key\n", argv[2]);
             return EXIT_USER_ERROR;
@@ -145,14 +143,19 @@ int main(int argc, char **argv) {
         config_print_keys(stdout);
         return 0;
     }
-    if (argc >= 2 && strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
-    const char *config_path = NULL, *dump_path = NULL;
-    int shapes = 0, force = 0, resume = 0;
-    Config cfg;
-    UserError err;
-    config_defaults(&cfg);
-    /* first pass: options that do not need the config loaded */
-    for (int i = 1; i < argc; i++) {
+    return -1;
+}
+
+typedef struct {
+    const char *config_path, *dump_path;
+    int shapes, force, resume;
+} Args;
+
+/* The options of a training run (--set values are applied by load_config). Returns -1 to go
+ * on, or the exit status after --help, --version or a usage error. */
+static int parse_args(int argc, char **argv, Args *a) {
+    *a = (Args){0};
+    for (int i = 1; i < argc; i++) { /* first: the options that need no config */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 0;
@@ -165,46 +168,68 @@ int main(int argc, char **argv) {
         }
     }
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--shapes")) shapes = 1;
-        else if (!strcmp(argv[i], "--force")) force = 1;
-        else if (!strcmp(argv[i], "--resume")) resume = 1;
+        if (!strcmp(argv[i], "--shapes")) a->shapes = 1;
+        else if (!strcmp(argv[i], "--force")) a->force = 1;
+        else if (!strcmp(argv[i], "--resume")) a->resume = 1;
         else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--dump-grads")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "harness: %s needs a value\n%s", argv[i], usage);
                 return EXIT_USER_ERROR;
             }
             i++;
-            if (!strcmp(argv[i - 1], "--dump-grads")) dump_path = argv[i];
+            if (!strcmp(argv[i - 1], "--dump-grads")) a->dump_path = argv[i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "harness: unknown option '%s'\n%s", argv[i], usage);
             return EXIT_USER_ERROR;
-        } else if (config_path) {
-            fprintf(stderr, "harness: more than one config given ('%s' and '%s')\n", config_path, argv[i]);
+        } else if (a->config_path) {
+            fprintf(stderr, "harness: more than one config given ('%s' and '%s')\n", a->config_path, argv[i]);
             return EXIT_USER_ERROR;
-        } else config_path = argv[i];
+        } else a->config_path = argv[i];
     }
-    if (!config_path) {
+    if (!a->config_path) {
         fprintf(stderr, "harness: no config given\n%s", usage);
         return EXIT_USER_ERROR;
     }
-    if (config_load(&cfg, config_path, &err) != ERR_OK) return report(&err);
+    return -1;
+}
+
+/* The config file, the --set overrides in order, then resolved and checked. */
+static int load_config(Config *cfg, const char *path, int argc, char **argv, UserError *err) {
+    if (config_load(cfg, path, err) != ERR_OK) return ERR_USER;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--set") && config_set(&cfg, argv[++i], &err) != ERR_OK)
-            return report(&err);
+        if (!strcmp(argv[i], "--set") && config_set(cfg, argv[++i], err) != ERR_OK) return ERR_USER;
         else if (!strcmp(argv[i], "--dump-grads")) i++;
-    if (config_validate(&cfg, &err) != ERR_OK) return report(&err);
-    if (shapes) {
+    if (config_resolve(cfg, err) != ERR_OK) return ERR_USER;
+    return config_validate(cfg, err);
+}
+
+int main(int argc, char **argv) {
+    fatal_install();
+    results_library_init();
+    /* at once: a background job starts with SIGINT ignored, and a signal that comes before the
+     * training loop must still stop the run (it then stops before its first step) */
+    signal(SIGINT, request_stop);
+    signal(SIGTERM, request_stop);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit makes writes fail: reported, not fatal */
+    int rc = subcommand(argc, argv);
+    Args args;
+    if (rc < 0) rc = parse_args(argc, argv, &args);
+    if (rc >= 0) return rc;
+    Config cfg;
+    UserError err;
+    if (load_config(&cfg, args.config_path, argc, argv, &err) != ERR_OK) return report(&err);
+    if (args.shapes) {
         shapes_print(&cfg, stdout);
         return 0;
     }
     /* one writer per results file, from before the data is read or a checkpoint looked at */
     OutputLock lock;
     ConfigMark where = config_mark(&cfg, "output.path");
-    if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
+    if (args.dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
     else if (!where.file || !where.line) where = (ConfigMark){cfg.source_path, 1, 1};
-    if (output_lock_acquire(&lock, dump_path ? dump_path : cfg.out_path, where, &err) != ERR_OK)
+    if (output_lock_acquire(&lock, args.dump_path ? args.dump_path : cfg.out_path, where, &err) != ERR_OK)
         return report(&err);
-    int exit_code = run(&cfg, dump_path, force, resume);
+    int exit_code = run(&cfg, args.dump_path, args.force, args.resume);
     output_lock_release(&lock);
     return exit_code;
 }

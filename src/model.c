@@ -1,5 +1,6 @@
 /* model.c: parameter layout, activations, forward and backward of the attention-only model.
- * The math is docs/model.md's; every numeric step is a kernel from kernels/. */
+ * The math is docs/model.md's; every numeric step is a kernel from kernels/.
+ * Owns the parameter and activation layouts. Must not know: tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,9 +10,9 @@
 #include "../kernels/kernels.h"
 
 ModelShape model_shape_from_config(const Config *cfg) {
+    CHECK(cfg->resolved); /* d_head, n_kv_head and rope_dims are config_resolve's */
     ModelShape s = {cfg->vocab_size, cfg->d_model, cfg->n_head, cfg->d_head, cfg->n_layer,
-                    cfg->seq_len, cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head, cfg->pos,
-                    cfg->rope_dims ? cfg->rope_dims : cfg->d_head, cfg->rope_base,
+                    cfg->seq_len, cfg->n_kv_head, cfg->pos, cfg->rope_dims, cfg->rope_base,
                     cfg->output_gate, cfg->sink};
     return s;
 }
@@ -152,8 +153,7 @@ static void alloc_activations(Model *m, int max_batch) {
 
 void model_init(Model *m, ModelShape shape, int max_batch) {
     memset(m, 0, sizeof *m);
-    if (shape.n_kv_head == 0) shape.n_kv_head = shape.n_head;
-    if (shape.rope_dims == 0) shape.rope_dims = shape.d_head;
+    CHECK(shape.d_head > 0 && shape.n_kv_head > 0 && shape.rope_dims > 0); /* resolved (config_resolve) */
     CHECK(shape.n_head % shape.n_kv_head == 0);
     CHECK(shape.pos != POS_ROPE || (shape.rope_dims % 2 == 0 && shape.rope_dims <= shape.d_head));
     m->shape = shape;
@@ -402,6 +402,54 @@ void model_zero_grad(Model *m) {
     memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
 }
 
+/* Layer l's sigmoid output gate, backward from d_att_out (the gradient at the gated O_cat): the
+ * gradient at O_cat into d_o, the gate's weights, and d_ln_out (set: z feeds the gate first). */
+static void output_gate_backward(Model *m, int l) {
+    const ModelShape s = m->shape;
+    const int BT = m->batch * m->seq, D = s.d_model, E = s.n_head * s.d_head;
+    const ParamTensors *p = &m->params;
+    ParamTensors *g = &m->grads;
+    Activations *a = &m->act;
+    const float *z = a->ln_out + (size_t)l * BT * D, *att = a->att_out + (size_t)l * BT * E;
+    memset(a->d_o, 0, sizeof(float) * BT * E);
+    memset(a->d_gate, 0, sizeof(float) * BT * E);
+    sigmoid_gate_backward(a->d_o, a->d_gate, a->d_att_out, att, a->gate + (size_t)l * BT * E, (size_t)BT * E);
+    linear_backward(a->d_ln_out, GRAD_SET, g->w_gate + (size_t)l * D * E, g->b_gate + (size_t)l * E, a->d_gate, z,
+                    p->w_gate + (size_t)l * D * E, BT, D, E);
+}
+
+/* Layer l from the gradient at O_cat (d_o) down to its input: attention (and the sink), grouped
+ * K/V, rotary, the Q|K|V projection (d_z_write: whether z's gradient is set or added to), and
+ * the block's LayerNorm into d_residual. */
+static void attention_qkv_backward(Model *m, int l, const float *d_o, GradWrite d_z_write) {
+    const ModelShape s = m->shape;
+    const int B = m->batch, T = m->seq, D = s.d_model, H = s.n_head, dh = s.d_head;
+    const int E = H * dh, BT = B * T, W = (int)qkv_width(s), grouped = s.n_kv_head < H;
+    const ParamTensors *p = &m->params;
+    ParamTensors *g = &m->grads;
+    Activations *a = &m->act;
+    const float *h_in = a->residual + (size_t)l * BT * D, *z = a->ln_out + (size_t)l * BT * D;
+    const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
+    const float *probs = a->att_probs + (size_t)l * B * H * T * T, *att = a->att_out + (size_t)l * BT * E;
+    attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
+    if (s.sink) attention_sink_backward(g->sink + (size_t)l * H, d_o, att, probs, B, T, H, dh);
+    float *d_qkv = a->d_qkv;
+    if (grouped) {
+        memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);
+        kv_repeat_backward(a->d_qkv_grouped, a->d_qkv, B, T, H, s.n_kv_head, dh);
+        d_qkv = a->d_qkv_grouped;
+    }
+    if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
+    if (s.pos == POS_SHORTFORMER) {
+        shortformer_qkv_backward(m, l, d_qkv, z, d_z_write, B, T);
+    } else {
+        linear_backward(a->d_ln_out, d_z_write, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W, d_qkv, z,
+                        p->w_qkv + (size_t)l * D * W, BT, D, W);
+    }
+    layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_out, h_in,
+                       p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, BT, D);
+}
+
 void model_backward(Model *m) {
     CHECK(m->has_targets && !m->is_view); /* a view has no gradients */
     const int gates_only = m->want_head_gate_grad == MODEL_GATE_GRAD_ONLY;
@@ -421,12 +469,7 @@ void model_backward(Model *m) {
     layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
                        a->residual + (size_t)L * BT * D, p->lnf_g, a->lnf_mean, a->lnf_rstd, BT,
                        D);
-    const int W = (int)qkv_width(s), grouped = s.n_kv_head < H;
     for (int l = L - 1; l >= 0; l--) {
-        const float *h_in = a->residual + (size_t)l * BT * D;
-        const float *z = a->ln_out + (size_t)l * BT * D;
-        const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
-        const float *probs = a->att_probs + (size_t)l * B * H * T * T;
         const float *att = a->att_out + (size_t)l * BT * E;
         const float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att;
         const float *gate_l = m->head_gate + (size_t)l * H;
@@ -446,34 +489,11 @@ void model_backward(Model *m) {
         const float *d_o = a->d_att_out; /* gradient at O_cat */
         GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
         if (s.output_gate) {
-            memset(a->d_o, 0, sizeof(float) * BT * E);
-            memset(a->d_gate, 0, sizeof(float) * BT * E);
-            sigmoid_gate_backward(a->d_o, a->d_gate, a->d_att_out, att, a->gate + (size_t)l * BT * E,
-                                  (size_t)BT * E);
-            linear_backward(a->d_ln_out, GRAD_SET, g->w_gate + (size_t)l * D * E,
-                            g->b_gate + (size_t)l * E, a->d_gate, z, p->w_gate + (size_t)l * D * E, BT,
-                            D, E);
+            output_gate_backward(m, l);
             d_o = a->d_o;
             d_z_write = GRAD_ADD;
         }
-        attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
-        if (s.sink) attention_sink_backward(g->sink + (size_t)l * H, d_o, att, probs, B, T, H, dh);
-        float *d_qkv = a->d_qkv;
-        if (grouped) {
-            memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);
-            kv_repeat_backward(a->d_qkv_grouped, a->d_qkv, B, T, H, s.n_kv_head, dh);
-            d_qkv = a->d_qkv_grouped;
-        }
-        if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
-        if (s.pos == POS_SHORTFORMER) {
-            shortformer_qkv_backward(m, l, d_qkv, z, d_z_write, B, T);
-        } else {
-            linear_backward(a->d_ln_out, d_z_write, g->w_qkv + (size_t)l * D * W,
-                            g->b_qkv + (size_t)l * W, d_qkv, z, p->w_qkv + (size_t)l * D * W, BT, D, W);
-        }
-        layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D,
-                           a->d_ln_out, h_in, p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT,
-                           a->ln_rstd + (size_t)l * BT, BT, D);
+        attention_qkv_backward(m, l, d_o, d_z_write);
     }
     embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual,
                        m->tokens, B, T, D, V);

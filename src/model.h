@@ -4,7 +4,8 @@
  * docs/results-format.md layout: one memset zeroes every gradient, one loop runs AdamW, one walk writes every
  * tensor to HDF5. Per-layer tensors of one kind are stored contiguously ([L, ...]) and the table
  * names each layer's slice "layer{l}/<name>". Activations are one block too, sized for the
- * largest (B, T) the model will see; forward may run on any B <= max_batch, T <= seq_len. */
+ * largest (B, T) the model will see; forward may run on any B <= max_batch, T <= seq_len.
+ * Must not know: tasks, files, training, analysis. */
 #ifndef MODEL_H
 #define MODEL_H
 

@@ -1,4 +1,5 @@
-/* outlock.c: the exclusive lock on a results file's path (see outlock.h). */
+/* outlock.c: the exclusive lock on a results file's path (see outlock.h).
+ * Owns the lock file and its holder line. Must not know: HDF5, training. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

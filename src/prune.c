@@ -1,4 +1,6 @@
-/* prune.c: pruning curves and one head per layer (see prune.h). */
+/* prune.c: pruning curves and one head per layer (see prune.h).
+ * Owns the pruning order. Must not know: files, training, the model's insides (losses through
+ * ablation.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

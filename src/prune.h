@@ -7,7 +7,8 @@
  * its layer's L2 norm over the heads left in that layer; PRUNE_DELTA is the measured Δloss of
  * removing each head left, alone, from the pruned model. Both are measured on the first
  * rank_batches held-out batches (0 = all; fewer is cheaper), every point of the curve on all of
- * them. Pure: arrays in, arrays out. */
+ * them. Pure: arrays in, arrays out.
+ * Must not know: files, training. */
 #ifndef PRUNE_H
 #define PRUNE_H
 

@@ -1,7 +1,10 @@
 /* results.c: HDF5 writing and reading of results files (layout: docs/results-format.md).
  * Every dataset is written through write_dataset, which gives it its description, units,
  * dimension labels and dimension scales from the table in dataset_docs.c (one place); every
- * reader opens files through open_results, which refuses an unknown format_version. */
+ * reader opens files through open_results, which refuses an unknown format_version.
+ * Owns every HDF5 call of the program but the checker's (check.c reads files on its own terms),
+ * and the run-status names. Must not know: how anything it writes is computed (training,
+ * analysis and the head study hand it arrays). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -681,7 +684,7 @@ int results_read_config(const char *path, Config *cfg, UserError *err) {
     snprintf(name, sizeof name, "%.*s#config_yaml", CONFIG_PATH_MAX - 16, path);
     int rc = config_load_text(cfg, name, yaml, strlen(yaml), err);
     free(yaml);
-    return rc;
+    return rc == ERR_OK ? config_resolve(cfg, err) : rc; /* stored resolved: fills nothing */
 }
 
 static const char *const RUN_STATUS_NAMES[RUN_N_STATUS] = {

@@ -6,7 +6,8 @@
  * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
  * writer per results file, which is why results_open may delete temporary files that killed
  * writers left. Every function returns ERR_OK or ERR_USER with a message in UserError
- * (HDF5's own error printing is switched off); only main exits. */
+ * (HDF5's own error printing is switched off); only main exits.
+ * Must not know: training, how analysis results are computed. */
 #ifndef RESULTS_H
 #define RESULTS_H
 
@@ -125,7 +126,7 @@ int results_check_format_version(const char *version, int *major, int *minor);
 /* The /config group and root attributes of a results file, for `inspect`. */
 int results_read_config_yaml(const char *path, char **yaml_out, UserError *err);
 
-/* The run's Config, parsed from its config_yaml attribute (resolved values: d_head etc. are
+/* The run's Config, parsed from its config_yaml attribute (resolved: d_head etc. are
  * filled in); messages name "PATH#config_yaml:line:col". Not validated (data files may be gone). */
 int results_read_config(const char *path, Config *cfg, UserError *err);
 /* The same, made to run the stored model (inspect, prune): init_from, val_path and tokenizer

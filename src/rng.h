@@ -1,6 +1,7 @@
 /* rng.h: a small deterministic random generator (splitmix64 seeding + xoshiro256**).
  * Streams are derived from (seed, purpose, index) so a batch is a pure function of the step:
- * no generator state needs to be checkpointed to replay a run exactly. */
+ * no generator state needs to be checkpointed to replay a run exactly.
+ * Must not know: any module of the program. */
 #ifndef RNG_H
 #define RNG_H
 

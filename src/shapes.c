@@ -1,5 +1,6 @@
 /* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts and
- * matmul FLOPs per token, computed from the config alone (no allocation: works for real sizes). */
+ * matmul FLOPs per token, computed from the config alone (no allocation: works for real sizes).
+ * Owns the --shapes report. Must not know: files, training, the tasks. */
 #include <stdio.h>
 #include "shapes.h"
 #include "model.h"

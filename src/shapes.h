@@ -1,4 +1,5 @@
-/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token). */
+/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token).
+ * Must not know: files, training, the tasks. */
 #ifndef SHAPES_H
 #define SHAPES_H
 #include <stdio.h>

@@ -1,4 +1,6 @@
-/* tasks.c: batch generation for the induction, two_source, text and tokens tasks (see tasks.h). */
+/* tasks.c: batch generation for the induction, two_source, text and tokens tasks (see tasks.h).
+ * Owns the token streams, batches and probes. Must not know: the model, files other than the data,
+ * training. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,8 @@
  * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
  * without saving generator state. File tasks train on data.path and hold out data.val_path; without
  * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
- * stream, the rest the held-out stream; the two never overlap. */
+ * stream, the rest the held-out stream; the two never overlap.
+ * Must not know: the model, the results file, training. */
 #ifndef TASKS_H
 #define TASKS_H
 

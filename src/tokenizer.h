@@ -12,7 +12,8 @@
  * handling: remove_extra_whitespaces (strip, collapse runs of ' '), add_dummy_prefix (a leading
  * ' '), escape_whitespaces (' ' -> U+2581 "▁"); byte_fallback (characters without a piece become
  * <0xXX> byte pieces; without it, the unknown piece). No user-defined symbols.
- * It knows nothing of HDF5 or of the model: the caller stores and fetches the bytes. */
+ * It knows nothing of HDF5 or of the model: the caller stores and fetches the bytes.
+ * Must not know: HDF5, the model, the tasks. */
 #ifndef TOKENIZER_H
 #define TOKENIZER_H
 

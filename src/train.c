@@ -1,4 +1,7 @@
-/* train.c: the training loop, checkpoints and resume (see train.h). */
+/* train.c: the training loop, checkpoints and resume (see train.h).
+ * Owns the step loop, when to evaluate, snapshot and checkpoint, and resume. Must not know: HDF5
+ * (results.c), how scores, classes or ablations are computed (analysis.c, the head study), how
+ * batches are made (tasks.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include "evaluate.h"
 #include "head_table.h"
 #include "headstudy.h"
+#include "train_log.h"
 #include "util.h"
 #include "../kernels/kernels.h"
 
@@ -38,42 +42,6 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-/* Growable columns of the /train log (the /eval log uses step and loss only). */
-typedef struct {
-    int n, cap;
-    int64_t *step;
-    double *loss, *lr, *grad_norm, *elapsed;
-} TrainLog;
-
-static void log_reserve(TrainLog *g, int n) {
-    if (n <= g->cap) return;
-    while (g->cap < n) g->cap = g->cap ? 2 * g->cap : 256;
-    g->step = xrealloc(g->step, sizeof(int64_t) * g->cap);
-    g->loss = xrealloc(g->loss, sizeof(double) * g->cap);
-    g->lr = xrealloc(g->lr, sizeof(double) * g->cap);
-    g->grad_norm = xrealloc(g->grad_norm, sizeof(double) * g->cap);
-    g->elapsed = xrealloc(g->elapsed, sizeof(double) * g->cap);
-}
-
-static void log_append(TrainLog *g, int64_t step, double loss, double lr, double norm,
-                       double elapsed) {
-    log_reserve(g, g->n + 1);
-    g->step[g->n] = step;
-    g->loss[g->n] = loss;
-    g->lr[g->n] = lr;
-    g->grad_norm[g->n] = norm;
-    g->elapsed[g->n] = elapsed;
-    g->n++;
-}
-
-static void log_free(TrainLog *g) {
-    free(g->step);
-    free(g->loss);
-    free(g->lr);
-    free(g->grad_norm);
-    free(g->elapsed);
 }
 
 /* Everything a run has made so far, and what it evaluates on. */
@@ -120,14 +88,8 @@ static const char *first_nonfinite_grad(const Model *m) {
  * moments and the step) so the run can be resumed from this file. */
 static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
                        UserError *err) {
-    const TrainLog *t = &st->train, *e = &st->eval;
-    int rc = results_write_ints(res, "/train/step", t->step, t->n, err);
-    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/loss", t->loss, t->n, err);
-    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/lr", t->lr, t->n, err);
-    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/grad_norm", t->grad_norm, t->n, err);
-    if (rc == ERR_OK) rc = results_write_doubles(res, "/train/elapsed_s", t->elapsed, t->n, err);
-    if (rc == ERR_OK) rc = results_write_ints(res, "/eval/step", e->step, e->n, err);
-    if (rc == ERR_OK) rc = results_write_doubles(res, "/eval/loss", e->loss, e->n, err);
+    int rc = train_log_write(&st->train, res, err);
+    if (rc == ERR_OK) rc = train_log_write(&st->eval, res, err);
     if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
     if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
     if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
@@ -225,25 +187,9 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
     int64_t step = 0, elapsed = 0;
     if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
     if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
-    int64_t n_train = results_reader_count(&rd, "/train/step");
-    int64_t n_eval = results_reader_count(&rd, "/eval/step");
     int64_t n_snap = results_reader_count(&rd, "/attn/step");
-    if (rc == ERR_OK && (n_train < 0 || n_eval < 0)) rc = user_error(err, path, 1, 1, "no /train or /eval log");
-    if (rc == ERR_OK) {
-        log_reserve(&st->train, (int)n_train);
-        st->train.n = (int)n_train;
-        rc = results_reader_int64s(&rd, "/train/step", st->train.step, n_train, err);
-        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/loss", st->train.loss, n_train, err);
-        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/lr", st->train.lr, n_train, err);
-        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/grad_norm", st->train.grad_norm, n_train, err);
-        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/train/elapsed_s", st->train.elapsed, n_train, err);
-    }
-    if (rc == ERR_OK) {
-        log_reserve(&st->eval, (int)n_eval);
-        st->eval.n = (int)n_eval;
-        rc = results_reader_int64s(&rd, "/eval/step", st->eval.step, n_eval, err);
-        if (rc == ERR_OK) rc = results_reader_doubles(&rd, "/eval/loss", st->eval.loss, n_eval, err);
-    }
+    if (rc == ERR_OK) rc = train_log_read(&st->train, &rd, err);
+    if (rc == ERR_OK) rc = train_log_read(&st->eval, &rd, err);
     if (rc == ERR_OK && n_snap > 0) {
         int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
         size_t map_floats = st->snapshots.map_floats;
@@ -304,6 +250,8 @@ static void state_init(RunState *st, Model *m, const Task *task, const Config *c
     evaluator_heldout(&st->heldout, task, cfg);
     st->maps = xcalloc(st->snapshots.map_floats, sizeof(float));
     st->tokenizer = task->tokenizer;
+    train_log_init(&st->train, &TRAIN_LOG_TRAIN);
+    train_log_init(&st->eval, &TRAIN_LOG_EVAL);
 }
 
 static void state_free(RunState *st) {
@@ -311,8 +259,8 @@ static void state_free(RunState *st) {
     probes_free(&st->probes);
     evaluator_free(&st->heldout);
     free(st->maps);
-    log_free(&st->train);
-    log_free(&st->eval);
+    train_log_free(&st->train);
+    train_log_free(&st->eval);
 }
 
 /* Open the results file and, with resume_from, load the state to continue from. */
@@ -334,7 +282,7 @@ static int observe(RunState *st, Model *m, const Config *cfg, int step, Session 
         double eval_start = now_seconds();
         double loss = evaluate_loss(&st->heldout, m);
         ses->eval_s += now_seconds() - eval_start;
-        log_append(&st->eval, step, loss, 0, 0, 0);
+        train_log_append(&st->eval, step, (double[]){loss});
     }
     if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
@@ -359,12 +307,12 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
         const char *where = first_nonfinite_grad(m);
         fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n", ses->on_terminal ? "\n" : "",
                 step, loss, norm, where ? "; first non-finite gradient in " : "", where ? where : "");
-        log_append(&st->train, step, loss, lr, norm, elapsed);
+        train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         return RUN_DIVERGED;
     }
     if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
-        log_append(&st->train, step, loss, lr, norm, elapsed);
-        double last_eval = st->eval.n ? st->eval.loss[st->eval.n - 1] : NAN;
+        train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
+        double last_eval = train_log_last(&st->eval, 0, NAN);
         report_progress(step + 1, cfg->steps, loss, last_eval,
                         (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len /
                             (elapsed - st->elapsed_before + 1e-9),

@@ -5,7 +5,8 @@
  * far): batches are pure functions of (seed, step), so no generator state is needed. The same
  * state written with a /checkpoint group is what SIGINT/SIGTERM leave behind (status
  * "interrupted", at output.path) and what output.checkpoint_every writes periodically
- * (output.path + ".ckpt"); --resume continues from either, bit for bit. */
+ * (output.path + ".ckpt"); --resume continues from either, bit for bit.
+ * Must not know: HDF5, how analysis results are computed. */
 #ifndef TRAIN_H
 #define TRAIN_H
 

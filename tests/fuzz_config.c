@@ -164,13 +164,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         round_trip(&cfg, &reloaded, "after config_set");
     }
 
-    /* cross-field rules; a valid config stays valid through a dump and reload */
-    if (config_validate(&cfg, &err) != ERR_OK) {
+    /* derived values and cross-field rules; a valid config stays valid through a dump and
+     * reload, and resolving the reloaded (already resolved) values changes nothing */
+    if (config_resolve(&cfg, &err) != ERR_OK) {
+        check_message(&err, "config_resolve");
+    } else if (config_validate(&cfg, &err) != ERR_OK) {
         check_message(&err, "config_validate");
     } else {
         last_context = "config_validate";
         round_trip(&cfg, &reloaded, "after config_validate");
-        if (config_validate(&reloaded, &err) != ERR_OK)
+        if (config_resolve(&reloaded, &err) != ERR_OK || config_validate(&reloaded, &err) != ERR_OK)
             fuzz_fail("a validated config, dumped and reloaded, no longer validates:", err.text);
     }
     last_context = "config_visit";

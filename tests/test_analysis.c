@@ -253,7 +253,7 @@ static void test_classify(void) {
  * e^12.7 / (e^12.7 + t) > 0.999 of the attention at every t < 8. */
 static void test_handmade_prev_head(void) {
     enum { V = 10, D = 8, H = 2, DH = 8, T = 8, B = 2, E = H * DH };
-    ModelShape shape = {V, D, H, DH, 1, T, 0, POS_LEARNED, 0, 10000.0, 0, 0};
+    ModelShape shape = {V, D, H, DH, 1, T, H, POS_LEARNED, DH, 10000.0, 0, 0};
     Model m;
     model_init(&m, shape, B);
     model_init_weights(&m, 5);
@@ -294,7 +294,7 @@ static void test_handmade_prev_head(void) {
 /* evaluate_collect_maps reorders the forward's (L, B, H, T, T) into (L, H, B, T, T). */
 static void test_collect_maps_layout(void) {
     enum { L = 2, H = 3, B = 2, T = 5 };
-    ModelShape shape = {9, 6, H, 2, L, 7, 0, POS_LEARNED, 0, 10000.0, 0, 0};
+    ModelShape shape = {9, 6, H, 2, L, 7, H, POS_LEARNED, 2, 10000.0, 0, 0};
     Model m;
     model_init(&m, shape, 3);
     model_init_weights(&m, 6);
@@ -346,9 +346,34 @@ static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t s
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
 }
 
+/* The ablations re-run only the layers from the gated head's on: same bits as a whole forward. */
+static void check_partial_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B, int T) {
+    const int L = m->shape.n_layer, H = m->shape.n_head;
+    int same = 1;
+    for (int l = L - 1; l >= 0; l--) /* last layer first, as the batched ablations do */
+        for (int h = 0; h < H; h++) {
+            m->head_gate[l * H + h] = 0.0f;
+            float whole = model_forward(m, tokens, targets, mask, B, T);
+            model_forward(m, tokens, targets, mask, B, T);
+            m->head_gate[l * H + h] = 1.0f;
+            model_forward(m, tokens, targets, mask, B, T);
+            for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
+                m->head_gate[l2 * H] = 0.0f;
+                model_forward_from_layer(m, l2);
+                m->head_gate[l2 * H] = 1.0f;
+            }
+            m->head_gate[l * H + h] = 0.0f;
+            float partial = model_forward_from_layer(m, l);
+            m->head_gate[l * H + h] = 1.0f;
+            same &= memcmp(&whole, &partial, sizeof whole) == 0;
+        }
+    test_check("ablation: model_forward_from_layer(l) after gating a layer-l head = a whole forward, bit for bit",
+               same, "a partial forward gave other bits");
+}
+
 static void test_ablation(void) {
     enum { V = 11, D = 12, H = 3, DH = 4, L = 2, T = 6, B = 2, E = H * DH };
-    ModelShape shape = {V, D, H, DH, L, T, 0, POS_LEARNED, 0, 10000.0, 0, 0};
+    ModelShape shape = {V, D, H, DH, L, T, H, POS_LEARNED, DH, 10000.0, 0, 0};
     Model m;
     init_perturbed(&m, shape, B, 7);
     Rng rng = rng_stream(7, 52, 0);
@@ -383,27 +408,7 @@ static void test_ablation(void) {
                  dead[k][0], dead[k][1]);
         test_check(name, m.head_gate_grad[gate] == 0.0f, "head_gate_grad = %.9g", m.head_gate_grad[gate]);
     }
-    /* the ablations re-run only the layers from the gated head's on: same bits as a whole forward */
-    int same = 1;
-    for (int l = L - 1; l >= 0; l--) /* last layer first, as analysis.c does */
-        for (int h = 0; h < H; h++) {
-            m.head_gate[l * H + h] = 0.0f;
-            float whole = model_forward(&m, tokens, targets, mask, B, T);
-            model_forward(&m, tokens, targets, mask, B, T);
-            m.head_gate[l * H + h] = 1.0f;
-            model_forward(&m, tokens, targets, mask, B, T);
-            for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
-                m.head_gate[l2 * H] = 0.0f;
-                model_forward_from_layer(&m, l2);
-                m.head_gate[l2 * H] = 1.0f;
-            }
-            m.head_gate[l * H + h] = 0.0f;
-            float partial = model_forward_from_layer(&m, l);
-            m.head_gate[l * H + h] = 1.0f;
-            same &= memcmp(&whole, &partial, sizeof whole) == 0;
-        }
-    test_check("ablation: model_forward_from_layer(l) after gating a layer-l head = a whole forward, bit for bit",
-               same, "a partial forward gave other bits");
+    check_partial_forward(&m, tokens, targets, mask, B, T);
     /* a live head: the gate must do something */
     m.head_gate[0] = 0.0f;
     float live = model_forward(&m, tokens, targets, mask, B, T);
@@ -427,7 +432,7 @@ static void test_importance(void) {
     cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 3;
     Task task;
     UserError err;
-    if (task_open(&task, &cfg, &err) != ERR_OK) {
+    if (config_resolve(&cfg, &err) != ERR_OK || task_open(&task, &cfg, &err) != ERR_OK) {
         test_check("importance: open the induction task", 0, "%s", err.text);
         return;
     }
@@ -513,7 +518,7 @@ static void test_importance_evaluator(void) {
     cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 5, cfg.eval_batches = 3;
     Task task;
     UserError err;
-    if (task_open(&task, &cfg, &err) != ERR_OK) {
+    if (config_resolve(&cfg, &err) != ERR_OK || task_open(&task, &cfg, &err) != ERR_OK) {
         test_check("importance: open the induction task", 0, "%s", err.text);
         return;
     }

@@ -60,6 +60,7 @@ static void run_case(const Case *c) {
     UserError err = {0};
     int rc = config_load(&cfg, path, &err);
     for (int i = 0; i < 3 && c->sets[i] && rc == ERR_OK; i++) rc = config_set(&cfg, c->sets[i], &err);
+    if (rc == ERR_OK) rc = config_resolve(&cfg, &err);
     if (rc == ERR_OK) rc = config_validate(&cfg, &err);
 
     if (!c->where) {
@@ -307,11 +308,13 @@ static void test_round_trip(const char *name, const char *yaml, const char *set)
     free(text);
     int rc = config_load(&a, config_path, &err);
     if (!rc && set) rc = config_set(&a, set, &err);
+    if (!rc) rc = config_resolve(&a, &err);
     if (!rc) rc = config_validate(&a, &err);
     if (rc) { report(name, 0, err.text); return; }
     char *dump = config_to_yaml(&a);
     write_file(config_path, dump);
     rc = config_load(&b, config_path, &err);
+    if (!rc) rc = config_resolve(&b, &err);
     if (!rc) rc = config_validate(&b, &err);
     char *dump2 = rc ? NULL : config_to_yaml(&b);
     before[0] = after[0] = '\0';
@@ -361,6 +364,33 @@ static void test_marks_and_visit(void) {
     free(dump);
 }
 
+/* config_resolve fills every derived value once; config_validate changes nothing; resolving a
+ * resolved config again changes nothing either. */
+static void test_resolve(void) {
+    Config cfg, before;
+    UserError err = {0};
+    write_file(config_path, "model:\n  n_head: 4\n  d_model: 64\n  pos: rope\ndata:\n  task: text\n");
+    int rc = config_load(&cfg, config_path, &err);
+    if (!rc) rc = config_set(&cfg, "model.vocab_size=256", &err);
+    report("resolve: the loaded config leaves derived values at 0", !rc && cfg.d_head == 0 && cfg.n_kv_head == 0 &&
+           cfg.rope_dims == 0 && !cfg.data_path[0] && !cfg.resolved, err.text);
+    if (!rc) rc = config_resolve(&cfg, &err);
+    report("resolve: d_head = d_model / n_head, n_kv_head = n_head, rope_dims = d_head, text data.path = the default",
+           !rc && cfg.d_head == 16 && cfg.n_kv_head == 4 && cfg.rope_dims == 16 &&
+           !strcmp(cfg.data_path, CONFIG_DEFAULT_TEXT_PATH) && cfg.resolved, err.text);
+    before = cfg;
+    if (!rc) rc = config_validate(&cfg, &err);
+    report("validate: only checks (the Config is unchanged)", !rc && !memcmp(&before, &cfg, sizeof cfg), err.text);
+    if (!rc) rc = config_resolve(&cfg, &err);
+    report("resolve: a resolved config resolves to itself", !rc && !memcmp(&before, &cfg, sizeof cfg), err.text);
+    static char keys[65536];
+    FILE *out = fmemopen(keys, sizeof keys, "w");
+    config_print_keys(out);
+    fclose(out);
+    report("--keys names the text task's default data file", strstr(keys, "data.path\t") &&
+           strstr(strstr(keys, "data.path\t"), CONFIG_DEFAULT_TEXT_PATH), "");
+}
+
 static void test_long_strings(void) {
     static char yaml[4096], name[1400];
     char long_path[1100], long_probe[300];
@@ -391,6 +421,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
     test_long_strings();
     test_marks_and_visit();
+    test_resolve();
     test_round_trip("round trip of the defaults", "model:\n", NULL);
     test_round_trip("round trip of awkward values",
                     "model:\n  vocab_size: 1048576\n  d_model: 100\n  n_head: 3\n  d_head: 7\ntrain:\n"

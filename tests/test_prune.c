@@ -53,7 +53,7 @@ static int setup(Setup *s, int n_head, int eval_batches, uint64_t seed) {
     c->seq_len = 10, c->batch_size = 3, c->eval_batches = eval_batches, c->min_period = 2, c->max_period = 4;
     c->seed = (int64_t)seed;
     UserError err;
-    if (task_open(&s->task, c, &err) != ERR_OK) {
+    if (config_resolve(c, &err) != ERR_OK || task_open(&s->task, c, &err) != ERR_OK) {
         test_check("setup: open the induction task", 0, "%s", err.text);
         return 0;
     }
