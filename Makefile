@@ -41,7 +41,8 @@ KERNELS := $(wildcard kernels/*.c)
 KERNEL_OBJ := $(KERNELS:%.c=$(BUILD)/%.o)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNELS)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TESTS   := $(BUILD)/test_kernels $(BUILD)/test_config $(BUILD)/test_analysis $(BUILD)/test_prune
+# every tests/test_*.c is a C suite (tests/run finds the same files: no list to keep)
+TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
 .PHONY: all run test test-c bench clean deps fuzz valgrind-check
 all: harness $(BUILD)/libkernels.a

@@ -1,4 +1,5 @@
 /* test_analysis.c: the per-head analysis of src/analysis.c against answers known by construction.
+ * suite: analysis (pattern scores, snapshots, importance)
  *
  *  1. analysis_pattern_scores on hand-made maps: pure previous-token, self, first-token and
  *     uniform causal maps; induction on a repeated sequence; several earlier occurrences of a

@@ -1,4 +1,6 @@
 #!/bin/bash
+# suite: command line and bad input
+# suite-args: {harness}
 # tests/test_cli.sh HARNESS: the command line end to end: help, --shapes, a short training run
 # checked by `harness check` against docs/results-format.md, inspect, and bad input of every kind
 # (exit status 2, a "file:line:col: message" line, no partial results file, no earlier result lost).

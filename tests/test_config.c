@@ -1,4 +1,5 @@
 /* test_config.c: table-driven tests of the YAML config loader (src/config.c only).
+ * suite: config loader
  *
  * Each case is a YAML text, optional --set overrides, and either the error we expect (its
  * "LINE:COL" and a phrase of the message) or a check of the loaded values. Errors are what

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: SIGKILL at 60 points, then --resume: bitwise the uninterrupted run
+# suite-args: {harness}
 """tests/test_crash.py HARNESS [--points N]: SIGKILL at any moment, then --resume.
 
 A tiny run (tests/injection.py, 40 steps, a checkpoint every 10 steps) is killed with SIGKILL at

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: one writer per results file, durable write order (strace), sweep statuses
+# suite-args: {harness}
 """tests/test_durability.py HARNESS: one writer per results file, the durable write order, and
 honest statuses at the sweep's edges (issue 18). Checks, one line each, then "N passed, M failed":
   two writers   a second run on the same output.path, started while the first trains, exits 2 at

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: export to TransformerLens, torch and npz (round trips)
+# suite-args: --harness {harness}
 """scripts/export round trips: a run exported to TransformerLens, loaded into a PyTorch model built
 from TransformerLens's conventions, reproduces the harness's own numbers.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: fault injection: the N-th write/fsync/rename/malloc fails (LD_PRELOAD shim)
+# suite-args: {harness}
 """tests/test_faults.py HARNESS [--all]: fault injection in the spirit of SQLite's I/O-error tests.
 
 A tiny run (tests/injection.py: 20 steps, a checkpoint at step 10, every dataset written) is

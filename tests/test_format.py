@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: results format: self-description, docs coverage, harness check
+# suite-args: {harness}
 """The results file describes itself, the docs describe every part of it, and `harness check`
 catches what breaks the contract.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: head study in results files (composition against NumPy, harness prune, bad input)
+# suite-args: {harness}
 """The head study in results files: composition scores against NumPy, `harness prune`, bad input.
 
 1. Composition scores (/circuits) of small trained runs equal a NumPy computation from /params

@@ -1,4 +1,5 @@
 /* test_kernels.c: gradient checks of every kernel and of the whole model (kernels/, src/model.c).
+ * suite: kernels (finite differences)
  *
  *  1. Each kernel's backward against finite differences (FD) of its own forward, from one table
  *     of cases (op_cases: operation, sizes, tolerance) run by one driver (check_op), in the

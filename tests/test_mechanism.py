@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: the default run's induction mechanism over 3 seeds
+# suite-args: {harness}
 """The default run shows the 2-layer induction mechanism, over 3 seeds.
 
 Trains configs/heads12.yaml at seeds 0, 1, 2 and checks, on each results file, that layer 0 has a

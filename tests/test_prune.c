@@ -1,4 +1,5 @@
 /* test_prune.c: the head study's evaluations (src/ablation.c, src/prune.c) against brute force.
+ * suite: head study (ablation, mean ablation, pruning curves against brute force)
  *
  *  1. Ablation by gates = ablation by weights: a head zero-ablated through its gate gives the loss
  *     of a copy of the model whose W_o rows of that head are zero, re-evaluated from scratch; the

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: PyTorch reference
+# suite-args: --harness {harness}
 """Compare the C harness against the independent PyTorch reference (tests/reference.py).
 
 usage: /usr/bin/python3 tests/test_reference.py [--harness PATH] [--keep] [--self-test]

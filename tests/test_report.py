@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# suite: the HTML report in headless Chromium
 """Tests of scripts/report in a real browser (Debian's chromium, chromium-driver, python3-selenium).
 
 usage: /usr/bin/python3 tests/test_report.py [--keep]

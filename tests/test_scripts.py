@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# suite: sweep, plot and compare scripts
 """Tests of the experiment tooling: scripts/sweep, plot, plot-sweep, compare, bench and the heads package (python/heads).
 
 usage: /usr/bin/python3 tests/test_scripts.py [--keep]

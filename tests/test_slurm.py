@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# suite: sweep --slurm and --status on a single-node Slurm it starts (root, slurm-wlm, munge)
 """Tests of `scripts/sweep --slurm` and `--status` on a real single-node Slurm that this test
 starts on the machine itself, and stops again.
 

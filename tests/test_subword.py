@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# suite: subword corpora: tokenize, val_path, stored tokenizer, inspect --prompt
+# suite-args: --harness {harness}
 """Subword corpora end to end: scripts/tokenize, the tokens task with data.val_path and
 data.tokenizer, the tokenizer stored in the run, the harness's own SentencePiece-BPE encoder
 (inspect --prompt), a 2-seed sweep, the Python reader and README example, and bad input.
