@@ -425,18 +425,22 @@ static void test_ablation(void) {
 /* Gate gradients on a held-out batch of the induction task against the fourth-order central
  * difference of the loss in the gate, h = 2^-6 (1 ± h and 1 ± 2h are exact; see test_fd and the
  * step discussion in test_kernels.c). FD noise there is ~1e-5 absolute; gate gradients are ~1e-2. */
+/* A tiny induction task (2 layers of 4 heads of 4, T = 12, batches of 4); 0 if it failed (said). */
+static int open_induction(Config *cfg, Task *task, int64_t seed, int eval_batches) {
+    config_defaults(cfg);
+    cfg->task = TASK_INDUCTION;
+    cfg->vocab_size = 16, cfg->d_model = 16, cfg->n_head = 4, cfg->d_head = 4, cfg->n_layer = 2, cfg->seq_len = 12;
+    cfg->batch_size = 4, cfg->min_period = 2, cfg->max_period = 4, cfg->seed = seed, cfg->eval_batches = eval_batches;
+    UserError err;
+    if (config_resolve(cfg, &err) == ERR_OK && task_open(task, cfg, &err) == ERR_OK) return 1;
+    test_check("importance: open the induction task", 0, "%s", err.text);
+    return 0;
+}
+
 static void test_importance(void) {
     Config cfg;
-    config_defaults(&cfg);
-    cfg.task = TASK_INDUCTION;
-    cfg.vocab_size = 16, cfg.d_model = 16, cfg.n_head = 4, cfg.d_head = 4, cfg.n_layer = 2, cfg.seq_len = 12;
-    cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 3;
     Task task;
-    UserError err;
-    if (config_resolve(&cfg, &err) != ERR_OK || task_open(&task, &cfg, &err) != ERR_OK) {
-        test_check("importance: open the induction task", 0, "%s", err.text);
-        return;
-    }
+    if (!open_induction(&cfg, &task, 3, 4)) return;
     Batch batch;
     batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
     task_eval_batch(&task, &batch, 0);
@@ -513,16 +517,8 @@ static void test_snapshots(void) {
  * same sums done by hand. */
 static void test_importance_evaluator(void) {
     Config cfg;
-    config_defaults(&cfg);
-    cfg.task = TASK_INDUCTION;
-    cfg.vocab_size = 16, cfg.d_model = 16, cfg.n_head = 4, cfg.d_head = 4, cfg.n_layer = 2, cfg.seq_len = 12;
-    cfg.batch_size = 4, cfg.min_period = 2, cfg.max_period = 4, cfg.seed = 5, cfg.eval_batches = 3;
     Task task;
-    UserError err;
-    if (config_resolve(&cfg, &err) != ERR_OK || task_open(&task, &cfg, &err) != ERR_OK) {
-        test_check("importance: open the induction task", 0, "%s", err.text);
-        return;
-    }
+    if (!open_induction(&cfg, &task, 5, 3)) return;
     Model m;
     init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 9);
     enum { LH = 8 };
