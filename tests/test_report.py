@@ -316,6 +316,16 @@ def dom_values(d, selector, attrs=("value",)):
         "e.dataset[a]))", selector, list(attrs))
 
 
+def hidden_cells(d, selector):
+    """The cells matching selector that something else covers once scrolled into view (e.g. a
+    sticky header over a table's first row): [their text]."""
+    return d.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].filter(td => {"
+        " td.scrollIntoView({block: 'center'}); const r = td.getBoundingClientRect();"
+        " const e = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+        " return !(e && (e === td || td.contains(e))); }).map(td => td.textContent)", selector)
+
+
 def check_pruning(d, run):
     """The pruning section against /prune: every point of both curves, the heads each step
     removed, heads needed, one head per layer."""
@@ -350,6 +360,9 @@ def check_pruning(d, run):
           and all(abs(vals[l * (H + 1)] - one["best_delta_loss"][l]) <= 1e-12 for l in range(L))
           and all(abs(vals[l * (H + 1) + 1 + h] - one["delta_loss"][l, h]) <= 1e-6
                   for l in range(L) for h in range(H)), f"{vals} {best}")
+    covered = hidden_cells(d, "#one-head-table tr[data-layer] td:first-child")
+    check("one head per layer: every layer's row visible (no sticky header over the first row)",
+          not covered, f"covered rows: {covered}")
 
 
 def check_composition(d, run):
@@ -393,6 +406,9 @@ def check_composition(d, run):
               n[2] for n in names} and all(
               text == f"L{l}H{h}" + tags.get(classes[int(l)][int(h)], "") for l, h, text in names),
           str(names[:6]))
+    covered = hidden_cells(d, "#composition-grid tr[data-later] > :first-child")
+    check("composition matrix: every row visible (no sticky header over the first row)",
+          not covered, f"covered rows: {covered}")
 
 
 LAYOUTS = {  # every attention layout of the README's "Modern attention layouts", one run each
