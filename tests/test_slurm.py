@@ -50,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads import harness, results, runstate  # noqa: E402
-from checks import check, finish, read_csv, run_check, statuses  # noqa: E402
+from checks import check, end_suite, read_csv, run_check, statuses  # noqa: E402
 
 PY = "/usr/bin/python3"
 TOTAL_SECONDS = 240          # the whole test, daemons included
@@ -607,12 +607,7 @@ def main():
         check("the daemons this test started are stopped (pids " + ", ".join(
             f"{n} {pid}" for n, pid in started.items()) + ")", started and not alive,
             f"still running: {alive}")
-        if keep:
-            print(f"# kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# {time.time() - t0:.1f} s")
-    return finish()
+    return end_suite(tmp, keep, t0)
 
 
 if __name__ == "__main__":
