@@ -43,12 +43,17 @@ static float *state_of(const Ablation *a, int k, int l) {
     return a->state + ((size_t)k * a->n_layer + l) * a->state_floats;
 }
 
-/* Keep the head states of layers from_layer… of the forward that model v just ran on batch k. */
+/* Keep the head states of layers from_layer… of the forward that model v just ran on batch k
+ * (batches past the memory budget keep none). */
 static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
-    for (int l = from_layer; l < a->n_layer; l++) model_save_head_state(v, l, state_of(a, k, l));
+    for (int l = from_layer; l < a->n_layer && k < a->n_kept; l++) model_save_head_state(v, l, state_of(a, k, l));
 }
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
+    ablation_init_budget(a, m, task, cfg, ABLATION_STATE_BUDGET);
+}
+
+void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config *cfg, size_t bytes) {
     memset(a, 0, sizeof *a);
     a->m = m;
     a->n_batches = cfg->eval_batches;
@@ -62,7 +67,9 @@ void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
     a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
     a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
     a->state_floats = model_head_state_floats(m, cfg->batch_size);
-    a->state = xcalloc((size_t)a->n_batches * a->n_layer * a->state_floats, sizeof(float));
+    size_t per_batch = (size_t)a->n_layer * a->state_floats * sizeof(float);
+    a->n_kept = bytes / per_batch < (size_t)a->n_batches ? (int)(bytes / per_batch) : a->n_batches;
+    a->state = xcalloc((size_t)a->n_kept * a->n_layer * a->state_floats + 1, sizeof(float));
     a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
     for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;
     double *sum = xcalloc(LE, sizeof(double)), tokens = 0.0;
@@ -116,12 +123,14 @@ static int first_difference(const Ablation *a, const float *x, AblationKind kx, 
 }
 
 /* The loss of batch k with the setting (gates, kind) on model v, from batch k's kept head state of
- * `layer` (the setting's layers before it must be the kept forward's). */
+ * `layer` (the setting's layers before it must be the kept forward's), or by a whole forward for
+ * a batch past the memory budget. */
 static double rerun(const Ablation *a, Model *v, int k, int layer, const float *gates,
                     AblationKind kind) {
     const Batch *b = &a->batches[k];
     memcpy(v->head_gate, gates, sizeof(float) * a->n_layer * a->n_head);
     v->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
+    if (k >= a->n_kept) return model_forward(v, b->inputs, b->targets, b->mask, b->B, b->T);
     return model_forward_from_head_state(v, layer, state_of(a, k, layer), b->inputs, b->targets,
                                          b->mask, b->B, b->T);
 }
@@ -217,8 +226,9 @@ double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, i
     m->want_head_gate_grad = MODEL_GATE_GRAD_ONLY;
     for (int k = 0; k < used; k++) {
         const Batch *b = &a->batches[k];
-        total += model_forward_from_head_state(m, 0, state_of(a, k, 0), b->inputs, b->targets, b->mask,
-                                               b->B, b->T);
+        total += k < a->n_kept ? model_forward_from_head_state(m, 0, state_of(a, k, 0), b->inputs,
+                                                               b->targets, b->mask, b->B, b->T)
+                               : model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
         model_zero_grad(m);
         model_backward(m);
         for (int i = 0; i < LH; i++) abs_grad[i] += fabs(m->head_gate_grad[i]) / used;

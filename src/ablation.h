@@ -13,7 +13,8 @@
  * one, on one model view per OpenMP thread, the settings spread over the threads (each one
  * whole on one thread, so the bits do not depend on the thread count). Every loss is the bits of
  * a whole forward with those gates. Memory: eval_batches · L · batch_size · seq_len · (D + E)
- * floats, and one activation block per thread.
+ * floats of kept states, at most ABLATION_STATE_BUDGET bytes (the batches past it rerun whole
+ * forwards), and one activation block per thread.
  * Knows the model and the task; nothing of files or of what the losses are for. */
 #ifndef ABLATION_H
 #define ABLATION_H
@@ -33,14 +34,19 @@ typedef struct {
     float *kept_gates;        /* (n_batches, L·H) */
     AblationKind *kept_kind;  /* (n_batches) */
     double *kept_loss;        /* (n_batches) */
-    float *state;             /* (n_batches, L, model_head_state_floats) */
+    float *state;             /* (n_kept, L, model_head_state_floats) */
+    int n_kept;               /* batches 0 … n_kept−1 keep head states (the memory budget) */
     size_t state_floats;      /* one layer's head state */
     Model *views;             /* (n_views) forwards of the settings, one per thread */
     int n_views;
     double *single_zero;      /* (n_batches, L·H) single-head zero ablations, NAN until measured */
 } Ablation;
 
+#define ABLATION_STATE_BUDGET ((size_t)512 << 20) /* bytes of kept head states */
+
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);
+/* The same with another budget for the kept head states (tests: 0 keeps none). */
+void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config *cfg, size_t bytes);
 void ablation_free(Ablation *a);
 /* Held-out loss with the gates (L·H), over every held-out batch. Keeps that setting's forward
  * (the next calls rerun from where they differ from it). */

@@ -19,8 +19,9 @@
  *     finite-difference gate gradients normalised per layer (where no near-tie).
  *  5. The curve's first point is the run's held-out loss (the held-out Evaluator) bit for bit; the last
  *     point has no head left; one head per layer = brute force; heads needed on a made-up curve.
- *  6. The study at 1, 2 and 3 threads (settings spread over threads, one per model view): the
- *     same bits.
+ *  6. The study at 1, 2 and 3 threads (settings spread over threads, one per model view), and
+ *     with fewer batches' head states kept than there are batches (the memory budget): the same
+ *     bits.
  * Tolerances: losses 1e-5 relative (float forward, different summation orders). */
 #include <math.h>
 #include <stdio.h>
@@ -425,14 +426,14 @@ static void test_pruning_curves(int n_head, int rank_batches, uint64_t seed) {
 
 /* Everything the study measures, at one thread count: single-head Δloss (zero, mean), both
  * curves with one head a step, one head per layer; (5 + 3·(LH + 1)) · LH doubles into out. */
-static void study_at_threads(Setup *s, int threads, double *out) {
+static void study_at_threads(Setup *s, int threads, size_t budget, double *out) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #else
     (void)threads;
 #endif
     Ablation a;
-    ablation_init(&a, &s->m, &s->task, &s->cfg);
+    ablation_init_budget(&a, &s->m, &s->task, &s->cfg, budget);
     const int LH = s->LH;
     ablation_single_heads(&a, ABLATE_ZERO, out);
     ablation_single_heads(&a, ABLATE_MEAN, out + LH);
@@ -460,15 +461,24 @@ static void test_thread_independence(void) {
     if (!setup(&s, 3, 2, 31)) return;
     size_t n = (size_t)2 * s.LH + N_PRUNE_CRITERIA * (2 * s.LH + 1) + s.LH + s.L;
     double *one = calloc(n, sizeof(double)), *many = calloc(n, sizeof(double));
-    study_at_threads(&s, 1, one);
+    study_at_threads(&s, 1, ABLATION_STATE_BUDGET, one);
     int same = 1;
     const int counts[] = {2, 3};
     for (int i = 0; i < 2; i++) {
-        study_at_threads(&s, counts[i], many);
+        study_at_threads(&s, counts[i], ABLATION_STATE_BUDGET, many);
         same &= memcmp(one, many, sizeof(double) * n) == 0;
     }
     test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
                same, "differs");
+    /* past the memory budget batches rerun whole forwards: none kept, or only the first */
+    size_t one_batch = (size_t)s.L * model_head_state_floats(&s.m, s.cfg.batch_size) * sizeof(float);
+    int same_budget = 1;
+    for (int i = 0; i < 2; i++) {
+        study_at_threads(&s, 2, i * one_batch, many);
+        same_budget &= memcmp(one, many, sizeof(double) * n) == 0;
+    }
+    test_check("the head study is bit-identical with no batch's head states kept, or only the first's (the memory budget)",
+               same_budget, "differs");
     free(one), free(many);
     teardown(&s);
 }
