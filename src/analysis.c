@@ -111,22 +111,3 @@ const double *snapshots_final_scores(const Snapshots *s) {
     CHECK(s->n > 0);
     return s->scores + (size_t)(s->n - 1) * N_PATTERNS * s->n_layer * s->n_head;
 }
-
-void analysis_importance(double *importance, double *normalized, Model *m, Evaluator *ev) {
-    int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
-    memset(importance, 0, sizeof(double) * LH);
-    m->want_head_gate_grad = 1;
-    for (int k = 0; k < ev->n_batches; k++) {
-        ev->forward_batch(ev, m, k);
-        model_zero_grad(m);
-        model_backward(m);
-        for (int i = 0; i < LH; i++) importance[i] += fabs(m->head_gate_grad[i]) / ev->n_batches;
-    }
-    m->want_head_gate_grad = 0;
-    for (int l = 0; l < L; l++) { /* Michel et al.: normalise by the layer's l2 norm */
-        double norm = 0.0;
-        for (int h = 0; h < H; h++) norm += importance[l * H + h] * importance[l * H + h];
-        norm = sqrt(norm);
-        for (int h = 0; h < H; h++) normalized[l * H + h] = norm > 0 ? importance[l * H + h] / norm : 0.0;
-    }
-}

@@ -1,20 +1,17 @@
 /* analysis.h: per-head evidence, computed and returned: pattern scores of attention maps, head
- * classes, the attention snapshots of a run, and the gate-gradient head importance of Michel et
- * al. 2019.
+ * classes and the attention snapshots of a run.
  *
  * Owns: the pattern and class definitions (docs/model.md), Snapshots (maps, scores and classes at
- * each snapshot step) and analysis_importance.
+ * each snapshot step).
  * Must not know: the results file (results.c writes what these return), printing (the caller
- * prints the end-of-run table: head_table.c), the training loop, where batches come from (an
- * Evaluator from evaluate.h supplies them). Ablations and pruning are the head study's
- * (ablation.h, headstudy.h). */
+ * prints the end-of-run table: head_table.c), the training loop, the model's evaluation.
+ * Ablations, gate-gradient importance and pruning are the head study's (ablation.h,
+ * headstudy.h). */
 #ifndef ANALYSIS_H
 #define ANALYSIS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "evaluate.h"
-#include "model.h"
 
 enum { PATTERN_PREV, PATTERN_SELF, PATTERN_FIRST, PATTERN_INDUCTION, PATTERN_DUPLICATE, N_PATTERNS };
 enum { CLASS_MIXED = N_PATTERNS, N_CLASSES }; /* a class is a pattern index, or CLASS_MIXED */
@@ -51,9 +48,5 @@ void snapshots_free(Snapshots *s);
 void snapshots_add(Snapshots *s, int64_t step, const float *maps);
 /* The scores (N_PATTERNS, L, H) of the last snapshot (there must be one). */
 const double *snapshots_final_scores(const Snapshots *s);
-
-/* Michel et al.: importance[l * H + h] = mean over the evaluator's batches of |d loss / d gate|
- * at gate 1; normalized = the same divided by its layer's L2 norm (0 for an all-zero layer). */
-void analysis_importance(double *importance, double *normalized, Model *m, Evaluator *ev);
 
 #endif

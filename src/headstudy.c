@@ -20,11 +20,15 @@ void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg
     hs->n_head = H;
     hs->delta_zero = xcalloc((size_t)LH, sizeof(double));
     hs->delta_mean = xcalloc((size_t)LH, sizeof(double));
+    hs->importance = xcalloc((size_t)LH, sizeof(double));
+    hs->importance_normalized = xcalloc((size_t)LH, sizeof(double));
     Ablation a;
     ablation_init(&a, m, task, cfg);
     float *ones = xcalloc((size_t)LH, sizeof(float));
     for (int i = 0; i < LH; i++) ones[i] = 1.0f;
     hs->eval_loss = ablation_loss(&a, ones, ABLATE_ZERO);
+    ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, hs->importance);
+    prune_normalize_importance(hs->importance, NULL, L, H, hs->importance_normalized);
     free(ones);
     ablation_single_heads(&a, ABLATE_ZERO, hs->delta_zero);
     ablation_single_heads(&a, ABLATE_MEAN, hs->delta_mean);
@@ -44,6 +48,8 @@ void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg
 void head_study_free(HeadStudy *hs) {
     free(hs->delta_zero);
     free(hs->delta_mean);
+    free(hs->importance);
+    free(hs->importance_normalized);
     for (int c = 0; c < N_PRUNE_CRITERIA; c++)
         if (hs->curve[c].order) prune_curve_free(&hs->curve[c]);
     free(hs->one_delta);

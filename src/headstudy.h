@@ -1,5 +1,5 @@
-/* headstudy.h: the end-of-run study of how the heads work together, on a trained model: mean
- * ablation, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
+/* headstudy.h: the end-of-run study of how the heads work together, on a trained model: zero and
+ * mean ablation, Michel et al.'s gate-gradient importance, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
  * composition scores (circuits.h); written to /heads/ablation_delta_mean, /prune and /circuits.
  * Also `harness prune RUN.h5`, which runs the same study on a complete results file and writes
  * it into that file atomically (a copy beside it is written, then renamed over it).
@@ -19,6 +19,8 @@ typedef struct {
     int n_layer, n_head, step_heads; /* step_heads 0: no pruning (output.prune_step 0) */
     double eval_loss;                /* the unpruned held-out loss */
     double *delta_zero, *delta_mean; /* (L·H) single-head ablation Δloss: output zeroed / mean */
+    double *importance;              /* (L·H) Michel et al.: mean |d loss / d gate| at gate 1 */
+    double *importance_normalized;   /* (L·H) the same divided by its layer's L2 norm */
     PruneCurve curve[N_PRUNE_CRITERIA];
     double *one_delta;               /* (L·H) Δloss keeping only head h in layer l */
     int *one_best;                   /* (L) */

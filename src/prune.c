@@ -14,17 +14,22 @@ int prune_step_heads(int n_heads, double fraction) {
     return k < 1 ? 1 : k > n_heads ? n_heads : k;
 }
 
-/* Michel et al.'s importance of the heads left, each divided by its layer's L2 norm. */
-static void importance_scores(Ablation *a, const float *mask, int rank_batches, double *score) {
-    const int L = a->n_layer, H = a->n_head;
-    ablation_gate_grads(a, mask, ABLATE_ZERO, rank_batches, score);
+void prune_normalize_importance(const double *importance, const float *left, int L, int H,
+                                double *normalized) {
     for (int l = 0; l < L; l++) {
         double norm = 0.0;
         for (int h = 0; h < H; h++)
-            if (mask[l * H + h] == 1.0f) norm += score[l * H + h] * score[l * H + h];
+            if (!left || left[l * H + h] == 1.0f) norm += importance[l * H + h] * importance[l * H + h];
         norm = sqrt(norm);
-        for (int h = 0; h < H; h++) score[l * H + h] = norm > 0 ? score[l * H + h] / norm : 0.0;
+        for (int h = 0; h < H; h++)
+            normalized[l * H + h] = norm > 0 ? importance[l * H + h] / norm : 0.0;
     }
+}
+
+/* Michel et al.'s importance of the heads left, each divided by its layer's L2 norm. */
+static void importance_scores(Ablation *a, const float *mask, int rank_batches, double *score) {
+    ablation_gate_grads(a, mask, ABLATE_ZERO, rank_batches, score);
+    prune_normalize_importance(score, mask, a->n_layer, a->n_head, score);
 }
 
 /* The measured Δloss of removing each head left, alone, from the pruned model (on the first

@@ -25,6 +25,11 @@ typedef struct {
     double *eval_loss; /* (n_points) held-out loss with those heads left; [0] is the unpruned */
 } PruneCurve;
 
+/* Michel et al.'s layer normalisation: normalized[l·H + h] = importance[l·H + h] divided by the
+ * L2 norm of layer l's importance over the heads left (left NULL: every head; 0 for an all-zero
+ * layer). normalized may be importance itself. */
+void prune_normalize_importance(const double *importance, const float *left, int L, int H,
+                                double *normalized);
 /* Heads removed per step for a fraction of all heads (at least 1). */
 int prune_step_heads(int n_heads, double fraction);
 void prune_curve(PruneCurve *c, Ablation *a, PruneCriterion criterion, int step_heads,

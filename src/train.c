@@ -347,22 +347,19 @@ static int run_steps(RunState *st, Model *m, const Task *task, const Config *cfg
 /* The end-of-run analysis of a complete run: the head study, importance, /heads, the table. */
 static int run_analysis(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res,
                         double *study_seconds, UserError *err) {
-    int L = m->shape.n_layer, H = m->shape.n_head, LH = L * H;
+    int L = m->shape.n_layer, H = m->shape.n_head;
     HeadStudy study;
     double study_start = now_seconds();
     head_study_run(&study, m, task, cfg);
     *study_seconds = now_seconds() - study_start;
-    double *importance = xcalloc((size_t)LH, sizeof(double)), *normalized = xcalloc((size_t)LH, sizeof(double));
-    analysis_importance(importance, normalized, m, &st->heldout);
-    int rc = results_write_heads(res, L, H, study.delta_zero, importance, normalized, err);
+    int rc = results_write_heads(res, L, H, study.delta_zero, study.importance,
+                                 study.importance_normalized, err);
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         study.delta_zero, study.delta_mean, importance);
+                         study.delta_zero, study.delta_mean, study.importance);
     if (rc == ERR_OK) rc = head_study_write(&study, res, err);
     if (rc == ERR_OK) head_study_print(&study, stdout);
     head_study_free(&study);
-    free(importance);
-    free(normalized);
     return rc;
 }
 
@@ -379,7 +376,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     int steps_run = st->step - ses->first;
     if (rc == ERR_OK && steps_run > 0)
         fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
-                "analysis and writing %.2f s (ablations, pruning and composition %.2f s; CPU time "
+                "analysis and writing %.2f s (ablations, importance, pruning and composition %.2f s; CPU time "
                 "%.1f%% of the steps')\n", steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
                 (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
                 now_seconds() - finish_start, study_seconds, 100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);

@@ -14,8 +14,8 @@
  *     gate gradient is exactly 0), while gating off a live head does change it.
  *  5. Importance: head_gate_grad from model_backward against a finite difference of the loss in the
  *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch;
- *     analysis_importance and evaluate_loss over the held-out Evaluator against the same sums done
- *     by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.
+ *     the importance (ablation_gate_grads) and evaluate_loss over the held-out batches against the
+ *     same sums done by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.
  *  6. Snapshots: each snapshot's scores are analysis_pattern_scores of its maps, the classes are
  *     those of the last snapshot (computed once, when it is added), the maps are kept verbatim.
  *
@@ -34,6 +34,7 @@
 #include "evaluate.h"
 #include "config.h"
 #include "model.h"
+#include "prune.h"
 #include "tasks.h"
 #include "testlib.h"
 
@@ -513,8 +514,10 @@ static void test_snapshots(void) {
     snapshots_free(&snap);
 }
 
-/* analysis_importance and evaluate_loss through the held-out Evaluator (3 batches) against the
- * same sums done by hand. */
+/* evaluate_loss through the held-out Evaluator (3 batches), and the run's importance (the head
+ * study's ablation_gate_grads at every gate 1 over every held-out batch, then
+ * prune_normalize_importance), against the same sums done by hand with whole forwards and
+ * backwards. */
 static void test_importance_evaluator(void) {
     Config cfg;
     Task task;
@@ -543,15 +546,23 @@ static void test_importance_evaluator(void) {
     Evaluator ev;
     evaluator_heldout(&ev, &task, &cfg);
     double loss = evaluate_loss(&ev, &m);
-    analysis_importance(got, got_norm, &m, &ev);
+    Ablation a;
+    ablation_init(&a, &m, &task, &cfg);
+    float ones[LH];
+    for (int i = 0; i < LH; i++) ones[i] = 1.0f;
+    ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, got);
+    ablation_free(&a);
+    prune_normalize_importance(got, NULL, 2, 4, got_norm);
+    int gates_restored = 1;
+    for (int i = 0; i < LH; i++) gates_restored &= m.head_gate[i] == 1.0f;
     test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
                "%.17g, by hand %.17g", loss, want_loss);
-    test_check("analysis_importance: mean |dL/dgate| over the evaluator's batches, bit for bit",
-               !memcmp(got, want, sizeof want) && m.want_head_gate_grad == 0, "head 0: %.17g, by hand %.17g",
-               got[0], want[0]);
+    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit (gates restored)",
+               !memcmp(got, want, sizeof want) && m.want_head_gate_grad == 0 && gates_restored,
+               "head 0: %.17g, by hand %.17g", got[0], want[0]);
     int close = 1;
     for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
-    test_check("analysis_importance: normalised by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
+    test_check("prune_normalize_importance: divided by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
                got_norm[0], want_norm[0]);
     evaluator_free(&ev);
     batch_free(&batch);

@@ -179,7 +179,7 @@ def main():
               "heads needed" in run.stdout and "one head per layer" in run.stdout
               and "highest K-composition" in run.stdout and "Δloss mean-ablated" in run.stdout)
         check("the time line shows the analysis against the steps",
-              "ablations, pruning and composition" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
+              "ablations, importance, pruning and composition" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
         check_composition("4 heads, 2 layers", mha)
         check_curves("4 heads, 2 layers", mha)
         gqa, _ = train(tmp, "gqa", "model.n_head=4", "model.d_head=4", "model.n_kv_head=2",
