@@ -168,7 +168,7 @@ static const char *prune_usage =
     "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
     "  (/circuits), replacing any earlier ones. The file is rewritten atomically.\n"
     "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
-    "               run's output.prune_step, 0.1 unless set)\n"
+    "               run's output.prune_step, or the key's default 0.1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
 
 /* The run must be a complete results file: anything else is reported and left alone. */
@@ -190,7 +190,13 @@ static int prune_file(const char *path, double step, int threads, UserError *err
     Config cfg;
     if (check_prunable(path, err) != ERR_OK) return ERR_USER;
     if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
-    if (step >= 0) cfg.prune_step = step;
+    if (step >= 0) {
+        cfg.prune_step = step;
+    } else if (cfg.prune_step == 0) { /* the run skipped its curves: prune is asked for them */
+        Config defaults;
+        config_defaults(&defaults);
+        cfg.prune_step = defaults.prune_step;
+    }
 #ifdef _OPENMP
     omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
 #endif

@@ -216,6 +216,20 @@ def main():
         check("prune leaves only the results files in the directory",
               not [n for n in os.listdir(tmp) if ".h5." in n])
 
+        # a run that skipped its curves (output.prune_step 0): prune without --step draws them
+        # with the key's default step, not the run's 0
+        noprune, _ = train(tmp, "noprune", "model.n_head=4", "model.d_head=4",
+                           "output.prune_step=0")
+        with h5py.File(noprune, "r") as f:
+            had = "prune" in f
+        run = subprocess.run([HARNESS, "prune", noprune, "--threads", "1"], capture_output=True,
+                             text=True, timeout=300)
+        with h5py.File(noprune, "r") as f:
+            left = list(f["prune/delta_loss/heads_left"][()]) if "prune" in f else None
+        check("output.prune_step 0, then prune without --step: curves at the default step "
+              "(8 heads, 1 a step: 8, 7, …, 0)", not had and run.returncode == 0
+              and left == list(range(8, -1, -1)), f"had /prune {had}; {left}; {run.stderr[-300:]}")
+
         # bad input
         for status in ("interrupted", "diverged"):
             bad = os.path.join(tmp, f"{status}.h5")
