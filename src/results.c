@@ -68,10 +68,14 @@ static int ensure_exists(hid_t file, const char *path) {
     }
 }
 
+/* A variable-length UTF-8 string; negative when HDF5 could not build it (out of memory: a
+ * 1-byte or ASCII string type would write a different file, not fail). */
 static hid_t string_type(void) {
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
+    if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
+        H5Tclose(t);
+        return -1;
+    }
     return t;
 }
 
@@ -94,12 +98,15 @@ int results_write_attr_string(Results *r, const char *object, const char *name, 
     return write_fail(r, what, err);
 }
 
-/* HDF5's boolean as h5py reads it (numpy.bool_): an 8-bit enum FALSE = 0, TRUE = 1. */
+/* HDF5's boolean as h5py reads it (numpy.bool_): an 8-bit enum FALSE = 0, TRUE = 1; negative
+ * when HDF5 could not build it (out of memory: an enum missing a member is not a boolean). */
 static hid_t bool_type(void) {
     hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
     int8_t no = 0, yes = 1;
-    H5Tenum_insert(t, "FALSE", &no);
-    H5Tenum_insert(t, "TRUE", &yes);
+    if (t >= 0 && (H5Tenum_insert(t, "FALSE", &no) < 0 || H5Tenum_insert(t, "TRUE", &yes) < 0)) {
+        H5Tclose(t);
+        return -1;
+    }
     return t;
 }
 
@@ -143,6 +150,12 @@ static void write_config_attr(void *ctx, const char *section, const char *key,
     if (type == CONFIG_BOOL) {
         hid_t t = bool_type();
         int8_t b = (int8_t)(ival != 0);
+        if (t < 0) {
+            char what[160];
+            snprintf(what, sizeof what, "attribute /config/%s (its boolean type)", name);
+            w->rc = write_fail(w->r, what, w->err);
+            return;
+        }
         w->rc = write_attr_number(w->r, "/config", name, t, &b, w->err);
         H5Tclose(t);
     } else if (type == CONFIG_INT) w->rc = write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
