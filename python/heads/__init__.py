@@ -32,8 +32,9 @@ sys.path or PYTHONPATH).
 
 Needs numpy and yaml (and h5py to read results files; the bench modules need only h5py); scipy is
 optional. A missing one is one line naming the Debian package and the pip/conda name (require,
-require_or_exit below), not a traceback: the scripts run under Debian's /usr/bin/python3 (what `make test` provisions) and
-under a user's own `python3 scripts/plot ...` in a venv or conda environment alike.
+require_or_exit below), not a traceback: the scripts run under Debian's /usr/bin/python3 (what
+`make test` provisions) and under a user's own `python3 scripts/plot ...` in a venv or conda
+environment alike.
 """
 import importlib
 import os
