@@ -23,11 +23,18 @@ sys.path or PYTHONPATH).
                data, one self-contained page (code in report_assets/)
   export       runs to TransformerLens, torch, npz
   corpus       SentencePiece corpora (scripts/tokenize)
+  sweep_cli    scripts/sweep: the command line, the checks, the plan, the pool or Slurm, the summary
+  plot_run     scripts/plot: a run's figures
+  plot_sweep   scripts/plot-sweep: a sweep's figures
+  report_cli   scripts/report: a run's or a sweep's pages, where they go
+  bench, bench_report, bench_machine
+               scripts/bench: what runs and how it is measured, its tables, the machine it ran on
 
-Needs numpy and yaml (and h5py to read results files); scipy is optional. A missing one is
-one line naming the Debian package and the pip/conda name (require, require_or_exit below), not
-a traceback: the scripts run under Debian's /usr/bin/python3 (what `make test` provisions) and
-under a user's own `python3 scripts/plot ...` in a venv or conda environment alike.
+Needs numpy and yaml (and h5py to read results files; the bench modules need only h5py); scipy is
+optional. A missing one is one line naming the Debian package and the pip/conda name (require,
+require_or_exit below), not a traceback: the scripts run under Debian's /usr/bin/python3 (what
+`make test` provisions) and under a user's own `python3 scripts/plot ...` in a venv or conda
+environment alike.
 """
 import importlib
 import os

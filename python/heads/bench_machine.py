@@ -1,4 +1,5 @@
-"""bench_machine.py: what `scripts/bench` ran on, for its header and its JSON (imported by it).
+"""heads.bench_machine: what `scripts/bench` ran on, for its header and its JSON (used by
+heads.bench).
 
 Owns: the CPU (model, family/model numbers, vector extensions from /proc/cpuinfo), what the
 harness binary says about its own kernels (`harness --version`: the ISA path AVX-512 / AVX2 /
