@@ -1,12 +1,13 @@
 /* attention.c: multi-head causal self-attention over a fused Q|K|V buffer, all heads together.
  *
  * One OpenMP iteration is one (batch, head) pair: it reads that head's columns of qkv and writes
- * that head's columns of out / d_qkv and its own (T, T) map, so iterations never share output
- * memory and the backward needs no atomics; which thread runs a pair cannot change its bits.
- * The softmax weights are stored (B, H, T, T) because they are also the attention maps that the
- * analysis records: one computation, no second copy.
+ * that head's columns of out / d_qkv, its lse and its own (T, T) map, so iterations never share
+ * output memory and the backward needs no atomics; which thread runs a pair cannot change its
+ * bits. Heads up to ATTENTION_THIN_MAX wide go to attention_thin.c, which recomputes the maps in
+ * its backward; the general path below stores the softmax weights (B, H, T, T) for its backward,
+ * and they are also the attention maps that the analysis records: one computation, no copy.
  *
- * Per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K, V and the maps
+ * General path: per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K, V and the maps
  * in place and skip what the causal triangle makes zero: scores and dP only for tiles on or below
  * the diagonal, P·V and dS·K only over keys up to the tile's last query, dSᵀ·Q and Pᵀ·dO only over
  * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
@@ -24,14 +25,15 @@
 #include "gemm.h"
 #include "vec_math.h"
 #include "check.h"
+#include "attention_thin.h"
 
 /* Rows t = t0 .. t0+rows-1 of a causal map, row stride ld: p[t, 0..t] = softmax(scale * p[t, 0..t])
- * and p[t, t+1..n_zero) = 0. With a sink logit (-INFINITY for none, which changes no bit), the
+ * and p[t, t+1..n_zero) = 0; lse[0..rows) = the log of each row's denominator. With a sink logit (-INFINITY for none, which changes no bit), the
  * denominator also holds exp(sink): the row then sums to less than 1, the rest going to nothing.
  * Each pass runs over all the rows before the next one starts, so the rows' independent
  * dependency chains (max, exp, sum) overlap in the out-of-order core. */
-static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, float scale,
-                         float sink) {
+static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, int n_zero,
+                         float scale, float sink) {
     float inv[GEMM_MR];
     CHECK(rows <= GEMM_MR);
 #ifdef VEC_W
@@ -54,7 +56,9 @@ static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, f
             vec_store_n(x + j, n - j, e);
             vsum = vec_add(vsum, e);
         }
-        inv[r] = 1.0f / (vec_reduce_add(vsum) + expf(sink - maxs[r]));
+        float den = vec_reduce_add(vsum) + expf(sink - maxs[r]);
+        inv[r] = 1.0f / den;
+        lse[r] = maxs[r] + logf(den);
     }
     for (int r = 0; r < rows; r++) {
         float *x = p + r * ld;
@@ -69,7 +73,9 @@ static void softmax_rows(float *p, ptrdiff_t ld, int t0, int rows, int n_zero, f
         float maxs = sink;
         for (int j = 0; j < n; j++) maxs = x[j] * scale > maxs ? x[j] * scale : maxs;
         for (int j = 0; j < n; j++) x[j] = exp_poly(x[j] * scale - maxs);
-        inv[r] = 1.0f / (sum_lanes(x, n) + expf(sink - maxs));
+        float den = sum_lanes(x, n) + expf(sink - maxs);
+        inv[r] = 1.0f / den;
+        lse[r] = maxs + logf(den);
         for (int j = 0; j < n; j++) x[j] *= inv[r];
     }
 #endif
@@ -143,105 +149,143 @@ static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, 
  * not all fall into the same L1 cache sets. */
 static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
 
-void attention_forward(float *out, float *probs, const float *qkv, const float *sink, int B, int T,
-                       int H, int d_head) {
-    const int E = H * d_head, row = 3 * E;
+int attention_needs_maps(int d_head) { return d_head > ATTENTION_THIN_MAX; }
+
+/* The general path's forward of pair (b, h). */
+static void forward_pair(float *o, float *P, float *lse, const float *src, int E, int T, int d_head,
+                         float sink, float *q) {
+    const int row = 3 * E;
     const float scale = 1.0f / sqrtf((float)d_head);
+    /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
+     * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
+    size_t head = (size_t)T * d_head;
+    float *k_t = q + head, *v = q + 2 * head;
+    copy_rows(q, src, row, T, d_head);
+    gemm_transpose(k_t, T, src + E, row, T, d_head);
+    copy_rows(v, src + 2 * E, row, T, d_head);
+    /* one panel of GEMM_MR queries at a time, start to end while it is in L1:
+     * raw scores Q·Kᵀ up to the diagonal, softmax by rows, then P·V */
+    for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
+        int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
+        float *panel = P + (size_t)t0 * T;
+        gemm_small(panel, T, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0,
+                   GEMM_LOWER, t0);
+        softmax_rows(panel, T, lse + t0, t0, rows, T, scale, sink);
+        gemm_small(o + (size_t)t0 * E, E, panel, T, 1, v, d_head, rows, d_head, T, 0,
+                   GEMM_PREFIX_K, t0);
+    }
+}
+
+void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink,
+                       int B, int T, int H, int d_head) {
+    const int E = H * d_head, row = 3 * E, thin = !attention_needs_maps(d_head);
+    CHECK(thin || probs);
 #pragma omp parallel
     {
-        /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
-         * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
-        size_t head = (size_t)T * d_head;
-        float *q = alloc_floats(3 * head), *k_t = q + head, *v = q + 2 * head;
+        float *scratch = alloc_floats(thin ? attention_thin_forward_floats(T, d_head)
+                                           : 3 * (size_t)T * d_head);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
                 const float *src = qkv + (size_t)b * T * row + h * d_head;
-                copy_rows(q, src, row, T, d_head);
-                gemm_transpose(k_t, T, src + E, row, T, d_head);
-                copy_rows(v, src + 2 * E, row, T, d_head);
                 float *o = out + (size_t)b * T * E + h * d_head;
-                float *P = probs + ((size_t)b * H + h) * T * T;
-                /* one panel of GEMM_MR queries at a time, start to end while it is in L1:
-                 * raw scores Q·Kᵀ up to the diagonal, softmax by rows, then P·V */
-                for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
-                    int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
-                    float *panel = P + (size_t)t0 * T;
-                    gemm_small(panel, T, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head,
-                               0, GEMM_LOWER, t0);
-                    softmax_rows(panel, T, t0, rows, T, scale, sink ? sink[h] : -INFINITY);
-                    gemm_small(o + (size_t)t0 * E, E, panel, T, 1, v, d_head, rows, d_head, T, 0,
-                               GEMM_PREFIX_K, t0);
+                float *map = probs ? probs + ((size_t)b * H + h) * T * T : NULL;
+                float *pair_lse = lse + ((size_t)b * H + h) * T, s = sink ? sink[h] : -INFINITY;
+#if ATTENTION_THIN_MAX > 0
+                if (thin) {
+                    attention_thin_forward_pair(o, E, map, pair_lse, src, row, E, T, d_head, s, scratch);
+                    continue;
                 }
+#endif
+                forward_pair(o, map, pair_lse, src, E, T, d_head, s, scratch);
             }
         }
-        free(q);
+        free(scratch);
     }
+}
+
+/* The general path's backward of pair (b, h), from its stored map P. */
+static void backward_pair(float *dq, const float *g_src, const float *P, const float *src, int E,
+                          int T, int d_head, float *q, float *ds) {
+    const int row = 3 * E, ld_ds = padded_stride(T);
+    const float scale = 1.0f / sqrtf((float)d_head);
+    /* contiguous copies of this head's Q, K, Vᵀ and dO (see forward_pair); dQ, dK and dV are
+     * written straight into their columns of d_qkv */
+    size_t head = (size_t)T * d_head;
+    float *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head, *dk = dq + E, *dv = dq + 2 * E;
+    copy_rows(q, src, row, T, d_head);
+    copy_rows(k, src + E, row, T, d_head);
+    gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
+    copy_rows(g, g_src, E, T, d_head);
+    /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K. dS is zeroed
+     * right of the diagonal to the end of the row's panel, which is as far as the products read
+     * (see GemmShape) */
+    for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
+        int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
+        float *panel = ds + (size_t)t0 * ld_ds;
+        gemm_small(panel, ld_ds, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head, 0,
+                   GEMM_LOWER, t0);
+        softmax_backward_rows(panel, ld_ds, P + (size_t)t0 * T, T, t0, rows, t0 + rows, scale);
+        gemm_small(dq + (size_t)t0 * row, row, panel, ld_ds, 1, k, d_head, rows, d_head, T, 0,
+                   GEMM_PREFIX_K, t0);
+    }
+    /* by panels of keys: dK = dSᵀ·Q and dV = Pᵀ·dO over the queries at or after them */
+    gemm_small(dk, row, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
+    gemm_small(dv, row, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
 }
 
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
  * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
- * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed). */
-void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *probs,
-                        int B, int T, int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, ld_ds = padded_stride(T);
-    const float scale = 1.0f / sqrtf((float)d_head);
+ * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed).
+ * The thin path recomputes P from the scores and lse, and uses rowsum(P ∘ dP) = dO · O. */
+void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
+                        const float *probs, const float *lse, int B, int T, int H, int d_head) {
+    const int E = H * d_head, row = 3 * E, thin = !attention_needs_maps(d_head);
+    CHECK(thin || probs);
 #pragma omp parallel
     {
-        /* contiguous copies of this head's Q, K, Vᵀ and dO (see the forward); dQ, dK and dV are
-         * written straight into their columns of d_qkv */
-        size_t head = (size_t)T * d_head;
-        float *q = alloc_floats(4 * head), *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head;
-        float *ds = alloc_floats((size_t)T * ld_ds); /* (T, T) dP, then dS */
+        float *scratch = alloc_floats(thin ? attention_thin_backward_floats(T, d_head)
+                                           : 4 * (size_t)T * d_head);
+        float *ds = thin ? NULL : alloc_floats((size_t)T * padded_stride(T)); /* (T, T) dP, then dS */
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
                 const float *src = qkv + (size_t)b * T * row + h * d_head;
-                copy_rows(q, src, row, T, d_head);
-                copy_rows(k, src + E, row, T, d_head);
-                gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
-                copy_rows(g, d_out + (size_t)b * T * E + h * d_head, E, T, d_head);
-                const float *P = probs + ((size_t)b * H + h) * T * T;
-                float *dq = d_qkv + (size_t)b * T * row + h * d_head, *dk = dq + E, *dv = dq + 2 * E;
-                /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K.
-                 * dS is zeroed right of the diagonal to the end of the row's panel, which is as
-                 * far as the products read (see GemmShape) */
-                for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
-                    int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
-                    float *panel = ds + (size_t)t0 * ld_ds;
-                    gemm_small(panel, ld_ds, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T,
-                               d_head, 0, GEMM_LOWER, t0);
-                    softmax_backward_rows(panel, ld_ds, P + (size_t)t0 * T, T, t0, rows, t0 + rows,
-                                          scale);
-                    gemm_small(dq + (size_t)t0 * row, row, panel, ld_ds, 1, k, d_head, rows, d_head,
-                               T, 0, GEMM_PREFIX_K, t0);
+                const float *g = d_out + (size_t)b * T * E + h * d_head;
+                float *dq = d_qkv + (size_t)b * T * row + h * d_head;
+#if ATTENTION_THIN_MAX > 0
+                if (thin) {
+                    attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E,
+                                                 src, lse + ((size_t)b * H + h) * T, E, T, d_head,
+                                                 scratch);
+                    continue;
                 }
-                /* by panels of keys: dK = dSᵀ·Q and dV = Pᵀ·dO over the queries at or after them */
-                gemm_small(dk, row, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
-                gemm_small(dv, row, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
+#endif
+                (void)lse;
+                (void)out;
+                backward_pair(dq, g, probs + ((size_t)b * H + h) * T * T, src, E, T, d_head,
+                              scratch, ds);
             }
         }
         free(ds);
-        free(q);
+        free(scratch);
     }
 }
 
 /* Threads split the heads; each head sums over (b, t) in order: thread-count independent. */
-void attention_sink_backward(float *d_sink, const float *d_out, const float *out,
-                             const float *probs, int B, int T, int H, int d_head) {
+void attention_sink_backward(float *d_sink, const float *d_out, const float *out, const float *lse,
+                             const float *sink, int B, int T, int H, int d_head) {
     const int E = H * d_head;
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
         double sum = 0.0;
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
-                const float *row = probs + (((size_t)b * H + h) * T + t) * T;
-                double mass = 0.0, dot = 0.0;
-                for (int j = 0; j <= t; j++) mass += row[j];
+                double p_sink = exp((double)sink[h] - lse[((size_t)b * H + h) * T + t]), dot = 0.0;
                 const float *g = d_out + ((size_t)b * T + t) * E + h * d_head;
                 const float *o = out + ((size_t)b * T + t) * E + h * d_head;
                 for (int i = 0; i < d_head; i++) dot += (double)g[i] * o[i];
-                sum -= (1.0 - mass) * dot;
+                sum -= p_sink * dot;
             }
         d_sink[h] += (float)sum;
     }

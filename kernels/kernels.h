@@ -77,24 +77,36 @@ void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), 
  * E = n_head * d_head; head h of Q is qkv[..., h*d_head ...], of K at E + h*d_head, of V at 2E + ...
  * With a sink, P_tj = exp(S_tj) / (exp(sink_h) + Σ_k exp(S_tk)): a head may attend to nothing.
  * The backward needs no change for it (the sink is a key whose value is 0); the sink's own
- * gradient is attention_sink_backward's. */
+ * gradient is attention_sink_backward's.
+ * Two paths, chosen by d_head alone (so the bits depend only on d_head and the build): heads up
+ * to ATTENTION_THIN_MAX wide (8 with AVX-512, 4 with AVX2, none in the portable build) take a
+ * path vectorised across positions whose backward recomputes the maps, wider heads take
+ * per-head GEMMs whose backward reads the stored maps. attention_needs_maps says which: when it
+ * returns 1 the caller must pass probs to both calls; otherwise probs may be NULL (the maps are
+ * then not written, which saves their memory traffic; pass it only when the maps are wanted). */
+int attention_needs_maps(int d_head);
 void attention_forward(float *out,             // (B, T, E)
-                       float *probs,           // (B, H, T, T) the attention maps; zero above the diagonal
+                       float *probs,           // (B, H, T, T) the maps, zero above the diagonal; or NULL
+                       float *lse,             // (B, H, T) log of each softmax denominator
                        const float *qkv,       // (B, T, 3E)
                        const float *sink,      // (H) a logit added to each softmax denominator, or NULL
                        int B, int T, int H, int d_head);
 void attention_backward(float *d_qkv,          // (B, T, 3E) = (overwritten: no zeroing needed)
                         const float *d_out,    // (B, T, E)
                         const float *qkv,      // (B, T, 3E)
-                        const float *probs,    // (B, H, T, T)
+                        const float *out,      // (B, T, E) the forward's
+                        const float *probs,    // (B, H, T, T) the forward's, or NULL (see above)
+                        const float *lse,      // (B, H, T) the forward's
                         int B, int T, int H, int d_head);
 
-/* d sink_h += -Σ_{b,t} (1 - Σ_j P_tj) · (dO_t · O_t): the sink takes 1 - Σ_j P_tj of the mass and,
- * as a key of value 0, dP_sink = 0, so dS_sink = -P_sink Σ_j P_tj dP_tj = -P_sink (dO_t · O_t). */
+/* d sink_h += -Σ_{b,t} P_sink,t · (dO_t · O_t), P_sink,t = exp(sink_h − lse_t): the sink takes that
+ * share of the mass and, as a key of value 0, dP_sink = 0, so
+ * dS_sink = -P_sink Σ_j P_tj dP_tj = -P_sink (dO_t · O_t). */
 void attention_sink_backward(float *d_sink,    // (H) +=
                              const float *d_out, // (B, T, E)
                              const float *out,   // (B, T, E)
-                             const float *probs, // (B, H, T, T)
+                             const float *lse,   // (B, H, T) the forward's
+                             const float *sink,  // (H)
                              int B, int T, int H, int d_head);
 
 /* ---- crossentropy.c: softmax cross-entropy of the next token at weighted positions ---- */

@@ -55,10 +55,16 @@ static inline VecF vec_keep_n(VecF v, int n) { return n >= VEC_W ? v : _mm512_ma
 static inline VecF vec_max_n(VecF a, VecF b, int n) {
     return n >= VEC_W ? _mm512_max_ps(a, b) : _mm512_mask_max_ps(a, tail_mask(n), a, b);
 }
+/* a in the first n lanes (none for n <= 0), b in the others */
+static inline VecF vec_first_n_from(VecF a, VecF b, int n) {
+    return n >= VEC_W ? a : _mm512_mask_mov_ps(b, tail_mask(n), a);
+}
+static inline VecF vec_max(VecF a, VecF b) { return _mm512_max_ps(a, b); }
 static inline VecF vec_set1(float x) { return _mm512_set1_ps(x); }
 static inline VecF vec_add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
 static inline VecF vec_sub(VecF a, VecF b) { return _mm512_sub_ps(a, b); }
 static inline VecF vec_mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
+static inline VecF vec_div(VecF a, VecF b) { return _mm512_div_ps(a, b); }
 static inline VecF vec_fmadd(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 static inline VecF vec_fmsub(VecF a, VecF b, VecF c) { return _mm512_fmsub_ps(a, b, c); }
 static inline VecF vec_exp(VecF x) { return exp512(x); }
@@ -112,10 +118,15 @@ static inline VecF vec_max_n(VecF a, VecF b, int n) {
     return n >= VEC_W ? _mm256_max_ps(a, b)
                       : _mm256_blendv_ps(a, _mm256_max_ps(a, b), _mm256_castsi256_ps(vec_mask_n(n)));
 }
+static inline VecF vec_first_n_from(VecF a, VecF b, int n) {
+    return n >= VEC_W ? a : _mm256_blendv_ps(b, a, _mm256_castsi256_ps(vec_mask_n(n)));
+}
+static inline VecF vec_max(VecF a, VecF b) { return _mm256_max_ps(a, b); }
 static inline VecF vec_set1(float x) { return _mm256_set1_ps(x); }
 static inline VecF vec_add(VecF a, VecF b) { return _mm256_add_ps(a, b); }
 static inline VecF vec_sub(VecF a, VecF b) { return _mm256_sub_ps(a, b); }
 static inline VecF vec_mul(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
+static inline VecF vec_div(VecF a, VecF b) { return _mm256_div_ps(a, b); }
 static inline VecF vec_fmadd(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 static inline VecF vec_fmsub(VecF a, VecF b, VecF c) { return _mm256_fmsub_ps(a, b, c); }
 static inline VecF vec_exp(VecF x) { return exp256(x); }

@@ -2,6 +2,7 @@
  * batches; nothing of training, analysis or files. */
 #include <string.h>
 #include "evaluate.h"
+#include "util.h"
 
 static float heldout_forward(Evaluator *ev, Model *m, int k) {
     task_eval_batch(ev->task, &ev->batch, k);
@@ -31,6 +32,7 @@ double evaluate_loss(Evaluator *ev, Model *m) {
 void evaluate_collect_maps(float *maps, const Model *m) {
     int L = m->shape.n_layer, H = m->shape.n_head, B = m->batch, T = m->seq;
     size_t TT = (size_t)T * T;
+    CHECK(m->keep_maps); /* else thin heads' maps were never written */
     for (int l = 0; l < L; l++)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
@@ -40,6 +42,9 @@ void evaluate_collect_maps(float *maps, const Model *m) {
 }
 
 void evaluate_maps(float *maps, Model *m, const int *tokens, int B, int T) {
+    int keep = m->keep_maps;
+    m->keep_maps = 1;
     model_forward(m, tokens, NULL, NULL, B, T);
     evaluate_collect_maps(maps, m);
+    m->keep_maps = keep;
 }

@@ -32,7 +32,8 @@ double evaluate_loss(Evaluator *ev, Model *m);
 /* Forward on tokens (B, T) without targets; the maps (L, H, B, T, T) into maps. The logits of
  * the forward stay in m->act.logits. */
 void evaluate_maps(float *maps, Model *m, const int *tokens, int B, int T);
-/* The maps of the last forward: att_probs, stored (L, B, H, T, T), into maps (L, H, B, T, T). */
+/* The maps of the last forward: att_probs, stored (L, B, H, T, T), into maps (L, H, B, T, T).
+ * That forward must have kept them (m->keep_maps). */
 void evaluate_collect_maps(float *maps, const Model *m);
 
 #endif

@@ -114,6 +114,7 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(qkv, L * BT * W);
     TAKE(qkv_full, L * BT * full);
     TAKE(att_probs, L * B * H * T * T);
+    TAKE(att_lse, L * B * H * T);
     TAKE(att_out, L * BT * E);
     TAKE(gate, L * BT * G);
     TAKE(att_gated, L * BT * G);
@@ -299,6 +300,14 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     return model_forward_from_layer(m, 0);
 }
 
+/* Layer l's attention maps, where the attention writes them: NULL when they are neither wanted
+ * (keep_maps) nor read by the attention's backward. */
+static float *layer_maps(const Model *m, int l) {
+    const ModelShape s = m->shape;
+    if (!m->keep_maps && !attention_needs_maps(s.d_head)) return NULL;
+    return m->act.att_probs + (size_t)l * m->batch * s.n_head * m->seq * m->seq;
+}
+
 /* One block from its LayerNorm (or, with heads_only, from its head mix: the attention of the
  * last forward reused) to its residual output. */
 static void forward_layer(Model *m, int l, int heads_only) {
@@ -315,7 +324,6 @@ static void forward_layer(Model *m, int l, int heads_only) {
     if (!heads_only) {
         float *qkv = a->qkv + (size_t)l * BT * W;
         float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : qkv;
-        float *probs = a->att_probs + (size_t)l * B * H * T * T;
         layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
                           p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
         if (s.pos == POS_SHORTFORMER) {
@@ -326,7 +334,8 @@ static void forward_layer(Model *m, int l, int heads_only) {
         }
         if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
         if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
-        attention_forward(att, probs, qkv_heads, s.sink ? p->sink + (size_t)l * H : NULL, B, T, H, dh);
+        attention_forward(att, layer_maps(m, l), a->att_lse + (size_t)l * B * H * T, qkv_heads,
+                          s.sink ? p->sink + (size_t)l * H : NULL, B, T, H, dh);
         if (s.output_gate) {
             float *gate = a->gate + (size_t)l * BT * E;
             linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
@@ -430,9 +439,10 @@ static void attention_qkv_backward(Model *m, int l, const float *d_o, GradWrite 
     Activations *a = &m->act;
     const float *h_in = a->residual + (size_t)l * BT * D, *z = a->ln_out + (size_t)l * BT * D;
     const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
-    const float *probs = a->att_probs + (size_t)l * B * H * T * T, *att = a->att_out + (size_t)l * BT * E;
-    attention_backward(a->d_qkv, d_o, qkv_heads, probs, B, T, H, dh);
-    if (s.sink) attention_sink_backward(g->sink + (size_t)l * H, d_o, att, probs, B, T, H, dh);
+    const float *att = a->att_out + (size_t)l * BT * E, *lse = a->att_lse + (size_t)l * B * H * T;
+    attention_backward(a->d_qkv, d_o, qkv_heads, att, layer_maps(m, l), lse, B, T, H, dh);
+    if (s.sink)
+        attention_sink_backward(g->sink + (size_t)l * H, d_o, att, lse, p->sink + (size_t)l * H, B, T, H, dh);
     float *d_qkv = a->d_qkv;
     if (grouped) {
         memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);

@@ -277,6 +277,7 @@ static void test_handmade_prev_head(void) {
     }
     int tokens[B * T] = {0, 3, 7, 3, 7, 3, 7, 3, /* repeats: the induction positions exist */
                          0, 1, 2, 4, 5, 6, 8, 9};
+    m.keep_maps = 1;
     model_forward(&m, tokens, NULL, NULL, B, T);
     float *maps = test_alloc((size_t)H * B * T * T);
     evaluate_collect_maps(maps, &m);
@@ -304,6 +305,7 @@ static void test_collect_maps_layout(void) {
     for (size_t i = 0; i < m.n_params; i++) m.param_block[i] += (float)(0.5 * rng_normal(&rng));
     int tokens[B * T];
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 9);
+    m.keep_maps = 1;
     model_forward(&m, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
     float *maps = test_alloc((size_t)L * H * B * T * T);
     evaluate_collect_maps(maps, &m);

@@ -193,14 +193,20 @@ static const Op OP_LINEAR = {"linear", "N C OC with_bias with_d_inp", {"inp", "w
  * far from uniform and from one-hot. d_qkv is overwritten, d_sink accumulated. */
 static void attention_sizes(OpCtx *c) {
     size_t B = c->d[0], T = c->d[1], H = c->d[2], E = H * c->d[3];
-    c->n_in[0] = B * T * 3 * E, c->n_in[1] = c->d[4] ? H : 0, c->n_out = B * T * E, c->n_tmp[0] = B * H * T * T;
+    c->n_in[0] = B * T * 3 * E, c->n_in[1] = c->d[4] ? H : 0, c->n_out = B * T * E;
+    c->n_tmp[0] = B * H * T * T, c->n_tmp[1] = B * H * T;
 }
+/* the maps only where the backward reads them, as the model does in training */
+static float *attention_maps_if_needed(OpCtx *c) { return attention_needs_maps(c->d[3]) ? c->tmp[0] : NULL; }
 static void attention_fwd(OpCtx *c) {
-    attention_forward(c->out, c->tmp[0], c->in[0], c->d[4] ? c->in[1] : NULL, c->d[0], c->d[1], c->d[2], c->d[3]);
+    attention_forward(c->out, attention_maps_if_needed(c), c->tmp[1], c->in[0], c->d[4] ? c->in[1] : NULL,
+                      c->d[0], c->d[1], c->d[2], c->d[3]);
 }
 static void attention_bwd(OpCtx *c) {
-    attention_backward(c->grad[0], c->r, c->in[0], c->tmp[0], c->d[0], c->d[1], c->d[2], c->d[3]);
-    if (c->d[4]) attention_sink_backward(c->grad[1], c->r, c->out, c->tmp[0], c->d[0], c->d[1], c->d[2], c->d[3]);
+    attention_backward(c->grad[0], c->r, c->in[0], c->out, attention_maps_if_needed(c), c->tmp[1], c->d[0],
+                       c->d[1], c->d[2], c->d[3]);
+    if (c->d[4])
+        attention_sink_backward(c->grad[1], c->r, c->out, c->tmp[1], c->in[1], c->d[0], c->d[1], c->d[2], c->d[3]);
 }
 static const Op OP_ATTENTION = {"attention", "B T H d_head with_sink", {"qkv", "sink"}, {0.0, 0.5}, {1.5, 1.0},
                                 attention_sizes, NULL, attention_fwd, attention_bwd, 1u};
@@ -304,6 +310,12 @@ static const OpCase op_cases[] = {
     {&OP_ATTENTION, {1, 6, 4, 1, 0}, K_TOL, "d_head = 1, more heads than d_head"},
     {&OP_ATTENTION, {2, 5, 3, 2, 1}, K_TOL, "with a sink"},
     {&OP_ATTENTION, {3, 1, 2, 3, 1}, K_TOL, "with a sink, T = 1"},
+    /* past one vector of positions (16 with AVX-512, 8 with AVX2), with a ragged last block:
+     * the thin path's blocks of queries and of keys, for every width it specialises */
+    {&OP_ATTENTION, {1, 37, 2, 3, 0}, K_TOL, "T = 37, d_head = 3"},
+    {&OP_ATTENTION, {2, 19, 1, 4, 1}, K_TOL, "T = 19, d_head = 4, with a sink"},
+    {&OP_ATTENTION, {1, 21, 2, 8, 1}, K_TOL, "T = 21, d_head = 8 (the widest thin head), with a sink"},
+    {&OP_ATTENTION, {1, 18, 1, 9, 1}, K_TOL, "T = 18, d_head = 9 (the general path), with a sink"},
     {&OP_CROSSENTROPY, {7, 6}, K_TOL, "weights with zeros"},
     {&OP_CROSSENTROPY, {4, 13}, K_TOL, "weights with zeros"},
     {&OP_ROPE, {2, 5, 3, 3, 6, 6}, K_TOL, "full rotary"},
@@ -527,13 +539,14 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
 
 typedef struct {
     int B, T, H, d_head;
-    float *qkv, *out, *probs, *r, *d_qkv;
+    float *qkv, *out, *probs, *lse, *r, *d_qkv;
 } AttentionCtx;
 
 static AttentionCtx attention_ctx(int B, int T, int H, int d_head, Rng *rng) {
     size_t E = (size_t)H * d_head, BT = (size_t)B * T;
     AttentionCtx c = {B, T, H, d_head, test_alloc(BT * 3 * E), test_alloc(BT * E),
-                      test_alloc((size_t)B * H * T * T), test_alloc(BT * E), test_alloc(BT * 3 * E)};
+                      test_alloc((size_t)B * H * T * T), test_alloc((size_t)B * H * T), test_alloc(BT * E),
+                      test_alloc(BT * 3 * E)};
     /* std 1.5: scores of a few units, so the maps are far from uniform and from one-hot */
     test_fill_normal(c.qkv, BT * 3 * E, rng, 0.0, 1.5);
     test_fill_normal(c.r, BT * E, rng, 0.0, 1.0);
@@ -541,11 +554,13 @@ static AttentionCtx attention_ctx(int B, int T, int H, int d_head, Rng *rng) {
 }
 
 static void attention_ctx_free(AttentionCtx *c) {
-    free(c->qkv), free(c->out), free(c->probs), free(c->r), free(c->d_qkv);
+    free(c->qkv), free(c->out), free(c->probs), free(c->lse), free(c->r), free(c->d_qkv);
 }
 
-/* Forward (out and the maps) and backward against double math; also: rows of the maps sum to 1
- * and are exactly 0 above the diagonal (the analysis reads them as they are). */
+/* Forward (out, the maps, lse) and backward against double math; also: rows of the maps sum to 1
+ * and are exactly 0 above the diagonal (the analysis reads them as they are). The backward runs
+ * as training runs it: given the maps only where it reads them (attention_needs_maps). Without
+ * the maps, the forward must give the same out and lse, bit for bit. */
 static void test_attention_reference(int B, int T, int H, int d_head, uint64_t seed) {
     Rng rng = rng_stream(seed, 6, 0);
     AttentionCtx c = attention_ctx(B, T, H, d_head, &rng);
@@ -553,9 +568,18 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
     /* outputs pre-filled with NaN: every entry, also above the diagonal, must be written */
     for (size_t i = 0; i < (size_t)B * T * E; i++) c.out[i] = NAN;
     for (size_t i = 0; i < (size_t)B * H * T * T; i++) c.probs[i] = NAN;
-    attention_forward(c.out, c.probs, c.qkv, NULL, B, T, H, d_head);
+    attention_forward(c.out, c.probs, c.lse, c.qkv, NULL, B, T, H, d_head);
+    const int needs_maps = attention_needs_maps(d_head);
+    int same_without_maps = 1;
+    if (!needs_maps) {
+        float *out0 = test_alloc((size_t)B * T * E), *lse0 = test_alloc((size_t)B * H * T);
+        attention_forward(out0, NULL, lse0, c.qkv, NULL, B, T, H, d_head);
+        same_without_maps = !memcmp(out0, c.out, sizeof(float) * B * T * E) &&
+                            !memcmp(lse0, c.lse, sizeof(float) * B * H * T);
+        free(out0), free(lse0);
+    }
     for (size_t i = 0; i < (size_t)B * T * row; i++) c.d_qkv[i] = NAN; /* all must be written */
-    attention_backward(c.d_qkv, c.r, c.qkv, c.probs, B, T, H, d_head);
+    attention_backward(c.d_qkv, c.r, c.qkv, c.out, needs_maps ? c.probs : NULL, c.lse, B, T, H, d_head);
     double *ref_d = calloc((size_t)B * T * row, sizeof(double));
     double *p = calloc((size_t)T, sizeof(double)), *dp = calloc((size_t)T, sizeof(double));
     const double scale = 1.0 / sqrt((double)d_head);
@@ -578,6 +602,8 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
                     maxs = fmax(maxs, p[j]);
                 }
                 for (int j = 0; j <= t; j++) sum += p[j] = exp(p[j] - maxs);
+                test_compare(&cmp, c.lse[((size_t)b * H + h) * T + t], maxs + log(sum), "lse",
+                             (long)(((size_t)b * H + h) * T + t));
                 double row_sum = 0.0;
                 for (int j = 0; j < T; j++) {
                     if (j <= t) {
@@ -616,22 +642,28 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
     }
     for (size_t i = 0; i < (size_t)B * T * row; i++) test_compare(&cmp, c.d_qkv[i], ref_d[i], "d_qkv", (long)i);
     char name[160];
-    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: maps, out, d_qkv = double reference", B, T, H, d_head);
+    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d (%s path): maps, out, lse, d_qkv = double reference",
+             B, T, H, d_head, needs_maps ? "general" : "thin");
     test_compare_report(name, &cmp);
     snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: map rows sum to 1, zero above the diagonal", B, T, H, d_head);
     test_check(name, above_diagonal == 0 && worst_row_sum <= 1e-5,
                "%ld nonzero entries above the diagonal; worst |row sum - 1| = %.3g", above_diagonal, worst_row_sum);
+    if (!needs_maps) {
+        snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: out and lse without the maps = with them, bit for bit",
+                 B, T, H, d_head);
+        test_check(name, same_without_maps, "the forward's results depend on whether it writes the maps");
+    }
 #ifdef _OPENMP
     {
         float *out2 = test_alloc((size_t)B * T * E), *probs2 = test_alloc((size_t)B * H * T * T);
-        float *d2 = test_alloc((size_t)B * T * row);
+        float *d2 = test_alloc((size_t)B * T * row), *lse2 = test_alloc((size_t)B * H * T);
         const char *differs = NULL;
         int at = 0;
         for (int k = 0; k < N_THREAD_COUNTS && !differs; k++) {
             set_threads(thread_counts[k]);
             memset(d2, 0, sizeof(float) * (size_t)B * T * row);
-            attention_forward(out2, probs2, c.qkv, NULL, B, T, H, d_head);
-            attention_backward(d2, c.r, c.qkv, probs2, B, T, H, d_head);
+            attention_forward(out2, probs2, lse2, c.qkv, NULL, B, T, H, d_head);
+            attention_backward(d2, c.r, c.qkv, out2, needs_maps ? probs2 : NULL, lse2, B, T, H, d_head);
             at = thread_counts[k];
             differs = memcmp(out2, c.out, sizeof(float) * B * T * E) ? "out"
                       : memcmp(probs2, c.probs, sizeof(float) * B * H * T * T) ? "probs"
@@ -640,7 +672,7 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
         set_threads(default_threads);
         snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: bit-identical at 1, 2, 3, 4, 7 threads", B, T, H, d_head);
         test_check(name, !differs, "%s at %d threads differs from %d threads", differs, at, default_threads);
-        free(out2), free(probs2), free(d2);
+        free(out2), free(probs2), free(d2), free(lse2);
     }
 #endif
     free(ref_d), free(p), free(dp);
@@ -844,6 +876,7 @@ static void test_thread_independence(Layout ly) {
 #ifdef _OPENMP
     Model m;
     init_model(&m, &ly, 21);
+    m.keep_maps = 1; /* the maps are compared too */
     Rng rng = rng_stream(21, 14, 0);
     int BT = ly.B * ly.T, LH = ly.shape.n_layer * ly.shape.n_head;
     int *tokens = calloc((size_t)BT, sizeof(int)), *targets = calloc((size_t)BT, sizeof(int));
