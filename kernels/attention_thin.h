@@ -8,10 +8,11 @@
 #include <stddef.h>
 #include "vec_math.h"
 
-#ifdef VEC_W
-#define ATTENTION_THIN_MAX (VEC_W / 2)
-#else
+#ifndef VEC_W
+#undef ATTENTION_THIN_MAX
 #define ATTENTION_THIN_MAX 0
+#elif !defined(ATTENTION_THIN_MAX) /* -DATTENTION_THIN_MAX=n (4 or 8) overrides it, to measure */
+#define ATTENTION_THIN_MAX (VEC_W / 2)
 #endif
 
 /* Scratch floats one thread needs for a pair of sequence length T and width d. */
