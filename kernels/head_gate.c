@@ -7,18 +7,28 @@
  * Must not know: what a gate or a fill is used for (ablation, importance, pruning): that is
  * src/ablation.c's; kernels/ includes only kernels/ headers and the C library. */
 #include <stddef.h>
+#include <stdlib.h>
 #include "kernels.h"
+#include "check.h"
 
 void head_gate_forward(float *out, const float *inp, const float *gate, const float *fill, int N,
                        int H, int d_head) {
+    /* each column's gate and fill first, so that the loop over a row's columns is one contiguous
+     * run the compiler vectorises whatever d_head is (1-wide heads included) */
+    const int E = H * d_head;
+    float *g = alloc_floats(2 * (size_t)E), *a = g + E;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < d_head; i++) {
+            g[h * d_head + i] = gate[h];
+            a[h * d_head + i] = fill ? fill[(size_t)h * d_head + i] : 0.0f;
+        }
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < d_head; i++) {
-                size_t k = ((size_t)n * H + h) * d_head + i;
-                float a = fill ? fill[(size_t)h * d_head + i] : 0.0f;
-                out[k] = gate[h] * inp[k] + (1.0f - gate[h]) * a;
-            }
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * E;
+        float *o = out + (size_t)n * E;
+        for (int c = 0; c < E; c++) o[c] = g[c] * x[c] + (1.0f - g[c]) * a[c];
+    }
+    free(g);
 }
 
 /* Differentiates out = g · inp + (1 − g) · fill: d_gate[h] += Σ over rows and the head's columns
