@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gemm.h"
+#include "attention_thin.h" /* kernels_describe names its width limit */
 #include "check.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -477,11 +478,15 @@ void kernels_describe(char *buf, size_t size) {
     const char *isa = "portable";
 #endif
     GemmBlocking b = gemm_blocking();
+    char attention[64] = "attention: per-head GEMMs at every d_head";
+    if (ATTENTION_THIN_MAX > 0)
+        snprintf(attention, sizeof attention, "attention: thin-head path for d_head <= %d",
+                 ATTENTION_THIN_MAX);
     snprintf(buf, size,
              "%s (GEMM %s, KC %d fixed; MC %d, NC %d from the caches: L1d %ld KiB, L2 %ld KiB, "
-             "L3 %ld KiB%s)",
+             "L3 %ld KiB%s; %s)",
              isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
-             b.l2 ? "" : "; unknown, defaults assumed");
+             b.l2 ? "" : "; unknown, defaults assumed", attention);
 }
 
 void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,

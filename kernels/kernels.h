@@ -170,7 +170,8 @@ void kv_repeat_backward(float *d_qkv_grouped,     // (B, T, (H + 2·H_kv)·d_hea
 
 /* ---- gemm.c: what this build's kernels run on ----
  * One line: the instruction-set path ("AVX-512", "AVX2" or "portable", the first word), the GEMM
- * register tile and its cache blocking, and the cache sizes it was sized from. */
+ * register tile and its cache blocking, the cache sizes it was sized from, and the widest head
+ * the attention's thin-head path takes. */
 void kernels_describe(char *buf, size_t size);
 
 /* ---- columns.c: out[:, :split] = left[:, :split], out[:, split:] = right[:, split:] ----
