@@ -58,6 +58,15 @@ $(BUILD)/%.o: %.c | $(BUILD)/build-deps.ok
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# GIT_REV goes into `harness --version` and every results file's git_rev: the two objects that
+# print it are rebuilt whenever the checkout's commit changes (a stamp rewritten only then), so a
+# binary never names a commit older than the one it was built from.
+$(BUILD)/git-rev: FORCE | $(BUILD)/build-deps.ok
+	@echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
+$(BUILD)/src/main.o $(BUILD)/src/results.o: $(BUILD)/git-rev
+.PHONY: FORCE
+FORCE:
+
 # Before the first compile: a missing yaml.h, hdf5.h or library is named, with its package,
 # instead of a compiler error (scripts/install-deps --check-build; nothing is installed).
 $(BUILD)/build-deps.ok:
