@@ -28,6 +28,27 @@
 
 static int padded(int T) { return (T + W - 1) / W * W; }
 
+/* CALL(w) with w = d as a constant, so that each width gets its own unrolled copy with its
+ * accumulators in registers */
+#if ATTENTION_THIN_MAX >= 8
+#define WIDTHS_5_TO_8(CALL)                                                                        \
+    case 5: CALL(5); break;                                                                        \
+    case 6: CALL(6); break;                                                                        \
+    case 7: CALL(7); break;                                                                        \
+    case 8: CALL(8); break;
+#else
+#define WIDTHS_5_TO_8(CALL)
+#endif
+#define FOR_EACH_WIDTH(d, CALL)                                                                    \
+    switch (d) {                                                                                   \
+    case 1: CALL(1); break;                                                                        \
+    case 2: CALL(2); break;                                                                        \
+    case 3: CALL(3); break;                                                                        \
+    case 4: CALL(4); break;                                                                        \
+    WIDTHS_5_TO_8(CALL)                                                                            \
+    default: CHECK(!"attention_thin: d_head out of range");                                        \
+    }
+
 size_t attention_thin_forward_floats(int T, int d) {
     return (size_t)d * padded(T) + 2 * (size_t)T * d + (size_t)T * W + 4 * (size_t)W * (d + 2);
 }
@@ -108,19 +129,9 @@ ALWAYS_INLINE void forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse
 void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse,
                                  const float *src, ptrdiff_t row, int E, int T, int d, float sink,
                                  float *scratch) {
-    switch (d) { /* each width its own unrolled copy, the accumulators in registers */
-    case 1: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 1); break;
-    case 2: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 2); break;
-    case 3: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 3); break;
-    case 4: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 4); break;
-#if ATTENTION_THIN_MAX >= 8
-    case 5: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 5); break;
-    case 6: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 6); break;
-    case 7: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 7); break;
-    case 8: forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, 8); break;
-#endif
-    default: CHECK(!"attention_thin: d_head out of range");
-    }
+#define FORWARD(w) forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, w)
+    FOR_EACH_WIDTH(d, FORWARD);
+#undef FORWARD
 }
 
 /* The backward's operands: qs and g (T, d) = scale · Q and dO, kt and vt (d, Tp) = Kᵀ and Vᵀ
@@ -210,19 +221,9 @@ ALWAYS_INLINE void backward_pair(float *dq, ptrdiff_t row, const float *d_out, c
 void attention_thin_backward_pair(float *dq, ptrdiff_t row, const float *d_out, const float *out,
                                   ptrdiff_t ld_o, const float *src, const float *lse, int E, int T,
                                   int d, float *scratch) {
-    switch (d) {
-    case 1: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 1); break;
-    case 2: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 2); break;
-    case 3: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 3); break;
-    case 4: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 4); break;
-#if ATTENTION_THIN_MAX >= 8
-    case 5: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 5); break;
-    case 6: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 6); break;
-    case 7: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 7); break;
-    case 8: backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, 8); break;
-#endif
-    default: CHECK(!"attention_thin: d_head out of range");
-    }
+#define BACKWARD(w) backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, w)
+    FOR_EACH_WIDTH(d, BACKWARD);
+#undef BACKWARD
 }
 
 #endif /* VEC_W */
