@@ -49,13 +49,6 @@ static int padded(int T) { return (T + W - 1) / W * W; }
     default: CHECK(!"attention_thin: d_head out of range");                                        \
     }
 
-size_t attention_thin_forward_floats(int T, int d) {
-    return (size_t)d * padded(T) + 2 * (size_t)T * d + (size_t)T * W + 4 * (size_t)W * (d + 2);
-}
-
-size_t attention_thin_backward_floats(int T, int d) {
-    return 2 * (size_t)d * padded(T) + 3 * (size_t)T * d + (size_t)T + (size_t)T * d * W + 2 * (size_t)W * d;
-}
 
 /* Copies of one head's columns: qt (d, Tp) = (scale · Q)ᵀ zero-padded to Tp, k and v (T, d). */
 static void load_forward_operands(float *qt, float *k, float *v, const float *src, ptrdiff_t row,
@@ -224,6 +217,26 @@ void attention_thin_backward_pair(float *dq, ptrdiff_t row, const float *d_out, 
 #define BACKWARD(w) backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, w)
     FOR_EACH_WIDTH(d, BACKWARD);
 #undef BACKWARD
+}
+
+size_t attention_thin_forward_floats(int T, int d) {
+    return (size_t)d * padded(T) + 2 * (size_t)T * d + (size_t)T * W + 4 * (size_t)W * (d + 2);
+}
+
+size_t attention_thin_backward_floats(int T, int d) {
+    return 2 * (size_t)d * padded(T) + 3 * (size_t)T * d + (size_t)T + (size_t)T * d * W + 2 * (size_t)W * d;
+}
+
+#else /* no vector layer, no thin path: attention.c asks for no scratch of it */
+
+size_t attention_thin_forward_floats(int T, int d) {
+    (void)T, (void)d;
+    return 0;
+}
+
+size_t attention_thin_backward_floats(int T, int d) {
+    (void)T, (void)d;
+    return 0;
 }
 
 #endif /* VEC_W */

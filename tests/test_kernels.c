@@ -26,7 +26,11 @@
  *   That noise, not truncation, dominates: measured worst errors fell as h grew from 2^-8 to 2^-5
  *   (the model's from 1.8x to 0.3x of its tolerance below), so h = 2^-6 sits where both are small.
  *   A step of 1e-3 with the two-point formula would have ~10x the noise for no gain.
- *   Kernels:  |analytic - FD| <= 1e-4 + 1e-3 · max(|analytic|, |FD|); measured worst 0.17 of it.
+ *   Kernels:  |analytic - FD| <= 1e-4 + 1e-3 · max(|analytic|, |FD|); measured worst 0.17 of it
+ *   for the short cases. Attention over T = 18 .. 37 positions uses atol 3e-4: a K or V input
+ *   there feeds every later query's output, and the noise grew as the model above says (worst
+ *   0.5 to 1.08 of the short cases' bound, 1.08 at T = 37 in the portable build; at most 0.41
+ *   of this one in the AVX-512, AVX2 and portable builds).
  *   Model:    |analytic - FD| <= 2e-5 + 2e-3 · max(...) on the mean loss; measured worst 0.32 of it.
  *   The model's noise floor is the float32 per-position loss (~1e-7 of a loss ~3, divided by h):
  *   about 1e-5 absolute, hence the atol, against gradients of 1e-3 .. 1e-1. A wrong term is off by
@@ -54,6 +58,7 @@
 #define FD_STEP (1.0f / 64.0f)
 #define KERNEL_ATOL 1e-4
 #define KERNEL_RTOL 1e-3
+#define LONG_T_ATOL 3e-4
 #define MODEL_ATOL 2e-5
 #define MODEL_RTOL 2e-3
 #define ACCUM_TOL 1e-5
@@ -291,6 +296,7 @@ static const Op OP_HEAD_GATE = {"head_gate", "N H d_head fill", {"inp", "gate", 
                                 {1.0, 0.5, 1.0}, head_gate_sizes, NULL, head_gate_fwd, head_gate_bwd, 1u};
 
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
+#define LONG_T_TOL LONG_T_ATOL, KERNEL_RTOL
 static const OpCase op_cases[] = {
     {&OP_EMBEDDING, {2, 3, 5, 7, 4}, K_TOL, ""},
     {&OP_EMBEDDING, {3, 4, 33, 9, 6}, K_TOL, "D crosses a 16-column block"},
@@ -311,11 +317,12 @@ static const OpCase op_cases[] = {
     {&OP_ATTENTION, {2, 5, 3, 2, 1}, K_TOL, "with a sink"},
     {&OP_ATTENTION, {3, 1, 2, 3, 1}, K_TOL, "with a sink, T = 1"},
     /* past one vector of positions (16 with AVX-512, 8 with AVX2), with a ragged last block:
-     * the thin path's blocks of queries and of keys, for every width it specialises */
-    {&OP_ATTENTION, {1, 37, 2, 3, 0}, K_TOL, "T = 37, d_head = 3"},
-    {&OP_ATTENTION, {2, 19, 1, 4, 1}, K_TOL, "T = 19, d_head = 4, with a sink"},
-    {&OP_ATTENTION, {1, 21, 2, 8, 1}, K_TOL, "T = 21, d_head = 8 (the widest thin head), with a sink"},
-    {&OP_ATTENTION, {1, 18, 1, 9, 1}, K_TOL, "T = 18, d_head = 9 (the general path), with a sink"},
+     * the thin path's blocks of queries and of keys, for every width it specialises (the
+     * tolerance of long sequences: see the header) */
+    {&OP_ATTENTION, {1, 37, 2, 3, 0}, LONG_T_TOL, "T = 37, d_head = 3"},
+    {&OP_ATTENTION, {2, 19, 1, 4, 1}, LONG_T_TOL, "T = 19, d_head = 4, with a sink"},
+    {&OP_ATTENTION, {1, 21, 2, 8, 1}, LONG_T_TOL, "T = 21, d_head = 8 (the widest thin head), with a sink"},
+    {&OP_ATTENTION, {1, 18, 1, 9, 1}, LONG_T_TOL, "T = 18, d_head = 9 (the general path), with a sink"},
     {&OP_CROSSENTROPY, {7, 6}, K_TOL, "weights with zeros"},
     {&OP_CROSSENTROPY, {4, 13}, K_TOL, "weights with zeros"},
     {&OP_ROPE, {2, 5, 3, 3, 6, 6}, K_TOL, "full rotary"},
