@@ -7,7 +7,8 @@
  * its backward; the general path below stores the softmax weights (B, H, T, T) for its backward,
  * and they are also the attention maps that the analysis records: one computation, no copy.
  *
- * General path: per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K, V and the maps
+ * General path: per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K,
+ * V and the maps
  * in place and skip what the causal triangle makes zero: scores and dP only for tiles on or below
  * the diagonal, P·V and dS·K only over keys up to the tile's last query, dSᵀ·Q and Pᵀ·dO only over
  * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
@@ -28,7 +29,8 @@
 #include "attention_thin.h"
 
 /* Rows t = t0 .. t0+rows-1 of a causal map, row stride ld: p[t, 0..t] = softmax(scale * p[t, 0..t])
- * and p[t, t+1..n_zero) = 0; lse[0..rows) = the log of each row's denominator. With a sink logit (-INFINITY for none, which changes no bit), the
+ * and p[t, t+1..n_zero) = 0; lse[0..rows) = the log of each row's denominator. With a sink
+ * logit (-INFINITY for none, which changes no bit), the
  * denominator also holds exp(sink): the row then sums to less than 1, the rest going to nothing.
  * Each pass runs over all the rows before the next one starts, so the rows' independent
  * dependency chains (max, exp, sum) overlap in the out-of-order core. */
@@ -131,8 +133,7 @@ static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, pt
 #endif
 }
 
-/* dst (rows, cols) contiguous = src (rows, cols) with row stride ld_src. */
-static void copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, int cols) {
+void attention_copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, int cols) {
     for (int i = 0; i < rows; i++) {
         float *d = dst + (size_t)i * cols;
         const float *s = src + i * ld_src;
@@ -160,9 +161,9 @@ static void forward_pair(float *o, float *P, float *lse, const float *src, int E
      * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
     size_t head = (size_t)T * d_head;
     float *k_t = q + head, *v = q + 2 * head;
-    copy_rows(q, src, row, T, d_head);
+    attention_copy_rows(q, src, row, T, d_head);
     gemm_transpose(k_t, T, src + E, row, T, d_head);
-    copy_rows(v, src + 2 * E, row, T, d_head);
+    attention_copy_rows(v, src + 2 * E, row, T, d_head);
     /* one panel of GEMM_MR queries at a time, start to end while it is in L1:
      * raw scores Q·Kᵀ up to the diagonal, softmax by rows, then P·V */
     for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
@@ -213,10 +214,10 @@ static void backward_pair(float *dq, const float *g_src, const float *P, const f
      * written straight into their columns of d_qkv */
     size_t head = (size_t)T * d_head;
     float *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head, *dk = dq + E, *dv = dq + 2 * E;
-    copy_rows(q, src, row, T, d_head);
-    copy_rows(k, src + E, row, T, d_head);
+    attention_copy_rows(q, src, row, T, d_head);
+    attention_copy_rows(k, src + E, row, T, d_head);
     gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
-    copy_rows(g, g_src, E, T, d_head);
+    attention_copy_rows(g, g_src, E, T, d_head);
     /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K. dS is zeroed
      * right of the diagonal to the end of the row's panel, which is as far as the products read
      * (see GemmShape) */
@@ -242,6 +243,9 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                         const float *probs, const float *lse, int B, int T, int H, int d_head) {
     const int E = H * d_head, row = 3 * E, thin = !attention_needs_maps(d_head);
     CHECK(thin || probs);
+#if ATTENTION_THIN_MAX == 0
+    (void)out, (void)lse; /* only the thin path reads them */
+#endif
 #pragma omp parallel
     {
         float *scratch = alloc_floats(thin ? attention_thin_backward_floats(T, d_head)
@@ -261,8 +265,6 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                     continue;
                 }
 #endif
-                (void)lse;
-                (void)out;
                 backward_pair(dq, g, probs + ((size_t)b * H + h) * T * T, src, E, T, d_head,
                               scratch, ds);
             }

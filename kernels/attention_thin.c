@@ -20,6 +20,7 @@
 #include <string.h>
 #include "attention_thin.h"
 #include "check.h"
+#include "gemm.h"
 
 #ifdef VEC_W
 
@@ -49,20 +50,20 @@ static int padded(int T) { return (T + W - 1) / W * W; }
     default: CHECK(!"attention_thin: d_head out of range");                                        \
     }
 
+/* zero columns T .. Tp of the d rows of a (d, Tp) transposed copy */
+static void zero_padding(float *t, int T, int d) {
+    for (int c = 0; c < d; c++) memset(t + (size_t)c * padded(T) + T, 0, sizeof(float) * (padded(T) - T));
+}
 
 /* Copies of one head's columns: qt (d, Tp) = (scale · Q)ᵀ zero-padded to Tp, k and v (T, d). */
 static void load_forward_operands(float *qt, float *k, float *v, const float *src, ptrdiff_t row,
                                   int E, int T, int d, float scale) {
-    int Tp = padded(T);
-    for (int c = 0; c < d; c++) {
-        for (int t = 0; t < T; t++) qt[(size_t)c * Tp + t] = src[t * row + c] * scale;
-        for (int t = T; t < Tp; t++) qt[(size_t)c * Tp + t] = 0.0f;
-    }
-    for (int t = 0; t < T; t++)
-        for (int c = 0; c < d; c++) {
-            k[t * d + c] = src[t * row + E + c];
-            v[t * d + c] = src[t * row + 2 * E + c];
-        }
+    gemm_transpose(qt, padded(T), src, row, T, d);
+    for (int c = 0; c < d; c++)
+        for (int t = 0; t < T; t++) qt[(size_t)c * padded(T) + t] *= scale;
+    zero_padding(qt, T, d);
+    attention_copy_rows(k, src + E, row, T, d);
+    attention_copy_rows(v, src + 2 * E, row, T, d);
 }
 
 /* One block of W queries t0 .. t0+n-1 against keys 0 .. t0+n-1. */
@@ -132,21 +133,16 @@ void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *ls
 static void load_backward_operands(float *qs, float *g, float *kt, float *vt, float *dot,
                                    const float *src, ptrdiff_t row, int E, const float *d_out,
                                    const float *out, ptrdiff_t ld_o, int T, int d, float scale) {
-    int Tp = padded(T);
-    for (int c = 0; c < d; c++) {
-        for (int t = 0; t < T; t++) {
-            kt[(size_t)c * Tp + t] = src[t * row + E + c];
-            vt[(size_t)c * Tp + t] = src[t * row + 2 * E + c];
-        }
-        for (int t = T; t < Tp; t++) kt[(size_t)c * Tp + t] = vt[(size_t)c * Tp + t] = 0.0f;
-    }
+    gemm_transpose(kt, padded(T), src + E, row, T, d);
+    gemm_transpose(vt, padded(T), src + 2 * E, row, T, d);
+    zero_padding(kt, T, d);
+    zero_padding(vt, T, d);
+    attention_copy_rows(qs, src, row, T, d);
+    for (int i = 0; i < T * d; i++) qs[i] *= scale;
+    attention_copy_rows(g, d_out, ld_o, T, d);
     for (int t = 0; t < T; t++) {
         float sum = 0.0f;
-        for (int c = 0; c < d; c++) {
-            qs[t * d + c] = src[t * row + c] * scale;
-            g[t * d + c] = d_out[t * ld_o + c];
-            sum += d_out[t * ld_o + c] * out[t * ld_o + c];
-        }
+        for (int c = 0; c < d; c++) sum += d_out[t * ld_o + c] * out[t * ld_o + c];
         dot[t] = sum;
     }
 }
