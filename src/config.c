@@ -34,7 +34,7 @@ typedef struct {
     const char *sdef;           /* string, string list (one entry) */
     const char *const *choices; /* enum names, NULL-terminated, index = enum value */
     const char *note;           /* meaning of a special value, shown with range errors */
-    const char *help;           /* one line: what the key means (harness --keys, README table) */
+    const char *help;           /* one line: what the key means (harness --keys, docs/configuration.md table) */
 } ConfigKey;
 
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};

@@ -111,7 +111,7 @@ typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval);
 void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx);
 
-/* Every key as a tab-separated table (harness --keys; format in the README). */
+/* Every key as a tab-separated table (harness --keys; format in docs/command-line.md). */
 void config_print_keys(FILE *out);
 
 const char *config_task_name(TaskKind task);
