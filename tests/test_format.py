@@ -191,10 +191,16 @@ def test_keys_and_config_docs():
         if r["default"] == "0" and r["type"] == "int" and r["key"] not in ("train.seed", "data.max_prefix",
                                                                            "train.steps"):
             check(f"--keys says what 0 means for {r['key']} ({r['range']})", "0 =" in r["range"] or "0 dis" in r["range"])
-    for args in (["--keys", "junk"], ["--keys", "--set", "x=1"]):
+    q = harness("--keys", "n_head", "train.lr")
+    named = list(csv.DictReader(io.StringIO(q.stdout), delimiter="\t"))
+    check("--keys n_head train.lr: the header and those two rows, as the whole table has them",
+          q.returncode == 0 and named == [r for r in rows if r["key"] in ("model.n_head", "train.lr")], q.stdout + q.stderr)
+    for args, says in ((["--keys", "junk"], "--keys: unknown config key 'junk'"),
+                       (["--keys", "n_head", "path"], "--keys: 'path' is in several sections (data.path, output.path)"),
+                       (["--keys", "--set"], "--keys: unknown config key '--set'")):
         q = harness(*args)
-        check(f"harness {' '.join(args)}: exit 2 and one clear line", q.returncode == 2 and
-              "--keys takes no arguments" in q.stderr and q.stderr.count("\n") == 1, q.stderr)
+        check(f"harness {' '.join(args)}: exit 2, one clear line, nothing on stdout", q.returncode == 2 and
+              q.stderr.startswith(says) and q.stderr.count("\n") == 1 and not q.stdout, q.stderr)
 
 
 def tampered(src, name, edit):
