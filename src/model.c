@@ -47,7 +47,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     size_t G = s.output_gate ? E : 0;
 #define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
     TAKE(tok_emb, V * D);
-    TAKE(pos_emb, T * D);
+    TAKE(pos_emb, uses_pos_emb(s) ? T * D : 0); /* rotary or no positions: none stored */
     TAKE(ln_g, L * D);
     TAKE(ln_b, L * D);
     TAKE(w_qkv, L * D * W);
@@ -72,7 +72,7 @@ static void build_tensor_table(Model *m) {
     const ParamTensors *p = &m->params;
 #define OFF(ptr) ((size_t)((ptr) - m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
-    add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
+    if (uses_pos_emb(s)) add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
     for (int l = 0; l < s.n_layer; l++) {
         add_tensor(m, "ln_g", l, D, 0, OFF(p->ln_g) + l * D);
         add_tensor(m, "ln_b", l, D, 0, OFF(p->ln_b) + l * D);
@@ -201,9 +201,7 @@ void model_init_weights(Model *m, uint64_t seed) {
         const TensorSpec *t = &m->tensors[i];
         float *x = m->param_block + t->offset;
         const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
-        if (strcmp(t->name, "pos_emb") == 0 && !uses_pos_emb(m->shape)) {
-            for (size_t k = 0; k < t->size; k++) x[k] = 0.0f; /* kept for the file layout, unused */
-        } else if (t->ndim == 2) {
+        if (t->ndim == 2) {
             float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
             for (size_t k = 0; k < t->size; k++) x[k] = std * (float)rng_normal(&rng);
         } else {
@@ -513,7 +511,7 @@ ModelCost model_cost(ModelShape s) {
     double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
     double E = (double)s.n_head * s.d_head, W = (double)qkv_width(s), G = s.output_gate ? E : 0;
     ModelCost c;
-    c.params_embed = V * D + T * D;
+    c.params_embed = V * D + (uses_pos_emb(s) ? T * D : 0);
     c.params_layer_qkv = D * W + W;
     c.params_layer_o = E * D + D;
     c.params_layer_gate = D * G + G;

@@ -2,6 +2,7 @@
  * matmul FLOPs per token, computed from the config alone (no allocation: works for real sizes).
  * Owns the --shapes report. Must not know: files, training, the tasks. */
 #include <stdio.h>
+#include <string.h>
 #include "shapes.h"
 #include "model.h"
 
@@ -37,8 +38,10 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
     fprintf(out, "one block, one sequence (the mainline):\n");
     fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
-    fprintf(out, "  QKV     [T,%s]  = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n",
-            Hkv == H ? "3E    " : "(H+2H_kv)d_h", T, W, D, W);
+    const char *qkv_cols = Hkv == H ? "3E" : "(H+2H_kv)d_h";
+    int pad = 7 - (int)strlen(qkv_cols); /* "=" under the rows below, where the label leaves room */
+    fprintf(out, "  QKV     [T,%s]%*s= [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", qkv_cols, pad > 1 ? pad : 1,
+            "", T, W, D, W);
     if (Hkv == H) fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
     else fprintf(out, "  Q [H,T,d_h] = [%d, %d, %d];  K/V [H_kv,T,d_h] = [%d, %d, %d] each\n", H, T, dh, Hkv, T, dh);
     fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
@@ -51,7 +54,8 @@ void shapes_print(const Config *cfg, FILE *out) {
             grouped(c.kv_cache_values, a, 32), grouped(2 * c.kv_cache_values, b, 32), grouped(4 * c.kv_cache_values, d, 32));
 
     fprintf(out, "parameters                          per layer        whole model\n");
-    fprintf(out, "  embeddings (tok V*D + pos T*D)    %15s  %15s\n", "-", grouped(c.params_embed, a, 32));
+    fprintf(out, "  %-34s%15s  %15s\n", s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER
+            ? "embeddings (tok V*D + pos T*D)" : "embeddings (tok V*D; no W_pos)", "-", grouped(c.params_embed, a, 32));
     fprintf(out, "  W_qkv + b_qkv (D*W + W)           %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
     if (s.output_gate)
         fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32), grouped(L * c.params_layer_gate, b, 32));

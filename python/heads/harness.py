@@ -120,7 +120,8 @@ def shapes_formula(cfg):
     dh = cfg["d_head"] or D // H
     E, L, T = H * dh, cfg["n_layer"], cfg["seq_len"]
     per_layer = 3 * D * E + 3 * E + E * D + D + 2 * D
-    params = V * D + T * D + L * per_layer + 2 * D + D * V
+    pos_emb = T * D if cfg.get("pos", "learned") in ("learned", "shortformer") else 0  # none stored otherwise
+    params = V * D + pos_emb + L * per_layer + 2 * D + D * V
     flops = L * (2 * D * 3 * E + 2 * T * E + 2 * T * E + 2 * E * D) + 2 * D * V
     return params, flops
 
