@@ -203,6 +203,20 @@ def test_keys_and_config_docs():
               q.stderr.startswith(says) and q.stderr.count("\n") == 1 and not q.stdout, q.stderr)
 
 
+def test_keys_page():
+    """docs/keys.md is what scripts/keys-doc makes from this harness's --keys: never stale."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "keys-doc")], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, HARNESS=HARNESS))
+    with open(os.path.join(ROOT, "docs", "keys.md")) as fh:
+        page = fh.read()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| `")]
+    n_keys = len(harness("--keys").stdout.splitlines()) - 1
+    stale = [f"{a!r} != {b!r}" for a, b in zip(page.splitlines(), p.stdout.splitlines()) if a != b]
+    check(f"docs/keys.md is scripts/keys-doc's output, one row per key ({len(rows)} of {n_keys}); "
+          "regenerate it with scripts/keys-doc > docs/keys.md",
+          p.returncode == 0 and page == p.stdout and len(rows) == n_keys, (p.stderr + "; ".join(stale[:3]))[:600])
+
+
 def tampered(src, name, edit):
     path = os.path.join(TMP, name + ".h5")
     shutil.copy(src, path)
@@ -358,6 +372,7 @@ def main():
     run_check("self-describing datasets", lambda: test_self_describing(files))
     run_check("docs cover the file", lambda: test_docs(files))
     run_check("--keys and the table of docs/configuration.md", test_keys_and_config_docs)
+    run_check("docs/keys.md from --keys", test_keys_page)
     run_check("harness check", lambda: test_check(files))
     run_check("readers refuse a future format", lambda: test_readers_refuse_future(files))
     run_check("parameters stored and counted", lambda: test_params_counted(files))

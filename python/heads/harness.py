@@ -71,6 +71,25 @@ def resolve_key(key):
     return _RESOLVED[key]
 
 
+def keys_markdown():
+    """docs/keys.md: every config key as `harness --keys` prints it, as one Markdown table."""
+    def cell(text):
+        return (text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+                .replace("<", "&lt;").replace(">", "&gt;"))
+    lines = ["# Config keys", "",
+             "Every key of a config, as `./harness --keys` prints it from the harness's own key table",
+             "(`src/config.c`). Generated: `scripts/keys-doc > docs/keys.md`; `tests/test_format.py` fails",
+             "when this file differs from what the harness prints. A key may be written bare (`n_head`) in",
+             "`--set` and in experiment files when one section has it; `./harness --keys NAME` resolves one.",
+             "What the keys do, the tasks and training: [configuration.md](configuration.md).", "",
+             "| key | type | default | range | meaning |", "|---|---|---|---|---|"]
+    for key, row in config_keys().items():
+        default = row["default"]
+        shown = ("true" if default else "false") if isinstance(default, bool) else str(default) if default != "" else '""'
+        lines.append(f"| `{key}` | {row['type']} | {cell(shown)} | {cell(row['range'])} | {cell(row['meaning'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def key_sections():
     """{section: [key names]} of the harness's config keys."""
     out = {}
