@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     for (int it = -2; it < steps; it++) { /* two warm-up steps: first touch of the activations */
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
         model_zero_grad(&m);
-        model_forward(&m, tokens, targets, mask, B, s.seq_len);
+        model_forward(&m, NULL, tokens, targets, mask, B, s.seq_len);
         model_backward(&m);
         norm = global_norm(m.grad_block, m.n_params);
         if (it >= 0) {

@@ -215,7 +215,7 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
 static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
                         double *norm) {
     task_train_batch(task, batch, step);
-    float loss = model_forward(m, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
+    float loss = model_forward(m, NULL, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
     *norm = global_norm(m->grad_block, m->n_params);

@@ -277,8 +277,8 @@ static void test_handmade_prev_head(void) {
     }
     int tokens[B * T] = {0, 3, 7, 3, 7, 3, 7, 3, /* repeats: the induction positions exist */
                          0, 1, 2, 4, 5, 6, 8, 9};
-    m.keep_maps = 1;
-    model_forward(&m, tokens, NULL, NULL, B, T);
+    const Interventions keep_maps = {.keep_maps = 1};
+    model_forward(&m, &keep_maps, tokens, NULL, NULL, B, T);
     float *maps = test_alloc((size_t)H * B * T * T);
     evaluate_collect_maps(maps, &m);
     double scores[N_PATTERNS * H];
@@ -305,8 +305,8 @@ static void test_collect_maps_layout(void) {
     for (size_t i = 0; i < m.n_params; i++) m.param_block[i] += (float)(0.5 * rng_normal(&rng));
     int tokens[B * T];
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 9);
-    m.keep_maps = 1;
-    model_forward(&m, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
+    const Interventions keep_maps = {.keep_maps = 1};
+    model_forward(&m, &keep_maps, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
     float *maps = test_alloc((size_t)L * H * B * T * T);
     evaluate_collect_maps(maps, &m);
     long bad = 0;
@@ -326,6 +326,7 @@ static void test_collect_maps_layout(void) {
 
 typedef struct {
     Model *m;
+    const Interventions *iv;
     const int *tokens, *targets;
     const float *mask;
     int B, T;
@@ -334,7 +335,7 @@ typedef struct {
 /* The mean loss, summed in double from the per-position losses (less rounding noise for the FD). */
 static double loss_of(void *p) {
     LossCtx *c = p;
-    model_forward(c->m, c->tokens, c->targets, c->mask, c->B, c->T);
+    model_forward(c->m, c->iv, c->tokens, c->targets, c->mask, c->B, c->T);
     double total = 0.0;
     for (int n = 0; n < c->B * c->T; n++) total += (double)c->m->act.loss_weight[n] * c->m->act.losses[n];
     return total;
@@ -350,28 +351,32 @@ static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t s
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
 }
 
-/* The ablations re-run only the layers from the gated head's on: same bits as a whole forward. */
-static void check_partial_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B, int T) {
+/* A forward started at layer l (the layers before it reused) after gating a layer-l head: the
+ * same bits as a whole forward. */
+static void check_partial_forward(Model *m, float *gates, const int *tokens, const int *targets, const float *mask,
+                                  int B, int T) {
     const int L = m->shape.n_layer, H = m->shape.n_head;
+    Interventions whole_iv = {.head_gate = gates};
     int same = 1;
     for (int l = L - 1; l >= 0; l--) /* last layer first, as the batched ablations do */
         for (int h = 0; h < H; h++) {
-            m->head_gate[l * H + h] = 0.0f;
-            float whole = model_forward(m, tokens, targets, mask, B, T);
-            model_forward(m, tokens, targets, mask, B, T);
-            m->head_gate[l * H + h] = 1.0f;
-            model_forward(m, tokens, targets, mask, B, T);
+            gates[l * H + h] = 0.0f;
+            float whole = model_forward(m, &whole_iv, tokens, targets, mask, B, T);
+            model_forward(m, &whole_iv, tokens, targets, mask, B, T);
+            gates[l * H + h] = 1.0f;
+            model_forward(m, &whole_iv, tokens, targets, mask, B, T);
             for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
-                m->head_gate[l2 * H] = 0.0f;
-                model_forward_from_layer(m, l2);
-                m->head_gate[l2 * H] = 1.0f;
+                gates[l2 * H] = 0.0f;
+                model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l2}, tokens, targets, mask, B, T);
+                gates[l2 * H] = 1.0f;
             }
-            m->head_gate[l * H + h] = 0.0f;
-            float partial = model_forward_from_layer(m, l);
-            m->head_gate[l * H + h] = 1.0f;
+            gates[l * H + h] = 0.0f;
+            float partial = model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l}, tokens, targets,
+                                          mask, B, T);
+            gates[l * H + h] = 1.0f;
             same &= memcmp(&whole, &partial, sizeof whole) == 0;
         }
-    test_check("ablation: model_forward_from_layer(l) after gating a layer-l head = a whole forward, bit for bit",
+    test_check("ablation: a forward started at layer l after gating a layer-l head = a whole forward, bit for bit",
                same, "a partial forward gave other bits");
 }
 
@@ -394,32 +399,34 @@ static void test_ablation(void) {
         float *w_o = m.params.w_o + (size_t)dead[k][0] * E * D;
         memset(w_o + (size_t)dead[k][1] * DH * D, 0, sizeof(float) * DH * D);
     }
-    float base = model_forward(&m, tokens, targets, mask, B, T);
+    float gates[L * H], gate_grad[L * H] = {0};
+    for (int i = 0; i < L * H; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    float base = model_forward(&m, &iv, tokens, targets, mask, B, T);
     model_zero_grad(&m);
-    m.want_head_gate_grad = 1;
     model_backward(&m);
     for (int k = 0; k < 2; k++) {
         int gate = dead[k][0] * H + dead[k][1];
         char name[160];
-        m.head_gate[gate] = 0.0f;
-        float ablated = model_forward(&m, tokens, targets, mask, B, T);
-        m.head_gate[gate] = 1.0f;
+        gates[gate] = 0.0f;
+        float ablated = model_forward(&m, &iv, tokens, targets, mask, B, T);
+        gates[gate] = 1.0f;
         snprintf(name, sizeof name, "ablation: gating off layer %d head %d, whose W_o rows are zero, changes the loss by exactly 0",
                  dead[k][0], dead[k][1]);
         test_check(name, memcmp(&ablated, &base, sizeof base) == 0, "loss %.9g with the gate at 0, %.9g at 1 (diff %.3g)",
                    ablated, base, (double)ablated - base);
         snprintf(name, sizeof name, "importance: the gate gradient of that head (layer %d head %d) is exactly 0",
                  dead[k][0], dead[k][1]);
-        test_check(name, m.head_gate_grad[gate] == 0.0f, "head_gate_grad = %.9g", m.head_gate_grad[gate]);
+        test_check(name, gate_grad[gate] == 0.0f, "gate_grad = %.9g", gate_grad[gate]);
     }
-    check_partial_forward(&m, tokens, targets, mask, B, T);
+    check_partial_forward(&m, gates, tokens, targets, mask, B, T);
     /* a live head: the gate must do something */
-    m.head_gate[0] = 0.0f;
-    float live = model_forward(&m, tokens, targets, mask, B, T);
-    m.head_gate[0] = 1.0f;
+    gates[0] = 0.0f;
+    float live = model_forward(&m, &iv, tokens, targets, mask, B, T);
+    gates[0] = 1.0f;
     test_check("ablation: gating off a live head (layer 0 head 0) changes the loss", fabs((double)live - base) > 1e-4,
                "loss %.9g with the gate at 0, %.9g at 1", live, base);
-    float again = model_forward(&m, tokens, targets, mask, B, T);
+    float again = model_forward(&m, &iv, tokens, targets, mask, B, T);
     test_check("ablation: restoring the gate restores the loss bit for bit", memcmp(&again, &base, sizeof base) == 0,
                "loss %.9g after restoring, %.9g before", again, base);
     model_free(&m);
@@ -449,14 +456,13 @@ static void test_importance(void) {
     task_eval_batch(&task, &batch, 0);
     Model m;
     init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 8);
-    LossCtx c = {&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
-    loss_of(&c);
-    model_zero_grad(&m);
-    m.want_head_gate_grad = 1;
-    model_backward(&m);
     int LH = cfg.n_layer * cfg.n_head;
-    float *grad = test_alloc(LH);
-    memcpy(grad, m.head_gate_grad, sizeof(float) * LH);
+    float *grad = test_alloc(LH), *gates = test_alloc(LH);
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_GATES, .gate_grad = grad};
+    LossCtx c = {&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
+    loss_of(&c);
+    model_backward(&m);
     TestCompare cmp = test_compare_start(1e-5, 1e-2);
 #ifdef _OPENMP
     /* many tiny forwards: at one thread (spinning OpenMP workers on a busy machine made them ~100x
@@ -465,18 +471,18 @@ static void test_importance(void) {
     omp_set_num_threads(1);
 #endif
     for (int i = 0; i < LH; i++) {
-        double fd = test_fd(loss_of, &c, &m.head_gate[i], 1.0f / 64.0f);
-        test_compare(&cmp, grad[i], fd, "head_gate_grad", i);
+        double fd = test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f);
+        test_compare(&cmp, grad[i], fd, "gate_grad", i);
     }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    test_compare_report("importance: head_gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
+    test_compare_report("importance: gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
                         &cmp);
     int all_one = 1;
-    for (int i = 0; i < LH; i++) all_one &= m.head_gate[i] == 1.0f;
+    for (int i = 0; i < LH; i++) all_one &= gates[i] == 1.0f;
     test_check("importance: the finite differences leave every gate at exactly 1", all_one, "a gate was not restored");
-    free(grad);
+    free(grad), free(gates);
     model_free(&m);
     batch_free(&batch);
     task_close(&task);
@@ -530,15 +536,17 @@ static void test_importance_evaluator(void) {
     double want[LH] = {0}, want_norm[LH], want_loss = 0.0, got[LH], got_norm[LH];
     Batch batch;
     batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
-    m.want_head_gate_grad = 1;
+    float gates[LH], gate_grad[LH];
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
     for (int k = 0; k < 3; k++) {
         task_eval_batch(&task, &batch, k);
-        want_loss += model_forward(&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        want_loss += model_forward(&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
         model_zero_grad(&m);
+        memset(gate_grad, 0, sizeof gate_grad);
         model_backward(&m);
-        for (int i = 0; i < LH; i++) want[i] += fabs(m.head_gate_grad[i]) / 3;
+        for (int i = 0; i < LH; i++) want[i] += fabs(gate_grad[i]) / 3;
     }
-    m.want_head_gate_grad = 0;
     want_loss /= 3;
     for (int l = 0; l < 2; l++) {
         double norm = 0.0;
@@ -555,13 +563,12 @@ static void test_importance_evaluator(void) {
     ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, got);
     ablation_free(&a);
     prune_normalize_importance(got, NULL, 2, 4, got_norm);
-    int gates_restored = 1;
-    for (int i = 0; i < LH; i++) gates_restored &= m.head_gate[i] == 1.0f;
+    double after = evaluate_loss(&ev, &m); /* the study leaves nothing of its gates on the model */
     test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
                "%.17g, by hand %.17g", loss, want_loss);
-    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit (gates restored)",
-               !memcmp(got, want, sizeof want) && m.want_head_gate_grad == 0 && gates_restored,
-               "head 0: %.17g, by hand %.17g", got[0], want[0]);
+    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit; the loss after it unchanged",
+               !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss), "head 0: %.17g, by hand %.17g",
+               got[0], want[0]);
     int close = 1;
     for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
     test_check("prune_normalize_importance: divided by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
