@@ -18,6 +18,11 @@
  *     same sums done by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.
  *  6. Snapshots: each snapshot's scores are analysis_pattern_scores of its maps, the classes are
  *     those of the last snapshot (computed once, when it is added), the maps are kept verbatim.
+ *  7. Interventions (model.h): every head patched with its own hook_z gives the plain loss bit for
+ *     bit, another run's hook_z reaches W_o and moves the loss; a per-token fill of identical rows
+ *     = the per-head fill; gate gradients through a per-token fill against finite differences; a
+ *     forward from a saved HeadState = the whole forward; the hook points' places and shapes; and
+ *     the forward/backward pairings the model refuses (a failed CHECK, in a child process).
  *
  * Hand-made maps hold values like 1/(i+1) rounded to float32, so expected scores derived in exact
  * arithmetic are compared within 1e-6 (the rounding is ~6e-8 relative). Ends with
@@ -27,6 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -579,6 +587,152 @@ static void test_importance_evaluator(void) {
     task_close(&task);
 }
 
+/* ---- 7. interventions: fills, starts, hook points, and the pairings the model refuses ---- */
+
+/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. */
+static int aborts(void (*fn)(void *), void *ctx) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        fn(ctx);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+typedef struct {
+    Model *m;
+    const Interventions *iv;
+    const Batch *b;
+} Pairing;
+
+static void backward(void *p) { model_backward(p); }
+
+/* Whether the backward after this forward is refused. The forward runs here, the backward in the
+ * child, whose CHECK fires before any OpenMP region (a child of a process with OpenMP threads
+ * must not start one). */
+static int backward_refused(const Pairing *c) {
+    model_forward(c->m, c->iv, c->b->inputs, c->b->targets, c->b->mask, c->b->B, c->b->T);
+    return aborts(backward, c->m);
+}
+
+static void test_interventions(void) {
+    Config cfg;
+    Task task;
+    if (!open_induction(&cfg, &task, 4, 2)) return;
+    Model m;
+    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 10);
+    const int L = cfg.n_layer, H = cfg.n_head, LH = L * H, E = H * cfg.d_head;
+    Batch a, b;
+    batch_alloc(&a, cfg.batch_size, cfg.seq_len);
+    batch_alloc(&b, cfg.batch_size, cfg.seq_len);
+    task_eval_batch(&task, &a, 0);
+    task_eval_batch(&task, &b, 1);
+    const size_t BTE = (size_t)a.B * a.T * E;
+    float *z_a = test_alloc(L * BTE), *z_b = test_alloc(L * BTE), *gates = test_alloc(LH), *grad = test_alloc(LH);
+    /* each run's hook_z, layer by layer */
+    model_forward(&m, NULL, b.inputs, b.targets, b.mask, b.B, b.T);
+    for (int l = 0; l < L; l++) memcpy(z_b + l * BTE, model_hook(&m, HOOK_Z, l), sizeof(float) * BTE);
+    float plain = model_forward(&m, NULL, a.inputs, a.targets, a.mask, a.B, a.T);
+    for (int l = 0; l < L; l++) memcpy(z_a + l * BTE, model_hook(&m, HOOK_Z, l), sizeof(float) * BTE);
+
+    int hooks_ok = model_hook(&m, HOOK_HEAD_MIX, 0) == model_hook(&m, HOOK_Z, 0) &&
+                   model_hook(&m, HOOK_RESID_POST, 0) == model_hook(&m, HOOK_RESID_PRE, 1) &&
+                   model_hook(&m, HOOK_PATTERN, 0) == NULL && /* thin heads, maps not kept */
+                   model_hook_floats(&m, HOOK_PATTERN, a.B, a.T) == (size_t)a.B * H * a.T * a.T &&
+                   !strcmp(model_hook_name(HOOK_Z), "blocks.{l}.attn.hook_z");
+    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no pattern unless kept",
+               hooks_ok, "a hook point is not where docs/model.md puts it");
+
+    /* every head patched with the run's own activations: the same bits */
+    for (int i = 0; i < LH; i++) gates[i] = 0.0f;
+    Interventions self = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_a}};
+    float patched = model_forward(&m, &self, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("patching: every head's output replaced by its own hook_z (gate 0) gives the plain loss, bit for bit",
+               !memcmp(&patched, &plain, sizeof plain), "%.9g vs %.9g", patched, plain);
+    /* another run's activations in layer 1 only: the loss moves, and equals W_o applied to them */
+    for (int i = 0; i < LH; i++) gates[i] = i < H ? 1.0f : 0.0f;
+    Interventions other = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_b}};
+    float from_b = model_forward(&m, &other, a.inputs, a.targets, a.mask, a.B, a.T);
+    int head_mix_is_b = !memcmp(model_hook(&m, HOOK_HEAD_MIX, 1), z_b + BTE, sizeof(float) * BTE);
+    test_check("patching: layer 1's heads from another batch's run: W_o reads that run's hook_z, and the loss moves",
+               head_mix_is_b && fabs((double)from_b - plain) > 1e-4, "head_mix %s, loss %.9g vs %.9g",
+               head_mix_is_b ? "is the other run's" : "differs", from_b, plain);
+
+    /* a per-token fill whose rows are all one vector = that vector as a per-head fill */
+    float *mean = test_alloc(L * E), *rows = test_alloc(L * BTE);
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < E; i++) mean[l * E + i] = 0.1f * (float)(i % 7) - 0.3f;
+    for (int l = 0; l < L; l++)
+        for (size_t n = 0; n < (size_t)a.B * a.T; n++) memcpy(rows + l * BTE + n * E, mean + l * E, sizeof(float) * E);
+    for (int i = 0; i < LH; i++) gates[i] = i % 3 == 0 ? 0.25f : 1.0f;
+    Interventions per_head = {.head_gate = gates, .fill = {HEAD_FILL_PER_HEAD, mean}};
+    Interventions per_token = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, rows}};
+    float lh = model_forward(&m, &per_head, a.inputs, a.targets, a.mask, a.B, a.T);
+    float lt = model_forward(&m, &per_token, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("fills: a per-token fill of identical rows = the per-head fill, bit for bit", !memcmp(&lh, &lt, sizeof lh),
+               "%.9g vs %.9g", lt, lh);
+
+    /* gate gradients through a per-token fill (another run's hook_z) = finite differences */
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f, grad[i] = 0.0f;
+    other.grads = MODEL_GRAD_GATES;
+    other.gate_grad = grad;
+    LossCtx c = {&m, &other, a.inputs, a.targets, a.mask, a.B, a.T};
+    loss_of(&c);
+    model_backward(&m);
+    TestCompare cmp = test_compare_start(1e-5, 1e-2);
+    for (int i = 0; i < LH; i++) test_compare(&cmp, grad[i], test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f), "gate_grad", i);
+    test_compare_report("patching: d loss / d gate towards another run's activations = finite differences", &cmp);
+
+    /* a forward from a HeadState of layer 1 (saved from a gated forward) = the whole forward */
+    for (int i = 0; i < LH; i++) gates[i] = i % 2 ? 0.0f : 1.0f;
+    Interventions gated = {.head_gate = gates, .fill = {HEAD_FILL_PER_HEAD, mean}};
+    model_forward(&m, &gated, a.inputs, a.targets, a.mask, a.B, a.T);
+    size_t D = cfg.d_model, BTD = (size_t)a.B * a.T * D;
+    float *resid = test_alloc(BTD), *z1 = test_alloc(BTE);
+    memcpy(resid, model_hook(&m, HOOK_RESID_PRE, 1), sizeof(float) * BTD);
+    memcpy(z1, model_hook(&m, HOOK_Z, 1), sizeof(float) * BTE);
+    gates[H + 1] = 0.5f; /* a layer-1 gate moves */
+    float whole = model_forward(&m, &gated, a.inputs, a.targets, a.mask, a.B, a.T);
+    HeadState state = {resid, z1};
+    Interventions restart = gated;
+    restart.start_layer = 1;
+    restart.start_state = &state;
+    float restarted = model_forward(&m, &restart, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("start: a forward from layer 1's HeadState = a whole forward with the same gates, bit for bit; "
+               "the layers before it have no hook points",
+               !memcmp(&whole, &restarted, sizeof whole) && model_hook(&m, HOOK_Z, 0) == NULL &&
+                   model_hook(&m, HOOK_QKV, 1) == NULL && model_hook(&m, HOOK_Z, 1) != NULL,
+               "%.9g vs %.9g", restarted, whole);
+
+    /* the pairings the model refuses */
+    Interventions none = {0}, params_from_state = restart, gates_from_layer1 = restart;
+    params_from_state.grads = MODEL_GRAD_PARAMS;
+    params_from_state.start_layer = 0;
+    gates_from_layer1.grads = MODEL_GRAD_GATES;
+    gates_from_layer1.gate_grad = grad;
+    Pairing refused[] = {{&m, &none, &a}, {&m, &params_from_state, &a}, {&m, &gates_from_layer1, &a}};
+    int refused_all = 1;
+    for (int k = 0; k < 3; k++) refused_all &= backward_refused(&refused[k]);
+    Model view;
+    model_init_view(&view, &m, cfg.batch_size);
+    Pairing on_view = {&view, NULL, &a};
+    refused_all &= backward_refused(&on_view);
+    model_free(&view);
+    test_check("pairings: no backward after a forward that asked for no gradients, parameter gradients only after a "
+               "whole forward, gate gradients only from layer 0, none on a view",
+               refused_all, "a backward ran where it must not");
+
+    free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);
+    model_free(&m);
+    batch_free(&a);
+    batch_free(&b);
+    task_close(&task);
+}
+
 int main(void) {
     test_simple_maps();
     test_uniform_map();
@@ -593,5 +747,6 @@ int main(void) {
     test_importance();
     test_importance_evaluator();
     test_snapshots();
+    test_interventions();
     return test_finish();
 }
