@@ -357,7 +357,7 @@ static int run_analysis(RunState *st, Model *m, const Task *task, const Config *
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
                          study.delta_zero, study.delta_mean, study.importance);
-    if (rc == ERR_OK) rc = head_study_write(&study, res, err);
+    if (rc == ERR_OK) rc = results_write_study(res, &study, err);
     if (rc == ERR_OK) head_study_print(&study, stdout);
     head_study_free(&study);
     return rc;
