@@ -12,7 +12,7 @@
  *     and evaluate_collect_maps's (L, B, H, T, T) -> (L, H, B, T, T) reordering, map by map.
  *  4. Ablation: gating off a head whose rows of W_o are zero changes the loss by exactly 0 (and its
  *     gate gradient is exactly 0), while gating off a live head does change it.
- *  5. Importance: head_gate_grad from model_backward against a finite difference of the loss in the
+ *  5. Importance: the gate gradients (Interventions.gate_grad) from model_backward against a finite difference of the loss in the
  *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch;
  *     the importance (ablation_gate_grads) and evaluate_loss over the held-out batches against the
  *     same sums done by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.

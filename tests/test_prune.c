@@ -185,7 +185,7 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
                             &cmp);
     }
     /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
-     * head mix) = |head_gate_grad| of a whole forward and backward, bit for bit */
+     * head mix) = |gate_grad| of a whole forward and backward, bit for bit */
     int same = 1;
     for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
         ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
