@@ -1,6 +1,10 @@
 /* model.c: parameter layout, activations, forward and backward of the attention-only model.
- * The math is docs/model.md's; every numeric step is a kernel from kernels/.
- * Owns the parameter and activation layouts. Must not know: tasks, files, training, analysis. */
+ * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
+ * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
+ * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
+ * the head mix and at where a forward starts.
+ * Owns the parameter and activation layouts, the stages and the hook points. Must not know: tasks,
+ * files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -5,6 +5,11 @@
  * tensor to HDF5. Per-layer tensors of one kind are stored contiguously ([L, ...]) and the table
  * names each layer's slice "layer{l}/<name>". Activations are one block too, sized for the
  * largest (B, T) the model will see; forward may run on any B <= max_batch, T <= seq_len.
+ * One forward and one backward: what a forward changes (head gates and what a gated head is
+ * replaced by, where it starts, which maps it keeps, which gradients its backward returns) is an
+ * argument (Interventions), and tensors are read at named hook points (model_hook), so that the
+ * analysis built on them stays out of the model. A layer's attention is a plan of stages
+ * (model.c) built from the shape. docs/model.md lists the interventions, stages and hook points.
  * Must not know: tasks, files, training, analysis. */
 #ifndef MODEL_H
 #define MODEL_H
