@@ -269,8 +269,8 @@ static int gates_all_one(const float *gate, int H) {
 }
 
 /* Layer l's gates, or NULL when they are all 1 (no gates, or none of the layer's moved): the
- * head mix is then the identity and runs as no stage at all, so training's bits are those of a
- * model without gates. */
+ * head mix is then the identity and computes nothing, so training's bits are those of a model
+ * without gates. */
 static const float *layer_gates(const Model *m, int l) {
     const float *g = m->last.iv.head_gate;
     int H = m->shape.n_head;
@@ -435,7 +435,7 @@ static const float *layer_fill(const Pass *p) {
     const HeadFill *f = &p->iv->fill;
     const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
     return f->kind == HEAD_FILL_PER_HEAD ? f->values + p->l * E
-           : f->kind == HEAD_FILL_PER_TOKEN ? slice(p, (float *)f->values, E) : NULL;
+           : f->kind == HEAD_FILL_PER_TOKEN ? f->values + (size_t)p->l * p->BT * E : NULL;
 }
 /* The input of W_o: hook_head_mix. */
 static const float *head_mix_output(const Pass *p) {
@@ -453,7 +453,7 @@ static void head_mix_fwd(Pass *p) {
         head_gate_forward(mixed, z, gate, fill, p->BT, s.n_head, s.d_head);
         return;
     }
-    for (int n = 0; n < p->BT; n++) /* a fill of its own per token */
+    for (int n = 0; n < p->BT; n++) /* the kernel takes one fill row: one call per token */
         head_gate_forward(mixed + n * E, z + n * E, gate, fill + n * E, 1, s.n_head, s.d_head);
 }
 static void head_mix_bwd(Pass *p) {
