@@ -161,7 +161,7 @@ typedef struct {
      * start_state: the layer's head mix from that state (made with the same gates and fill in
      * the layers before it, it gives the bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
-     * run on the same inputs. */
+     * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
     int keep_maps;     /* write hook_pattern for every head (else only where attention's backward reads it) */
