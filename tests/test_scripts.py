@@ -78,6 +78,15 @@ output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 
 """)
 
 
+def p_text(p):
+    """A p value as docs/sweeps.md says compare prints it: two significant digits, scientific
+    below 1e-3."""
+    if p < 1e-3:
+        return "%.1e" % p
+    two = float("%.2g" % p)
+    return "%.*f" % (max(0, 1 - math.floor(math.log10(two))), two)
+
+
 def experiment(name, body):
     return write(os.path.join(TMP, name + ".yaml"), f"base: {TINY}\n" + body)
 
@@ -459,7 +468,7 @@ def test_statistics():
         m, sd, _ = stats.mean_std(losses[4])
         ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
               and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
-              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == f"{pv:.2g}"
+              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == p_text(pv)
               and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
     check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
           "left out)", ok, p.stdout + p.stderr)
@@ -472,7 +481,7 @@ def test_statistics():
     for rank, i in enumerate(ranked):  # by hand: max over the smaller ones of min(1, (3 - rank) p)
         running = max(running, min(1.0, (3 - rank) * family[i]))
         holm[i] = running
-    fmt = lambda v: f"{v:.2g}" if v >= 1e-4 else "<1e-4"
+    fmt = p_text
     check("compare: Holm p over the 3 tests (4 and 16 heads vs 1; narrowest 16 vs best 4, in the "
           "notes)", ok and lines["4"][9] == fmt(holm[0]) and lines["16"][9] == fmt(holm[1])
           and "narrowest (16 heads) against the best (4 heads)" in p.stdout
