@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
-from checks import check, end_suite, harness_missing, run_check  # noqa: E402
+from checks import browser, check, end_suite, harness_missing, run_check  # noqa: E402
 from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -147,28 +147,6 @@ def test_page_data():
 
 # ------------------------------------------------------------------------------------------------
 # the browser
-
-
-def browser():
-    """A headless Chromium through chromedriver, or (None, reason)."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        return None, "python3-selenium is not installed"
-    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not os.path.exists(driver) or not shutil.which("chromium"):
-        return None, "chromium or chromium-driver is not installed"
-    o = Options()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1300,1000", "--force-device-scale-factor=1"):
-        o.add_argument(a)
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    try:
-        return webdriver.Chrome(service=Service(driver), options=o), ""
-    except Exception as e:  # noqa: BLE001 - any start failure means no browser here
-        return None, f"chromium did not start: {str(e).splitlines()[0]}"
 
 
 def open_page(d, path):

@@ -45,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
-from checks import check, end_suite, harness_missing, read_csv, run_check, statuses  # noqa: E402
+from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
+                    run_check, statuses)
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -438,25 +439,10 @@ def test_statistics():
     outdir = os.path.join(TMP, "results", "known")
     os.makedirs(outdir, exist_ok=True)
 
-    class FakeExperiment:
-        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
-
-        def swept_keys(self):
-            return ["model.n_head", "train.seed"]
-
     losses = {1: [2.50, 2.55, 2.47], 4: [2.31, 2.35, 2.29], 16: [2.41, 2.47, 2.38]}
-    rows = []
-    for h, values in losses.items():
-        for seed, v in enumerate(values):
-            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
-                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
-                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
-                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
-                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
-                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in results.CLASSES[:-1]},
-                         "heads_mixed": 2 * h})
+    rows, known = known_summary(outdir, losses)
     rows.append(dict(rows[-1], run="h16_dh4_s3", status="failed", final_eval_loss=float("nan")))
-    summary.write_summary(outdir, rows, FakeExperiment())
+    summary.write_summary(outdir, rows, known)
     p = script("compare", outdir)
     lines = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[1:-1]]
              for l in p.stdout.splitlines() if re.match(r"\| \d", l)}

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,9 @@ from scipy import stats as sps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from checks import check, end_suite, harness_missing, read_csv, run_check  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
+from checks import (browser, check, end_suite, harness_missing, known_summary,  # noqa: E402
+                    read_csv, run_check)
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
@@ -415,32 +416,14 @@ def test_sweep(name, browser):
 def test_known_summary():
     """A summary with known numbers whose best head count (1) is the baseline: narrowest against
     best is the 16-head row's test, counted once; one run below the tolerance's floor warns."""
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     from heads import summary  # only to write the summary.h5 under test
     outdir = os.path.join(RESULTS, "known")
-    os.makedirs(outdir, exist_ok=True)
-
-    class Experiment:
-        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
-        tolerance, tolerance_floor = REL, FLOOR
-
-        def swept_keys(self):
-            return ["model.n_head", "train.seed"]
-
-    losses = {1: [0.0040, 0.0050, 0.0045], 4: [0.0061, 0.0066, 0.0058], 16: [0.0090, 0.0081,
-                                                                              0.0087]}
-    rows = []
-    for h, values in losses.items():
-        for seed, v in enumerate(values):
-            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
-                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
-                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
-                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
-                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
-                         "train_seconds": 1.0, "heads_needed": 1, "prunable_fraction": 0.5,
-                         "heads_needed_importance": 1, "heads_needed_delta_loss": 1,
-                         **{f"heads_{c}": 0 for c in CLASS_NAMES[:-1]}, "heads_mixed": 2 * h})
-    summary.write_summary(outdir, rows, Experiment())
+    losses = {1: [0.0040, 0.0050, 0.0045], 4: [0.0061, 0.0066, 0.0058],
+              16: [0.0090, 0.0081, 0.0087]}
+    rows, experiment = known_summary(outdir, losses, heads_needed=1, prunable_fraction=0.5,
+                                     heads_needed_importance=1, heads_needed_delta_loss=1,
+                                     tolerance=REL, tolerance_floor=FLOOR)
+    summary.write_summary(outdir, rows, experiment)
     p = script("compare", outdir, "--json")
     got = json.loads(p.stdout) if p.returncode == 0 else {}
     pv = {h: welch(losses[h], losses[1])[2] for h in (4, 16)}
@@ -478,7 +461,6 @@ def test_tolerance_c_and_python():
     with h5py.File(out, "r") as f:
         want = [needed_by_hand(f[f"prune/{c}/heads_left"][()], f[f"prune/{c}/eval_loss"][()])
                 for c in ("importance", "delta_loss")]
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     from heads import pruning
     with h5py.File(out, "r") as f:
         py_needed = [pruning.heads_needed(f[f"prune/{c}/heads_left"][()],
@@ -512,27 +494,6 @@ def test_bad_by():
 
 # ------------------------------------------------------------------------------------------------
 # the sweep report in a browser
-
-
-def browser():
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        return None, "python3-selenium is not installed"
-    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not os.path.exists(driver) or not shutil.which("chromium"):
-        return None, "chromium or chromium-driver is not installed"
-    o = Options()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1300,1000"):
-        o.add_argument(a)
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    try:
-        return webdriver.Chrome(service=Service(driver), options=o), ""
-    except Exception as e:  # noqa: BLE001 - any start failure means no browser here
-        return None, f"chromium did not start: {str(e).splitlines()[0]}"
 
 
 def check_report(name, directory, d, keys, runs):

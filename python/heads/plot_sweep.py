@@ -300,7 +300,7 @@ def plot_heads_needed(s, out, tmp, layout):
         return False
     tol = pruning.tolerance_text(*sweepaxes.tolerance_of(s))
     colours = group_colours(layout)
-    csv_rows, parts = [], []
+    csv_rows, parts, all_drawn = [], [], []
     for k, group in enumerate(layout.groups):
         mine = [(p, a, v) for p, a, v in points if p[:-1] == group]
         if not mine:
@@ -316,9 +316,12 @@ def plot_heads_needed(s, out, tmp, layout):
         gnuplot.write_columns(mp, ["x", "mean", "std", "all_heads"], mean_rows)
         gnuplot.write_columns(dp, ["x", "heads_needed"], dots)
         name = f" ({layout.group_label(group)})" if group else ""
-        parts += [f"{gnuplot.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc rgb "
-                  f"'{colours[group]}' title {gnuplot.gp_string('all heads (n_head × n_layer)' + name)}",
-                  f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "
+        all_heads = [(x, a) for x, _, _, a in mean_rows]
+        if all_heads not in all_drawn:  # groups of the same layouts share one grey line
+            all_drawn.append(all_heads)
+            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc "
+                         f"rgb '#7f7f7f' title 'all heads (n_head × n_layer)'")
+        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "
                   f"'{colours[group]}' title {gnuplot.gp_string('heads needed (mean ± std over seeds)' + name)}",
                   f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb '{colours[group]}' "
                   + ("title 'each seed'" if k == 0 else "notitle")]
@@ -331,10 +334,11 @@ set title {gnuplot.gp_string(f'{s.name}: heads needed to keep the eval loss with
 set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
 set yrange [0:{top * 1.1 + 0.5}]
-set xlabel {gnuplot.gp_string(x_label(layout))}
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
+set bmargin 8
 set ylabel 'heads (all layers)'
 set grid
-set key top left
+set key below
 set bars 2
 plot {", ".join(parts)}
 """

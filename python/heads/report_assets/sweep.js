@@ -45,10 +45,10 @@ function buildSweepPruning(D, root) {
     for (const c of crit) {
       const box = el("div", { "data-criterion": c }, row);
       el("div", { class: "note" }, box, escapeHtml(P.curves[c].title));
-      const n = D.xticks.length;
-      const series = P.curves[c].series.map(s => ({
+      const n = P.curves[c].series.length;
+      const series = P.curves[c].series.map((s, k) => ({
         name: `${s.label} (${plural(s.seeds, "seed")})`,
-        color: headColour(s.x, n), width: 2, marker: 2.5, points: s.fraction.map((x, i) => [x, s.mean[i]]) }));
+        color: headColour(k, n), width: 2, marker: 2.5, points: s.fraction.map((x, i) => [x, s.mean[i]]) }));
       const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null && v > 0);
       const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
       const svg = lineChart(box, series, { width: 560, height: 320, logy, xlabel: "fraction of all heads pruned",
