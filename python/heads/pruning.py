@@ -1,7 +1,8 @@
 """heads.pruning: what a run's pruning curves say (the harness writes them to /prune: Michel et
 al. 2019's iterative pruning, docs/analyses.md): the heads needed to keep the held-out loss
-within a tolerance of the unpruned model (relative, with an absolute floor), and the fraction of heads prunable;
-Holm's step-down adjustment of a family of p-values for the comparisons built on them.
+within a tolerance of the unpruned model (relative, with an absolute floor), and the fraction of
+heads prunable; Holm's step-down adjustment of a family of p-values for the comparisons built on
+them.
 
 Knows the /prune layout and a Summary's run files; nothing of plotting or launching.
 """
