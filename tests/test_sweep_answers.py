@@ -85,6 +85,9 @@ SWEEPS = {  # name: (experiment body, the key compare goes along, the group keys
            "model.n_kv_head", []),
     "lr": ("grid: {model.n_head: [1, 4], train.lr: [1.0e-2, 3.0e-2]}\nwidth: fixed_width\n"
            "seeds: 3\n", "model.n_head", ["train.lr"]),
+    # two keys without n_head, one of them text: along the grid's first key, per gate
+    "gate": ("set: {model.n_head: 4}\ngrid: {model.n_kv_head: [4, 1], model.output_gate: "
+             "[\"false\", \"true\"]}\nseeds: 3\n", "model.n_kv_head", ["model.output_gate"]),
 }
 
 
@@ -115,7 +118,9 @@ def read_runs(directory, keys):
                              for c in ("importance", "delta_loss") if f"prune/{c}" in f}}
             for k in keys:
                 v = cfg[k.split(".")[-1]]
-                run[k] = v.item() if isinstance(v, np.generic) else v
+                v = v.item() if isinstance(v, np.generic) else v
+                run[k] = ("true" if v else "false") if isinstance(v, bool) else text(v) \
+                    if isinstance(v, bytes) else v
             data = f["scores/class"][()]
             enum = h5py.check_enum_dtype(f["scores/class"].dtype)
             names = {v: k for k, v in enum.items()} if enum else None
@@ -198,9 +203,10 @@ def find(d, point):
 # checks
 
 
-def check_compare(name, directory, by, groups, runs, baseline=None):
+def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None):
     """compare --json and its Markdown against the recomputation."""
-    args = [directory, "--json"] + (["--baseline", baseline] if baseline is not None else [])
+    args = [directory, "--json"] + (["--baseline", baseline] if baseline is not None else []) \
+        + (["--by", by_arg] if by_arg else [])
     p = script("compare", *args)
     try:
         got = json.loads(p.stdout)
@@ -404,6 +410,9 @@ def test_sweep(name, browser):
     runs = read_runs(directory, groups + [by])
     check_compare(name, directory, by, groups, runs)
     check_csvs(name, directory, by, groups, runs)
+    if name == "gate":  # the other key: along the gate (text values), per K/V layout
+        check_compare(f"{name} --by output_gate", directory, "model.output_gate",
+                      ["model.n_kv_head"], runs, by_arg="output_gate")
     if name == "heads":  # the same sweep with its best head count as the baseline
         pts = points_of(runs, [by])
         best = min(pts, key=lambda k: np.mean([r["loss"] for r in pts[k]]))

@@ -42,19 +42,16 @@ def resolve_key(s, name, what="--by"):
 
 
 def choose_by(s, by=None):
-    """The key the comparison runs along: --by, else model.n_head when it was swept, else the one
-    swept key; several swept keys without n_head need --by."""
+    """The key the comparison runs along: --by, else model.n_head when it was swept, else the
+    grid's first swept key (the only one, or the first of several: the others form groups)."""
     keys = swept_keys(s)
     if by is not None:
         return resolve_key(s, by)
     if "model.n_head" in keys:
         return "model.n_head"
-    if len(keys) == 1:
+    if keys:
         return keys[0]
-    if not keys:
-        return "n_head"  # nothing but seeds swept: one row per head count (one row)
-    raise UserError(f"{s.dir}: the sweep varies {', '.join(keys)}; say which to compare along "
-                    "with --by KEY (the others form groups)")
+    return "n_head"  # nothing but seeds swept: one row per head count (one row)
 
 
 def is_number(v):
