@@ -313,9 +313,10 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
     if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
         train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         double last_eval = train_log_last(&st->eval, 0, NAN);
+        /* tokens/s of the training steps alone, as the time line counts them: evaluations,
+         * snapshots and checkpoints in between do not dilute it */
         report_progress(step + 1, cfg->steps, loss, last_eval,
-                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len /
-                            (elapsed - st->elapsed_before + 1e-9),
+                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len / (ses->step_s + 1e-9),
                         elapsed, ses->on_terminal);
     }
     return RUN_COMPLETE;
