@@ -28,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from checks import check, temp_suite  # noqa: E402
+from checks import check, phrase_tokens, temp_suite  # noqa: E402
 
 
 def run(cmd):
@@ -36,10 +36,7 @@ def run(cmd):
 
 
 def write_configs(tmp):
-    rng = np.random.RandomState(3)
-    phrases = [rng.randint(0, 40, size=rng.randint(3, 8)) for _ in range(15)]
-    np.concatenate([phrases[i] for i in rng.randint(0, 15, size=2000)]).astype("<u2").tofile(
-        os.path.join(tmp, "tokens.bin"))
+    phrase_tokens(os.path.join(tmp, "tokens.bin"), 40, 3, n_phrases=15, longest=7)
     common = "train: {steps: 30, batch_size: 8, lr: 0.01, warmup_steps: 5, threads: 1}\n"
     with open(os.path.join(tmp, "ids.yaml"), "w") as f:
         f.write("model: {vocab_size: 40, d_model: 24, n_head: 4, d_head: 6, n_layer: 2, seq_len: 16}\n" + common +

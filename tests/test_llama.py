@@ -51,7 +51,7 @@ PACKAGE = os.path.join(HERE, "llama")
 EXPORT = os.path.join(ROOT, "scripts", "export")
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from checks import check, temp_suite  # noqa: E402
+from checks import check, phrase_tokens, temp_suite  # noqa: E402
 
 PROB_ATOL = 1e-5
 NODE_MAJOR_MIN = 18
@@ -82,10 +82,7 @@ def run(cmd, **kw):
 
 
 def write_configs(tmp):
-    rng = np.random.RandomState(7)
-    phrases = [rng.randint(0, 48, size=rng.randint(3, 9)) for _ in range(20)]
-    np.concatenate([phrases[i] for i in rng.randint(0, 20, size=2000)]).astype("<u2").tofile(
-        os.path.join(tmp, "tokens.bin"))
+    phrase_tokens(os.path.join(tmp, "tokens.bin"), 48, 7)
     common = "train: {steps: 40, batch_size: 8, lr: 0.01, warmup_steps: 5, threads: 1}\n"
     with open(os.path.join(tmp, "ids.yaml"), "w") as f:
         f.write("model: {vocab_size: 48, d_model: 32, n_head: 4, d_head: 8, n_layer: 2, seq_len: 16}\n" + common +
