@@ -76,7 +76,7 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     task_train_batch(task, &batch, 0);
-    float loss = model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+    float loss = model_forward(m, NULL, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
     model_zero_grad(m);
     model_backward(m);
     Results res;
