@@ -63,7 +63,8 @@ enum {
 /* ---------------------------------------------------------------- the register tile
  * c[0..mr, 0..nr) = (load_c ? c : c_init ? the row c_init[0..nr) : 0) + Σ_{k < kc} A(i, k) · B(k, j)
  * with A(i, k) = a[i*a_rs + k*a_cs] and B(k, j) = b[k*ldb + j]; the sum is a fused multiply-add
- * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always valid memory) and are dropped;
+ * chain over k started from zero, added to c once at the end; with load_c == GEMM_CONTINUE the
+ * chain starts from c's values instead (nothing is added at the end). Rows i >= mr read row mr-1 (always valid memory) and are dropped;
  * columns j >= nr are masked (not read, not stored) unless b_padded says B has them (as zeros).
  * nv = vectors per row (1 or 2), nr <= VL nv. */
 #ifdef __AVX512F__
@@ -80,6 +81,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     }
     __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    if (load_c == GEMM_CONTINUE)
+        for (int i = 0; i < mr; i++) {
+            acc[i][0] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
+            if (nv == 2) acc[i][1] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+        }
     for (int k = 0; k < kc; k++) {
         __m512 b0, b1 = _mm512_setzero_ps();
         if (b_padded) {
@@ -107,11 +113,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {
             float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
+            if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
             else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
             _mm512_storeu_ps(ci, acc[i][0]);
             if (nv == 2) {
-                if (load_c) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
+                if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
                 else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
                 _mm512_storeu_ps(ci + 16, acc[i][1]);
             }
@@ -122,11 +128,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
         float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
+        if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
         else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
         _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
         if (nv == 2) {
-            if (load_c) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
+            if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
             else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
             _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
         }
@@ -153,6 +159,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
     }
     __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+    if (load_c == GEMM_CONTINUE)
+        for (int i = 0; i < mr; i++) {
+            acc[i][0] = _mm256_maskload_ps(c + i * ldc, m0);
+            if (nv == 2) acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
+        }
     for (int k = 0; k < kc; k++) {
         __m256 b0, b1 = _mm256_setzero_ps();
         if (b_padded) {
@@ -180,11 +191,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
 #pragma GCC unroll 6
         for (int i = 0; i < MR; i++) {
             float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
+            if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
             else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
             _mm256_storeu_ps(ci, acc[i][0]);
             if (nv == 2) {
-                if (load_c) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
+                if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
                 else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
                 _mm256_storeu_ps(ci + 8, acc[i][1]);
             }
@@ -195,11 +206,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
         float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
+        if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
         else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
         _mm256_maskstore_ps(ci, m0, acc[i][0]);
         if (nv == 2) {
-            if (load_c) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
+            if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
             else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
             _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
         }
@@ -217,8 +228,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
                         ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
                         const float *c_init) {
     (void)nv;
+    float sum[MR][NR] = {{0}};
+    if (load_c == GEMM_CONTINUE)
+        for (int i = 0; i < mr; i++) memcpy(sum[i], c + i * ldc, sizeof(float) * nr);
     vfloat acc[MR][PV];
-    memset(acc, 0, sizeof acc);
+    memcpy(acc, sum, sizeof acc);
     const float *ar[MR];
     for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
     for (int k = 0; k < kc; k++) {
@@ -234,12 +248,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         }
         b += ldb;
     }
-    float sum[MR][NR];
     memcpy(sum, acc, sizeof sum);
     for (int i = 0; i < mr; i++) {
         float *ci = c + i * ldc;
         for (int j = 0; j < nr; j++)
-            ci[j] = load_c ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
+            ci[j] = load_c == 1 ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
     }
 }
 const char *gemm_kernel_name(void) { return "portable C 4x8"; }

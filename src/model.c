@@ -113,7 +113,6 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(qkv_v, SF * BT * W);
     TAKE(qkv, L * BT * W);
     TAKE(qkv_full, L * BT * full);
-    TAKE(att_probs, L * B * H * T * T);
     TAKE(att_lse, L * B * H * T);
     TAKE(att_out, L * BT * E);
     TAKE(gate, L * BT * G);
@@ -146,6 +145,7 @@ static void alloc_activations(Model *m, int max_batch) {
     m->max_batch = max_batch;
     m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
     point_activations(&m->act, m->act_block, m->shape, max_batch);
+    m->act.att_probs = NULL; /* allocated by the first forward that keeps its maps */
     size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
     m->head_gate = xcalloc(LH, sizeof(float));
     m->head_gate_grad = xcalloc(LH, sizeof(float));
@@ -189,6 +189,7 @@ void model_free(Model *m) {
     free(m->m_block);
     free(m->v_block);
     free(m->act_block);
+    free(m->act.att_probs);
     free(m->head_gate);
     free(m->head_gate_grad);
     memset(m, 0, sizeof *m);
@@ -300,11 +301,15 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     return model_forward_from_layer(m, 0);
 }
 
-/* Layer l's attention maps, where the attention writes them: NULL when they are neither wanted
- * (keep_maps) nor read by the attention's backward. */
-static float *layer_maps(const Model *m, int l) {
+/* Layer l's attention maps, where the attention writes them: NULL unless they are wanted
+ * (keep_maps), as the attention never needs them. Their (L, B, H, T, T) block is allocated the
+ * first time, for the largest batch and sequence. */
+static float *layer_maps(Model *m, int l) {
     const ModelShape s = m->shape;
-    if (!m->keep_maps && !attention_needs_maps(s.d_head)) return NULL;
+    if (!m->keep_maps) return NULL;
+    if (!m->act.att_probs)
+        m->act.att_probs = xcalloc((size_t)s.n_layer * m->max_batch * s.n_head * s.seq_len * s.seq_len,
+                                   sizeof(float));
     return m->act.att_probs + (size_t)l * m->batch * s.n_head * m->seq * m->seq;
 }
 
@@ -440,7 +445,8 @@ static void attention_qkv_backward(Model *m, int l, const float *d_o, GradWrite 
     const float *h_in = a->residual + (size_t)l * BT * D, *z = a->ln_out + (size_t)l * BT * D;
     const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
     const float *att = a->att_out + (size_t)l * BT * E, *lse = a->att_lse + (size_t)l * B * H * T;
-    attention_backward(a->d_qkv, d_o, qkv_heads, att, layer_maps(m, l), lse, B, T, H, dh);
+    attention_backward(a->d_qkv, d_o, qkv_heads, att, NULL, lse, s.sink ? p->sink + (size_t)l * H : NULL,
+                       B, T, H, dh);
     if (s.sink)
         attention_sink_backward(g->sink + (size_t)l * H, d_o, att, lse, p->sink + (size_t)l * H, B, T, H, dh);
     float *d_qkv = a->d_qkv;

@@ -64,7 +64,7 @@ typedef struct {
     float *qkv_v;     // (B, T, W) scratch: the projection of LN(h), whose V part is kept (shortformer)
     float *qkv;       // (L, B, T, W) the projection (after rotary, when on)
     float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head (grouped K/V only)
-    float *att_probs; // (L, B, H, T, T) the attention maps, written only when kept (see keep_maps)
+    float *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (keep_maps)
     float *att_lse;   // (L, B, H, T) log of each softmax denominator
     float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
     float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate) (output gate only)
@@ -113,10 +113,9 @@ typedef struct {
     float *head_gate, *head_gate_grad;
     const float *head_ablation;
     int want_head_gate_grad;
-    /* 1: a forward writes the attention maps into act.att_probs (evaluate_maps sets it for the
-     * probes). 0, the default: the maps are written only where the attention's backward reads
-     * them (heads wider than the thin path's, see attention_needs_maps), and att_probs holds
-     * nothing for thin heads. */
+    /* 1: a forward writes the attention maps into act.att_probs, allocated then (evaluate_maps
+     * sets it for the probes). 0, the default: no map is written (the attention's backward
+     * recomputes what it needs), and att_probs may be NULL. */
     int keep_maps;
     /* state of the last forward; restarted_at: the layer whose head state it restarted from
      * (model_forward_from_head_state), −1 for a whole forward */
