@@ -155,6 +155,8 @@ static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
 
 static int is_thin(int d_head) { return d_head <= ATTENTION_THIN_MAX; }
 
+int attention_reads_maps(int d_head) { return !is_thin(d_head); }
+
 /* Queries per block of the general backward: a multiple of GEMM_MR whose two (rows, T) panels,
  * P and dS, fill about half of a 1 MiB L2 (at least one register tile of rows). It decides only
  * which products are computed when: GEMM_CONTINUE carries dK's and dV's sums across blocks, so

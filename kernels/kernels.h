@@ -82,8 +82,10 @@ void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), 
  * to ATTENTION_THIN_MAX wide (8 with AVX-512, 4 with AVX2, none in the portable build) take a
  * path vectorised across positions, wider heads per-head GEMMs. Both stream: neither keeps a
  * (T, T) map for its backward, which recomputes P block by block from Q, K and the lse (the
- * general path exactly as its forward made it). probs is only for a caller that reads the maps;
- * the general backward then reads them instead of recomputing (the same bits, less work). */
+ * general path exactly as its forward made it). probs is for a caller that reads the maps, or
+ * that keeps them for the backward where attention_reads_maps says it reads them instead of
+ * recomputing them (the same bits, less work; the thin path never reads them). */
+int attention_reads_maps(int d_head);
 void attention_forward(float *out,             // (B, T, E)
                        float *probs,           // (B, H, T, T) the maps, zero above the diagonal; or NULL
                        float *lse,             // (B, H, T) log of each softmax denominator

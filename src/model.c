@@ -145,7 +145,6 @@ static void alloc_activations(Model *m, int max_batch) {
     m->max_batch = max_batch;
     m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
     point_activations(&m->act, m->act_block, m->shape, max_batch);
-    m->act.att_probs = NULL; /* allocated by the first forward that keeps its maps */
     size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
     m->head_gate = xcalloc(LH, sizeof(float));
     m->head_gate_grad = xcalloc(LH, sizeof(float));
@@ -301,15 +300,30 @@ float model_forward(Model *m, const int *tokens, const int *targets, const float
     return model_forward_from_layer(m, 0);
 }
 
-/* Layer l's attention maps, where the attention writes them: NULL unless they are wanted
- * (keep_maps), as the attention never needs them. Their (L, B, H, T, T) block is allocated the
- * first time, for the largest batch and sequence. */
+/* Whether a forward keeps its attention maps: when asked (keep_maps), and for a backward that
+ * reads them (attention_reads_maps) when they take no more memory than the other activations
+ * (H · T at most about the floats per token of the rest: T <= 256 in the bench's layouts); it
+ * then skips recomputing them, the same bits for less work, and memory stays O(B · T · (D + E)).
+ * Longer contexts keep none. */
+static int keeps_maps(const Model *m) {
+    const ModelShape s = m->shape;
+    Activations unused;
+    size_t maps = (size_t)s.n_layer * m->batch * s.n_head * m->seq * m->seq;
+    return m->keep_maps || (attention_reads_maps(s.d_head) &&
+                            maps <= point_activations(&unused, NULL, s, m->max_batch));
+}
+
+/* Layer l's attention maps, where the attention writes them, or NULL (see keeps_maps). Their
+ * (L, B, H, T, T) block is sized for the first forward that keeps them, grown when a later one
+ * needs more. */
 static float *layer_maps(Model *m, int l) {
     const ModelShape s = m->shape;
-    if (!m->keep_maps) return NULL;
-    if (!m->act.att_probs)
-        m->act.att_probs = xcalloc((size_t)s.n_layer * m->max_batch * s.n_head * s.seq_len * s.seq_len,
-                                   sizeof(float));
+    size_t floats = (size_t)s.n_layer * m->batch * s.n_head * m->seq * m->seq;
+    if (floats > m->att_probs_floats) {
+        free(m->act.att_probs);
+        m->act.att_probs = xcalloc(floats, sizeof(float));
+        m->att_probs_floats = floats;
+    }
     return m->act.att_probs + (size_t)l * m->batch * s.n_head * m->seq * m->seq;
 }
 
@@ -339,7 +353,9 @@ static void forward_layer(Model *m, int l, int heads_only) {
         }
         if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
         if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
-        attention_forward(att, layer_maps(m, l), a->att_lse + (size_t)l * B * H * T, qkv_heads,
+        int keep = keeps_maps(m);
+        if (l == 0) m->maps_kept = keep;
+        attention_forward(att, keep ? layer_maps(m, l) : NULL, a->att_lse + (size_t)l * B * H * T, qkv_heads,
                           s.sink ? p->sink + (size_t)l * H : NULL, B, T, H, dh);
         if (s.output_gate) {
             float *gate = a->gate + (size_t)l * BT * E;
@@ -445,7 +461,8 @@ static void attention_qkv_backward(Model *m, int l, const float *d_o, GradWrite 
     const float *h_in = a->residual + (size_t)l * BT * D, *z = a->ln_out + (size_t)l * BT * D;
     const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
     const float *att = a->att_out + (size_t)l * BT * E, *lse = a->att_lse + (size_t)l * B * H * T;
-    attention_backward(a->d_qkv, d_o, qkv_heads, att, NULL, lse, s.sink ? p->sink + (size_t)l * H : NULL,
+    const float *maps = m->maps_kept && m->restarted_at < 0 ? layer_maps(m, l) : NULL; /* see model.h */
+    attention_backward(a->d_qkv, d_o, qkv_heads, att, maps, lse, s.sink ? p->sink + (size_t)l * H : NULL,
                        B, T, H, dh);
     if (s.sink)
         attention_sink_backward(g->sink + (size_t)l * H, d_o, att, lse, p->sink + (size_t)l * H, B, T, H, dh);

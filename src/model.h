@@ -114,12 +114,16 @@ typedef struct {
     const float *head_ablation;
     int want_head_gate_grad;
     /* 1: a forward writes the attention maps into act.att_probs, allocated then (evaluate_maps
-     * sets it for the probes). 0, the default: no map is written (the attention's backward
-     * recomputes what it needs), and att_probs may be NULL. */
+     * sets it for the probes). 0, the default: the maps are written only where they are small
+     * (then the attention's backward reads them), and att_probs may be NULL. */
     int keep_maps;
+    size_t att_probs_floats; /* what act.att_probs holds room for */
     /* state of the last forward; restarted_at: the layer whose head state it restarted from
      * (model_forward_from_head_state), −1 for a whole forward */
     int batch, seq, has_targets, restarted_at;
+    /* its attention wrote act.att_probs from layer 0 on: a backward after a whole forward reads
+     * them, after a restarted one (whose earlier layers' maps may be older) recomputes them */
+    int maps_kept;
     const int *tokens, *targets;
     const float *mask;
     float loss;
