@@ -237,6 +237,19 @@ static size_t backward_floats(int T, int d_head, int have_maps) {
     return 5 * (size_t)T * d_head + (have_maps ? 1 : 2) * (size_t)query_block(T) * padded_stride(T);
 }
 
+/* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
+ * dS, row stride lda; dX's rows `row` apart), for every key j < b1: the keys before the block
+ * continue their sums (GEMM_CONTINUE), the block's own keys start theirs, from their diagonal. */
+static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, const float *y,
+                     int b0, int b1, int d_head) {
+    const float *y_block = y + (size_t)b0 * d_head;
+    if (b0 > 0)
+        gemm_small(dx, row, a, 1, lda, y_block, d_head, b0, d_head, b1 - b0, GEMM_CONTINUE,
+                   GEMM_FULL, 0);
+    gemm_small(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, d_head, b1 - b0, d_head,
+               b1 - b0, 0, GEMM_SUFFIX_K, 0);
+}
+
 /* The general path's backward of pair (b, h), block by block of queries: each block's P (read
  * from map, or recomputed bit for bit as the forward made it), dP = dO·Vᵀ and dS by panels,
  * dQ = dS·K per panel, then dV += Pᵀ·dO and dK += dSᵀ·Q over the block's queries, each element's
@@ -256,10 +269,6 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
     if (!map) gemm_transpose(k_t, T, src + E, row, T, d_head);
     gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
     attention_copy_rows(g, g_src, E, T, d_head);
-    for (int t = 0; t < T; t++) {
-        memset(dk + (size_t)t * row, 0, sizeof(float) * d_head);
-        memset(dv + (size_t)t * row, 0, sizeof(float) * d_head);
-    }
     for (int b0 = 0; b0 < T; b0 += block) {
         int b1 = T - b0 < block ? T : b0 + block;
         const float *p = map ? map + (size_t)b0 * T : p_scratch;
@@ -280,11 +289,8 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
             gemm_small(dq + (size_t)t0 * row, row, ds_panel, ld, 1, k, d_head, rows, d_head, T, 0,
                        GEMM_PREFIX_K, t0);
         }
-        /* the keys up to the block's end, over the block's queries at or after them */
-        gemm_small(dv, row, p, 1, ld_p, g + (size_t)b0 * d_head, d_head, b1, d_head, b1 - b0,
-                   GEMM_CONTINUE, GEMM_SUFFIX_K, -b0);
-        gemm_small(dk, row, ds, 1, ld, q + (size_t)b0 * d_head, d_head, b1, d_head, b1 - b0,
-                   GEMM_CONTINUE, GEMM_SUFFIX_K, -b0);
+        key_sums(dv, row, p, ld_p, g, b0, b1, d_head);
+        key_sums(dk, row, ds, ld, q, b0, b1, d_head);
     }
 }
 

@@ -81,11 +81,14 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     }
     __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-    if (load_c == GEMM_CONTINUE)
-        for (int i = 0; i < mr; i++) {
+    if (load_c == GEMM_CONTINUE) {
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) { /* whole, so that acc stays in registers */
+            if (i >= mr) break;
             acc[i][0] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
             if (nv == 2) acc[i][1] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
         }
+    }
     for (int k = 0; k < kc; k++) {
         __m512 b0, b1 = _mm512_setzero_ps();
         if (b_padded) {
@@ -159,11 +162,14 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
     }
     __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
-    if (load_c == GEMM_CONTINUE)
-        for (int i = 0; i < mr; i++) {
+    if (load_c == GEMM_CONTINUE) {
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) { /* whole, so that acc stays in registers */
+            if (i >= mr) break;
             acc[i][0] = _mm256_maskload_ps(c + i * ldc, m0);
             if (nv == 2) acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
         }
+    }
     for (int k = 0; k < kc; k++) {
         __m256 b0, b1 = _mm256_setzero_ps();
         if (b_padded) {
