@@ -157,13 +157,14 @@ static int is_thin(int d_head) { return d_head <= ATTENTION_THIN_MAX; }
 
 int attention_reads_maps(int d_head) { return !is_thin(d_head); }
 
-/* Queries per block of the general backward: a multiple of GEMM_MR whose two (rows, T) panels,
- * P and dS, fill about half of a 1 MiB L2 (at least one register tile of rows). It decides only
- * which products are computed when: GEMM_CONTINUE carries dK's and dV's sums across blocks, so
- * no bit depends on it. */
+/* Queries per block of the general backward: a multiple of GEMM_MR whose (rows, T) panels, dS
+ * and (unless read from the maps) P, fill about half of a 1 MiB L2 (at least one register tile
+ * of rows). It decides only which products are computed when: GEMM_CONTINUE carries dK's and
+ * dV's sums across blocks, so no bit depends on it. */
 enum { BLOCK_BYTES = 512 << 10 };
-static int query_block(int T) {
-    int rows = (int)(BLOCK_BYTES / (2 * sizeof(float) * (size_t)padded_stride(T))) / GEMM_MR * GEMM_MR;
+static int query_block(int T, int have_maps) {
+    size_t panels = have_maps ? 1 : 2;
+    int rows = (int)(BLOCK_BYTES / (panels * sizeof(float) * (size_t)padded_stride(T))) / GEMM_MR * GEMM_MR;
     int all = (T + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
     return rows < GEMM_MR ? GEMM_MR : rows > all ? all : rows;
 }
@@ -234,7 +235,7 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
 }
 
 static size_t backward_floats(int T, int d_head, int have_maps) {
-    return 5 * (size_t)T * d_head + (have_maps ? 1 : 2) * (size_t)query_block(T) * padded_stride(T);
+    return 5 * (size_t)T * d_head + (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
 }
 
 /* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
@@ -256,7 +257,7 @@ static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, co
  * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
 static void backward_pair(float *dq, const float *g_src, const float *map, const float *src,
                           int E, int T, int d_head, float sink, float *q) {
-    const int row = 3 * E, ld = padded_stride(T), block = query_block(T);
+    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL);
     const float scale = 1.0f / sqrtf((float)d_head);
     /* contiguous copies of this head's Q, K, Kᵀ, Vᵀ and dO (see forward_pair); dQ, dK and dV
      * are written straight into their columns of d_qkv */
