@@ -47,6 +47,10 @@ MAIN_CONFIGS = [
 ]
 SEQ_CONFIGS = [(f"T{T} B{4096 // T}", 256, 8, 32, T, 4096 // T) for T in (64, 128, 256, 512, 1024)]
 HEAD_CONFIGS = [(f"H{H} d_head{256 // H}", 256, H, 256 // H, 128, 16) for H in (1, 2, 4, 8, 16, 32, 64)]
+# long contexts at fixed tokens per step (B*T = 8192): where the attention's work grows as T^2
+CONTEXT_TOKENS = 8192
+CONTEXT_CONFIGS = [(f"T{T} B{CONTEXT_TOKENS // T}", 256, 8, 32, T, CONTEXT_TOKENS // T)
+                   for T in (256, 1024, 2048, 4096)]
 
 
 def matmul_flops(D, H, dh, T, B, V=VOCAB, L=LAYERS):
@@ -99,6 +103,7 @@ train:
   seed: 0
 data:
   task: text
+  eval_fraction: 0.25   # a held-out part longer than the longest context (GPL-3 is 35k bytes)
 output:
   path: {path}
   log_every: 1
@@ -245,7 +250,7 @@ def main(argv, doc):
     ap.add_argument("--quick", action="store_true",
                     help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
-    ap.add_argument("--tables", default="main,seq,heads")
+    ap.add_argument("--tables", default="main,seq,heads,context")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
@@ -334,14 +339,16 @@ def main(argv, doc):
     failed = 0
     with tempfile.TemporaryDirectory(prefix="bench.") as tmp:
         for table in tables:
-            configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS}.get(table)
+            configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS,
+                       "context": CONTEXT_CONFIGS}.get(table)
             if configs is None:
                 ap.error(f"unknown table '{table}'")
             configs = [c for c in configs if args.only in c[0]]
             if not configs:
                 continue
             title = {"main": "bench configs", "seq": "sequence length (D=256, H=8, d_head=32, B*T = 4096 tokens per step)",
-                     "heads": "head count at fixed width (D=256, E=256, T=128, B=16)"}[table]
+                     "heads": "head count at fixed width (D=256, E=256, T=128, B=16)",
+                     "context": f"long contexts (D=256, H=8, d_head=32, B*T = {CONTEXT_TOKENS} tokens per step)"}[table]
             rep.line(f"## {title}: {LAYERS} layers, vocab {VOCAB}, text task, {args.threads} threads")
             rep.line()
             # the scaling tables compare with the strongest PyTorch variant only
