@@ -49,6 +49,19 @@ static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
     for (int l = from_layer; l < a->n_layer && k < a->n_kept; l++) model_save_head_state(v, l, state_of(a, k, l));
 }
 
+/* How many held-out batches keep their head states within `bytes`. */
+static int kept_batches(ModelShape shape, const Config *cfg, size_t bytes) {
+    size_t per_batch = (size_t)shape.n_layer * model_shape_head_state_floats(shape, cfg->batch_size) * sizeof(float);
+    return bytes / per_batch < (size_t)cfg->eval_batches ? (int)(bytes / per_batch) : cfg->eval_batches;
+}
+
+void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
+    size_t LH = (size_t)shape.n_layer * shape.n_head;
+    *views = (size_t)thread_count() * (model_activation_floats(shape, cfg->batch_size) + 2 * LH) * sizeof(float);
+    *states = ((size_t)kept_batches(shape, cfg, ABLATION_STATE_BUDGET) * shape.n_layer *
+               model_shape_head_state_floats(shape, cfg->batch_size) + 1) * sizeof(float);
+}
+
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
     ablation_init_budget(a, m, task, cfg, ABLATION_STATE_BUDGET);
 }
@@ -67,8 +80,7 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
     a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
     a->state_floats = model_head_state_floats(m, cfg->batch_size);
-    size_t per_batch = (size_t)a->n_layer * a->state_floats * sizeof(float);
-    a->n_kept = bytes / per_batch < (size_t)a->n_batches ? (int)(bytes / per_batch) : a->n_batches;
+    a->n_kept = kept_batches(m->shape, cfg, bytes);
     a->state = xcalloc((size_t)a->n_kept * a->n_layer * a->state_floats + 1, sizeof(float));
     a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
     for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;

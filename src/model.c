@@ -376,8 +376,22 @@ static float forward_rest(Model *m, int first_layer, int heads_only) {
 
 float model_forward_from_layer(Model *m, int first_layer) { return forward_rest(m, first_layer, 0); }
 
+size_t model_shape_head_state_floats(ModelShape s, int B) {
+    return (size_t)B * s.seq_len * (s.d_model + (size_t)s.n_head * s.d_head);
+}
+
 size_t model_head_state_floats(const Model *m, int B) {
-    return (size_t)B * m->shape.seq_len * (m->shape.d_model + (size_t)m->shape.n_head * m->shape.d_head);
+    return model_shape_head_state_floats(m->shape, B);
+}
+
+size_t model_param_floats(ModelShape shape) {
+    ParamTensors p;
+    return point_params(&p, NULL, shape);
+}
+
+size_t model_activation_floats(ModelShape shape, int B) {
+    Activations a;
+    return point_activations(&a, NULL, shape, B);
 }
 
 /* Layer l's input and its heads' outputs (the output gate's product when on) in the activations. */

@@ -154,6 +154,14 @@ float model_forward_from_layer(Model *m, int first_layer);
  * setting, and reruns the many settings that change only that layer's or later layers' gates
  * from it, on any model over the same parameters (model_init_view). */
 size_t model_head_state_floats(const Model *m, int B);
+
+/* The sizes model_init allocates, from the shape alone (what shapes.c's memory estimate reads,
+ * so that the estimate follows the code): floats of one parameter-sized block (model_init makes
+ * four: parameters, gradients, AdamW's two moments), of the activations for batches up to B,
+ * and of one batch's kept head state. */
+size_t model_param_floats(ModelShape shape);
+size_t model_activation_floats(ModelShape shape, int B);
+size_t model_shape_head_state_floats(ModelShape shape, int B);
 void model_save_head_state(const Model *m, int layer, float *state);
 /* Runs a forward on (tokens, targets, mask) from a saved head state of layer `layer`: its head mix
  * with the current gates, W_o and everything after. It gives the bits a whole model_forward

@@ -1,8 +1,30 @@
-/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token).
+/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token) and the
+ * memory estimate: the peak memory of training and of the end-of-run study, by part, computed
+ * from the config with the size functions the allocations themselves use (model.h,
+ * analysis.h, ablation.h), so that it follows the code.
  * Must not know: files, training, the tasks. */
 #ifndef SHAPES_H
 #define SHAPES_H
 #include <stdio.h>
 #include "config.h"
+
+typedef struct {
+    const char *name;   /* what it is */
+    const char *shrink; /* the config keys that make it smaller */
+    int study;          /* 0: held from step 1 on; 1: added during the end-of-run study */
+    double bytes;
+} MemoryPart;
+
+enum { MEMORY_MAX_PARTS = 8 };
+typedef struct {
+    MemoryPart part[MEMORY_MAX_PARTS];
+    int n;
+    double training, study; /* the peaks: training's parts; training's and the study's */
+} MemoryEstimate;
+
+void shapes_memory(const Config *cfg, MemoryEstimate *e);
 void shapes_print(const Config *cfg, FILE *out);
+/* ERR_USER (one line naming the peak, the limit, the largest part and the keys that shrink it)
+ * when the estimated peak exceeds output.max_memory (MiB) or, when that is 0, MemAvailable. */
+int shapes_check_memory(const Config *cfg, UserError *err);
 #endif
