@@ -109,7 +109,8 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None):
     other = s.other_keys()
     groups = results.group_runs(s, other + ["n_head"])
     if not groups:
-        raise UserError(f"{s.dir}: no complete runs to compare")
+        raise UserError(f"{s.dir}: no complete runs to compare"
+                        + (f"; {s.left_out_note()}" if s.left_out_note() else ""))
     heads = sorted({k[-1] for k in groups})
     base_h = baseline if baseline is not None else (1 if 1 in heads else heads[0])
     if base_h not in heads:
@@ -151,6 +152,8 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None):
              f"mean ± sample std over seeds; Δ = mean − mean of {base_h} head(s) (negative = "
              f"better); two-sided Welch t-test, Welch–Satterthwaite df, p from {_p_source()}; "
              f"Holm p: Holm-adjusted over the {len(tests)} tests of the table and below."]
+    if s.left_out_note():
+        notes.append(s.left_out_note())
     if needed:
         tol = f"{100 * (tolerance if tolerance is not None else s.tolerance):g}%"
         notes.append(f"heads needed: fewest heads keeping the eval loss within {tol} (relative) of "

@@ -9,6 +9,7 @@ heads.results, draws through heads.gnuplot. Knows nothing of how the runs were m
 """
 import math
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -246,6 +247,8 @@ def main(doc):
     names = [f"{stem}.{args.format}" for stem in ("final_eval_loss", "eval_curves", "head_classes")]
     try:
         s = results.Summary(args.results_dir)
+        if s.left_out_note():
+            print(s.left_out_note(), file=sys.stderr)
         if "n_head" not in s.data or not any(st == "complete" for st in s["status"]):
             cli.die(f"{args.results_dir}: no complete runs to plot")
         outdir = os.path.abspath(args.outdir or os.path.join(s.dir, "plots"))

@@ -47,7 +47,8 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
     if groups:
         d["compare"] = compare.comparison(s, metric)
     else:
-        d["compare"] = {"header": [], "rows": [], "notes": ["no complete runs"], "n_text": 0}
+        d["compare"] = {"header": [], "rows": [], "n_text": 0,
+                        "notes": ["no complete runs"] + [n for n in [s.left_out_note()] if n]}
     d["pruning"] = _pruning(s)
     classes = list(results.CLASSES)
     classes += [c[6:] for c in s.columns if c.startswith("heads_") and c[6:] not in classes]
