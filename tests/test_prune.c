@@ -122,7 +122,7 @@ static void test_mean_ablation(Setup *sp, Ablation *ap, const float *sets, const
     batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
     for (int k = 0; k < s.cfg.eval_batches; k++) {
         task_eval_batch(&s.task, &b, k);
-        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        model_forward(&s.m, NULL, b.inputs, b.targets, b.mask, b.B, b.T);
         int BT = b.B * b.T;
         for (int l = 0; l < s.L; l++)
             for (int n = 0; n < BT; n++)
@@ -185,26 +185,24 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
                             &cmp);
     }
     /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
-     * head mix) = |head_gate_grad| of a whole forward and backward, bit for bit */
+     * head mix) = |gate_grad| of a whole forward and backward, bit for bit */
     int same = 1;
     for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
         ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
         Batch b;
         batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
         task_eval_batch(&s.task, &b, 0);
-        memcpy(s.m.head_gate, mask, sizeof(float) * s.LH);
-        s.m.head_ablation = kind == ABLATE_MEAN ? a.mean : NULL;
-        s.m.want_head_gate_grad = 1;
-        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        float *gate_grad = test_alloc(s.LH);
+        Interventions iv = {.head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+        if (kind == ABLATE_MEAN) iv.fill = (HeadFill){HEAD_FILL_PER_HEAD, a.mean};
+        model_forward(&s.m, &iv, b.inputs, b.targets, b.mask, b.B, b.T);
         model_zero_grad(&s.m);
         model_backward(&s.m);
         for (int i = 0; i < s.LH; i++) {
-            double whole = fabs(s.m.head_gate_grad[i]);
+            double whole = fabs(gate_grad[i]);
             same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
-            s.m.head_gate[i] = 1.0f;
         }
-        s.m.head_ablation = NULL;
-        s.m.want_head_gate_grad = 0;
+        free(gate_grad);
         batch_free(&b);
     }
     test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward and backward's, bit for bit (zero and mean)",
@@ -244,9 +242,6 @@ static void test_gates_are_weights(void) {
                ok_b, "a batched loss differs");
     test_mean_ablation(&s, &a, sets, ones);
     test_gate_grads(&s, &a, ones);
-    int restored = s.m.head_ablation == NULL;
-    for (int i = 0; i < s.LH; i++) restored &= s.m.head_gate[i] == 1.0f;
-    test_check("after the study every gate is 1 again and no ablation values are left set", restored, "model state not restored");
     free(loss), free(ones), free(sets);
     ablation_free(&a);
     teardown(&s);
@@ -310,9 +305,7 @@ static double gated_batch_loss(Setup *s, const float *gates, int k) {
     Batch b;
     batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
     task_eval_batch(&s->task, &b, k);
-    memcpy(s->m.head_gate, gates, sizeof(float) * s->LH);
-    double loss = model_forward(&s->m, b.inputs, b.targets, b.mask, b.B, b.T);
-    for (int i = 0; i < s->LH; i++) s->m.head_gate[i] = 1.0f;
+    double loss = model_forward(&s->m, &(Interventions){.head_gate = gates}, b.inputs, b.targets, b.mask, b.B, b.T);
     batch_free(&b);
     return loss;
 }
@@ -471,7 +464,9 @@ static void test_thread_independence(void) {
     test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
                same, "differs");
     /* past the memory budget batches rerun whole forwards: none kept, or only the first */
-    size_t one_batch = (size_t)s.L * model_head_state_floats(&s.m, s.cfg.batch_size) * sizeof(float);
+    size_t one_batch = (size_t)s.L *
+                       (model_hook_floats(&s.m, HOOK_RESID_PRE, s.cfg.batch_size, s.cfg.seq_len) +
+                        model_hook_floats(&s.m, HOOK_Z, s.cfg.batch_size, s.cfg.seq_len)) * sizeof(float);
     int same_budget = 1;
     for (int i = 0; i < 2; i++) {
         study_at_threads(&s, 2, i * one_batch, many);

@@ -411,7 +411,7 @@ def check_composition(d, run):
           not covered, f"covered rows: {covered}")
 
 
-LAYOUTS = {  # every attention layout of the README's "Modern attention layouts", one run each
+LAYOUTS = {  # every attention layout of docs/model.md's "Modern attention layouts", one run each
     "MHA": [], "GQA": ["model.n_head=4", "model.n_kv_head=2"], "MQA": ["model.n_kv_head=1"],
     "RoPE": ["model.pos=rope"], "shortformer": ["model.pos=shortformer"],
     "no positions": ["model.pos=none"], "output gate": ["model.output_gate=true"],

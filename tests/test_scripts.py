@@ -160,8 +160,10 @@ def test_keys_and_set():
     check("a grid with bare n_kv_head and sink keys expands (model.n_kv_head, model.sink)",
           [(r.overrides["model.n_kv_head"], r.overrides["model.sink"]) for r in exp.runs]
           == [(1, False), (1, True), (2, False), (2, True)], str([r.overrides for r in exp.runs]))
-    expect_error("grid: {model.n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown config key 'model.n_haed' "
-                 r"\(did you mean 'model.n_head'\?\)", "error: misspelt section.key, with a suggestion")
+    expect_error("grid: {model.n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown key 'n_haed' in section 'model' "
+                 r"\(did you mean 'n_head'\? known: ", "error: misspelt section.key, with a suggestion")
+    expect_error("grid: {path: [a.txt, b.txt]}\n", r".*bad\.yaml:2:8: 'path' is in several sections "
+                 r"\(data\.path, output\.path\); write section\.key$", "error: an ambiguous bare key lists its sections")
     path = experiment("cliset", "set: {train.steps: 5}\ngrid: {n_head: [1, 2]}\n")
     exp = experiments.Experiment(path, ["n_layer=1", "train.steps=7", "train.lr=5e-3"])
     check("Experiment(sets): --set values reach every run, replace set:, YAML-typed",
@@ -169,7 +171,8 @@ def test_keys_and_set():
               and r.overrides["train.lr"] == 0.005 for r in exp.runs), str(exp.runs[0].overrides))
     for sets, pattern in ((["model.n_head=4"], r"--set:1:1: 'model.n_head=4': model.n_head is swept"),
                           (["output.path=x.h5"], r"--set:1:1: .*output.path is chosen by the sweep"),
-                          (["n_layer"], r"--set:1:1: 'n_layer': expected section.key=value"),
+                          (["n_layer"], r"--set:1:1: 'n_layer': expected key=value, e\.g\. model\.n_head=4 or n_head=4$"),
+                          (["path=x"], r"--set:1:1: 'path=x': 'path' is in several sections \(data\.path, output\.path\)"),
                           (["n_heads=2"], r"--set:1:1: 'n_heads=2': unknown config key 'n_heads' "
                                           r"\(did you mean 'n_head'\?\)")):
         try:
@@ -177,6 +180,16 @@ def test_keys_and_set():
             check(f"sweep --set {sets[0]}: an error", False, "no error")
         except cli.UserError as e:
             check(f"sweep --set {sets[0]}: {e}", re.match(pattern, str(e)) is not None, str(e))
+    for bad in ("path=x", "n_heads=2", "modl.n_head=2", "model.n_heads=2", "n_layer"):
+        h = subprocess.run([harness.HARNESS, "--shapes", "configs/heads12.yaml", "--set", bad], cwd=ROOT,
+                           capture_output=True, text=True)
+        try:
+            experiments.Experiment(path, [bad])
+            mine = "no error"
+        except cli.UserError as e:
+            mine = str(e)
+        check(f"sweep --set {bad} and harness --set {bad}: the same message", h.returncode == 2 and
+              h.stderr.strip() == mine, f"harness: {h.stderr.strip()!r}; sweep: {mine!r}")
     p = script("sweep", path, "--set", "n_layer=1", "--list")
     check("scripts/sweep --set model.n_layer=1 --list shows it in every run",
           p.returncode == 0 and p.stdout.count("model.n_layer=1") == 2, p.stdout + p.stderr)

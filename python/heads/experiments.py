@@ -13,7 +13,7 @@ import yaml
 
 from .cli import UserError
 from .configs import Marked, format_value, read_config_file
-from .harness import REPO, key_default, key_sections
+from .harness import REPO, key_default, key_sections, resolve_key
 from .pruning import DEFAULT_TOLERANCE
 
 
@@ -151,32 +151,12 @@ class Experiment:
     # -- parsing helpers
 
     def _section_key(self, key, where):
-        """'n_head' -> 'model.n_head'; 'model.n_head' stays; anything else is an error."""
-        sections = key_sections()
-        if "." in key:
-            section, name = key.split(".", 1)
-            if section not in sections:
-                hint = difflib.get_close_matches(section, sections, 1)
-                raise UserError(where + f"unknown config section '{section}'"
-                                + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                                + "; sections: " + ", ".join(sections))
-            if name not in sections[section]:
-                hint = difflib.get_close_matches(name, sections[section], 1)
-                raise UserError(where + f"unknown config key '{key}'"
-                                + (f" (did you mean '{section}.{hint[0]}'?)" if hint else "")
-                                + f"; {section} keys: " + ", ".join(sections[section]))
-            return key
-        owners = [s for s, names in sections.items() if key in names]
-        if len(owners) == 1:
-            return f"{owners[0]}.{key}"
-        every = [f"{s}.{n}" for s, names in sections.items() for n in names]
-        if owners:
-            raise UserError(where + f"'{key}' is in several sections ("
-                            + ", ".join(f"{s}.{key}" for s in owners) + "); write section.key")
-        hint = difflib.get_close_matches(key, [k.split(".")[1] for k in every], 1)
-        raise UserError(where + f"unknown config key '{key}'"
-                        + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                        + "; write section.key, e.g. model.n_head or train.lr")
+        """'n_head' -> 'model.n_head'; 'model.n_head' stays: the harness's own resolution (its
+        message when the key is unknown or in several sections, placed at `where`)."""
+        try:
+            return resolve_key(str(key))
+        except UserError as e:
+            raise UserError(where + str(e)) from None
 
     def _apply_sets(self, assignments):
         """sweep --set section.key=value, as the harness's --set (the value read as YAML), for
@@ -185,7 +165,7 @@ class Experiment:
             where = f"--set:1:1: '{text}': "
             key, eq, value_text = text.partition("=")
             if not eq or not key:
-                raise UserError(where + "expected section.key=value, e.g. model.n_head=4")
+                raise UserError(where + "expected key=value, e.g. model.n_head=4 or n_head=4")
             try:  # read as an experiment file's values are (3e-3 is a number, as the harness says)
                 value = Marked("--set", value_text).data if value_text else ""
             except UserError as e:

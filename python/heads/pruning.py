@@ -1,5 +1,5 @@
 """heads.pruning: what a run's pruning curves say (the harness writes them to /prune: Michel et
-al. 2019's iterative pruning, docs in the README's Per-head analysis): the heads needed to keep
+al. 2019's iterative pruning, docs in docs/analyses.md): the heads needed to keep
 the held-out loss within a tolerance of the unpruned model, and the fraction of heads prunable;
 Holm's step-down adjustment of a family of p-values for the comparisons built on them.
 

@@ -4,7 +4,7 @@ exactly as scripts/compare prints it (heads.compare: Welch's t, Holm-adjusted p,
 mean pruning curves of every head count and heads needed against n_head (runs with /prune), the
 head-class counts per head count, and one row per run with a link to its own report.
 
-Knows the summary's columns (README "Sweeps"); knows nothing of HTML.
+Knows the summary's columns (docs/sweeps.md); knows nothing of HTML.
 """
 import math
 
