@@ -13,6 +13,7 @@
 #include "check.h"
 #include "config.h"
 #include "fatal.h"
+#include "generate.h"
 #include "headstudy.h"
 #include "inspect.h"
 #include "../kernels/kernels.h"
@@ -33,6 +34,7 @@ static const char *usage =
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
     "                          [--logits]\n"
+    "       harness generate RUN.h5 (--prompt TEXT | --tokens IDS) [--max-new N] [--temperature X]\n"
     "       harness check RUN.h5\n"
     "       harness --keys [KEY ...]\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
@@ -53,6 +55,7 @@ static const char *usage =
     "                           key, type, default, range, meaning (tab-separated)\n"
     "  check RUN.h5             validate a results file against docs/results-format.md (exit 1: problems)\n"
     "  inspect RUN.h5 ...       run a stored model on one input; harness inspect --help for its options\n"
+    "  generate RUN.h5 ...      continue an input with a stored model (K/V cache); generate --help\n"
     "  --help, --version\n"
     "\n"
     "exit status: 0 complete, 2 bad input (message file:line:col: ...), 3 diverged, 130 interrupted\n";
@@ -131,10 +134,11 @@ static int run(const Config *cfg_in, const char *dump_path, int force, int resum
     return exit_code;
 }
 
-/* `harness inspect | check | prune | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | prune | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "generate") == 0) return generate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
