@@ -50,6 +50,10 @@ HEAD_CONFIGS = [(f"H{H} d_head{256 // H}", 256, H, 256 // H, 128, 16) for H in (
 # name, D, H, d_head, T: one generated token's cost by position, cached and recomputed
 GENERATE_CONFIGS = [("D128 H8 d_head16 T256", 128, 8, 16, 256), ("D256 H8 d_head32 T1024", 256, 8, 32, 1024)]
 GENERATE_REPEATS = 10
+# long contexts at fixed tokens per step (B*T = 8192): where the attention's work grows as T^2
+CONTEXT_TOKENS = 8192
+CONTEXT_CONFIGS = [(f"T{T} B{CONTEXT_TOKENS // T}", 256, 8, 32, T, CONTEXT_TOKENS // T)
+                   for T in (256, 1024, 2048, 4096)]
 
 
 def matmul_flops(D, H, dh, T, B, V=VOCAB, L=LAYERS):
@@ -112,6 +116,7 @@ train:
   seed: 0
 data:
   task: text
+  eval_fraction: 0.25   # a held-out part longer than the longest context (GPL-3 is 35k bytes)
 output:
   path: {path}
   log_every: 1
@@ -259,7 +264,7 @@ def main(argv, doc):
                     help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
     ap.add_argument("--bench-generate", default=os.path.join(ROOT, "build", "bench_generate"))
-    ap.add_argument("--tables", default="main,seq,heads,generate")
+    ap.add_argument("--tables", default="main,seq,heads,context,generate")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
@@ -357,14 +362,16 @@ def main(argv, doc):
                 record["runs"] += [dict(e, table=table) for e in entries]
                 report_generate(rep, entries, GENERATE_REPEATS)
                 continue
-            configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS}.get(table)
+            configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS,
+                       "context": CONTEXT_CONFIGS}.get(table)
             if configs is None:
                 ap.error(f"unknown table '{table}'")
             configs = [c for c in configs if args.only in c[0]]
             if not configs:
                 continue
             title = {"main": "bench configs", "seq": "sequence length (D=256, H=8, d_head=32, B*T = 4096 tokens per step)",
-                     "heads": "head count at fixed width (D=256, E=256, T=128, B=16)"}[table]
+                     "heads": "head count at fixed width (D=256, E=256, T=128, B=16)",
+                     "context": f"long contexts (D=256, H=8, d_head=32, B*T = {CONTEXT_TOKENS} tokens per step)"}[table]
             rep.line(f"## {title}: {LAYERS} layers, vocab {VOCAB}, text task, {args.threads} threads")
             rep.line()
             # the scaling tables compare with the strongest PyTorch variant only

@@ -101,8 +101,9 @@ def tl_state_dict(cfg, params):
     V = int(cfg["vocab_size"])
     grouped = "_" if n_kv != H else ""
     sd = {"embed.W_E": params["tok_emb"]}
-    if pos != "rope":  # "none": TransformerLens's standard positions with W_pos = 0
-        sd["pos_embed.W_pos"] = params["pos_emb"] if pos == "learned" else np.zeros_like(params["pos_emb"])
+    if pos != "rope":  # "none" (no pos_emb stored): TransformerLens's standard positions with W_pos = 0
+        sd["pos_embed.W_pos"] = params["pos_emb"] if pos == "learned" else \
+            np.zeros((int(cfg["seq_len"]), D), np.float32)
 
     def heads(w, n):  # [D, n*dh] -> [n, D, dh]
         return np.ascontiguousarray(w.reshape(D, n, dh).transpose(1, 0, 2))
