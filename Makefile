@@ -146,9 +146,10 @@ FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -
                 $(shell pkg-config --cflags yaml-0.1 2>/dev/null)
 FUZZ_LDLIBS  := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) -lm
 
-build/fuzz/fuzz_config: tests/fuzz_config.c src/config.c src/config.h src/error.c src/error.h src/util.h
+CONFIG_SRC := $(wildcard src/config_*.c)
+build/fuzz/fuzz_config: tests/fuzz_config.c $(CONFIG_SRC) src/config.h src/config_internal.h src/error.c src/error.h src/util.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz_config.c src/config.c src/error.c -o $@ $(FUZZ_LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz_config.c $(CONFIG_SRC) src/error.c -o $@ $(FUZZ_LDLIBS)
 
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)

@@ -1,6 +1,6 @@
 /* config.h: the resolved run configuration, read from YAML with libyaml.
  *
- * Every key lives in one descriptor table (config.c): its section, name, type, default and
+ * Every key lives in one descriptor table (config_keys.c): its section, name, type, default and
  * range. The loader, the --set overrides, the resolved-YAML dump and the HDF5 /config
  * attributes all walk that table, so a new key is one line there plus a field here.
  * Errors are user errors (error.h): the functions return ERR_USER with the UserError filled in
