@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
             cached[k] = dt < cached[k] ? dt : cached[k];
             kv_cache_free(&cache);
             c0 = cpu_s();
-            model_forward(&m, tokens, NULL, NULL, 1, p + 1);
+            model_forward(&m, NULL, tokens, NULL, NULL, 1, p + 1);
             dt = cpu_s() - c0;
             full[k] = dt < full[k] ? dt : full[k];
         }

@@ -185,12 +185,23 @@ typedef struct {
     long long seed;
 } GenerateArgs;
 
-/* A number option's value; 0 when it is not a number in [lo, hi]. */
-static int parse_number(const char *text, double lo, double hi, double *out) {
+/* The numeric options: name, range, integer or not, and where the value goes. */
+typedef struct {
+    const char *name;
+    double lo, hi;
+    int integer;
+} NumberOption;
+enum { OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, N_NUMBER_OPTIONS };
+static const NumberOption number_options[N_NUMBER_OPTIONS] = {
+    {"--max-new", 0, 1 << 30, 1}, {"--temperature", 1e-6, 1e6, 0}, {"--top-k", 1, 1 << 30, 1},
+    {"--seed", 0, 9007199254740992.0, 1}};
+
+/* The value of a numeric option; 0 when it is not a number in its range (an integer where it must be). */
+static int parse_number(const NumberOption *o, const char *text, double *out) {
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (!*text || *end || errno || !(v >= lo && v <= hi)) return 0;
+    if (!*text || *end || errno || !(v >= o->lo && v <= o->hi) || (o->integer && v != floor(v))) return 0;
     *out = v;
     return 1;
 }
@@ -198,37 +209,37 @@ static int parse_number(const char *text, double lo, double hi, double *out) {
 /* 0: parsed; 1: --help printed; 2: a usage error printed. */
 static int parse_args(int argc, char **argv, GenerateArgs *a) {
     *a = (GenerateArgs){NULL, NULL, NULL, 16, 0, 0.0, 1};
-    int top_k_given = 0, seed_given = 0;
+    int given[N_NUMBER_OPTIONS] = {0};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        double x;
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
             fputs(generate_usage, stdout);
             return 1;
         }
-        int takes_value = !strcmp(opt, "--prompt") || !strcmp(opt, "--tokens") || !strcmp(opt, "--max-new") ||
-                          !strcmp(opt, "--temperature") || !strcmp(opt, "--top-k") || !strcmp(opt, "--seed");
-        if (takes_value && !value) {
+        int number = -1;
+        for (int k = 0; k < N_NUMBER_OPTIONS; k++)
+            if (!strcmp(opt, number_options[k].name)) number = k;
+        if ((number >= 0 || !strcmp(opt, "--prompt") || !strcmp(opt, "--tokens")) && !value) {
             fprintf(stderr, "harness generate: no value for '%s'\n%s", opt, generate_usage);
             return 2;
         }
+        double x;
         if (!strcmp(opt, "--prompt")) a->prompt = argv[++i];
         else if (!strcmp(opt, "--tokens")) a->token_list = argv[++i];
-        else if (takes_value) {
-            int is_temp = !strcmp(opt, "--temperature"), is_seed = !strcmp(opt, "--seed");
-            double lo = is_temp ? 1e-6 : !strcmp(opt, "--max-new") ? 0 : is_seed ? 0 : 1;
-            double hi = is_temp ? 1e6 : is_seed ? 9007199254740992.0 : 1 << 30;
-            if (!parse_number(value, lo, hi, &x) || (!is_temp && x != floor(x))) {
+        else if (number >= 0) {
+            const NumberOption *o = &number_options[number];
+            if (!parse_number(o, value, &x)) {
                 fprintf(stderr, "harness generate: %s '%s': expected %s\n%s", opt, value,
-                        is_temp ? "a number above 0" : lo > 0 ? "a positive integer" : "a non-negative integer",
+                        !o->integer ? "a number above 0" : o->lo > 0 ? "a positive integer" : "a non-negative integer",
                         generate_usage);
                 return 2;
             }
             i++;
-            if (is_temp) a->temperature = x;
-            else if (is_seed) a->seed = (long long)x, seed_given = 1;
-            else if (!strcmp(opt, "--top-k")) a->top_k = (int)x, top_k_given = 1;
-            else a->max_new = (int)x;
+            given[number] = 1;
+            if (number == OPT_MAX_NEW) a->max_new = (int)x;
+            else if (number == OPT_TEMPERATURE) a->temperature = x;
+            else if (number == OPT_TOP_K) a->top_k = (int)x;
+            else a->seed = (long long)x;
         } else if (opt[0] != '-' && !a->path) a->path = opt;
         else {
             fprintf(stderr, "harness generate: %s '%s'\n%s", opt[0] == '-' ? "unknown option" : "unexpected argument",
@@ -238,13 +249,20 @@ static int parse_args(int argc, char **argv, GenerateArgs *a) {
     }
     const char *problem = !a->path ? "no results file given"
                         : (!a->prompt) == (!a->token_list) ? "give exactly one of --prompt and --tokens"
-                        : (top_k_given || seed_given) && a->temperature == 0 ? "--top-k and --seed sample: give --temperature too"
+                        : (given[OPT_TOP_K] || given[OPT_SEED]) && !given[OPT_TEMPERATURE] ? "--top-k and --seed sample: give --temperature too"
                         : NULL;
     if (problem) {
         fprintf(stderr, "harness generate: %s\n%s", problem, generate_usage);
         return 2;
     }
     return 0;
+}
+
+/* Token ids by logit, the largest first, ties to the lower id (qsort_r's comparison). */
+static int by_logit(const void *x, const void *y, void *logits) {
+    const float *l = logits;
+    int a = *(const int *)x, b = *(const int *)y;
+    return l[a] != l[b] ? (l[a] < l[b]) - (l[a] > l[b]) : (a > b) - (a < b);
 }
 
 /* The next token: the most likely (lowest id on ties), or a sample of softmax(logits / T) over
@@ -256,15 +274,7 @@ static int next_token(const float *logits, int V, double temperature, int top_k,
     if (temperature == 0) return best;
     int K = top_k > 0 && top_k < V ? top_k : V;
     for (int v = 0; v < V; v++) order[v] = v;
-    for (int k = 0; k < K; k++) { /* the K largest first, in order (ties: lower id first) */
-        int arg = k;
-        for (int v = k + 1; v < V; v++)
-            if (logits[order[v]] > logits[order[arg]] || (logits[order[v]] == logits[order[arg]] && order[v] < order[arg]))
-                arg = v;
-        int tmp = order[k];
-        order[k] = order[arg];
-        order[arg] = tmp;
-    }
+    qsort_r(order, (size_t)V, sizeof(int), by_logit, (void *)logits);
     double sum = 0, acc = 0;
     for (int k = 0; k < K; k++) sum += exp((logits[order[k]] - logits[best]) / temperature);
     for (int k = 0; k < K; k++) {

@@ -647,6 +647,16 @@ static const char *const hook_names[N_HOOKS] = {
 
 const char *model_hook_name(HookPoint p) { return p >= 0 && p < N_HOOKS ? hook_names[p] : NULL; }
 
+size_t model_param_floats(ModelShape shape) {
+    ParamTensors p;
+    return point_params(&p, NULL, shape);
+}
+
+size_t model_activation_floats(ModelShape shape, int B) {
+    Activations a;
+    return point_activations(&a, NULL, shape, B);
+}
+
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {
     const ModelShape s = m->shape;
     const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;

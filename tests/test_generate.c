@@ -103,7 +103,7 @@ static void check_layout(const Layout *lay, uint64_t seed) {
     int ok = 1, bad_at = -1;
     for (int t = 0; t < T; t++) {
         const float *cached = kv_cache_step(&cache, tokens[t]);
-        model_forward(&m, tokens, NULL, NULL, 1, t + 1);
+        model_forward(&m, NULL, tokens, NULL, NULL, 1, t + 1);
         if (!logits_close(cached, m.act.logits + (size_t)t * V, V, &worst) && ok) ok = 0, bad_at = t;
     }
     snprintf(name, sizeof name, "%s: cached logits = full forward at each of %d positions", lay->name, T);
@@ -122,7 +122,7 @@ static void check_layout(const Layout *lay, uint64_t seed) {
     for (int t = prompt; t < T; t++) {
         by_cache[t] = argmax(logits, V);
         if (t + 1 < T) logits = kv_cache_step(&cache, by_cache[t]);
-        model_forward(&m, by_full, NULL, NULL, 1, t);
+        model_forward(&m, NULL, by_full, NULL, NULL, 1, t);
         by_full[t] = argmax(m.act.logits + (size_t)(t - 1) * V, V);
     }
     int same = 1;

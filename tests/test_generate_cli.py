@@ -10,8 +10,11 @@ On short training runs (ids with learned positions, grouped K/V with rotary, a b
   - greedy: each generated token is the argmax of `harness inspect --tokens SO_FAR --logits` (a
     full forward over the sequence so far), token for token;
   - rotary runs generate past seq_len (no position table to run out of);
-  - sampling: the same --seed gives the same tokens, --top-k 1 gives the greedy ones, and every
-    token sampled with --top-k 3 is among the 3 most likely of the full forward at its step;
+  - sampling: the same --seed gives the same tokens, --top-k 1 gives the greedy ones, every
+    token sampled with --top-k 3 is among the 3 most likely of the full forward at its step, and
+    the first token over 400 seeds follows softmax(logits / T) over the top K (chi-square test
+    against probabilities computed here from inspect --logits; the seeds are fixed, so the
+    outcome is too);
   - the K/V cache line: bytes per token = 4·2·H_kv·d_head·L (computed here), the same figure
     `harness --shapes` prints, and the total = bytes per token x tokens cached;
   - a text run prints the prompt and the continuation as text (the bytes of the ids);
@@ -29,6 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, phrase_tokens, temp_suite  # noqa: E402
+
+
+SAMPLES = 400
 
 
 def run(cmd):
@@ -105,6 +111,23 @@ def check_sampling(harness, path, prompt):
         inside &= t in top
         seq.append(t)
     check("sampling: every token drawn with --top-k 3 is among the full forward's 3 most likely", inside, f"{k3}")
+    # the first token drawn with seeds 1..N follows softmax(logits / T) over the top K (chi-square)
+    from scipy.stats import chisquare
+    T, K, N = 1.5, 4, SAMPLES
+    logits = full_logits(harness, path, prompt)
+    top = np.argsort(-logits, kind="stable")[:K]
+    p = np.exp((logits[top] - logits[top].max()) / T)
+    p /= p.sum()
+    counts = dict.fromkeys(top.tolist(), 0)
+    for seed in range(1, N + 1):
+        _, first, _ = generate(harness, path, "--tokens", ",".join(map(str, prompt)), "--max-new", "1",
+                               "--temperature", str(T), "--top-k", str(K), "--seed", str(seed))
+        counts[first[0]] = counts.get(first[0], 0) + 1
+    observed = [counts[t] for t in top.tolist()]
+    pvalue = chisquare(observed, N * p).pvalue if sum(observed) == N else 0.0
+    check(f"sampling: the first token over {N} seeds follows softmax(logits/{T}) over the top {K} "
+          f"(chi-square p = {pvalue:.3g} > 1e-3; observed {observed}, expected {np.round(N * p, 1).tolist()})",
+          pvalue > 1e-3, f"counts {counts}")
 
 
 def check_cache_size(harness, tmp, name, path, config, sets, L, Hkv, dh, stdout):

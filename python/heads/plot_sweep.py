@@ -11,6 +11,7 @@ were made.
 """
 import math
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -361,6 +362,8 @@ def main(doc):
     names = [f"{stem}.{args.format}" for stem in ("final_eval_loss", "eval_curves", "head_classes")]
     try:
         s = results.Summary(args.results_dir)
+        if s.left_out_note():
+            print(s.left_out_note(), file=sys.stderr)
         if "n_head" not in s.data or not any(st == "complete" for st in s["status"]):
             cli.die(f"{args.results_dir}: no complete runs to plot")
         outdir = os.path.abspath(args.outdir or os.path.join(s.dir, "plots"))
