@@ -1,6 +1,8 @@
-/* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect.
- * The only place that decides to exit: user errors print one "file:line:col: message" line and
- * exit with status 2, leaving no partial results file behind.
+/* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect,
+ * analyze. The only place that decides to exit: user errors print one "file:line:col: message"
+ * line and exit with status 2, leaving no partial results file behind. Decides, before anything
+ * is read or written, whether a run may start: its memory estimate must fit, and what another
+ * run left at output.path is continued (--resume) or discarded (--overwrite) only when asked.
  * Owns the argument parsing and the exit status. Must not know: HDF5, the training loop's inside,
  * any numeric step. */
 #include <signal.h>
@@ -223,7 +225,7 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
     int can_resume = train_resume_source(cfg, &source, &why_not) == ERR_OK; /* first: drops a stale .ckpt */
     RunFiles rf;
     results_run_files(cfg->out_path, &rf);
-    if (rf.result.exists && !strcmp(rf.result.why, "it is a directory"))
+    if (rf.result.is_dir)
         return config_key_error(cfg, "output.path", err, "'%s' is a directory; output.path names the results "
                                "file (e.g. %s/run.h5)", cfg->out_path, cfg->out_path);
     if (resume || !results_run_files_any(&rf)) return ERR_OK;

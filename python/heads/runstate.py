@@ -301,15 +301,8 @@ def open_log(log_path, cmd, left):
 
 
 def leftover_temp(h5_path):
-    """The status of a temporary a killed harness left beside h5_path (<path>.tmp.XXXXXX, or
-    <path>.tmp of older versions), '' when there is none."""
-    directory, base = os.path.split(h5_path)
-    try:
-        names = [n for n in os.listdir(directory or ".")
-                 if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n)]
-    except OSError:
-        return ""
-    return "left a .tmp" if names else ""
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if _temporaries(h5_path) else ""
 
 
 STATES = ("complete", "stale", "running", "interrupted", "unreadable", "failed", "missing")
