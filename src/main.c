@@ -7,6 +7,8 @@
  * any numeric step. */
 #include <signal.h>
 #include <stdio.h>
+#include <libgen.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +230,15 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
     if (rf.result.is_dir)
         return config_key_error(cfg, "output.path", err, "'%s' is a directory; output.path names the results "
                                "file (e.g. %s/run.h5)", cfg->out_path, cfg->out_path);
+    struct statvfs fs;
+    char dir[CONFIG_PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s", cfg->out_path);
+    double need = shapes_disk_bytes(cfg);
+    if (statvfs(dirname(dir), &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
+        return config_key_error(cfg, "output.path", err, "the run needs up to %.1f MiB on the disk of '%s' (the results "
+                               "file and two checkpoints, maps uncompressed), but only %.1f MiB are free; refused "
+                               "before step 1: free some space or set output.path elsewhere", need / 1048576.0,
+                               cfg->out_path, (double)fs.f_bavail * fs.f_frsize / 1048576.0);
     if (resume || !results_run_files_any(&rf)) return ERR_OK;
     char what[2400];
     results_run_files_describe(&rf, what, sizeof what);

@@ -27,6 +27,8 @@ trained undisturbed once: the reference. Then:
               the largest part and the keys that shrink it; --shapes prints both peaks by part,
               and its training part is n_layer x batch x n_head x seq_len^2 floats of maps
               (recomputed here) and more
+  small disk  (root: a 64 KiB tmpfs, else skipped) a run whose file and checkpoints cannot fit
+              is refused before step 1, naming the space it needs and has; nothing is left
   in progress `harness check`, scripts/plot and scripts/report on the path of a run that is
               training: exit 2, no traceback, naming the writer (pid, host, since, step) and its
               checkpoint, which plot then reads (exit 0)
@@ -262,6 +264,26 @@ def test_memory():
           and m is not None and float(m.group(1)) >= maps_gib, p.stdout[-800:])
 
 
+def test_small_disk():
+    d = os.path.join(TOP, "small")
+    os.makedirs(d)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d],
+                                           capture_output=True).returncode != 0:
+        print("# small disk: skipped (mounting a tmpfs needs root)")
+        return
+    try:
+        config = os.path.join(TOP, "small.yaml")
+        with open(config, "w") as f:
+            f.write(CONFIG.format(steps=STEPS, every=EVERY, path=os.path.join(d, "run.h5")))
+        p = harness(config)
+        check(f"a disk too small for the file and its checkpoints: refused before step 1: "
+              f"{inj.last_line(p.stderr)[:160]}",
+              p.returncode == 2 and "refused before step 1" in p.stderr and "MiB are free" in p.stderr
+              and "step 1/" not in p.stderr and os.listdir(d) == [], p.stderr + str(os.listdir(d)))
+    finally:
+        subprocess.run(["umount", d], capture_output=True)
+
+
 def test_in_progress():
     config, path = setup("in_progress", steps=100000)
     proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL,
@@ -395,6 +417,7 @@ def main():
         run_check("last write", test_last_write)
         run_check("checkpoint", test_checkpoint_fails)
         run_check("memory", test_memory)
+        run_check("small disk", test_small_disk)
         run_check("in progress", test_in_progress)
         run_check("sweep", test_sweep)
     finally:
