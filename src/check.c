@@ -47,6 +47,7 @@ typedef struct {
     RunStatus run;     /* and parsed (RUN_NONE: absent or unknown) */
     int problems;
     int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
+    int format_minor;  /* of format_version (0 when absent or unreadable) */
 } Checker;
 
 __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char *fmt, ...) {
@@ -118,6 +119,9 @@ static void check_root(Checker *c) {
         if (!v) problem(c, "no root attribute %s (a string)%s", names[i],
                         i == 0 ? "; the file predates results format 1.0" : "");
         if (v && i == 4) snprintf(c->status, sizeof c->status, "%s", v);
+        int major;
+        if (v && i == 0 && results_check_format_version(v, &major, &c->format_minor) != RESULTS_VERSION_OK)
+            c->format_minor = 0;
         free(v);
     }
     c->run = run_status_parse(c->status);
@@ -250,7 +254,8 @@ static herr_t check_object(hid_t file, const char *rel, const LinkInfo *info, vo
     }
     hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
     char *description = results_attr_string(ds, "description"), *units = results_attr_string(ds, "units");
-    if (!description || strcmp(description, doc->description))
+    /* A file of an earlier minor version may word a description differently (1.1's pos_emb) */
+    if (!description || (strcmp(description, doc->description) && c->format_minor >= RESULTS_FORMAT_MINOR))
         problem(c, "%s: attribute description is %s, not the format's", name, description ? "different" : "missing");
     if (!units || strcmp(units, doc->units))
         problem(c, "%s: attribute units is '%s', not '%s'", name, units ? units : "missing", doc->units);
@@ -305,6 +310,13 @@ static void check_logs(Checker *c) {
     free(loss);
 }
 
+/* Files before format 1.2 stored an unused pos_emb of zeros with rotary or no positions. */
+static int legacy_pos_emb(Checker *c, const Model *m, const char *group) {
+    char name[256];
+    snprintf(name, sizeof name, "%s/pos_emb", group);
+    return c->format_minor < 2 && m->shape.pos != POS_LEARNED && m->shape.pos != POS_SHORTFORMER && exists(c, name);
+}
+
 /* Every tensor of the model's table under group, with its shape, and nothing else. */
 static void check_tensors(Checker *c, const Model *m, const char *group, int found) {
     for (int i = 0; i < m->n_tensors; i++) {
@@ -314,7 +326,7 @@ static void check_tensors(Checker *c, const Model *m, const char *group, int fou
         hsize_t want[2] = {t->shape[0], t->shape[1]};
         expect_shape(c, name, t->ndim, want);
     }
-    if (found > m->n_tensors)
+    if (found > m->n_tensors + legacy_pos_emb(c, m, group))
         problem(c, "%s holds %d datasets, but the model has %d tensors", group, found, m->n_tensors);
 }
 

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "config.h"
 #include "fatal.h"
+#include "generate.h"
 #include "headstudy.h"
 #include "inspect.h"
 #include "../kernels/kernels.h"
@@ -38,6 +39,7 @@ static const char *usage =
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
     "                          [--logits]\n"
+    "       harness generate RUN.h5 (--prompt TEXT | --tokens IDS) [--max-new N] [--temperature X]\n"
     "       harness check RUN.h5\n"
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness --keys [KEY ...]\n"
@@ -63,6 +65,7 @@ static const char *usage =
     "                           key, type, default, range, meaning (tab-separated)\n"
     "  check RUN.h5             validate a results file against docs/results-format.md (exit 1: problems)\n"
     "  inspect RUN.h5 ...       run a stored model on one input; harness inspect --help for its options\n"
+    "  generate RUN.h5 ...      continue an input with a stored model (K/V cache); generate --help\n"
     "  analyze RUN.h5           the end-of-run study of a trained run whose study did not finish\n"
     "  --help, --version\n"
     "\n"
@@ -147,10 +150,11 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
 
 static int analyze_main(int argc, char **argv);
 
-/* `harness inspect | check | prune | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | prune | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "generate") == 0) return generate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);

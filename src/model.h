@@ -76,7 +76,7 @@ typedef struct {
     /* kv_repeat (grouped K/V only) */
     float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head
     /* attend */
-    float *att_probs; // (L, B, H, T, T) the attention maps, written only when kept (Interventions.keep_maps)
+    float *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
     float *att_lse;   // (L, B, H, T) log of each softmax denominator
     float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
     /* output_gate (output gate only) */
@@ -161,10 +161,10 @@ typedef struct {
      * start_state: the layer's head mix from that state (made with the same gates and fill in
      * the layers before it, it gives the bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
-     * run on the same inputs. */
+     * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
-    int keep_maps;     /* write hook_pattern for every head (else only where attention's backward reads it) */
+    int keep_maps;     /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads;  /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
     float *gate_grad;  /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
@@ -202,6 +202,7 @@ typedef struct {
     LayerPlan plan;
     float *act_block;
     Activations act;
+    size_t att_probs_floats; /* what act.att_probs holds room for */
     ForwardState last;
 } Model;
 
@@ -229,7 +230,7 @@ void model_zero_grad(Model *m);
 
 /* The tensor at hook point p of layer `layer` in the last forward (its shape: docs/model.md,
  * model_hook_floats floats), or NULL where that forward did not write it (hook_pattern of a
- * forward that kept no maps for thin heads). */
+ * forward that kept no maps). */
 const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
 

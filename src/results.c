@@ -480,7 +480,13 @@ int results_write_tensors(Results *r, const char *group, const Model *m, const f
 int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
                        int T, UserError *err) {
     hsize_t dims[6] = {(hsize_t)S, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
-    hsize_t chunk[6] = {1, 1, 1, (hsize_t)P, (hsize_t)T, (hsize_t)T};
+    /* chunks of at most MAP_CHUNK_BYTES (deflate's buffers, and HDF5's chunk cache, are a chunk
+     * each): all probes of a head while their maps fit, else one map, else rows of one map */
+    enum { MAP_CHUNK_BYTES = 1 << 20 };
+    hsize_t map_bytes = sizeof(float) * (hsize_t)T * T;
+    hsize_t rows = map_bytes <= MAP_CHUNK_BYTES ? (hsize_t)T : MAP_CHUNK_BYTES / (sizeof(float) * (hsize_t)T);
+    hsize_t probes = (hsize_t)P * map_bytes <= MAP_CHUNK_BYTES ? (hsize_t)P : 1;
+    hsize_t chunk[6] = {1, 1, 1, probes, rows ? rows : 1, (hsize_t)T};
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 6, chunk);
     if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {

@@ -1,8 +1,8 @@
 /* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts,
- * matmul FLOPs per token and the peak memory by part, computed from the config alone (no
- * allocation: works for real sizes); the memory check a run makes at start.
- * Owns the --shapes report and the memory estimate's parts. Must not know: files, training,
- * the tasks. */
+ * matmul FLOPs per token, the K/V cache of generation and the peak memory by part, computed from
+ * the config alone (no allocation: works for real sizes); the memory check a run makes at start.
+ * Owns the --shapes report, the K/V cache's size (one function, shared with generate) and the
+ * memory estimate's parts. Must not know: files, training, the tasks. */
 #include <stdio.h>
 #include <string.h>
 #include "shapes.h"
@@ -27,6 +27,18 @@ static const char *grouped(double value, char *buf, int size) {
     return buf;
 }
 
+size_t kv_cache_bytes_per_token(ModelShape s) {
+    return sizeof(float) * (size_t)model_cost(s).kv_cache_values;
+}
+
+void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size) {
+    char a[32], b[32], c[32], d[32];
+    size_t per_token = kv_cache_bytes_per_token(s);
+    snprintf(buf, size, "%s values = %s bytes per token in fp32; %s tokens: %s bytes",
+             grouped(model_cost(s).kv_cache_values, a, 32), grouped((double)per_token, b, 32),
+             grouped(tokens, c, 32), grouped((double)per_token * tokens, d, 32));
+}
+
 void shapes_print(const Config *cfg, FILE *out) {
     ModelShape s = model_shape_from_config(cfg);
     ModelCost c = model_cost(s);
@@ -45,8 +57,10 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
     fprintf(out, "one block, one sequence (the mainline):\n");
     fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
-    fprintf(out, "  QKV     [T,%s]  = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n",
-            Hkv == H ? "3E    " : "(H+2H_kv)d_h", T, W, D, W);
+    const char *qkv_cols = Hkv == H ? "3E" : "(H+2H_kv)d_h";
+    int pad = 7 - (int)strlen(qkv_cols); /* "=" under the rows below, where the label leaves room */
+    fprintf(out, "  QKV     [T,%s]%*s= [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", qkv_cols, pad > 1 ? pad : 1,
+            "", T, W, D, W);
     if (Hkv == H) fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
     else fprintf(out, "  Q [H,T,d_h] = [%d, %d, %d];  K/V [H_kv,T,d_h] = [%d, %d, %d] each\n", H, T, dh, Hkv, T, dh);
     fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
@@ -55,11 +69,14 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated%s\n", T, E,
             s.output_gate ? ", times sigmoid(Z . W_gate + b_gate)" : "");
     fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D, E, D);
-    fprintf(out, "K/V cache per token: 2*H_kv*d_head*L = %s values = %s bytes in bf16 (%s in fp32)\n\n",
-            grouped(c.kv_cache_values, a, 32), grouped(2 * c.kv_cache_values, b, 32), grouped(4 * c.kv_cache_values, d, 32));
+    char cache[160];
+    shapes_kv_cache_line(s, T, cache, sizeof cache);
+    fprintf(out, "K/V cache (harness generate's): 2*H_kv*d_head*L = %s (%s bytes per token in bf16)\n\n", cache,
+            grouped(2 * c.kv_cache_values, a, 32));
 
     fprintf(out, "parameters                          per layer        whole model\n");
-    fprintf(out, "  embeddings (tok V*D + pos T*D)    %15s  %15s\n", "-", grouped(c.params_embed, a, 32));
+    fprintf(out, "  %-34s%15s  %15s\n", s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER
+            ? "embeddings (tok V*D + pos T*D)" : "embeddings (tok V*D; no W_pos)", "-", grouped(c.params_embed, a, 32));
     fprintf(out, "  W_qkv + b_qkv (D*W + W)           %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
     if (s.output_gate)
         fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32), grouped(L * c.params_layer_gate, b, 32));

@@ -1,12 +1,19 @@
-/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token) and the
- * memory estimate: the peak memory of training and of the end-of-run study, by part, computed
- * from the config with the size functions the allocations themselves use (model.h,
+/* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token, the K/V cache)
+ * and the memory estimate: the peak memory of training and of the end-of-run study, by part,
+ * computed from the config with the size functions the allocations themselves use (model.h,
  * analysis.h, ablation.h), so that it follows the code.
  * Must not know: files, training, the tasks. */
 #ifndef SHAPES_H
 #define SHAPES_H
 #include <stdio.h>
+#include <stddef.h>
 #include "config.h"
+#include "model.h"
+/* The K/V cache of `harness generate` (generate.h): fp32 K and V of every K/V head of every layer,
+ * 2·H_kv·d_head·L floats per token. The one size both commands print. */
+size_t kv_cache_bytes_per_token(ModelShape s);
+/* "V values = B bytes per token in fp32; N tokens: NB bytes" (digits grouped), into buf. */
+void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size);
 
 typedef struct {
     const char *name;   /* what it is */

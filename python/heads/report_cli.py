@@ -8,6 +8,7 @@ heads.report_sweep's, the page heads.report_page's.
 import os
 
 from . import cli, report_page, report_run, report_sweep, results
+from .words import plural
 
 
 def report_one(path, out, budget):
@@ -48,7 +49,7 @@ def main(doc):
         if os.path.isdir(args.target):
             out = args.output or os.path.join(args.target, "report.html")
             size, n = report_dir(args.target, out, args.metric, budget)
-            print(f"{out}: {size / 1e6:.2f} MB, sweep of {n} run report(s) in "
+            print(f"{out}: {size / 1e6:.2f} MB, sweep of {plural(n, 'run report')} in "
                   f"{os.path.join(os.path.dirname(out) or '.', 'report')}/")
         elif os.path.exists(args.target):
             out = args.output or os.path.splitext(args.target)[0] + ".html"

@@ -310,6 +310,7 @@ class Summary:
             self.width = text(f.attrs.get("width", "free"))
             self.description = text(f.attrs.get("description", ""))
             self.tolerance = float(f.attrs.get("tolerance", pruning.DEFAULT_TOLERANCE))
+            self.tolerance_floor = float(f.attrs.get("tolerance_floor", 0.0))  # older: none
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             self.data = {}

@@ -201,7 +201,8 @@ def write_summary(exp, sweep, outdir, shapes):
             except Exception as e:  # noqa: BLE001
                 print(f"warning: {path}: cannot read ({e}); left out of the summary values",
                       file=sys.stderr)
-        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance)
+        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance,
+                                  exp.tolerance_floor)
         log = runstate.RunLog(os.path.join(outdir, run.name + ".log"))
         if result is None and (run.name in stopped_names or log.rc not in (None, 0)
                                and log.interrupted):
