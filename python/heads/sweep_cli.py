@@ -146,7 +146,7 @@ def plan(exp, sweep, force):
     todo, rerun, skipped = [], set(), 0
     for run in exp.runs:
         path = sweep.h5(run)
-        if force or results.read_status(path) != "complete":
+        if force or results.read_status(path) not in pool.FINISHED:
             todo.append(run)
             continue
         try:
@@ -157,7 +157,8 @@ def plan(exp, sweep, force):
         if changed:
             what = ", ".join(f"{k}: {configs.format_value(a)} -> {configs.format_value(b)}"
                              for k, a, b in changed[:4])
-            print(f"rerun  {run.name}: its complete result was made with other values ({what})")
+            print(f"rerun  {run.name}: its {results.read_status(path)} result was made with other "
+                  f"values ({what})")
             todo.append(run)
             rerun.add(run.name)
         else:
