@@ -7,7 +7,9 @@
  * It reads HDF5 directly because it looks at types, attributes and dimension scales no other
  * reader needs. The scores are recomputed with analysis.c's definitions (themselves tested
  * against hand-computed maps in tests/test_analysis.c): the file is checked against the
- * definitions, not against a second copy of them. It knows nothing of training. */
+ * definitions, not against a second copy of them. On a path with no file yet it names the run
+ * writing it (its lock) or what a run left there (a checkpoint, a pending study, a stranded
+ * temporary). It knows nothing of training. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

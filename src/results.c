@@ -876,6 +876,7 @@ static void read_run_file(const char *path, RunFile *f) {
     if (stat(path, &st) != 0) return;
     f->exists = 1;
     if (S_ISDIR(st.st_mode)) {
+        f->is_dir = 1;
         snprintf(f->why, sizeof f->why, "it is a directory");
         return;
     }

@@ -4,8 +4,10 @@
  * final status, flushes and closes, fsyncs the file, renames it into place and fsyncs the
  * directory, so a killed run (or a power loss) never leaves a file that looks complete and never
  * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
- * writer per results file, which is why results_open may delete temporary files that killed
- * writers left. Every function returns ERR_OK or ERR_USER with a message in UserError
+ * writer per results file, which is why results_open may delete the temporary files killed
+ * writers left (status "running", or unreadable); a temporary holding a finished state that
+ * could not be moved into place is kept (results_find_stranded). Also what a run left at its
+ * path, for the decisions of main.c, train.c and check.c (results_run_files). Every function returns ERR_OK or ERR_USER with a message in UserError
  * (HDF5's own error printing is switched off); only main exits.
  * Must not know: training, how analysis results are computed. */
 #ifndef RESULTS_H
@@ -168,6 +170,7 @@ void results_remove_temps(const char *path);
 typedef struct {
     char path[CONFIG_PATH_MAX + 32];
     int exists;       /* something is at path */
+    int is_dir;       /* a directory */
     RunStatus status; /* RUN_NONE: absent, or no results file this harness reads (why says why) */
     int64_t step;     /* the /checkpoint step, -1 when there is none */
     int64_t steps;    /* train.steps of its config, -1 when unknown */

@@ -51,6 +51,8 @@ def open_file(path):
     UserError (one line) when it is not HDF5, or of another major format_version. A file without
     format_version predates 1.0 and is read."""
     require("h5py")
+    if not os.path.exists(path):
+        raise UserError(not_there(path))
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -61,6 +63,22 @@ def open_file(path):
         raise UserError(f"{path}: the file is results format {version}, but this reader reads "
                         f"format {FORMAT_MAJOR}.x only; use the scripts of a matching harness")
     return f
+
+
+def not_there(path):
+    """One line for a results path with no file: the run writing it (its harness's lock: pid,
+    host, since, step) and the checkpoint beside it, which every reader accepts; or what a run
+    left there; or just that there is none."""
+    from .runstate import harness_lock_holder, leftover  # runstate reads results: not at import
+    writer, left = harness_lock_holder(path), leftover(path)
+    ckpt = (f"; its last checkpoint, {left.describe()}, can be read instead (scripts/plot and "
+            f"scripts/report accept it)" if left is not None and left.where != path else "")
+    if writer:
+        return f"{path}: a run in progress, not a results file yet: being written by {writer}{ckpt}"
+    if left is not None:
+        return (f"{path}: no results file, but the run left {left.describe()}: harness --resume "
+                "with its config finishes it")
+    return f"{path}: no such results file"
 
 
 def read_status(path):

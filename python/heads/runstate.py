@@ -301,18 +301,13 @@ def open_log(log_path, cmd, left):
 
 
 def leftover_temp(h5_path):
-    """The status of a temporary a killed harness left beside h5_path (<path>.tmp.XXXXXX, or
-    <path>.tmp of older versions), '' when there is none."""
-    directory, base = os.path.split(h5_path)
-    try:
-        names = [n for n in os.listdir(directory or ".")
-                 if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n)]
-    except OSError:
-        return ""
-    return "left a .tmp" if names else ""
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if _temporaries(h5_path) else ""
 
 
 STATES = ("complete", "stale", "running", "interrupted", "unreadable", "failed", "missing")
+# the count line: the four every sweep has, then the others that occur
+SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted", "unreadable")
 
 
 class RunState:
@@ -353,17 +348,6 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
                                          f"({queued[1]})")
     if log.rc == 0 and read_status(h5) == "complete":  # finished since we looked
         return RunState(name, "complete")
-    left = leftover(h5)
-    if left is not None:
-        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
-            if log.rc not in (None, 0) else ""
-        return RunState(name, "interrupted", left.describe() + how +
-                        "; the next sweep resumes it")
-    why = unreadable_why(h5)
-    if why:
-        return RunState(name, "unreadable", f"{h5}: {why}" + (
-            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
-            if log.rc is not None else "") + "; sweep --force trains it afresh")
 
     file_status = read_status(h5) or leftover_temp(h5)
     slurm_lines = ""
@@ -377,6 +361,18 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
         except OSError:
             pass
     where = f" [{log.where}]" if log.where else ""
+    left = leftover(h5)
+    if left is not None:
+        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
+            if log.rc not in (None, 0) else ""
+        error = f"slurm ({task_out}):\n" + slurm_lines if slurm_lines else ""
+        return RunState(name, "interrupted", left.describe() + how + where +
+                        "; the next sweep resumes it", error)
+    why = unreadable_why(h5)
+    if why:
+        return RunState(name, "unreadable", f"{h5}: {why}" + (
+            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
+            if log.rc is not None else "") + "; sweep --force trains it afresh")
     if log.exists and log.started:
         if log.rc is not None:
             if log.rc == 0:
@@ -432,8 +428,9 @@ def show_status(results_dir):
     stale = stale_runs(outdir, names)
     states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
     count = {k: sum(s.state == k for s in states) for k in STATES}
+    shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
     print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
-          + ", ".join(f"{v} {k}" for k, v in count.items()))
+          + ", ".join(f"{count[k]} {k}" for k in sorted(shown, key=SHOWN_ORDER.index)))
     width = max([len(s.name) for s in states] + [8])
     for kind in STATES[1:]:
         for st in states:
