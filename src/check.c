@@ -526,6 +526,8 @@ static void check_heads(Checker *c) {
     for (int k = 0; k < 3; k++) free(v[k]);
 }
 
+static int check_file(void *arg, char *msg, int size);
+
 int check_main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);
@@ -535,15 +537,37 @@ int check_main(int argc, char **argv) {
         fprintf(stderr, "harness check: %s\n%s", argc < 2 ? "no results file given" : argc > 2 ? "give exactly one results file" : "unknown option", usage);
         return 2;
     }
-    Checker c = {.path = argv[1], .run = RUN_NONE};
+    UserError err;
+    int rc = results_guarded(argv[1], check_file, argv[1], &err);
+    if (rc < 0) fprintf(stderr, "%s\n", err.text);
+    else if (rc == 2 && err.message[0]) fprintf(stderr, "%s\n", err.message); /* the child's whole line */
+    return rc < 0 ? 2 : rc;
+}
+
+/* A dataset whose values cannot be read: a problem, and the check goes on. */
+static void bad_data(void *ctx, const char *dataset, const char *why) {
+    problem(ctx, "%s cannot be read: %s", dataset, why);
+}
+
+/* The check itself, in a forked child (results_guarded): HDF5 may crash on a damaged file, and
+ * the parent then says so. A message for exit status 2 goes to msg. */
+static int check_file(void *arg, char *msg, int size) {
+    Checker c = {.path = arg, .run = RUN_NONE};
     UserError err;
     ResultsReader rd;
+    results_trust(c.path); /* this child is the guard: the walk below reports the damage */
+    char damage[sizeof err.message];
     if (results_reader_open(&rd, c.path, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
+        snprintf(msg, (size_t)size, "%s", err.text);
+        return 2;
+    }
+    if (results_walk(rd.file, bad_data, &c, damage, sizeof damage) != 0) {
+        snprintf(msg, (size_t)size, "%s: %s", c.path, damage);
+        results_reader_close(&rd);
         return 2;
     }
     if (results_read_config(c.path, &c.cfg, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
+        snprintf(msg, (size_t)size, "%s", err.text);
         results_reader_close(&rd);
         return 2;
     }

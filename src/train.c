@@ -149,9 +149,16 @@ int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserEr
     checkpoint_path(cfg, ckpt, sizeof ckpt);
     char status[64];
     RunStatus run = results_read_status(cfg->out_path, status, sizeof status);
-    int64_t main_step = run == RUN_INTERRUPTED ? checkpoint_step(cfg->out_path, err) : -1;
-    int64_t ckpt_step = main_step == -2 ? -2 : checkpoint_step(ckpt, err);
-    if (main_step == -2 || ckpt_step == -2) return ERR_USER;
+    UserError main_err, ckpt_err;
+    int64_t main_step = run == RUN_INTERRUPTED ? checkpoint_step(cfg->out_path, &main_err) : -1;
+    int64_t ckpt_step = checkpoint_step(ckpt, &ckpt_err);
+    /* A file that cannot be read (damaged: a checksum fails) is refused, naming it; the other
+     * one, if it can be resumed, is the newest good state. */
+    if (main_step == -2 && ckpt_step < 0) return *err = main_err, ERR_USER;
+    if (ckpt_step == -2 && main_step < 0) return *err = ckpt_err, ERR_USER;
+    if (main_step == -2 || ckpt_step == -2)
+        fprintf(stderr, "warning: %s; resuming from '%s' instead\n",
+                (main_step == -2 ? main_err : ckpt_err).text, main_step == -2 ? ckpt : cfg->out_path);
     if (run == RUN_COMPLETE && ckpt_step >= 0 && older(ckpt, cfg->out_path)) {
         unlink(ckpt); /* left by a run killed after its result was in place (we hold the lock) */
         ckpt_step = -1;

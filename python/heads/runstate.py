@@ -15,7 +15,7 @@ import time
 
 from .cli import UserError, die, indent, now_text, shell_quote
 from .experiments import Experiment
-from .results import read_status
+from .results import damage, damages, read_status
 from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
 
 
@@ -35,8 +35,23 @@ _FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit stat
 _PROGRESS = re.compile(r"step (\d+)/(\d+)")
 
 
-def exit_meaning(rc):
-    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'."""
+# What the harness says when the disk, not the input, failed it (it exits 2 for both).
+_IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large")),
+                ("I/O error", ("Input/output error", "Read-only file system"))]
+
+
+def exit_meaning(rc, log_path=None):
+    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'; 'disk full' or 'I/O
+    error' for an exit status 2 whose log (log_path) says the system refused a write."""
+    if rc == 2 and log_path:
+        try:
+            with open(log_path, errors="replace") as f:
+                tail = f.read()[-4000:]
+        except OSError:
+            tail = ""
+        for meaning, words in _IO_FAILURES:
+            if any(w in tail for w in words):
+                return meaning
     if rc < 0 or (rc > 128 and rc != 130):
         sig = -rc if rc < 0 else rc - 128
         try:
@@ -78,10 +93,10 @@ def stopped_by(rc, forwarded):
     return bool(forwarded) and (rc == 130 or -rc in forwarded)
 
 
-def log_footer(rc, seconds, forwarded=()):
+def log_footer(rc, seconds, forwarded=(), log_path=None):
     """The last line of a run's log, written when its harness has exited; forwarded: the
-    signals its runner passed on to it."""
-    meaning = exit_meaning(rc)
+    signals its runner passed on to it; log_path: the log so far (what the harness said)."""
+    meaning = exit_meaning(rc, log_path)
     if stopped_by(rc, forwarded) and rc != 130:
         meaning = (f"interrupted: killed by the {signal.Signals(-rc).name} passed on to it, "
                    "before it could save")
@@ -211,7 +226,8 @@ def leftover_temp(h5_path):
 
 
 class RunState:
-    """state: 'complete', 'running', 'failed' or 'missing'; detail: one line; error: the
+    """state: 'complete', 'running', 'failed', 'damaged' (its results file cannot be read
+    whole: heads.results.damage) or 'missing'; detail: one line; error: the
     error lines (failed runs)."""
 
     def __init__(self, name, state, detail="", error=""):
@@ -222,8 +238,12 @@ def run_state(outdir, name, submission=None, queue=None):
     """The state of one run of a results directory, from its results file, its lock, its log,
     its latest Slurm submission (a Submission or None) and Slurm's queue (slurm_queue())."""
     h5 = os.path.join(outdir, name + ".h5")
-    if read_status(h5) == "complete":
+    status = read_status(h5)
+    if status == "complete":
         return RunState(name, "complete")
+    if status == "damaged":
+        return RunState(name, "damaged", f"{h5}: {damage(h5)}; kept as it is (sweep "
+                                         "--redo-damaged retrains it)")
     log = RunLog(os.path.join(outdir, name + ".log"))
     holder = lock_holder(outdir, name) or harness_lock_holder(h5)
     queued = None
@@ -265,7 +285,7 @@ def run_state(outdir, name, submission=None, queue=None):
                 detail = ("the harness exited 0 but left no complete results file"
                           + (f" ({file_status})" if file_status else ""))
             else:
-                detail = f"exit status {log.rc} ({exit_meaning(log.rc)})"
+                detail = f"exit status {log.rc} ({exit_meaning(log.rc, log.path)})"
             detail += f" at {log.finished}{where}"
         else:
             detail = ("stopped without finishing: no exit status in its log (killed: node "
@@ -310,13 +330,14 @@ def show_status(results_dir):
                     found.add(f[:-len(ext)])
         names = sorted(found)
     queue = slurm_queue() if subs else None
+    damages([os.path.join(outdir, n + ".h5") for n in names])  # one reader child for them all
     states = [run_state(outdir, n, subs.get(n), queue) for n in names]
     count = {k: sum(s.state == k for s in states)
-             for k in ("complete", "running", "failed", "missing")}
+             for k in ("complete", "running", "failed", "damaged", "missing")}
     print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
           + ", ".join(f"{v} {k}" for k, v in count.items()))
     width = max([len(s.name) for s in states] + [8])
-    for kind in ("running", "failed", "missing"):
+    for kind in ("running", "failed", "damaged", "missing"):
         for st in states:
             if st.state == kind:
                 print(f"{kind:<8} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
