@@ -370,11 +370,12 @@ PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *
     va_start(ap, fmt);
     int rc;
     if (L->assignment) {
-        /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
-         * in the assignment, so every user error has the same shape for tools and for the eye. */
+        /* A --set error reads like a file's, "--set:N:COL: 'model.n_head=x': ...": the N-th --set
+         * of the command line, COL counted in its assignment, so every user error has the same
+         * shape for tools and for the eye. */
         char what[1800];
         vsnprintf(what, sizeof what, fmt, ap);
-        rc = user_error(L->err, SET_FILE, 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
+        rc = user_error(L->err, SET_FILE, L->cfg->n_set + 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
                         strlen(L->assignment) > 200 ? "..." : "", what);
     } else rc = user_error_v(L->err, L->file, (int)mark.line + 1, (int)mark.column + 1, fmt, ap);
     va_end(ap);
@@ -752,7 +753,7 @@ int config_set(Config *cfg, const char *assignment, UserError *err) {
     }
     loader_free(&L);
     if (rc == ERR_OK) {
-        scratch.marks[k] = (ConfigMark){SET_FILE, 1, 1};
+        scratch.marks[k] = (ConfigMark){SET_FILE, ++scratch.n_set, 1}; /* later errors name this --set */
         *cfg = scratch;
     }
     return rc;
@@ -808,7 +809,7 @@ static int later_key(const Config *cfg, int a, int b) {
     int ra = ma->line == 0 ? 0 : ma->file == SET_FILE ? 2 : 1;
     int rb = mb->line == 0 ? 0 : mb->file == SET_FILE ? 2 : 1;
     if (ra != rb) return rb > ra ? b : a;
-    return ra == 1 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
+    return ra > 0 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
 }
 
 /* Why a path cannot be read, or NULL. Opening is not enough: a directory opens fine. */

@@ -206,7 +206,9 @@ def run_here(exp, sweep, outdir, todo, rerun, skipped):
 
 
 def write_summary(exp, sweep, outdir, shapes):
-    """summary.csv and summary.h5 from every run's results file; returns how many are complete."""
+    """summary.csv and summary.h5 from every run's results file (a damaged one's row says
+    damaged and holds no values); whether every run is complete. SummaryWriteError when the
+    pair cannot be written."""
     rows = []
     failed_names = {run.name for run, _ in sweep.failed}
     stopped_names = {run.name for run in sweep.interrupted}
@@ -263,8 +265,10 @@ def command(doc, script):
         return list_runs(exp, sweep, outdir)
     lock_sweep(outdir, 60 if args.slurm or args.summary_only else 0)
     shapes = check_runs(exp, sweep)
-    with open(os.path.join(outdir, "experiment.yaml"), "w") as f:
-        f.write(exp.text)
+    try:  # atomically: a full disk leaves the previous copy, not a truncated one
+        summary.write_pair(outdir, {"experiment.yaml": exp.text.encode("utf-8")})
+    except summary.SummaryWriteError as e:
+        cli.die(f"sweep: {e}", 1)
     todo, rerun, skipped = plan(exp, sweep, args.force, args.redo_damaged)
     if args.slurm:
         grid = " x ".join(f"{len(v)} {k.split('.')[-1]}" for k, v in exp.grid.items())
@@ -276,7 +280,11 @@ def command(doc, script):
         print("nothing to submit: every run is complete")
     status = 0 if args.slurm or args.summary_only else \
         run_here(exp, sweep, outdir, todo, rerun, skipped)
-    all_complete = write_summary(exp, sweep, outdir, shapes)
+    try:
+        all_complete = write_summary(exp, sweep, outdir, shapes)
+    except summary.SummaryWriteError as e:  # the disk: the previous pair is kept
+        print(f"summary: {e}", file=sys.stderr)
+        return max(status, 1)
     if (args.summary_only and not all_complete) or sweep_damaged(exp, sweep):
         status = max(status, 1)
     return status
