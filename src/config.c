@@ -12,6 +12,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_ENUM, KEY_STRING, KEY_STRLIST } KeyType;
@@ -694,7 +697,19 @@ static int begin_load(Config *cfg, const char *name, UserError *err) {
 int config_load(Config *cfg, const char *path, UserError *err) {
     if (begin_load(cfg, path, err)) return ERR_USER;
 
-    FILE *f = fopen(path, "rb");
+    /* Only a regular file: a FIFO with no writer would block the open (and every signal with it). */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return file_fail(err, path, "cannot read the config: %s", strerror(EISDIR));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return file_fail(err, path, "cannot read the config: it is %s, not a regular file",
+                         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* replaced by a FIFO since: no wait */
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0) {
+        close(fd);
+        return file_fail(err, path, "cannot read the config: it is not a regular file");
+    }
     if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
     size_t cap = 1 << 14, len = 0;
     char *text = NULL;

@@ -97,6 +97,15 @@ static int run(const Config *cfg_in, const char *dump_path, int force, int resum
     UserError err;
 #ifdef _OPENMP
     omp_set_num_threads(cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
+    /* A warning, not a refusal: the run is right, only slower (threads wait for each other at
+     * every barrier), and a container may show fewer CPUs than the job was given. */
+    if (cfg.threads > omp_get_num_procs()) {
+        ConfigMark at = config_mark(&cfg, "train.threads");
+        fprintf(stderr, "warning: %s:%d:%d: train.threads is %d, but this process may use %d CPUs; "
+                        "the extra threads share them and slow every step down (0 = one per CPU)\n",
+                at.file && at.file[0] ? at.file : "(defaults)", at.line ? at.line : 1, at.line ? at.col : 1,
+                cfg.threads, omp_get_num_procs());
+    }
 #endif
     Task task;
     if (task_open(&task, &cfg, &err) != ERR_OK) return report(&err);
