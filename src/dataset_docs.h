@@ -9,8 +9,8 @@
 /* The results-file format this build writes, as the root attribute format_version
  * "MAJOR.MINOR". A reader refuses another major version; a newer minor only adds datasets. */
 #define RESULTS_FORMAT_MAJOR 1
-#define RESULTS_FORMAT_MINOR 1
-#define RESULTS_FORMAT_VERSION "1.1"
+#define RESULTS_FORMAT_MINOR 2
+#define RESULTS_FORMAT_VERSION "1.2"
 
 #define DATASET_MAX_DIMS 6
 

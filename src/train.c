@@ -151,6 +151,8 @@ int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserEr
     RunStatus run = results_read_status(cfg->out_path, status, sizeof status);
     UserError main_err, ckpt_err;
     int64_t main_step = run == RUN_INTERRUPTED ? checkpoint_step(cfg->out_path, &main_err) : -1;
+    if (run == RUN_NONE && !strcmp(status, "damaged") && results_verify(cfg->out_path, &main_err) != ERR_OK)
+        main_step = -2; /* its status cannot be trusted: whatever it was, it cannot be resumed */
     int64_t ckpt_step = checkpoint_step(ckpt, &ckpt_err);
     /* A file that cannot be read (damaged: a checksum fails) is refused, naming it; the other
      * one, if it can be resumed, is the newest good state. */
