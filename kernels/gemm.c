@@ -21,6 +21,10 @@
  *
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
  *
+ * This file is the driver: packing, blocking, threads and the small products, written once for
+ * every instruction set; the register tile, the register transposes and the panel row copies are
+ * the instruction set's, in the one gemm_tile_*.h header the build's flags select.
+ *
  * Scratch (the packed blocks) is malloc'ed per call: a few hundred KiB that glibc serves from its
  * free lists after the first step, so the kernels stay free of global state.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
@@ -36,24 +40,11 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 enum {
     MR = GEMM_MR, /* rows of the register tile */
     NR = GEMM_NR, /* columns of the register tile: two vectors */
     VL = NR / 2,  /* floats per vector */
-    /* K block of the packed gemm. Fixed per build, never read from the machine: it defines the
-     * summation order, so a build gives the same bits on every CPU. Sized so that one packed
-     * micro-panel of B (KC x NR floats) stays in L1 while the tile sweeps the rows of A: 16 KiB
-     * with AVX2 (half of the 32 KiB L1 of the AVX2 generations), 64 KiB with AVX-512 (whose
-     * 12-row tile reuses each B load 12 times and streams B from L2 at full rate). */
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-    KC = 256,
-#else
-    KC = 512,
-#endif
     MC_MAX = 1020, /* at most this many rows of A per block (a multiple of 12 and of 6) */
     NC_MAX = 4096, /* at most this many columns of B per packed block */
 };
@@ -61,315 +52,41 @@ enum {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* ---------------------------------------------------------------- the register tile
+ * One header per instruction set defines it (gemm_tile_avx512.h, gemm_tile_avx2.h,
+ * gemm_tile_portable.h), with the same contract:
  * c[0..mr, 0..nr) = (load_c ? c : c_init ? the row c_init[0..nr) : 0) + Σ_{k < kc} A(i, k) · B(k, j)
  * with A(i, k) = a[i*a_rs + k*a_cs] and B(k, j) = b[k*ldb + j]; the sum is a fused multiply-add
- * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always valid memory) and are dropped;
- * columns j >= nr are masked (not read, not stored) unless b_padded says B has them (as zeros).
- * nv = vectors per row (1 or 2), nr <= VL nv. */
-#ifdef __AVX512F__
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
-    __m512 acc[MR][2];
-    const float *ar[MR];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-        ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
-    }
-    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-    for (int k = 0; k < kc; k++) {
-        __m512 b0, b1 = _mm512_setzero_ps();
-        if (b_padded) {
-            b0 = _mm512_load_ps(b);
-            if (nv == 2) b1 = _mm512_load_ps(b + 16);
-        } else {
-            b0 = _mm512_maskz_loadu_ps(m0, b);
-            if (nv == 2) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
-        }
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            __m512 av = _mm512_set1_ps(ar[i][k * a_cs]);
-            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-            if (nv == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
-        }
-        b += ldb;
-    }
-    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
-    __m512 init0 = _mm512_setzero_ps(), init1 = _mm512_setzero_ps();
-    if (!load_c && c_init) {
-        init0 = _mm512_maskz_loadu_ps(m0, c_init);
-        if (nv == 2) init1 = _mm512_maskz_loadu_ps(m1, c_init + 16);
-    }
-    if (mr == MR && nr == 16 * nv) {
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
-            else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
-            _mm512_storeu_ps(ci, acc[i][0]);
-            if (nv == 2) {
-                if (load_c) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
-                else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
-                _mm512_storeu_ps(ci + 16, acc[i][1]);
-            }
-        }
-        return;
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-        float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
-        else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
-        _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
-        if (nv == 2) {
-            if (load_c) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
-            else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
-            _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
-        }
-    }
-}
-const char *gemm_kernel_name(void) { return "AVX-512 12x32"; }
+ * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always
+ * valid memory) and are dropped; columns j >= nr are masked (not read, not stored) unless
+ * b_padded says B has them (as zeros). nv = vectors per row (1 or 2), nr <= VL nv. */
+#if defined(__AVX512F__)
+#include "gemm_tile_avx512.h"
 #elif defined(__AVX2__) && defined(__FMA__)
-/* The first n lanes of 8 (none for n <= 0), as AVX2's masked loads and stores want them. */
-static inline __m256i lanes8(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-/* The same tile with AVX2: 6 x 16, 12 accumulators of 8 floats, 2 loads of B and 6 broadcasts
- * of A per 12 fused multiply-adds. */
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
-    __m256 acc[MR][2];
-    const float *ar[MR];
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-        ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
-    }
-    __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
-    for (int k = 0; k < kc; k++) {
-        __m256 b0, b1 = _mm256_setzero_ps();
-        if (b_padded) {
-            b0 = _mm256_load_ps(b);
-            if (nv == 2) b1 = _mm256_load_ps(b + 8);
-        } else {
-            b0 = _mm256_maskload_ps(b, m0);
-            if (nv == 2) b1 = _mm256_maskload_ps(b + 8, m1);
-        }
-#pragma GCC unroll 6
-        for (int i = 0; i < MR; i++) {
-            __m256 av = _mm256_broadcast_ss(ar[i] + k * a_cs);
-            acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-            if (nv == 2) acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
-        }
-        b += ldb;
-    }
-    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
-    __m256 init0 = _mm256_setzero_ps(), init1 = _mm256_setzero_ps();
-    if (!load_c && c_init) {
-        init0 = _mm256_maskload_ps(c_init, m0);
-        if (nv == 2) init1 = _mm256_maskload_ps(c_init + 8, m1);
-    }
-    if (mr == MR && nr == 8 * nv) {
-#pragma GCC unroll 6
-        for (int i = 0; i < MR; i++) {
-            float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
-            else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
-            _mm256_storeu_ps(ci, acc[i][0]);
-            if (nv == 2) {
-                if (load_c) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
-                else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
-                _mm256_storeu_ps(ci + 8, acc[i][1]);
-            }
-        }
-        return;
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-        float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
-        else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
-        _mm256_maskstore_ps(ci, m0, acc[i][0]);
-        if (nv == 2) {
-            if (load_c) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
-            else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
-            _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
-        }
-    }
-}
-const char *gemm_kernel_name(void) { return "AVX2 6x16"; }
+#include "gemm_tile_avx2.h"
 #else
-/* 4 floats in a vector register (SSE, NEON): GCC's and Clang's vector extension, so the tile is
- * the same C on every CPU and the compiler cannot scatter the accumulators. */
-typedef float vfloat __attribute__((vector_size(16)));
-enum { PV = NR / 4 }; /* vectors per tile row */
-
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
-    (void)nv;
-    vfloat acc[MR][PV];
-    memset(acc, 0, sizeof acc);
-    const float *ar[MR];
-    for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
-    for (int k = 0; k < kc; k++) {
-        float row[NR] = {0};
-        if (b_padded || nr == NR) memcpy(row, b, sizeof row);
-        else memcpy(row, b, sizeof(float) * nr); /* a ragged right edge: zeros past nr */
-        vfloat bv[PV];
-        memcpy(bv, row, sizeof bv);
-        for (int i = 0; i < MR; i++) {
-            float x = ar[i][k * a_cs];
-            vfloat av = {x, x, x, x};
-            for (int p = 0; p < PV; p++) acc[i][p] += av * bv[p];
-        }
-        b += ldb;
-    }
-    float sum[MR][NR];
-    memcpy(sum, acc, sizeof sum);
-    for (int i = 0; i < mr; i++) {
-        float *ci = c + i * ldc;
-        for (int j = 0; j < nr; j++)
-            ci[j] = load_c ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
-    }
-}
-const char *gemm_kernel_name(void) { return "portable C 4x8"; }
+#include "gemm_tile_portable.h"
 #endif
+
+enum { KC = TILE_KC }; /* K block of the packed gemm, fixed per build (the tile header's) */
 
 /* ---------------------------------------------------------------- packed gemm */
 
-#ifdef __AVX512F__
-/* In-register transpose of a 16 x 16 block: r[i] lane j <- r[j] lane i. */
-static inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; i++) {
-            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
-
-static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-/* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 16), k < cols; lanes rows..16 of
- * each dst row are written as zeros only if they are within `width` (the panel width). */
-static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
-                           ptrdiff_t ld_src, int rows, int cols) {
-    __mmask16 store = lanes(width);
-    for (int k0 = 0; k0 < cols; k0 += 16) {
-        __mmask16 m = lanes(cols - k0);
-        __m512 r[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + i * ld_src + k0) : _mm512_setzero_ps();
-        transpose16(r);
-        int kn = cols - k0 < 16 ? cols - k0 : 16;
-        for (int k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * ld_dst, store, r[k]);
-    }
-}
-#endif
-
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-/* In-register transpose of an 8 x 8 block: r[i] lane j <- r[j] lane i. */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
-    }
-    for (int i = 0; i < 8; i++) r[i] = t[i];
-}
-
-/* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 8), k < cols; lanes rows..8 of
- * each dst row are written as zeros only if they are within `width` (the panel width). */
-static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
-                           ptrdiff_t ld_src, int rows, int cols) {
-    __m256i store = lanes8(width);
-    for (int k0 = 0; k0 < cols; k0 += 8) {
-        __m256i m = lanes8(cols - k0);
-        __m256 r[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++)
-            r[i] = i < rows ? _mm256_maskload_ps(src + i * ld_src + k0, m) : _mm256_setzero_ps();
-        transpose8(r);
-        int kn = cols - k0 < 8 ? cols - k0 : 8;
-        for (int k = 0; k < kn; k++) _mm256_maskstore_ps(dst + (k0 + k) * ld_dst, store, r[k]);
-    }
-}
-#endif
-
 void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
                     int cols) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-    enum { T = VL };
-    for (int i0 = 0; i0 < rows; i0 += T) {
-        int n = rows - i0 < T ? rows - i0 : T;
-        transpose_rows(dst + i0, ld_dst, n, src + i0 * ld_src, ld_src, n, cols);
+    if (TILE_TRANSPOSES) { /* VL rows at a time, in registers */
+        for (int i0 = 0; i0 < rows; i0 += VL) {
+            int n = rows - i0 < VL ? rows - i0 : VL;
+            transpose_rows(dst + i0, ld_dst, n, src + i0 * ld_src, ld_src, n, cols);
+        }
+        return;
     }
-#else
-    enum { BLOCK = 16 };
+    enum { BLOCK = 16 }; /* element by element, in blocks that stay in L1 */
     for (int i0 = 0; i0 < rows; i0 += BLOCK)
         for (int j0 = 0; j0 < cols; j0 += BLOCK) {
             int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
             for (int j = j0; j < j1; j++)
                 for (int i = i0; i < i1; i++) dst[j * ld_dst + i] = src[i * ld_src + j];
         }
-#endif
-}
-
-/* d[0..width) = s[0..n) followed by zeros (n may exceed width: only width are read). One row of
- * a packed panel, from a contiguous source. */
-static inline void copy_padded(float *d, const float *s, int n, const int width) {
-#if defined(__AVX512F__)
-    for (int j = 0; j < width; j += 16)
-        _mm512_mask_storeu_ps(d + j, lanes(width - j), _mm512_maskz_loadu_ps(lanes(n - j), s + j));
-#elif defined(__AVX2__) && defined(__FMA__)
-    if (n >= width && width % 8 == 0) { /* a full row: plain moves (masked stores are slow on AMD) */
-        for (int j = 0; j < width; j += 8) _mm256_storeu_ps(d + j, _mm256_loadu_ps(s + j));
-        return;
-    }
-    for (int j = 0; j < width; j += 8)
-        _mm256_maskstore_ps(d + j, lanes8(width - j), _mm256_maskload_ps(s + j, lanes8(n - j)));
-#else
-    if (n >= width) {
-        memcpy(d, s, sizeof(float) * width); /* constant size: vector moves, not a call */
-        return;
-    }
-    for (int j = 0; j < width; j++) d[j] = j < n ? s[j] : 0.0f;
-#endif
 }
 
 /* A[ic.., pc..] (mc x kc) -> panels of MR rows: ap[panel][k][MR], rows past mc zero. */
@@ -387,12 +104,10 @@ static void pack_a(float *ap, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, in
         int mr = mc - i0 < MR ? mc - i0 : MR;
         float *dst = ap + (size_t)i0 * kc;
         const float *src = a + i0 * a_rs;
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-        if (a_cs == 1) { /* rows of A contiguous: transpose VL k at a time */
+        if (TILE_TRANSPOSES && a_cs == 1) { /* rows of A contiguous: transpose VL k at a time */
             transpose_rows(dst, MR, MR, src, a_rs, mr, kc);
             continue;
         }
-#endif
         for (int k = 0; k < kc; k++) {
             float *d = dst + (size_t)k * MR;
             for (int i = 0; i < mr; i++) d[i] = src[i * a_rs + k * a_cs];
@@ -415,15 +130,13 @@ static void pack_b(float *bp, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, in
         int nr = nc - j0 < NR ? nc - j0 : NR;
         float *dst = bp + (size_t)j0 * kc;
         const float *src = b + j0 * b_cs;
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-        if (b_rs == 1) { /* columns of B contiguous: transpose VL columns x VL k at a time */
+        if (TILE_TRANSPOSES && b_rs == 1) { /* columns of B contiguous: transpose VL columns x VL k at a time */
             transpose_rows(dst, NR, VL, src, b_cs, nr < VL ? nr : VL, kc);
             if (nr > VL) transpose_rows(dst + VL, NR, VL, src + VL * b_cs, b_cs, nr - VL, kc);
             else
                 for (int k = 0; k < kc; k++) memset(dst + (size_t)k * NR + VL, 0, sizeof(float) * VL);
             continue;
         }
-#endif
         for (int k = 0; k < kc; k++) {
             float *d = dst + (size_t)k * NR;
             for (int j = 0; j < nr; j++) d[j] = src[k * b_rs + j * b_cs];
@@ -470,13 +183,7 @@ GemmBlocking gemm_blocking(void) {
 }
 
 void kernels_describe(char *buf, size_t size) {
-#if defined(__AVX512F__)
-    const char *isa = "AVX-512";
-#elif defined(__AVX2__) && defined(__FMA__)
-    const char *isa = "AVX2";
-#else
-    const char *isa = "portable";
-#endif
+    const char *isa = TILE_ISA;
     GemmBlocking b = gemm_blocking();
     char attention[64] = "attention: per-head GEMMs at every d_head";
     if (ATTENTION_THIN_MAX > 0)

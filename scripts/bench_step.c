@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     for (int it = -2; it < steps; it++) { /* two warm-up steps: first touch of the activations */
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
         model_zero_grad(&m);
-        model_forward(&m, tokens, targets, mask, B, s.seq_len);
+        model_forward(&m, NULL, tokens, targets, mask, B, s.seq_len);
         model_backward(&m);
         norm = global_norm(m.grad_block, m.n_params);
         if (it >= 0) {
@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
            "\"threads\": %d, \"steps\": %d, \"cpu_ms_min\": %.3f, \"cpu_ms_median\": %.3f, "
            "\"wall_ms_min\": %.3f, \"wall_ms_median\": %.3f, \"loss\": %.9g, \"grad_norm\": %.9g}\n",
            kernels, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps,
-           1e3 * cpu[0], 1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.loss, norm);
+           1e3 * cpu[0], 1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.last.loss, norm);
     model_free(&m);
     free(tokens), free(targets), free(mask), free(cpu), free(wall);
     return 0;

@@ -26,12 +26,13 @@ static int thread_count(void) {
 #endif
 }
 
-/* Add every token's head outputs (the W_o input before the head gates) of the last forward. */
+/* Add every token's head outputs (hook_z: the W_o input before the head gates) of the last
+ * forward. */
 static void accumulate_head_outputs(double *sum, const Model *m) {
     const ModelShape s = m->shape;
-    const int E = s.n_head * s.d_head, BT = m->batch * m->seq;
+    const int E = s.n_head * s.d_head, BT = m->last.batch * m->last.seq;
     for (int l = 0; l < s.n_layer; l++) {
-        const float *o = (s.output_gate ? m->act.att_gated : m->act.att_out) + (size_t)l * BT * E;
+        const float *o = model_hook(m, HOOK_Z, l);
         double *row = sum + (size_t)l * E;
         for (int n = 0; n < BT; n++)
             for (int i = 0; i < E; i++) row[i] += o[(size_t)n * E + i];
@@ -43,10 +44,20 @@ static float *state_of(const Ablation *a, int k, int l) {
     return a->state + ((size_t)k * a->n_layer + l) * a->state_floats;
 }
 
-/* Keep the head states of layers from_layer… of the forward that model v just ran on batch k
- * (batches past the memory budget keep none). */
+/* A kept head state as the forward reads it: hook_resid_pre, then hook_z. */
+static HeadState head_state(const Ablation *a, int k, int l) {
+    const float *state = state_of(a, k, l);
+    return (HeadState){state, state + a->resid_floats};
+}
+
+/* Keep the head states (hook_resid_pre and hook_z) of layers from_layer… of the forward that
+ * model v just ran on batch k (batches past the memory budget keep none). */
 static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
-    for (int l = from_layer; l < a->n_layer && k < a->n_kept; l++) model_save_head_state(v, l, state_of(a, k, l));
+    for (int l = from_layer; l < a->n_layer && k < a->n_kept; l++) {
+        float *state = state_of(a, k, l);
+        memcpy(state, model_hook(v, HOOK_RESID_PRE, l), sizeof(float) * a->resid_floats);
+        memcpy(state + a->resid_floats, model_hook(v, HOOK_Z, l), sizeof(float) * (a->state_floats - a->resid_floats));
+    }
 }
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
@@ -66,19 +77,19 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     a->kept_gates = xcalloc((size_t)a->n_batches * LH, sizeof(float));
     a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
     a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
-    a->state_floats = model_head_state_floats(m, cfg->batch_size);
+    a->resid_floats = model_hook_floats(m, HOOK_RESID_PRE, cfg->batch_size, cfg->seq_len);
+    a->state_floats = a->resid_floats + model_hook_floats(m, HOOK_Z, cfg->batch_size, cfg->seq_len);
     size_t per_batch = (size_t)a->n_layer * a->state_floats * sizeof(float);
     a->n_kept = bytes / per_batch < (size_t)a->n_batches ? (int)(bytes / per_batch) : a->n_batches;
     a->state = xcalloc((size_t)a->n_kept * a->n_layer * a->state_floats + 1, sizeof(float));
     a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
     for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;
     double *sum = xcalloc(LE, sizeof(double)), tokens = 0.0;
-    for (int i = 0; i < LH; i++) CHECK(m->head_gate[i] == 1.0f);
     for (int k = 0; k < a->n_batches; k++) {
         Batch *b = &a->batches[k];
         batch_alloc(b, cfg->batch_size, cfg->seq_len);
         task_eval_batch(task, b, k);
-        a->kept_loss[k] = model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
+        a->kept_loss[k] = model_forward(m, &(Interventions){0}, b->inputs, b->targets, b->mask, b->B, b->T);
         keep_states(a, k, m, 0);
         accumulate_head_outputs(sum, m);
         tokens += (double)b->B * b->T;
@@ -122,17 +133,23 @@ static int first_difference(const Ablation *a, const float *x, AblationKind kx, 
     return a->n_layer;
 }
 
+/* The interventions of a gate setting: gates towards 0 or towards each head's mean output. */
+static Interventions setting(const Ablation *a, const float *gates, AblationKind kind) {
+    Interventions iv = {.head_gate = gates};
+    if (kind == ABLATE_MEAN) iv.fill = (HeadFill){HEAD_FILL_PER_HEAD, a->mean};
+    return iv;
+}
+
 /* The loss of batch k with the setting (gates, kind) on model v, from batch k's kept head state of
  * `layer` (the setting's layers before it must be the kept forward's), or by a whole forward for
  * a batch past the memory budget. */
 static double rerun(const Ablation *a, Model *v, int k, int layer, const float *gates,
                     AblationKind kind) {
     const Batch *b = &a->batches[k];
-    memcpy(v->head_gate, gates, sizeof(float) * a->n_layer * a->n_head);
-    v->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
-    if (k >= a->n_kept) return model_forward(v, b->inputs, b->targets, b->mask, b->B, b->T);
-    return model_forward_from_head_state(v, layer, state_of(a, k, layer), b->inputs, b->targets,
-                                         b->mask, b->B, b->T);
+    Interventions iv = setting(a, gates, kind);
+    HeadState state = head_state(a, k, layer);
+    if (k < a->n_kept) iv.start_layer = layer, iv.start_state = &state;
+    return model_forward(v, &iv, b->inputs, b->targets, b->mask, b->B, b->T);
 }
 
 /* Move batch k's kept forward to the setting (gates, kind). */
@@ -215,28 +232,26 @@ void ablation_losses(Ablation *a, const float *base, const float *sets, int n, A
 double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, int n_batches,
                            double *abs_grad) {
     const int LH = a->n_layer * a->n_head, used = batches_used(a, n_batches);
-    Model *m = a->m;
     double total = 0.0;
-    memcpy(m->head_gate, gates, sizeof(float) * LH);
-    m->head_ablation = kind == ABLATE_MEAN ? a->mean : NULL;
+    float *grad = xcalloc((size_t)LH, sizeof(float));
     memset(abs_grad, 0, sizeof(double) * LH);
     /* from layer 0's head state (the embedding and layer 0's attention do not depend on gates)
      * and back to layer 0's head mix only: the bits of a whole forward and backward's gate
      * gradients */
-    m->want_head_gate_grad = MODEL_GATE_GRAD_ONLY;
+    Interventions iv = setting(a, gates, kind);
+    iv.grads = MODEL_GRAD_GATES;
+    iv.gate_grad = grad;
     for (int k = 0; k < used; k++) {
         const Batch *b = &a->batches[k];
-        total += k < a->n_kept ? model_forward_from_head_state(m, 0, state_of(a, k, 0), b->inputs,
-                                                               b->targets, b->mask, b->B, b->T)
-                               : model_forward(m, b->inputs, b->targets, b->mask, b->B, b->T);
-        model_zero_grad(m);
-        model_backward(m);
-        for (int i = 0; i < LH; i++) abs_grad[i] += fabs(m->head_gate_grad[i]) / used;
+        HeadState state = head_state(a, k, 0);
+        iv.start_state = k < a->n_kept ? &state : NULL;
+        total += model_forward(a->m, &iv, b->inputs, b->targets, b->mask, b->B, b->T);
+        memset(grad, 0, sizeof(float) * LH);
+        model_zero_grad(a->m); /* the parameters' part it computes on the way is not used */
+        model_backward(a->m);
+        for (int i = 0; i < LH; i++) abs_grad[i] += fabs(grad[i]) / used;
     }
-    /* back to the training state: every gate 1, no ablation values, no gate gradients */
-    m->want_head_gate_grad = 0;
-    for (int i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
-    m->head_ablation = NULL;
+    free(grad);
     return total / used;
 }
 

@@ -8,7 +8,8 @@
  * run's last /eval/loss.
  *
  * Cost: per held-out batch the evaluator keeps the forward of one setting (the last one asked
- * for as a whole, all ones at first): each layer's head state (model_save_head_state). Every
+ * for as a whole, all ones at first): each layer's head state (its hook_resid_pre and hook_z, a
+ * HeadState the forward can start from). Every
  * other setting reruns only from the head mix of the first layer where it differs from that
  * one, on one model view per OpenMP thread, the settings spread over the threads (each one
  * whole on one thread, so the bits do not depend on the thread count). Every loss is the bits of
@@ -34,9 +35,10 @@ typedef struct {
     float *kept_gates;        /* (n_batches, L·H) */
     AblationKind *kept_kind;  /* (n_batches) */
     double *kept_loss;        /* (n_batches) */
-    float *state;             /* (n_kept, L, model_head_state_floats) */
+    float *state;             /* (n_kept, L, state_floats) */
     int n_kept;               /* batches 0 … n_kept−1 keep head states (the memory budget) */
-    size_t state_floats;      /* one layer's head state */
+    size_t state_floats;      /* one layer's head state: hook_resid_pre, then hook_z */
+    size_t resid_floats;      /* its hook_resid_pre part */
     Model *views;             /* (n_views) forwards of the settings, one per thread */
     int n_views;
     double *single_zero;      /* (n_batches, L·H) single-head zero ablations, NAN until measured */

@@ -37,7 +37,7 @@ typedef struct {
     const char *sdef;           /* string, string list (one entry) */
     const char *const *choices; /* enum names, NULL-terminated, index = enum value */
     const char *note;           /* meaning of a special value, shown with range errors */
-    const char *help;           /* one line: what the key means (harness --keys, README table) */
+    const char *help;           /* one line: what the key means (harness --keys, docs/configuration.md table) */
 } ConfigKey;
 
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
@@ -224,10 +224,25 @@ static int edit_distance(const char *a, const char *b) {
     return row[lb];
 }
 
+/* How far `typed` is from a known name, for suggestions: the edit distance, or 2 when typed
+ * begins the name ("out" for "output"). */
+static int typo_distance(const char *typed, const char *name) {
+    if (strlen(typed) >= 3 && !strncmp(typed, name, strlen(typed))) return 2;
+    return edit_distance(typed, name);
+}
+
+/* A plausible typo: at most two edits away, and fewer edits than the typed name has letters. */
+static int better_suggestion(const char *typed, const char *name, int *best) {
+    int d = typo_distance(typed, name);
+    if (d >= *best || d >= (int)strlen(typed)) return 0;
+    *best = d;
+    return 1;
+}
+
 /* Known names, either the keys of one section or (section NULL) the section names, as a
  * comma-separated list; the closest one to `typed` (a plausible typo) goes to *suggest. */
 static void list_names(const char *section, const char *typed, char *out, size_t size, const char **suggest) {
-    int best = 3; /* at most two edits away */
+    int best = 3;
     out[0] = '\0';
     *suggest = NULL;
     for (int k = 0; k < N_KEYS; k++) {
@@ -235,9 +250,7 @@ static void list_names(const char *section, const char *typed, char *out, size_t
         if (section ? strcmp(KEYS[k].section, section) != 0 : !first_of_section) continue;
         const char *name = section ? KEYS[k].name : KEYS[k].section;
         append(out, size, "%s%s", out[0] ? ", " : "", name);
-        int d = edit_distance(typed, name);
-        if (strlen(typed) >= 3 && !strncmp(typed, name, strlen(typed))) d = 2; /* "out" for "output" */
-        if (d < best && d < (int)strlen(typed)) best = d, *suggest = name;
+        if (better_suggestion(typed, name, &best)) *suggest = name;
     }
 }
 
@@ -272,6 +285,39 @@ static void describe_unknown_section(const char *name, char *out, size_t size) {
     list_names(NULL, name, known, sizeof known, &suggest);
     snprintf(out, size, "unknown section '%s' (%s%s%ssections: %s)", name, suggest ? "did you mean '" : "",
              suggest ? suggest : "", suggest ? "'? " : "", known);
+}
+
+/* A key as the command line and experiment files write it: "section.key", or the bare "key" when
+ * exactly one section has it (n_head is model.n_head; path is data.path or output.path). Its
+ * table index, or -1 with what is wrong in message (an ambiguous key lists its sections). The
+ * one resolution --set and the sweep scripts share: they ask `harness --keys KEY`. */
+static int resolve_key(const char *key, size_t len, char *message, size_t size) {
+    char section[64], name[64];
+    const char *dot = memchr(key, '.', len);
+    if (dot) {
+        copy_span(section, sizeof section, key, (size_t)(dot - key));
+        copy_span(name, sizeof name, dot + 1, len - (size_t)(dot + 1 - key));
+        int k = find_key(section, name);
+        if (find_section(section) < 0) describe_unknown_section(section, message, size);
+        else if (k < 0) describe_unknown_key(section, name, message, size);
+        return k;
+    }
+    copy_span(name, sizeof name, key, len);
+    char owners[256] = "";
+    int found = -1, n_owners = 0, best = 3;
+    const char *suggest = NULL;
+    for (int k = 0; k < N_KEYS; k++) {
+        if (!strcmp(KEYS[k].name, name)) {
+            append(owners, sizeof owners, "%s%s.%s", n_owners++ ? ", " : "", KEYS[k].section, name);
+            found = k;
+        } else if (better_suggestion(name, KEYS[k].name, &best)) suggest = KEYS[k].name;
+    }
+    if (n_owners == 1) return found;
+    if (n_owners > 1) snprintf(message, size, "'%s' is in several sections (%s); write section.key", name, owners);
+    else
+        snprintf(message, size, "unknown config key '%s'%s%s%s; write section.key, e.g. model.n_head or train.lr",
+                 name, suggest ? " (did you mean '" : "", suggest ? suggest : "", suggest ? "'?)" : "");
+    return -1;
 }
 
 /* The allowed values of a number key, as "in [1, 4096]" or ">= 0", plus its special value. */
@@ -735,26 +781,17 @@ int config_load_text(Config *cfg, const char *name, const char *text, size_t len
 /* The value goes through libyaml like a file's, so "[a, b]", quotes and escapes mean the same. */
 int config_set(Config *cfg, const char *assignment, UserError *err) {
     const char *eq = strchr(assignment, '=');
-    const char *dot = eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
     const char *value = eq ? eq + 1 : "";
-    char section[64] = "", name[64] = "", message[1024];
-    if (dot) {
-        copy_span(section, sizeof section, assignment, (size_t)(dot - assignment));
-        copy_span(name, sizeof name, dot + 1, (size_t)(eq - dot - 1));
-    }
-    int rc = ERR_USER, k = find_key(section, name);
+    char message[1024];
+    int rc = ERR_USER, k = eq ? resolve_key(assignment, (size_t)(eq - assignment), message, sizeof message) : -1;
     Config scratch = *cfg; /* a failed override (say, a bad 3rd probe text) must leave cfg whole */
     Loader L;
     loader_start(&L, &scratch, err, value, strlen(value));
     L.assignment = assignment;
     yaml_mark_t none = {0, 0, 0};
-    if (!dot) {
-        load_fail(&L, none, "expected section.key=value, e.g. model.n_head=4");
-    } else if (find_section(section) < 0) {
-        describe_unknown_section(section, message, sizeof message);
-        load_fail(&L, none, "%s", message);
+    if (!eq) {
+        load_fail(&L, none, "expected key=value, e.g. model.n_head=4 or n_head=4");
     } else if (k < 0) {
-        describe_unknown_key(section, name, message, sizeof message);
         load_fail(&L, none, "%s", message);
     } else {
         L.value_col = (size_t)(eq + 1 - assignment);
@@ -1126,28 +1163,47 @@ void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
 
 /* One line per key for `harness --keys`: key, type, default, range, meaning, tab-separated,
  * after a header line. Every field comes from the KEYS row, so the schema cannot drift. */
-void config_print_keys(FILE *out) {
+/* One row of the --keys table: key, type, default, range, meaning. */
+static void print_key_row(FILE *out, int k) {
     static const char *const type_names[] = {"int", "int", "float", "enum", "string", "strings"};
-    fprintf(out, "key\ttype\tdefault\trange\tmeaning\n");
-    for (int k = 0; k < N_KEYS; k++) {
-        const ConfigKey *key = &KEYS[k];
-        char def[300] = "", range[256] = "";
-        int is_bool = key->type == KEY_ENUM && key->choices == BOOL_NAMES;
-        switch (key->type) {
-        case KEY_INT: case KEY_INT64: snprintf(def, sizeof def, "%" PRId64, key->idef); break;
-        case KEY_FLOAT: format_double(def, sizeof def, key->fdef); break;
-        case KEY_ENUM: snprintf(def, sizeof def, "%s", enum_name(key, (int)key->idef)); break;
-        case KEY_STRING: case KEY_STRLIST: snprintf(def, sizeof def, "%s", key->sdef); break;
-        }
-        if (key->type == KEY_ENUM)
-            for (int i = 0; key->choices[i]; i++) append(range, sizeof range, "%s%s", i ? "|" : "", key->choices[i]);
-        else if (key->type == KEY_STRLIST)
-            snprintf(range, sizeof range, "1 to %" PRId64 " strings of < %zu bytes", key->imax, key->size);
-        else if (key->type == KEY_STRING) snprintf(range, sizeof range, "< %zu bytes", key->size);
-        else describe_range(key, range, sizeof range);
-        fprintf(out, "%s.%s\t%s\t%s\t%s\t%s\n", key->section, key->name, is_bool ? "bool" : type_names[key->type],
-                def, range, key->help);
+    const ConfigKey *key = &KEYS[k];
+    char def[300] = "", range[256] = "";
+    int is_bool = key->type == KEY_ENUM && key->choices == BOOL_NAMES;
+    switch (key->type) {
+    case KEY_INT: case KEY_INT64: snprintf(def, sizeof def, "%" PRId64, key->idef); break;
+    case KEY_FLOAT: format_double(def, sizeof def, key->fdef); break;
+    case KEY_ENUM: snprintf(def, sizeof def, "%s", enum_name(key, (int)key->idef)); break;
+    case KEY_STRING: case KEY_STRLIST: snprintf(def, sizeof def, "%s", key->sdef); break;
     }
+    if (key->type == KEY_ENUM)
+        for (int i = 0; key->choices[i]; i++) append(range, sizeof range, "%s%s", i ? "|" : "", key->choices[i]);
+    else if (key->type == KEY_STRLIST)
+        snprintf(range, sizeof range, "1 to %" PRId64 " strings of < %zu bytes", key->imax, key->size);
+    else if (key->type == KEY_STRING) snprintf(range, sizeof range, "< %zu bytes", key->size);
+    else describe_range(key, range, sizeof range);
+    fprintf(out, "%s.%s\t%s\t%s\t%s\t%s\n", key->section, key->name, is_bool ? "bool" : type_names[key->type],
+            def, range, key->help);
+}
+
+#define KEYS_HEADER "key\ttype\tdefault\trange\tmeaning\n"
+
+void config_print_keys(FILE *out) {
+    fputs(KEYS_HEADER, out);
+    for (int k = 0; k < N_KEYS; k++) print_key_row(out, k);
+}
+
+int config_print_named_keys(FILE *out, int n, char *const *names, UserError *err) {
+    int *rows = xcalloc((size_t)n, sizeof *rows);
+    char message[1024];
+    for (int i = 0; i < n; i++)
+        if ((rows[i] = resolve_key(names[i], strlen(names[i]), message, sizeof message)) < 0) {
+            free(rows);
+            return user_error(err, "--keys", 0, 0, "%s", message);
+        }
+    fputs(KEYS_HEADER, out);
+    for (int i = 0; i < n; i++) print_key_row(out, rows[i]);
+    free(rows);
+    return ERR_OK;
 }
 
 const char *config_task_name(TaskKind task) {

@@ -112,8 +112,13 @@ typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
                               ConfigValueType type, int64_t ival, double fval, const char *sval);
 void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx);
 
-/* Every key as a tab-separated table (harness --keys; format in the README). */
+/* Every key as a tab-separated table (harness --keys; format in docs/command-line.md). */
 void config_print_keys(FILE *out);
+/* The same table for the given keys only, each "section.key" or a bare key of one section
+ * (harness --keys KEY...: how the sweep scripts resolve a key); an unknown or ambiguous one is
+ * a user error ("--keys: 'path' is in several sections (data.path, output.path); ..."), and
+ * then nothing is printed. */
+int config_print_named_keys(FILE *out, int n, char *const *names, UserError *err);
 
 const char *config_task_name(TaskKind task);
 

@@ -6,7 +6,7 @@
 
 static float heldout_forward(Evaluator *ev, Model *m, int k) {
     task_eval_batch(ev->task, &ev->batch, k);
-    return model_forward(m, ev->batch.inputs, ev->batch.targets, ev->batch.mask, ev->batch.B,
+    return model_forward(m, NULL, ev->batch.inputs, ev->batch.targets, ev->batch.mask, ev->batch.B,
                          ev->batch.T);
 }
 
@@ -30,21 +30,20 @@ double evaluate_loss(Evaluator *ev, Model *m) {
 }
 
 void evaluate_collect_maps(float *maps, const Model *m) {
-    int L = m->shape.n_layer, H = m->shape.n_head, B = m->batch, T = m->seq;
+    int L = m->shape.n_layer, H = m->shape.n_head, B = m->last.batch, T = m->last.seq;
     size_t TT = (size_t)T * T;
-    CHECK(m->keep_maps); /* else thin heads' maps were never written */
-    for (int l = 0; l < L; l++)
+    for (int l = 0; l < L; l++) {
+        const float *pattern = model_hook(m, HOOK_PATTERN, l); /* (B, H, T, T) */
+        CHECK(pattern); /* else thin heads' maps were never written */
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
-                memcpy(maps + (((size_t)l * H + h) * B + b) * TT,
-                       m->act.att_probs + (size_t)l * B * H * TT + ((size_t)b * H + h) * TT,
+                memcpy(maps + (((size_t)l * H + h) * B + b) * TT, pattern + ((size_t)b * H + h) * TT,
                        sizeof(float) * TT);
+    }
 }
 
 void evaluate_maps(float *maps, Model *m, const int *tokens, int B, int T) {
-    int keep = m->keep_maps;
-    m->keep_maps = 1;
-    model_forward(m, tokens, NULL, NULL, B, T);
+    const Interventions keep_maps = {.keep_maps = 1};
+    model_forward(m, &keep_maps, tokens, NULL, NULL, B, T);
     evaluate_collect_maps(maps, m);
-    m->keep_maps = keep;
 }

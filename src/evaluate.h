@@ -33,7 +33,7 @@ double evaluate_loss(Evaluator *ev, Model *m);
  * the forward stay in m->act.logits. */
 void evaluate_maps(float *maps, Model *m, const int *tokens, int B, int T);
 /* The maps of the last forward: att_probs, stored (L, B, H, T, T), into maps (L, H, B, T, T).
- * That forward must have kept them (m->keep_maps). */
+ * That forward must have kept them (Interventions.keep_maps). */
 void evaluate_collect_maps(float *maps, const Model *m);
 
 #endif

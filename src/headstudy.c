@@ -1,6 +1,6 @@
 /* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h).
- * Owns the study's order and its /heads, /prune and /circuits layout. Must not know: training, the
- * batch loop. */
+ * Owns the study's order. Must not know: training, the batch loop, the results layout (results.c
+ * writes what it computes). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "headstudy.h"
 #include "ablation.h"
+#include "results.h"
 #include "util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -59,68 +60,6 @@ void head_study_free(HeadStudy *hs) {
     memset(hs, 0, sizeof *hs);
 }
 
-static int write_floats(Results *res, const char *path, const double *x, int ndim,
-                        const uint64_t *dims, UserError *err) {
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= dims[i];
-    float *out = xcalloc(n, sizeof(float));
-    for (size_t i = 0; i < n; i++) out[i] = (float)x[i];
-    int rc = results_write_array(res, path, out, 0, ndim, dims, err);
-    free(out);
-    return rc;
-}
-
-static int write_curve(const PruneCurve *c, const char *name, int step_heads, Results *res,
-                       UserError *err) {
-    char path[128];
-    int64_t *left = xcalloc((size_t)c->n_points, sizeof(int64_t));
-    for (int p = 0; p < c->n_points; p++) left[p] = c->heads_left[p];
-    uint64_t n = (uint64_t)c->n_heads;
-    snprintf(path, sizeof path, "/prune/%s/order", name);
-    int rc = results_write_array(res, path, c->order, 1, 1, &n, err);
-    snprintf(path, sizeof path, "/prune/%s/heads_left", name);
-    if (rc == ERR_OK) rc = results_write_ints(res, path, left, c->n_points, err);
-    snprintf(path, sizeof path, "/prune/%s/eval_loss", name);
-    if (rc == ERR_OK) rc = results_write_doubles(res, path, c->eval_loss, c->n_points, err);
-    snprintf(path, sizeof path, "/prune/%s", name);
-    if (rc == ERR_OK) rc = results_write_attr_double(res, path, "step_heads", step_heads, err);
-    free(left);
-    return rc;
-}
-
-static int write_circuits(const Circuits *c, Results *res, UserError *err) {
-    uint64_t dims[4] = {(uint64_t)c->n_layer, (uint64_t)c->n_head, (uint64_t)c->n_layer,
-                        (uint64_t)c->n_head};
-    int rc = ERR_OK;
-    for (int k = 0; k < N_COMPOSE && rc == ERR_OK; k++) {
-        if (!c->has[k]) continue;
-        char path[64];
-        snprintf(path, sizeof path, "/circuits/%s", circuits_names[k]);
-        rc = results_write_array(res, path, c->score[k], 0, 4, dims, err);
-        if (rc == ERR_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
-        if (rc == ERR_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
-    }
-    return rc;
-}
-
-int head_study_write(const HeadStudy *hs, Results *res, UserError *err) {
-    const int L = hs->n_layer, H = hs->n_head;
-    uint64_t dims_lh[2] = {(uint64_t)L, (uint64_t)H}, dims_l = (uint64_t)L;
-    int rc = write_floats(res, "/heads/ablation_delta_mean", hs->delta_mean, 2, dims_lh, err);
-    for (int c = 0; c < N_PRUNE_CRITERIA && rc == ERR_OK && hs->step_heads; c++)
-        rc = write_curve(&hs->curve[c], prune_criterion_names[c], hs->step_heads, res, err);
-    if (rc == ERR_OK && hs->step_heads) {
-        rc = write_floats(res, "/prune/one_head_per_layer/delta_loss", hs->one_delta, 2, dims_lh, err);
-        if (rc == ERR_OK)
-            rc = results_write_array(res, "/prune/one_head_per_layer/best_head", hs->one_best, 1, 1, &dims_l, err);
-        if (rc == ERR_OK)
-            rc = results_write_doubles(res, "/prune/one_head_per_layer/best_delta_loss", hs->one_best_delta, L, err);
-        if (rc == ERR_OK) rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
-    }
-    if (rc == ERR_OK) rc = write_circuits(&hs->circuits, res, err);
-    return rc;
-}
-
 /* The highest K-composition over every (later, earlier) pair, as "L1H3 <- L0H5 0.412". */
 static void top_k_composition(const Circuits *c, char *out, size_t size) {
     const size_t LH = (size_t)c->n_layer * c->n_head;
@@ -143,11 +82,17 @@ void head_study_print(const HeadStudy *hs, FILE *out) {
     const int LH = hs->n_layer * hs->n_head;
     if (hs->step_heads) {
         fprintf(out, "\npruning (%d head%s a step, importance measured again after each): heads needed "
-                "for an eval loss within 5%% of %.4f:", hs->step_heads, hs->step_heads == 1 ? "" : "s",
-                hs->eval_loss);
+                "for an eval loss within max(%g%% of %.4f, %g nats) of it:", hs->step_heads,
+                hs->step_heads == 1 ? "" : "s", 100 * PRUNE_TOLERANCE_RELATIVE, hs->eval_loss,
+                PRUNE_TOLERANCE_FLOOR);
         for (int c = 0; c < N_PRUNE_CRITERIA; c++)
-            fprintf(out, " %d of %d (%s)%s", prune_heads_needed(&hs->curve[c], 0.05), LH,
+            fprintf(out, " %d of %d (%s)%s",
+                    prune_heads_needed(&hs->curve[c], PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR), LH,
                     prune_criterion_names[c], c + 1 < N_PRUNE_CRITERIA ? "," : "\n");
+        if (hs->eval_loss < PRUNE_TOLERANCE_FLOOR)
+            fprintf(out, "warning: the eval loss %.4f is below the %g-nat floor of the tolerance: heads needed "
+                    "counts the heads whose removal costs more than the floor, a coarse count here\n",
+                    hs->eval_loss, PRUNE_TOLERANCE_FLOOR);
         fprintf(out, "one head per layer (the best one kept, the layer's others ablated): ");
         for (int l = 0; l < hs->n_layer; l++)
             fprintf(out, "layer %d head %d %+.4f%s", l, hs->one_best[l], hs->one_best_delta[l],
@@ -214,7 +159,7 @@ static int prune_file(const char *path, double step, int threads, UserError *err
     if (rc == ERR_OK) {
         const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
         for (int i = 0; i < 3 && rc == ERR_OK; i++) rc = results_remove(&res, old[i], err);
-        if (rc == ERR_OK) rc = head_study_write(&hs, &res, err);
+        if (rc == ERR_OK) rc = results_write_study(&res, &hs, err);
         if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
         else results_discard(&res);
     }

@@ -1,9 +1,10 @@
 /* headstudy.h: the end-of-run study of how the heads work together, on a trained model: zero and
  * mean ablation, Michel et al.'s gate-gradient importance, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
- * composition scores (circuits.h); written to /heads/ablation_delta_mean, /prune and /circuits.
+ * composition scores (circuits.h), which results_write_study writes to /heads/ablation_delta_mean,
+ * /prune and /circuits.
  * Also `harness prune RUN.h5`, which runs the same study on a complete results file and writes
  * it into that file atomically (a copy beside it is written, then renamed over it).
- * Knows the results layout of these groups; nothing of training. */
+ * Knows nothing of training or of the results layout. */
 #ifndef HEADSTUDY_H
 #define HEADSTUDY_H
 
@@ -12,7 +13,6 @@
 #include "config.h"
 #include "model.h"
 #include "prune.h"
-#include "results.h"
 #include "tasks.h"
 
 typedef struct {
@@ -30,8 +30,6 @@ typedef struct {
 
 void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg);
 void head_study_free(HeadStudy *hs);
-/* /heads/ablation_delta_mean, /prune/..., /circuits/... */
-int head_study_write(const HeadStudy *hs, Results *res, UserError *err);
 /* A few lines: heads needed within 5% per criterion, one head per layer, top K-composition. */
 void head_study_print(const HeadStudy *hs, FILE *out);
 

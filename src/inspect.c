@@ -257,8 +257,8 @@ int inspect_main(int argc, char **argv) {
         model_init(&m, model_shape_from_config(&cfg), 1);
         rc = results_read_tensors(a.path, "/params", &m, m.param_block, (ConfigMark){a.path, 1, 1}, &err);
         if (rc == ERR_OK) {
-            m.keep_maps = 1;
-            model_forward(&m, tokens, NULL, NULL, 1, T);
+            const Interventions keep_maps = {.keep_maps = 1};
+            model_forward(&m, &keep_maps, tokens, NULL, NULL, 1, T);
             print_report(&a, &cfg, &m, tokens, T, &voc);
         }
         model_free(&m);

@@ -28,27 +28,29 @@
 #define EXIT_INTERRUPTED 130
 
 static const char *usage =
-    "usage: harness CONFIG.yaml [--set section.key=value ...] [--force | --resume]\n"
+    "usage: harness CONFIG.yaml [--set [section.]key=value ...] [--force | --resume]\n"
     "       harness --shapes CONFIG.yaml [--set ...]\n"
     "       harness CONFIG.yaml --dump-grads OUT.h5 [--set ...]\n"
     "       harness inspect RUN.h5 (--prompt TEXT | --tokens 3,17,5) [--layer L] [--head H] [--top K]\n"
     "                          [--logits]\n"
     "       harness check RUN.h5\n"
-    "       harness --keys\n"
+    "       harness --keys [KEY ...]\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "\n"
     "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
     "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
     "\n"
     "options:\n"
-    "  --set section.key=value  override one config value, e.g. --set model.n_head=4 (repeatable)\n"
+    "  --set section.key=value  override one config value, e.g. --set model.n_head=4 (repeatable);\n"
+    "                           a key of one section may go bare: --set n_head=4\n"
     "  --shapes                 print tensor shapes, parameter counts and FLOPs per token; no training\n"
     "  --force                  replace an existing complete results file\n"
     "  --resume                 continue an interrupted run (output.path, or its .ckpt checkpoint)\n"
     "                           with the same config; the result is bitwise the uninterrupted one\n"
     "  --dump-grads OUT.h5      write the loss and every gradient on the first training batch\n"
     "                           (/params, /grads, /batch) and exit; used by the reference tests\n"
-    "  --keys                   print every config key: key, type, default, range, meaning (tab-separated)\n"
+    "  --keys [KEY ...]         print every config key (or those named, bare or section.key):\n"
+    "                           key, type, default, range, meaning (tab-separated)\n"
     "  check RUN.h5             validate a results file against docs/results-format.md (exit 1: problems)\n"
     "  inspect RUN.h5 ...       run a stored model on one input; harness inspect --help for its options\n"
     "  --help, --version\n"
@@ -71,7 +73,7 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     task_train_batch(task, &batch, 0);
-    float loss = model_forward(m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+    float loss = model_forward(m, NULL, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
     model_zero_grad(m);
     model_backward(m);
     Results res;
@@ -145,11 +147,12 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
-        if (argc > 2) {
-            fprintf(stderr, "harness: --keys takes no arguments (got '%s'); it prints every config key\n", argv[2]);
+        UserError err;
+        if (argc == 2) config_print_keys(stdout);
+        else if (config_print_named_keys(stdout, argc - 2, argv + 2, &err)) {
+            fprintf(stderr, "%s\n", err.text);
             return EXIT_USER_ERROR;
         }
-        config_print_keys(stdout);
         return 0;
     }
     return -1;

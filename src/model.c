@@ -1,6 +1,10 @@
 /* model.c: parameter layout, activations, forward and backward of the attention-only model.
- * The math is docs/model.md's; every numeric step is a kernel from kernels/.
- * Owns the parameter and activation layouts. Must not know: tasks, files, training, analysis. */
+ * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
+ * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
+ * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
+ * the head mix and at where a forward starts.
+ * Owns the parameter and activation layouts, the stages and the hook points. Must not know: tasks,
+ * files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,15 +145,14 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     return off;
 }
 
-/* Activations and head gates for batches up to max_batch. */
+static LayerPlan plan_of(ModelShape s);
+
+/* Activations for batches up to max_batch, and the plan of stages that fills them. */
 static void alloc_activations(Model *m, int max_batch) {
     m->max_batch = max_batch;
     m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
     point_activations(&m->act, m->act_block, m->shape, max_batch);
-    size_t LH = (size_t)m->shape.n_layer * m->shape.n_head;
-    m->head_gate = xcalloc(LH, sizeof(float));
-    m->head_gate_grad = xcalloc(LH, sizeof(float));
-    for (size_t i = 0; i < LH; i++) m->head_gate[i] = 1.0f;
+    m->plan = plan_of(m->shape);
 }
 
 void model_init(Model *m, ModelShape shape, int max_batch) {
@@ -189,8 +192,6 @@ void model_free(Model *m) {
     free(m->m_block);
     free(m->v_block);
     free(m->act_block);
-    free(m->head_gate);
-    free(m->head_gate_grad);
     memset(m, 0, sizeof *m);
 }
 
@@ -219,294 +220,446 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name) {
     return NULL;
 }
 
+/* ---------------------------------------------------------------- a layer's attention as stages
+ * A stage computes one step of docs/model.md's forward from the activations of the stage before
+ * it into its own slice of them (model.h groups the slices), and differentiates it. The plan
+ * lists the stages of the model's shape in forward order (model_init builds it); a layer's
+ * forward runs them in order and its backward in reverse, each backward turning the gradient at
+ * its stage's output (Pass.d) into the gradient at its input. */
+
+/* One layer's pass through the plan. */
+typedef struct {
+    Model *m;
+    const Interventions *iv; /* the forward's */
+    int l, B, T, BT;
+    float *d;                /* backward: the gradient at the output of the stage being run */
+    GradWrite d_z_write;     /* backward: the first stage to reach z = LN(h) sets its gradient,
+                              * the next adds to it */
+} Pass;
+
+struct Stage {
+    const char *name;
+    void (*forward)(Pass *p);
+    void (*backward)(Pass *p);
+};
+
+/* Layer p->l's slice of a per-layer activation of `width` floats per token. */
+static float *slice(const Pass *p, float *tensor, size_t width) {
+    return tensor + (size_t)p->l * p->BT * width;
+}
+
+/* Layer l's attention maps, where attend writes them: NULL when they are neither wanted
+ * (keep_maps) nor read by the attention's backward. */
+static float *layer_maps(const Model *m, int l) {
+    const ModelShape s = m->shape;
+    if (!m->last.iv.keep_maps && !attention_needs_maps(s.d_head)) return NULL;
+    return m->act.att_probs + (size_t)l * m->last.batch * s.n_head * m->last.seq * m->last.seq;
+}
+
+/* hook_z of layer l: the heads' outputs, after the output gate when there is one. */
+static float *heads_output(const Model *m, int l) {
+    size_t lE = (size_t)l * m->last.batch * m->last.seq * m->shape.n_head * m->shape.d_head;
+    return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
+}
+
 static int gates_all_one(const float *gate, int H) {
     for (int h = 0; h < H; h++)
         if (gate[h] != 1.0f) return 0;
     return 1;
 }
 
-/* The input of W_o: the heads' outputs themselves when every gate of the layer is 1 (training,
- * and the layers a setting leaves whole), else `mixed`, each head gated towards its ablation
- * value (kernels/head_gate.c). */
-static const float *apply_head_gates(float *mixed, const float *out, const float *gate,
-                                     const float *ablation, int BT, int H, int d_head) {
-    if (gates_all_one(gate, H)) return out;
-    head_gate_forward(mixed, out, gate, ablation, BT, H, d_head);
-    return mixed;
+/* Layer l's gates, or NULL when they are all 1 (no gates, or none of the layer's moved): the
+ * head mix is then the identity and computes nothing, so training's bits are those of a model
+ * without gates. */
+static const float *layer_gates(const Model *m, int l) {
+    const float *g = m->last.iv.head_gate;
+    int H = m->shape.n_head;
+    return g && !gates_all_one(g + (size_t)l * H, H) ? g + (size_t)l * H : NULL;
 }
 
-/* Shortformer (as TransformerLens's attention-only models): learned positions enter only the
- * Q/K input, LN(h + W_pos[t]); V reads LN(h) = z. Both inputs go through the whole W_qkv and the
- * V part of the second replaces the first's (the projection costs twice; the layout stays one). */
-static void shortformer_qkv(Model *m, int l, const float *z, float *qkv, int B, int T) {
-    ModelShape s = m->shape;
-    const int D = s.d_model, BT = B * T, W = (int)qkv_width(s), VOFF = (s.n_head + s.n_kv_head) * s.d_head;
-    const ParamTensors *p = &m->params;
-    Activations *a = &m->act;
-    const float *h_in = a->residual + (size_t)l * BT * D;
-    float *h_pos = a->h_pos + (size_t)l * BT * D;
-    position_add_forward(h_pos, h_in, p->pos_emb, B, T, D);
-    float *z_qk = a->ln_qk_out + (size_t)l * BT * D;
-    layernorm_forward(z_qk, a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, h_pos,
-                      p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
-    linear_forward(qkv, z_qk, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
-    linear_forward(a->qkv_v, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
-    column_merge_forward(qkv, qkv, a->qkv_v, BT, W, VOFF);
+/* ---- layernorm: z = LN_l(h) */
+static void layernorm_fwd(Pass *p) {
+    const Model *m = p->m;
+    const size_t D = m->shape.d_model;
+    layernorm_forward(slice(p, m->act.ln_out, D), slice(p, m->act.ln_mean, 1), slice(p, m->act.ln_rstd, 1),
+                      slice(p, m->act.residual, D), m->params.ln_g + p->l * D, m->params.ln_b + p->l * D, p->BT,
+                      (int)D);
+}
+static void layernorm_bwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model;
+    layernorm_backward(m->act.d_residual, m->grads.ln_g + p->l * D, m->grads.ln_b + p->l * D, m->act.d_ln_out,
+                       slice(p, m->act.residual, D), m->params.ln_g + p->l * D, slice(p, m->act.ln_mean, 1),
+                       slice(p, m->act.ln_rstd, 1), p->BT, (int)D);
 }
 
-/* Differentiates shortformer_qkv: the Q|K gradient flows through LN(h + W_pos) into h and W_pos,
- * the V gradient through z = LN(h) (into d_ln_out, written as d_z_write says, which the caller's
- * LayerNorm backward uses). */
-static void shortformer_qkv_backward(Model *m, int l, const float *d_qkv, const float *z,
-                                     GradWrite d_z_write, int B, int T) {
-    ModelShape s = m->shape;
-    const int D = s.d_model, BT = B * T, W = (int)qkv_width(s), VOFF = (s.n_head + s.n_kv_head) * s.d_head;
-    const ParamTensors *p = &m->params;
-    ParamTensors *g = &m->grads;
-    Activations *a = &m->act;
-    const float *w = p->w_qkv + (size_t)l * D * W;
-    float *dw = g->w_qkv + (size_t)l * D * W, *db = g->b_qkv + (size_t)l * W;
-    column_merge_backward(NULL, a->d_qkv_part, d_qkv, BT, W, VOFF); /* the V part, through z */
-    linear_backward(a->d_ln_out, d_z_write, dw, db, a->d_qkv_part, z, w, BT, D, W);
-    column_merge_backward(a->d_qkv_part, NULL, d_qkv, BT, W, VOFF); /* Q|K, through LN(h + W_pos) */
-    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, a->ln_qk_out + (size_t)l * BT * D, w,
-                    BT, D, W);
-    memset(a->d_h_pos, 0, sizeof(float) * BT * D);
-    layernorm_backward(a->d_h_pos, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_qk,
-                       a->h_pos + (size_t)l * BT * D, p->ln_g + (size_t)l * D,
-                       a->ln_qk_mean + (size_t)l * BT, a->ln_qk_rstd + (size_t)l * BT, BT, D);
-    position_add_backward(a->d_residual, g->pos_emb, a->d_h_pos, B, T, D);
+/* ---- project: qkv = z · W_qkv + b_qkv */
+static void project_fwd(Pass *p) {
+    const Model *m = p->m;
+    const size_t D = m->shape.d_model, W = qkv_width(m->shape);
+    linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
+                   m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
+}
+static void project_bwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model, W = qkv_width(m->shape);
+    linear_backward(m->act.d_ln_out, p->d_z_write, m->grads.w_qkv + p->l * D * W, m->grads.b_qkv + p->l * W,
+                    p->d, slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W, p->BT, (int)D, (int)W);
+    p->d_z_write = GRAD_ADD;
 }
 
-/* Record the inputs of a forward (kept for the backward) and where it starts (−1: whole). */
-static void begin_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
-                          int T, int restarted_at) {
-    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= m->shape.seq_len);
-    m->batch = B;
-    m->seq = T;
-    m->tokens = tokens;
-    m->targets = targets;
-    m->mask = mask;
-    m->has_targets = targets != NULL;
-    m->restarted_at = restarted_at;
-}
-
-float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
-                    int T) {
-    begin_forward(m, tokens, targets, mask, B, T, -1);
-    embedding_forward(m->act.residual, tokens, m->params.tok_emb,
-                      m->shape.pos == POS_LEARNED ? m->params.pos_emb : NULL, B, T,
-                      m->shape.d_model); /* shortformer adds W_pos in each layer, to Q/K only */
-    return model_forward_from_layer(m, 0);
-}
-
-/* Layer l's attention maps, where the attention writes them: NULL when they are neither wanted
- * (keep_maps) nor read by the attention's backward. */
-static float *layer_maps(const Model *m, int l) {
+/* ---- project, shortformer (as TransformerLens's attention-only models): learned positions
+ * enter only the Q/K input, LN(h + W_pos[t]); V reads z = LN(h). Both inputs go through the whole
+ * W_qkv and the V part of the second replaces the first's (the projection costs twice; the
+ * layout stays one). */
+static void project_shortformer_fwd(Pass *p) {
+    Model *m = p->m;
     const ModelShape s = m->shape;
-    if (!m->keep_maps && !attention_needs_maps(s.d_head)) return NULL;
-    return m->act.att_probs + (size_t)l * m->batch * s.n_head * m->seq * m->seq;
+    const size_t D = s.d_model, W = qkv_width(s);
+    const int VOFF = (s.n_head + s.n_kv_head) * s.d_head;
+    const ParamTensors *w = &m->params;
+    Activations *a = &m->act;
+    float *h_pos = slice(p, a->h_pos, D), *z_qk = slice(p, a->ln_qk_out, D), *qkv = slice(p, a->qkv, W);
+    position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb, p->B, p->T, (int)D);
+    layernorm_forward(z_qk, slice(p, a->ln_qk_mean, 1), slice(p, a->ln_qk_rstd, 1), h_pos, w->ln_g + p->l * D,
+                      w->ln_b + p->l * D, p->BT, (int)D);
+    linear_forward(qkv, z_qk, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT, (int)D, (int)W);
+    linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
+                   (int)D, (int)W);
+    column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
+}
+/* The Q|K gradient flows through LN(h + W_pos) into h and W_pos, the V gradient through z. */
+static void project_shortformer_bwd(Pass *p) {
+    Model *m = p->m;
+    const ModelShape s = m->shape;
+    const size_t D = s.d_model, W = qkv_width(s);
+    const int VOFF = (s.n_head + s.n_kv_head) * s.d_head;
+    const float *w = m->params.w_qkv + p->l * D * W;
+    float *dw = m->grads.w_qkv + p->l * D * W, *db = m->grads.b_qkv + p->l * W;
+    Activations *a = &m->act;
+    column_merge_backward(NULL, a->d_qkv_part, p->d, p->BT, (int)W, VOFF); /* the V part, through z */
+    linear_backward(a->d_ln_out, p->d_z_write, dw, db, a->d_qkv_part, slice(p, a->ln_out, D), w, p->BT, (int)D,
+                    (int)W);
+    p->d_z_write = GRAD_ADD;
+    column_merge_backward(a->d_qkv_part, NULL, p->d, p->BT, (int)W, VOFF); /* Q|K, through LN(h + W_pos) */
+    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, slice(p, a->ln_qk_out, D), w, p->BT, (int)D,
+                    (int)W);
+    memset(a->d_h_pos, 0, sizeof(float) * p->BT * D);
+    layernorm_backward(a->d_h_pos, m->grads.ln_g + p->l * D, m->grads.ln_b + p->l * D, a->d_ln_qk,
+                       slice(p, a->h_pos, D), m->params.ln_g + p->l * D, slice(p, a->ln_qk_mean, 1),
+                       slice(p, a->ln_qk_rstd, 1), p->BT, (int)D);
+    position_add_backward(a->d_residual, m->grads.pos_emb, a->d_h_pos, p->B, p->T, (int)D);
 }
 
-/* One block from its LayerNorm (or, with heads_only, from its head mix: the attention of the
- * last forward reused) to its residual output. */
-static void forward_layer(Model *m, int l, int heads_only) {
-    ModelShape s = m->shape;
-    const int B = m->batch, T = m->seq, D = s.d_model, H = s.n_head, dh = s.d_head;
-    const int E = H * dh, BT = B * T, W = (int)qkv_width(s), grouped = s.n_kv_head < H;
-    const ParamTensors *p = &m->params;
+/* ---- rotary: Q and K rotated in place */
+static void rotary_fwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    rope_forward(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, s.n_head, s.n_kv_head, s.d_head, s.rope_dims,
+                 s.rope_base);
+}
+static void rotary_bwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    rope_backward(p->d, p->B, p->T, s.n_head, s.n_kv_head, s.d_head, s.rope_dims, s.rope_base);
+}
+
+/* ---- kv_repeat: K and V repeated per query head (grouped K/V) */
+static void kv_repeat_fwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    kv_repeat_forward(slice(p, p->m->act.qkv_full, 3 * E), slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T,
+                      s.n_head, s.n_kv_head, s.d_head);
+}
+static void kv_repeat_bwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    Activations *a = &p->m->act;
+    memset(a->d_qkv_grouped, 0, sizeof(float) * p->BT * qkv_width(s));
+    kv_repeat_backward(a->d_qkv_grouped, p->d, p->B, p->T, s.n_head, s.n_kv_head, s.d_head);
+    p->d = a->d_qkv_grouped;
+}
+
+/* ---- attend: O_cat = softmax(Q Kᵀ / √d_h + mask) V per head, the maps and log-sum-exps kept */
+static const float *attend_input(const Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    return s.n_kv_head < s.n_head ? slice(p, p->m->act.qkv_full, 3 * E) : slice(p, p->m->act.qkv, qkv_width(s));
+}
+static float *attend_lse(const Pass *p) {
+    const ModelShape s = p->m->shape;
+    return p->m->act.att_lse + (size_t)p->l * p->B * s.n_head * p->T;
+}
+static void attend_fwd(Pass *p) {
+    Model *m = p->m;
+    const ModelShape s = m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    attention_forward(slice(p, m->act.att_out, E), layer_maps(m, p->l), attend_lse(p), attend_input(p),
+                      s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T, s.n_head, s.d_head);
+}
+static void attend_bwd(Pass *p) {
+    Model *m = p->m;
+    const ModelShape s = m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head, H = s.n_head;
+    const float *att = slice(p, m->act.att_out, E);
+    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, layer_maps(m, p->l), attend_lse(p), p->B, p->T,
+                       s.n_head, s.d_head);
+    if (s.sink)
+        attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H, p->B,
+                                p->T, s.n_head, s.d_head);
+    p->d = m->act.d_qkv;
+}
+
+/* ---- output_gate: O_cat ⊙ σ(z · W_gate + b_gate) */
+static void output_gate_fwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
+    float *gate = slice(p, m->act.gate, E);
+    linear_forward(gate, slice(p, m->act.ln_out, D), m->params.w_gate + p->l * D * E, m->params.b_gate + p->l * E,
+                   p->BT, (int)D, (int)E);
+    sigmoid_gate_forward(slice(p, m->act.att_gated, E), gate, slice(p, m->act.att_out, E), p->BT * E);
+}
+static void output_gate_bwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
     Activations *a = &m->act;
-    const float *h_in = a->residual + (size_t)l * BT * D;
-    float *h_out = a->residual + (size_t)(l + 1) * BT * D;
-    float *z = a->ln_out + (size_t)l * BT * D;
-    float *att = a->att_out + (size_t)l * BT * E;
-    float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att; /* heads' outputs */
-    if (!heads_only) {
-        float *qkv = a->qkv + (size_t)l * BT * W;
-        float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : qkv;
-        layernorm_forward(z, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, h_in,
-                          p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, BT, D);
-        if (s.pos == POS_SHORTFORMER) {
-            /* Q and K read LN(h + W_pos[t]), V reads LN(h): project both, keep V from the second */
-            shortformer_qkv(m, l, z, qkv, B, T);
-        } else {
-            linear_forward(qkv, z, p->w_qkv + (size_t)l * D * W, p->b_qkv + (size_t)l * W, BT, D, W);
-        }
-        if (s.pos == POS_ROPE) rope_forward(qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
-        if (grouped) kv_repeat_forward(qkv_heads, qkv, B, T, H, s.n_kv_head, dh);
-        attention_forward(att, layer_maps(m, l), a->att_lse + (size_t)l * B * H * T, qkv_heads,
-                          s.sink ? p->sink + (size_t)l * H : NULL, B, T, H, dh);
-        if (s.output_gate) {
-            float *gate = a->gate + (size_t)l * BT * E;
-            linear_forward(gate, z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, BT, D, E);
-            sigmoid_gate_forward(mix_in, gate, att, (size_t)BT * E);
-        }
+    memset(a->d_o, 0, sizeof(float) * p->BT * E);
+    memset(a->d_gate, 0, sizeof(float) * p->BT * E);
+    sigmoid_gate_backward(a->d_o, a->d_gate, p->d, slice(p, a->att_out, E), slice(p, a->gate, E), p->BT * E);
+    linear_backward(a->d_ln_out, p->d_z_write, m->grads.w_gate + p->l * D * E, m->grads.b_gate + p->l * E, a->d_gate,
+                    slice(p, a->ln_out, D), m->params.w_gate + p->l * D * E, p->BT, (int)D, (int)E);
+    p->d_z_write = GRAD_ADD;
+    p->d = a->d_o;
+}
+
+/* ---- head_mix: each head's output gated towards its fill, g·z + (1 − g)·fill
+ * (kernels/head_gate.c); the identity where the layer's gates are all 1. */
+static const float *layer_fill(const Pass *p) {
+    const HeadFill *f = &p->iv->fill;
+    const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
+    return f->kind == HEAD_FILL_PER_HEAD ? f->values + p->l * E
+           : f->kind == HEAD_FILL_PER_TOKEN ? f->values + (size_t)p->l * p->BT * E : NULL;
+}
+/* The input of W_o: hook_head_mix. */
+static const float *head_mix_output(const Pass *p) {
+    const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
+    return layer_gates(p->m, p->l) ? slice(p, p->m->act.head_mixed, E) : heads_output(p->m, p->l);
+}
+static void head_mix_fwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p);
+    const size_t E = (size_t)s.n_head * s.d_head;
+    if (!gate) return;
+    float *mixed = slice(p, p->m->act.head_mixed, E);
+    const float *z = heads_output(p->m, p->l);
+    if (p->iv->fill.kind != HEAD_FILL_PER_TOKEN) {
+        head_gate_forward(mixed, z, gate, fill, p->BT, s.n_head, s.d_head);
+        return;
     }
-    const float *wo_in = apply_head_gates(a->head_mixed + (size_t)l * BT * E, mix_in,
-                                          m->head_gate + (size_t)l * H,
-                                          m->head_ablation ? m->head_ablation + (size_t)l * E : NULL,
-                                          BT, H, dh);
-    linear_forward(h_out, wo_in, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, BT, E, D);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < (size_t)BT * D; i++) h_out[i] += h_in[i]; /* residual */
+    for (int n = 0; n < p->BT; n++) /* the kernel takes one fill row: one call per token */
+        head_gate_forward(mixed + n * E, z + n * E, gate, fill + n * E, 1, s.n_head, s.d_head);
+}
+static void head_mix_bwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const Interventions *iv = p->iv;
+    const int H = s.n_head;
+    const size_t E = (size_t)H * s.d_head;
+    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p), *z = heads_output(p->m, p->l);
+    float *d_gate = iv->grads & MODEL_GRAD_GATES ? iv->gate_grad + (size_t)p->l * H : NULL;
+    if (!gate && !d_gate) return;
+    const float *g = iv->head_gate + (size_t)p->l * H;
+    float *d_z = gate ? p->d : NULL; /* in place; unchanged where every gate is 1 */
+    if (iv->fill.kind != HEAD_FILL_PER_TOKEN) {
+        head_gate_backward(d_z, d_gate, p->d, z, g, fill, p->BT, H, s.d_head);
+        return;
+    }
+    for (int n = 0; n < p->BT; n++)
+        head_gate_backward(d_z ? d_z + n * E : NULL, d_gate, p->d + n * E, z + n * E, g, fill + n * E, 1, H,
+                           s.d_head);
 }
 
-/* Layers first_layer.. (the first from its head mix when heads_only), then the final LayerNorm,
- * the unembedding and the loss. */
-static float forward_rest(Model *m, int first_layer, int heads_only) {
-    ModelShape s = m->shape;
-    CHECK(first_layer >= 0 && first_layer < s.n_layer && m->batch > 0);
-    const int BT = m->batch * m->seq, V = s.vocab_size, D = s.d_model, L = s.n_layer;
+/* ---- w_o: h ← h + hook_head_mix · W_o + b_o */
+static void w_o_fwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
+    const float *h_in = slice(p, m->act.residual, D);
+    float *h_out = slice(p, m->act.residual, D) + p->BT * D; /* the next layer's input */
+    linear_forward(h_out, head_mix_output(p), m->params.w_o + p->l * E * D, m->params.b_o + p->l * D, p->BT,
+                   (int)E, (int)D);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < p->BT * D; i++) h_out[i] += h_in[i]; /* residual */
+}
+/* d_residual flows to h unchanged and into W_o. */
+static void w_o_bwd(Pass *p) {
+    Model *m = p->m;
+    const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
+    linear_backward(m->act.d_att_out, GRAD_SET, m->grads.w_o + p->l * E * D, m->grads.b_o + p->l * D,
+                    m->act.d_residual, head_mix_output(p), m->params.w_o + p->l * E * D, p->BT, (int)E, (int)D);
+    p->d = m->act.d_att_out;
+}
+
+static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd};
+static const Stage STAGE_PROJECT = {"project", project_fwd, project_bwd};
+static const Stage STAGE_PROJECT_SHORTFORMER = {"project (shortformer)", project_shortformer_fwd,
+                                                project_shortformer_bwd};
+static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd};
+static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd};
+static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd};
+static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd};
+static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd};
+static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
+
+/* The stages of the shape's attention, in forward order. */
+static LayerPlan plan_of(ModelShape s) {
+    LayerPlan plan = {0};
+#define ADD(st) (plan.stage[plan.n_stages++] = (st))
+    ADD(&STAGE_LAYERNORM);
+    ADD(s.pos == POS_SHORTFORMER ? &STAGE_PROJECT_SHORTFORMER : &STAGE_PROJECT);
+    if (s.pos == POS_ROPE) ADD(&STAGE_ROTARY);
+    if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
+    ADD(&STAGE_ATTEND);
+    if (s.output_gate) ADD(&STAGE_OUTPUT_GATE);
+    plan.head_mix = plan.n_stages;
+    ADD(&STAGE_HEAD_MIX);
+    ADD(&STAGE_W_O);
+#undef ADD
+    CHECK(plan.n_stages <= MODEL_MAX_STAGES);
+    return plan;
+}
+
+const char *model_stage_name(const Model *m, int i) {
+    return i >= 0 && i < m->plan.n_stages ? m->plan.stage[i]->name : NULL;
+}
+
+/* ---------------------------------------------------------------- forward and backward */
+
+static const Interventions NO_INTERVENTIONS = {.grads = MODEL_GRAD_PARAMS};
+
+/* Record the inputs and interventions of a forward (kept for the backward) and check them. */
+static void begin_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
+                          const float *mask, int B, int T) {
+    const ModelShape s = m->shape;
+    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= s.seq_len);
+    CHECK(iv->start_layer >= 0 && iv->start_layer < s.n_layer);
+    CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
+    CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
+    const int reused = iv->start_layer > 0 && !iv->start_state; /* the layers before it */
+    if (reused)
+        CHECK(m->last.whole && m->last.batch == B && m->last.seq == T && m->last.tokens == tokens);
+    m->last.batch = B;
+    m->last.seq = T;
+    m->last.tokens = tokens;
+    m->last.targets = targets;
+    m->last.mask = mask;
+    m->last.has_targets = targets != NULL;
+    m->last.iv = *iv;
+    m->last.whole = !iv->start_state;
+}
+
+/* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
+static void forward_layer(Model *m, int l, int from_head_mix) {
+    Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
+    for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++) m->plan.stage[i]->forward(&p);
+}
+
+float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
+                    const float *mask, int B, int T) {
+    if (!iv) iv = &NO_INTERVENTIONS;
+    begin_forward(m, iv, tokens, targets, mask, B, T);
+    const ModelShape s = m->shape;
+    const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
-    const int *targets = m->targets;
-    const float *mask = m->mask;
-    for (int l = first_layer; l < L; l++) forward_layer(m, l, heads_only && l == first_layer);
-    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D,
-                      p->lnf_g, p->lnf_b, BT, D);
+    if (iv->start_state) { /* the layer's head state into its activations */
+        size_t E = (size_t)s.n_head * s.d_head;
+        memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
+        memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+    } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
+        embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
+    }
+    for (int l = first; l < L; l++) forward_layer(m, l, iv->start_state && l == first);
+    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g, p->lnf_b,
+                      BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
     if (!targets) {
-        m->loss = NAN;
-        return m->loss;
+        m->last.loss = NAN;
+        return m->last.loss;
     }
     crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
-    m->loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
-    return m->loss;
+    m->last.loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
+    return m->last.loss;
 }
 
-float model_forward_from_layer(Model *m, int first_layer) { return forward_rest(m, first_layer, 0); }
-
-size_t model_head_state_floats(const Model *m, int B) {
-    return (size_t)B * m->shape.seq_len * (m->shape.d_model + (size_t)m->shape.n_head * m->shape.d_head);
-}
-
-/* Layer l's input and its heads' outputs (the output gate's product when on) in the activations. */
-static float *head_state_input(const Model *m, int l) {
-    return m->act.residual + (size_t)l * m->batch * m->seq * m->shape.d_model;
-}
-static float *head_state_heads(const Model *m, int l) {
-    size_t lE = (size_t)l * m->batch * m->seq * m->shape.n_head * m->shape.d_head;
-    return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
-}
-
-void model_save_head_state(const Model *m, int layer, float *state) {
-    CHECK(layer >= 0 && layer < m->shape.n_layer && m->batch > 0);
-    size_t BT = (size_t)m->batch * m->seq, D = m->shape.d_model;
-    memcpy(state, head_state_input(m, layer), sizeof(float) * BT * D);
-    memcpy(state + BT * D, head_state_heads(m, layer), sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
-}
-
-float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
-                                    const int *targets, const float *mask, int B, int T) {
-    CHECK(layer >= 0 && layer < m->shape.n_layer);
-    begin_forward(m, tokens, targets, mask, B, T, layer); /* earlier layers' activations: not there */
-    size_t BT = (size_t)B * T, D = m->shape.d_model;
-    memcpy(head_state_input(m, layer), state, sizeof(float) * BT * D);
-    memcpy(head_state_heads(m, layer), state + BT * D, sizeof(float) * BT * m->shape.n_head * m->shape.d_head);
-    return forward_rest(m, layer, 1);
-}
-
-void model_zero_grad(Model *m) {
-    memset(m->grad_block, 0, m->n_params * sizeof(float));
-    memset(m->head_gate_grad, 0, sizeof(float) * m->shape.n_layer * m->shape.n_head);
-}
-
-/* Layer l's sigmoid output gate, backward from d_att_out (the gradient at the gated O_cat): the
- * gradient at O_cat into d_o, the gate's weights, and d_ln_out (set: z feeds the gate first). */
-static void output_gate_backward(Model *m, int l) {
-    const ModelShape s = m->shape;
-    const int BT = m->batch * m->seq, D = s.d_model, E = s.n_head * s.d_head;
-    const ParamTensors *p = &m->params;
-    ParamTensors *g = &m->grads;
-    Activations *a = &m->act;
-    const float *z = a->ln_out + (size_t)l * BT * D, *att = a->att_out + (size_t)l * BT * E;
-    memset(a->d_o, 0, sizeof(float) * BT * E);
-    memset(a->d_gate, 0, sizeof(float) * BT * E);
-    sigmoid_gate_backward(a->d_o, a->d_gate, a->d_att_out, att, a->gate + (size_t)l * BT * E, (size_t)BT * E);
-    linear_backward(a->d_ln_out, GRAD_SET, g->w_gate + (size_t)l * D * E, g->b_gate + (size_t)l * E, a->d_gate, z,
-                    p->w_gate + (size_t)l * D * E, BT, D, E);
-}
-
-/* Layer l from the gradient at O_cat (d_o) down to its input: attention (and the sink), grouped
- * K/V, rotary, the Q|K|V projection (d_z_write: whether z's gradient is set or added to), and
- * the block's LayerNorm into d_residual. */
-static void attention_qkv_backward(Model *m, int l, const float *d_o, GradWrite d_z_write) {
-    const ModelShape s = m->shape;
-    const int B = m->batch, T = m->seq, D = s.d_model, H = s.n_head, dh = s.d_head;
-    const int E = H * dh, BT = B * T, W = (int)qkv_width(s), grouped = s.n_kv_head < H;
-    const ParamTensors *p = &m->params;
-    ParamTensors *g = &m->grads;
-    Activations *a = &m->act;
-    const float *h_in = a->residual + (size_t)l * BT * D, *z = a->ln_out + (size_t)l * BT * D;
-    const float *qkv_heads = grouped ? a->qkv_full + (size_t)l * BT * 3 * E : a->qkv + (size_t)l * BT * W;
-    const float *att = a->att_out + (size_t)l * BT * E, *lse = a->att_lse + (size_t)l * B * H * T;
-    attention_backward(a->d_qkv, d_o, qkv_heads, att, layer_maps(m, l), lse, B, T, H, dh);
-    if (s.sink)
-        attention_sink_backward(g->sink + (size_t)l * H, d_o, att, lse, p->sink + (size_t)l * H, B, T, H, dh);
-    float *d_qkv = a->d_qkv;
-    if (grouped) {
-        memset(a->d_qkv_grouped, 0, sizeof(float) * BT * W);
-        kv_repeat_backward(a->d_qkv_grouped, a->d_qkv, B, T, H, s.n_kv_head, dh);
-        d_qkv = a->d_qkv_grouped;
-    }
-    if (s.pos == POS_ROPE) rope_backward(d_qkv, B, T, H, s.n_kv_head, dh, s.rope_dims, s.rope_base);
-    if (s.pos == POS_SHORTFORMER) {
-        shortformer_qkv_backward(m, l, d_qkv, z, d_z_write, B, T);
-    } else {
-        linear_backward(a->d_ln_out, d_z_write, g->w_qkv + (size_t)l * D * W, g->b_qkv + (size_t)l * W, d_qkv, z,
-                        p->w_qkv + (size_t)l * D * W, BT, D, W);
-    }
-    layernorm_backward(a->d_residual, g->ln_g + (size_t)l * D, g->ln_b + (size_t)l * D, a->d_ln_out, h_in,
-                       p->ln_g + (size_t)l * D, a->ln_mean + (size_t)l * BT, a->ln_rstd + (size_t)l * BT, BT, D);
-}
+void model_zero_grad(Model *m) { memset(m->grad_block, 0, m->n_params * sizeof(float)); }
 
 void model_backward(Model *m) {
-    CHECK(m->has_targets && !m->is_view); /* a view has no gradients */
-    const int gates_only = m->want_head_gate_grad == MODEL_GATE_GRAD_ONLY;
-    CHECK(m->restarted_at < 0 || (m->restarted_at == 0 && gates_only));
-    ModelShape s = m->shape;
-    const int B = m->batch, T = m->seq;
-    const int V = s.vocab_size, D = s.d_model, H = s.n_head, dh = s.d_head, L = s.n_layer;
-    const int E = H * dh, BT = B * T;
+    const Interventions *iv = &m->last.iv;
+    const int params = (iv->grads & MODEL_GRAD_PARAMS) != 0;
+    CHECK(m->last.has_targets && iv->grads != MODEL_GRAD_NONE && !m->is_view); /* a view has no gradients */
+    CHECK(params ? m->last.whole && iv->start_layer == 0 : iv->start_layer == 0);
+    const ModelShape s = m->shape;
+    const int B = m->last.batch, T = m->last.seq, BT = B * T;
+    const int V = s.vocab_size, D = s.d_model, L = s.n_layer;
     const ParamTensors *p = &m->params;
     ParamTensors *g = &m->grads;
     Activations *a = &m->act;
 
-    crossentropy_backward(a->d_logits, a->probs, m->targets, a->loss_weight, BT, V);
-    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out,
-                    p->w_unembed, BT, D, V);
+    crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
+    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D, V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
-    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out,
-                       a->residual + (size_t)L * BT * D, p->lnf_g, a->lnf_mean, a->lnf_rstd, BT,
-                       D);
+    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out, a->residual + (size_t)L * BT * D, p->lnf_g,
+                       a->lnf_mean, a->lnf_rstd, BT, D);
     for (int l = L - 1; l >= 0; l--) {
-        const float *att = a->att_out + (size_t)l * BT * E;
-        const float *mix_in = s.output_gate ? a->att_gated + (size_t)l * BT * E : att;
-        const float *gate_l = m->head_gate + (size_t)l * H;
-        const float *ablation_l = m->head_ablation ? m->head_ablation + (size_t)l * E : NULL;
-        int all_one = gates_all_one(gate_l, H);
-        const float *wo_in = all_one ? mix_in : a->head_mixed + (size_t)l * BT * E;
-        /* h_out = h_in + wo_in · W_o + b_o: d_residual flows to h_in unchanged and into W_o. */
-        linear_backward(a->d_att_out, GRAD_SET, g->w_o + (size_t)l * E * D, g->b_o + (size_t)l * D,
-                        a->d_residual, wo_in, p->w_o + (size_t)l * E * D, BT, E, D);
-        /* wo_in = g·o + (1 − g)·a: d gate (when wanted), and d_att_out becomes g times itself,
-         * the gradient at the heads' outputs o (unchanged when every gate is 1) */
-        if (m->want_head_gate_grad || !all_one)
-            head_gate_backward(all_one ? NULL : a->d_att_out,
-                               m->want_head_gate_grad ? m->head_gate_grad + (size_t)l * H : NULL,
-                               a->d_att_out, mix_in, gate_l, ablation_l, BT, H, dh);
-        if (gates_only && l == 0) return; /* nothing below layer 0's head mix moves a gate */
-        const float *d_o = a->d_att_out; /* gradient at O_cat */
-        GradWrite d_z_write = GRAD_SET;  /* z = LN(h_in) feeds the gate (if on), then Q|K|V */
-        if (s.output_gate) {
-            output_gate_backward(m, l);
-            d_o = a->d_o;
-            d_z_write = GRAD_ADD;
+        Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
+        for (int i = m->plan.n_stages - 1; i >= 0; i--) {
+            m->plan.stage[i]->backward(&pass);
+            if (!params && l == 0 && i == m->plan.head_mix) return; /* nothing below moves a gate */
         }
-        attention_qkv_backward(m, l, d_o, d_z_write);
     }
-    embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual,
-                       m->tokens, B, T, D, V);
+    embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual, m->last.tokens, B, T,
+                       D, V);
+}
+
+/* ---------------------------------------------------------------- hook points */
+
+static const char *const hook_names[N_HOOKS] = {
+    [HOOK_RESID_PRE] = "blocks.{l}.hook_resid_pre", [HOOK_QKV] = "blocks.{l}.attn.hook_qkv",
+    [HOOK_PATTERN] = "blocks.{l}.attn.hook_pattern", [HOOK_Z] = "blocks.{l}.attn.hook_z",
+    [HOOK_HEAD_MIX] = "blocks.{l}.attn.hook_head_mix", [HOOK_RESID_POST] = "blocks.{l}.hook_resid_post",
+};
+
+const char *model_hook_name(HookPoint p) { return p >= 0 && p < N_HOOKS ? hook_names[p] : NULL; }
+
+size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {
+    const ModelShape s = m->shape;
+    const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;
+    switch (p) {
+    case HOOK_RESID_PRE:
+    case HOOK_RESID_POST: return BT * s.d_model;
+    case HOOK_QKV: return BT * qkv_width(s);
+    case HOOK_PATTERN: return BT * s.n_head * T;
+    case HOOK_Z:
+    case HOOK_HEAD_MIX: return BT * E;
+    default: CHECK(!"a hook point");
+    }
+    return 0;
+}
+
+const float *model_hook(const Model *m, HookPoint p, int layer) {
+    CHECK(layer >= 0 && layer < m->shape.n_layer && m->last.batch > 0);
+    const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
+    const int first = m->last.iv.start_layer;
+    /* a forward from a HeadState has nothing of the layers before it, and of its own layer
+     * only the state and what follows the head mix */
+    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN)))) return NULL;
+    Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
+    switch (p) {
+    case HOOK_RESID_PRE: return m->act.residual + layer * BT * D;
+    case HOOK_RESID_POST: return m->act.residual + (layer + 1) * BT * D;
+    case HOOK_QKV: return m->act.qkv + layer * BT * qkv_width(m->shape);
+    case HOOK_PATTERN: return layer_maps(m, layer);
+    case HOOK_Z: return heads_output(m, layer);
+    case HOOK_HEAD_MIX: return head_mix_output(&pass);
+    default: CHECK(!"a hook point");
+    }
+    return NULL;
 }
 
 ModelCost model_cost(ModelShape s) {

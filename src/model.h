@@ -5,6 +5,11 @@
  * tensor to HDF5. Per-layer tensors of one kind are stored contiguously ([L, ...]) and the table
  * names each layer's slice "layer{l}/<name>". Activations are one block too, sized for the
  * largest (B, T) the model will see; forward may run on any B <= max_batch, T <= seq_len.
+ * One forward and one backward: what a forward changes (head gates and what a gated head is
+ * replaced by, where it starts, which maps it keeps, which gradients its backward returns) is an
+ * argument (Interventions), and tensors are read at named hook points (model_hook), so that the
+ * analysis built on them stays out of the model. A layer's attention is a plan of stages
+ * (model.c) built from the shape. docs/model.md lists the interventions, stages and hook points.
  * Must not know: tasks, files, training, analysis. */
 #ifndef MODEL_H
 #define MODEL_H
@@ -52,24 +57,34 @@ typedef struct {
     int decay;        // AdamW weight decay applies (2-D tensors only)
 } TensorSpec;
 
+/* The activations, grouped by the stage of a layer's attention (model.c's plan) that writes them;
+ * a stage reads only its own slice and its input's. Per-layer tensors are [L, ...]. */
 typedef struct {
     float *residual;  // (L+1, B, T, D) residual stream at each layer input, then the final one
+    /* layernorm: z = LN(h) */
     float *ln_out;    // (L, B, T, D)
     float *ln_mean;   // (L, B, T)
     float *ln_rstd;   // (L, B, T)
-    float *h_pos;     // (L, B, T, D) h + W_pos[t], the Q/K input (shortformer only)
-    float *ln_qk_out; // (L, B, T, D) LN(h + W_pos[t])      (shortformer only)
-    float *ln_qk_mean; // (L, B, T)                        (shortformer only)
-    float *ln_qk_rstd; // (L, B, T)                        (shortformer only)
-    float *qkv_v;     // (B, T, W) scratch: the projection of LN(h), whose V part is kept (shortformer)
-    float *qkv;       // (L, B, T, W) the projection (after rotary, when on)
-    float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head (grouped K/V only)
-    float *att_probs; // (L, B, H, T, T) the attention maps, written only when kept (see keep_maps)
+    /* project (shortformer): Q|K from LN(h + W_pos[t]), V from z */
+    float *h_pos;     // (L, B, T, D) h + W_pos[t]
+    float *ln_qk_out; // (L, B, T, D) LN(h + W_pos[t])
+    float *ln_qk_mean; // (L, B, T)
+    float *ln_qk_rstd; // (L, B, T)
+    float *qkv_v;     // (B, T, W) scratch: the projection of z, whose V part is kept
+    /* project, then rotary in place */
+    float *qkv;       // (L, B, T, W)
+    /* kv_repeat (grouped K/V only) */
+    float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head
+    /* attend */
+    float *att_probs; // (L, B, H, T, T) the attention maps, written only when kept (Interventions.keep_maps)
     float *att_lse;   // (L, B, H, T) log of each softmax denominator
     float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
-    float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate) (output gate only)
-    float *att_gated; // (L, B, T, E) O_cat ⊙ gate (output gate only)
-    float *head_mixed; // (L, B, T, E) the head-gated input of W_o (only for layers whose gates are not all 1)
+    /* output_gate (output gate only) */
+    float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate)
+    float *att_gated; // (L, B, T, E) O_cat ⊙ gate
+    /* head_mix: the head-gated input of W_o (only for layers whose gates are not all 1) */
+    float *head_mixed; // (L, B, T, E)
+    /* the final LayerNorm, the unembedding and the loss */
     float *lnf_out;   // (B, T, D)
     float *lnf_mean;  // (B, T)
     float *lnf_rstd;  // (B, T)
@@ -91,6 +106,90 @@ typedef struct {
     float *d_logits;   // (B, T, V)
 } Activations;
 
+/* Named points of a forward where an intervention reads or replaces a tensor, with
+ * TransformerLens's names (docs/model.md lists them with their shapes). model_hook gives the
+ * tensor of the last forward; Interventions replaces hook_z (head gates and fills) and, to start
+ * a forward at a layer's head mix, hook_resid_pre and hook_z (HeadState). */
+typedef enum {
+    HOOK_RESID_PRE,  /* blocks.{l}.hook_resid_pre   [B, T, D]  the layer's input h */
+    HOOK_QKV,        /* blocks.{l}.attn.hook_qkv    [B, T, W]  Q | K | V, after rotary */
+    HOOK_PATTERN,    /* blocks.{l}.attn.hook_pattern [B, H, T, T] the maps (kept forwards only) */
+    HOOK_Z,          /* blocks.{l}.attn.hook_z      [B, T, H, d_head] heads' outputs (after the
+                      * output gate), before the head gates */
+    HOOK_HEAD_MIX,   /* blocks.{l}.attn.hook_head_mix [B, T, H, d_head] the input of W_o */
+    HOOK_RESID_POST, /* blocks.{l}.hook_resid_post  [B, T, D]  the layer's output */
+    N_HOOKS
+} HookPoint;
+
+/* What replaces a head's output as its gate goes to 0: out = g·z + (1 − g)·fill. */
+typedef enum {
+    HEAD_FILL_ZERO,      /* 0: zero ablation */
+    HEAD_FILL_PER_HEAD,  /* values (L, E): one value per output column, e.g. each head's mean
+                          * output over a data set (mean ablation) */
+    HEAD_FILL_PER_TOKEN, /* values (L, B, T, E): another forward's hook_z on the same (B, T), e.g.
+                          * a run on corrupted input (activation patching) */
+} HeadFillKind;
+
+typedef struct {
+    HeadFillKind kind;
+    const float *values; /* NULL for HEAD_FILL_ZERO */
+} HeadFill;
+
+/* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
+ * (B, T, D) and hook_z (B, T, E). */
+typedef struct {
+    const float *resid_pre;
+    const float *z;
+} HeadState;
+
+/* Which gradients model_backward returns (flags). */
+typedef enum {
+    MODEL_GRAD_NONE = 0,
+    MODEL_GRAD_PARAMS = 1, /* every parameter's, accumulated into grad_block */
+    MODEL_GRAD_GATES = 2,  /* d loss / d head gate, accumulated into Interventions.gate_grad */
+} ModelGrads;
+
+/* What a forward changes, and what its backward returns. The zero value (and NULL) is the plain
+ * model: every gate 1, a whole forward, no maps kept, no gradients; the training step asks for
+ * MODEL_GRAD_PARAMS. Everything pointed to must stay alive and unchanged until the backward. */
+typedef struct {
+    /* Per-head gates (L, H) on hook_z, NULL = all 1: 1 keeps a head, 0 replaces its output by
+     * the fill. Layers whose gates are all 1 run as without gates (the same bits). */
+    const float *head_gate;
+    HeadFill fill;
+    /* Where the forward starts. start_layer 0 without start_state: a whole forward. With
+     * start_state: the layer's head mix from that state (made with the same gates and fill in
+     * the layers before it, it gives the bits of a whole forward); without: layer start_layer
+     * from its LayerNorm, the layers before it reused from the last forward, which must have
+     * run on the same inputs with the same gates and fill below that layer. */
+    int start_layer;
+    const HeadState *start_state;
+    int keep_maps;     /* write hook_pattern for every head (else only where attention's backward reads it) */
+    ModelGrads grads;  /* what model_backward may return: parameters need a whole forward on a model
+                        * with gradients (no view); gates a forward from layer 0 */
+    float *gate_grad;  /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
+} Interventions;
+
+/* The plan of a layer's attention: its stages in forward order, built once from the shape
+ * (model.c). */
+#define MODEL_MAX_STAGES 8
+typedef struct Stage Stage;
+typedef struct {
+    const Stage *stage[MODEL_MAX_STAGES];
+    int n_stages;
+    int head_mix; /* index of the head-mix stage, where a forward from a HeadState begins */
+} LayerPlan;
+
+/* The last forward: its inputs (kept for the backward) and its interventions (a copy). */
+typedef struct {
+    int batch, seq, has_targets;
+    const int *tokens, *targets;
+    const float *mask;
+    Interventions iv;
+    int whole; /* from the embedding: every activation is there */
+    float loss;
+} ForwardState;
+
 typedef struct {
     ModelShape shape;
     int max_batch;
@@ -100,72 +199,43 @@ typedef struct {
     ParamTensors params, grads;
     TensorSpec tensors[MODEL_MAX_TENSORS];
     int n_tensors;
+    LayerPlan plan;
     float *act_block;
     Activations act;
-    /* Per-head gates on each head's output, (L, H), 1 by default: 0 ablates a head. A gated
-     * head's output o (its columns of W_o's input, after the output gate) becomes
-     * g·o + (1 − g)·a, with a = head_ablation (L, E) when set (mean ablation), else 0.
-     * head_gate_grad = d loss / d gate = Σ d_mixed · (o − a), filled by model_backward
-     * (Michel et al.) when want_head_gate_grad is set (the analysis sets it; training does not):
-     * 1 with every parameter gradient, MODEL_GATE_GRAD_ONLY for the gate gradients alone (the
-     * backward stops at layer 0's head mix, leaving the parameter gradients incomplete, and may
-     * follow a forward restarted at layer 0's head state). */
-    float *head_gate, *head_gate_grad;
-    const float *head_ablation;
-    int want_head_gate_grad;
-    /* 1: a forward writes the attention maps into act.att_probs (evaluate_maps sets it for the
-     * probes). 0, the default: the maps are written only where the attention's backward reads
-     * them (heads wider than the thin path's, see attention_needs_maps), and att_probs holds
-     * nothing for thin heads. */
-    int keep_maps;
-    /* state of the last forward; restarted_at: the layer whose head state it restarted from
-     * (model_forward_from_head_state), −1 for a whole forward */
-    int batch, seq, has_targets, restarted_at;
-    const int *tokens, *targets;
-    const float *mask;
-    float loss;
+    ForwardState last;
 } Model;
-
-enum { MODEL_GATE_GRAD_ONLY = 2 }; /* want_head_gate_grad: gate gradients without the parameters' */
 
 ModelShape model_shape_from_config(const Config *cfg);
 void model_init(Model *m, ModelShape shape, int max_batch);
 void model_free(Model *m);
 /* A model that shares m's parameters (read, never copied: they must outlive the view and not
- * change while it runs) with activations of its own for batches up to max_batch, and head gates
- * of its own (all 1): forwards only, one per thread of the analysis. Freed with model_free. */
+ * change while it runs) with activations of its own for batches up to max_batch: forwards only,
+ * one per thread of the analysis. Freed with model_free. */
 void model_init_view(Model *view, const Model *m, int max_batch);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
 
-/* Forward on tokens (B, T); with targets and mask (B, T) also the mean loss over marked
- * positions (returned; NAN without targets). Keeps pointers to the inputs for backward. */
-float model_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B,
-                    int T);
-/* Runs the last forward again from layer first_layer on (the layers before it, and their
- * outputs, are reused; the last forward's tokens, targets and mask must still be alive): after
- * changing only that layer's or later layers' head gates, it gives the bits a whole
- * model_forward would. The per-head ablations use it. */
-float model_forward_from_layer(Model *m, int first_layer);
-/* The state a forward leaves at layer `layer`'s head mix, which is all the rest of the forward
- * reads: the layer's input h (B, T, D) then its heads' outputs before the head gates (B, T, E),
- * model_head_state_floats(m, B) floats. The analysis saves it once per held-out batch and gate
- * setting, and reruns the many settings that change only that layer's or later layers' gates
- * from it, on any model over the same parameters (model_init_view). */
-size_t model_head_state_floats(const Model *m, int B);
-void model_save_head_state(const Model *m, int layer, float *state);
-/* Runs a forward on (tokens, targets, mask) from a saved head state of layer `layer`: its head mix
- * with the current gates, W_o and everything after. It gives the bits a whole model_forward
- * would, given the gates (and head_ablation) of the layers before `layer` that made the state.
- * Only a gate-gradient backward may follow, and only from layer 0 (MODEL_GATE_GRAD_ONLY): the
- * earlier layers' activations are not there. */
-float model_forward_from_head_state(Model *m, int layer, const float *state, const int *tokens,
-                                    const int *targets, const float *mask, int B, int T);
-void model_zero_grad(Model *m);
-/* Gradients of the last forward's loss, accumulated into grad_block (and head_gate_grad when
- * want_head_gate_grad is set). */
+/* Forward on tokens (B, T) with the interventions iv (NULL: none); with targets and mask (B, T)
+ * also the mean loss over marked positions (returned; NAN without targets). Keeps pointers to
+ * the inputs and a copy of iv for the backward. */
+float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
+                    const float *mask, int B, int T);
+/* The gradients the last forward's interventions asked for (iv->grads) of its loss: the
+ * parameters' accumulated into grad_block, the gates' into iv->gate_grad. A gates-only backward
+ * stops at layer 0's head mix (nothing below it moves a gate), leaving grad_block incomplete. */
 void model_backward(Model *m);
+void model_zero_grad(Model *m);
+
+/* The tensor at hook point p of layer `layer` in the last forward (its shape: docs/model.md,
+ * model_hook_floats floats), or NULL where that forward did not write it (hook_pattern of a
+ * forward that kept no maps for thin heads). */
+const float *model_hook(const Model *m, HookPoint p, int layer);
+size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
+const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
+/* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
+ * the last. */
+const char *model_stage_name(const Model *m, int i);
 
 /* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */
 typedef struct {

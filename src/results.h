@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "analysis.h"
 #include "config.h"
+#include "headstudy.h"
 #include "model.h"
 #include "tasks.h"
 #include "tokenizer.h"
@@ -84,6 +85,9 @@ int results_write_snapshots(Results *r, const Snapshots *s, UserError *err);
 /* /heads/ablation_delta, /heads/importance, /heads/importance_normalized, each (L, H). */
 int results_write_heads(Results *r, int n_layer, int n_head, const double *delta,
                         const double *importance, const double *normalized, UserError *err);
+/* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and
+ * /circuits/... */
+int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);

@@ -221,7 +221,7 @@ void task_train_batch(const Task *task, Batch *out, int64_t step) {
         if (!task->file_tokens) {
             synthetic_row(task, in, tg, mask, T, &rng);
         } else if (cfg->order == ORDER_SEQUENTIAL) {
-            /* README "Sequential order": window w = (step*B + b) mod n_win starts at w*T. */
+            /* docs/configuration.md "Sequential order": window w = (step*B + b) mod n_win starts at w*T. */
             int64_t n_win = (task->n_train - 1) / T;
             int64_t w = (step * B + b) % n_win;
             file_row(task, w * T, in, tg, mask, T);

@@ -224,7 +224,7 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
 static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
                         double *norm) {
     task_train_batch(task, batch, step);
-    float loss = model_forward(m, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
+    float loss = model_forward(m, NULL, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
     *norm = global_norm(m->grad_block, m->n_params);
@@ -322,9 +322,10 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
     if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
         train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         double last_eval = train_log_last(&st->eval, 0, NAN);
+        /* tokens/s of the training steps alone, as the time line counts them: evaluations,
+         * snapshots and checkpoints in between do not dilute it */
         report_progress(step + 1, cfg->steps, loss, last_eval,
-                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len /
-                            (elapsed - st->elapsed_before + 1e-9),
+                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len / (ses->step_s + 1e-9),
                         elapsed, ses->on_terminal);
     }
     return RUN_COMPLETE;
@@ -366,7 +367,7 @@ static int run_analysis(RunState *st, Model *m, const Task *task, const Config *
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
                          study.delta_zero, study.delta_mean, study.importance);
-    if (rc == ERR_OK) rc = head_study_write(&study, res, err);
+    if (rc == ERR_OK) rc = results_write_study(res, &study, err);
     if (rc == ERR_OK) head_study_print(&study, stdout);
     head_study_free(&study);
     return rc;

@@ -12,12 +12,17 @@
  *     and evaluate_collect_maps's (L, B, H, T, T) -> (L, H, B, T, T) reordering, map by map.
  *  4. Ablation: gating off a head whose rows of W_o are zero changes the loss by exactly 0 (and its
  *     gate gradient is exactly 0), while gating off a live head does change it.
- *  5. Importance: head_gate_grad from model_backward against a finite difference of the loss in the
+ *  5. Importance: the gate gradients (Interventions.gate_grad) from model_backward against a finite difference of the loss in the
  *     gate (forward only, gate = 1 ± h), within 1e-5 + 1e-2 relative, on an induction-task batch;
  *     the importance (ablation_gate_grads) and evaluate_loss over the held-out batches against the
  *     same sums done by hand, batch by batch (bit for bit), and the per-layer L2 normalisation.
  *  6. Snapshots: each snapshot's scores are analysis_pattern_scores of its maps, the classes are
  *     those of the last snapshot (computed once, when it is added), the maps are kept verbatim.
+ *  7. Interventions (model.h): every head patched with its own hook_z gives the plain loss bit for
+ *     bit, another run's hook_z reaches W_o and moves the loss; a per-token fill of identical rows
+ *     = the per-head fill; gate gradients through a per-token fill against finite differences; a
+ *     forward from a saved HeadState = the whole forward; the hook points' places and shapes; and
+ *     the forward/backward pairings the model refuses (a failed CHECK, in a child process).
  *
  * Hand-made maps hold values like 1/(i+1) rounded to float32, so expected scores derived in exact
  * arithmetic are compared within 1e-6 (the rounding is ~6e-8 relative). Ends with
@@ -27,6 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -277,8 +285,8 @@ static void test_handmade_prev_head(void) {
     }
     int tokens[B * T] = {0, 3, 7, 3, 7, 3, 7, 3, /* repeats: the induction positions exist */
                          0, 1, 2, 4, 5, 6, 8, 9};
-    m.keep_maps = 1;
-    model_forward(&m, tokens, NULL, NULL, B, T);
+    const Interventions keep_maps = {.keep_maps = 1};
+    model_forward(&m, &keep_maps, tokens, NULL, NULL, B, T);
     float *maps = test_alloc((size_t)H * B * T * T);
     evaluate_collect_maps(maps, &m);
     double scores[N_PATTERNS * H];
@@ -305,8 +313,8 @@ static void test_collect_maps_layout(void) {
     for (size_t i = 0; i < m.n_params; i++) m.param_block[i] += (float)(0.5 * rng_normal(&rng));
     int tokens[B * T];
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 9);
-    m.keep_maps = 1;
-    model_forward(&m, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
+    const Interventions keep_maps = {.keep_maps = 1};
+    model_forward(&m, &keep_maps, tokens, NULL, NULL, B, T); /* B < max_batch, T < seq_len */
     float *maps = test_alloc((size_t)L * H * B * T * T);
     evaluate_collect_maps(maps, &m);
     long bad = 0;
@@ -326,6 +334,7 @@ static void test_collect_maps_layout(void) {
 
 typedef struct {
     Model *m;
+    const Interventions *iv;
     const int *tokens, *targets;
     const float *mask;
     int B, T;
@@ -334,7 +343,7 @@ typedef struct {
 /* The mean loss, summed in double from the per-position losses (less rounding noise for the FD). */
 static double loss_of(void *p) {
     LossCtx *c = p;
-    model_forward(c->m, c->tokens, c->targets, c->mask, c->B, c->T);
+    model_forward(c->m, c->iv, c->tokens, c->targets, c->mask, c->B, c->T);
     double total = 0.0;
     for (int n = 0; n < c->B * c->T; n++) total += (double)c->m->act.loss_weight[n] * c->m->act.losses[n];
     return total;
@@ -350,28 +359,32 @@ static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t s
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
 }
 
-/* The ablations re-run only the layers from the gated head's on: same bits as a whole forward. */
-static void check_partial_forward(Model *m, const int *tokens, const int *targets, const float *mask, int B, int T) {
+/* A forward started at layer l (the layers before it reused) after gating a layer-l head: the
+ * same bits as a whole forward. */
+static void check_partial_forward(Model *m, float *gates, const int *tokens, const int *targets, const float *mask,
+                                  int B, int T) {
     const int L = m->shape.n_layer, H = m->shape.n_head;
+    Interventions whole_iv = {.head_gate = gates};
     int same = 1;
     for (int l = L - 1; l >= 0; l--) /* last layer first, as the batched ablations do */
         for (int h = 0; h < H; h++) {
-            m->head_gate[l * H + h] = 0.0f;
-            float whole = model_forward(m, tokens, targets, mask, B, T);
-            model_forward(m, tokens, targets, mask, B, T);
-            m->head_gate[l * H + h] = 1.0f;
-            model_forward(m, tokens, targets, mask, B, T);
+            gates[l * H + h] = 0.0f;
+            float whole = model_forward(m, &whole_iv, tokens, targets, mask, B, T);
+            model_forward(m, &whole_iv, tokens, targets, mask, B, T);
+            gates[l * H + h] = 1.0f;
+            model_forward(m, &whole_iv, tokens, targets, mask, B, T);
             for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
-                m->head_gate[l2 * H] = 0.0f;
-                model_forward_from_layer(m, l2);
-                m->head_gate[l2 * H] = 1.0f;
+                gates[l2 * H] = 0.0f;
+                model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l2}, tokens, targets, mask, B, T);
+                gates[l2 * H] = 1.0f;
             }
-            m->head_gate[l * H + h] = 0.0f;
-            float partial = model_forward_from_layer(m, l);
-            m->head_gate[l * H + h] = 1.0f;
+            gates[l * H + h] = 0.0f;
+            float partial = model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l}, tokens, targets,
+                                          mask, B, T);
+            gates[l * H + h] = 1.0f;
             same &= memcmp(&whole, &partial, sizeof whole) == 0;
         }
-    test_check("ablation: model_forward_from_layer(l) after gating a layer-l head = a whole forward, bit for bit",
+    test_check("ablation: a forward started at layer l after gating a layer-l head = a whole forward, bit for bit",
                same, "a partial forward gave other bits");
 }
 
@@ -394,32 +407,34 @@ static void test_ablation(void) {
         float *w_o = m.params.w_o + (size_t)dead[k][0] * E * D;
         memset(w_o + (size_t)dead[k][1] * DH * D, 0, sizeof(float) * DH * D);
     }
-    float base = model_forward(&m, tokens, targets, mask, B, T);
+    float gates[L * H], gate_grad[L * H] = {0};
+    for (int i = 0; i < L * H; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    float base = model_forward(&m, &iv, tokens, targets, mask, B, T);
     model_zero_grad(&m);
-    m.want_head_gate_grad = 1;
     model_backward(&m);
     for (int k = 0; k < 2; k++) {
         int gate = dead[k][0] * H + dead[k][1];
         char name[160];
-        m.head_gate[gate] = 0.0f;
-        float ablated = model_forward(&m, tokens, targets, mask, B, T);
-        m.head_gate[gate] = 1.0f;
+        gates[gate] = 0.0f;
+        float ablated = model_forward(&m, &iv, tokens, targets, mask, B, T);
+        gates[gate] = 1.0f;
         snprintf(name, sizeof name, "ablation: gating off layer %d head %d, whose W_o rows are zero, changes the loss by exactly 0",
                  dead[k][0], dead[k][1]);
         test_check(name, memcmp(&ablated, &base, sizeof base) == 0, "loss %.9g with the gate at 0, %.9g at 1 (diff %.3g)",
                    ablated, base, (double)ablated - base);
         snprintf(name, sizeof name, "importance: the gate gradient of that head (layer %d head %d) is exactly 0",
                  dead[k][0], dead[k][1]);
-        test_check(name, m.head_gate_grad[gate] == 0.0f, "head_gate_grad = %.9g", m.head_gate_grad[gate]);
+        test_check(name, gate_grad[gate] == 0.0f, "gate_grad = %.9g", gate_grad[gate]);
     }
-    check_partial_forward(&m, tokens, targets, mask, B, T);
+    check_partial_forward(&m, gates, tokens, targets, mask, B, T);
     /* a live head: the gate must do something */
-    m.head_gate[0] = 0.0f;
-    float live = model_forward(&m, tokens, targets, mask, B, T);
-    m.head_gate[0] = 1.0f;
+    gates[0] = 0.0f;
+    float live = model_forward(&m, &iv, tokens, targets, mask, B, T);
+    gates[0] = 1.0f;
     test_check("ablation: gating off a live head (layer 0 head 0) changes the loss", fabs((double)live - base) > 1e-4,
                "loss %.9g with the gate at 0, %.9g at 1", live, base);
-    float again = model_forward(&m, tokens, targets, mask, B, T);
+    float again = model_forward(&m, &iv, tokens, targets, mask, B, T);
     test_check("ablation: restoring the gate restores the loss bit for bit", memcmp(&again, &base, sizeof base) == 0,
                "loss %.9g after restoring, %.9g before", again, base);
     model_free(&m);
@@ -449,14 +464,13 @@ static void test_importance(void) {
     task_eval_batch(&task, &batch, 0);
     Model m;
     init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 8);
-    LossCtx c = {&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
-    loss_of(&c);
-    model_zero_grad(&m);
-    m.want_head_gate_grad = 1;
-    model_backward(&m);
     int LH = cfg.n_layer * cfg.n_head;
-    float *grad = test_alloc(LH);
-    memcpy(grad, m.head_gate_grad, sizeof(float) * LH);
+    float *grad = test_alloc(LH), *gates = test_alloc(LH);
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_GATES, .gate_grad = grad};
+    LossCtx c = {&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T};
+    loss_of(&c);
+    model_backward(&m);
     TestCompare cmp = test_compare_start(1e-5, 1e-2);
 #ifdef _OPENMP
     /* many tiny forwards: at one thread (spinning OpenMP workers on a busy machine made them ~100x
@@ -465,18 +479,18 @@ static void test_importance(void) {
     omp_set_num_threads(1);
 #endif
     for (int i = 0; i < LH; i++) {
-        double fd = test_fd(loss_of, &c, &m.head_gate[i], 1.0f / 64.0f);
-        test_compare(&cmp, grad[i], fd, "head_gate_grad", i);
+        double fd = test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f);
+        test_compare(&cmp, grad[i], fd, "gate_grad", i);
     }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    test_compare_report("importance: head_gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
+    test_compare_report("importance: gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
                         &cmp);
     int all_one = 1;
-    for (int i = 0; i < LH; i++) all_one &= m.head_gate[i] == 1.0f;
+    for (int i = 0; i < LH; i++) all_one &= gates[i] == 1.0f;
     test_check("importance: the finite differences leave every gate at exactly 1", all_one, "a gate was not restored");
-    free(grad);
+    free(grad), free(gates);
     model_free(&m);
     batch_free(&batch);
     task_close(&task);
@@ -530,15 +544,17 @@ static void test_importance_evaluator(void) {
     double want[LH] = {0}, want_norm[LH], want_loss = 0.0, got[LH], got_norm[LH];
     Batch batch;
     batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
-    m.want_head_gate_grad = 1;
+    float gates[LH], gate_grad[LH];
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f;
+    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
     for (int k = 0; k < 3; k++) {
         task_eval_batch(&task, &batch, k);
-        want_loss += model_forward(&m, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        want_loss += model_forward(&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
         model_zero_grad(&m);
+        memset(gate_grad, 0, sizeof gate_grad);
         model_backward(&m);
-        for (int i = 0; i < LH; i++) want[i] += fabs(m.head_gate_grad[i]) / 3;
+        for (int i = 0; i < LH; i++) want[i] += fabs(gate_grad[i]) / 3;
     }
-    m.want_head_gate_grad = 0;
     want_loss /= 3;
     for (int l = 0; l < 2; l++) {
         double norm = 0.0;
@@ -555,13 +571,12 @@ static void test_importance_evaluator(void) {
     ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, got);
     ablation_free(&a);
     prune_normalize_importance(got, NULL, 2, 4, got_norm);
-    int gates_restored = 1;
-    for (int i = 0; i < LH; i++) gates_restored &= m.head_gate[i] == 1.0f;
+    double after = evaluate_loss(&ev, &m); /* the study leaves nothing of its gates on the model */
     test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
                "%.17g, by hand %.17g", loss, want_loss);
-    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit (gates restored)",
-               !memcmp(got, want, sizeof want) && m.want_head_gate_grad == 0 && gates_restored,
-               "head 0: %.17g, by hand %.17g", got[0], want[0]);
+    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit; the loss after it unchanged",
+               !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss), "head 0: %.17g, by hand %.17g",
+               got[0], want[0]);
     int close = 1;
     for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
     test_check("prune_normalize_importance: divided by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
@@ -569,6 +584,166 @@ static void test_importance_evaluator(void) {
     evaluator_free(&ev);
     batch_free(&batch);
     model_free(&m);
+    task_close(&task);
+}
+
+/* ---- 7. interventions: fills, starts, hook points, and the pairings the model refuses ---- */
+
+/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. */
+static int aborts(void (*fn)(void *), void *ctx) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        fn(ctx);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+typedef struct {
+    Model *m;
+    const Interventions *iv;
+    const Batch *b;
+} Pairing;
+
+static void backward(void *p) { model_backward(p); }
+
+/* Whether the backward after this forward is refused. The forward runs here, the backward in the
+ * child, whose CHECK fires before any OpenMP region (a child of a process with OpenMP threads
+ * must not start one). */
+static int backward_refused(const Pairing *c) {
+    model_forward(c->m, c->iv, c->b->inputs, c->b->targets, c->b->mask, c->b->B, c->b->T);
+    return aborts(backward, c->m);
+}
+
+static void test_interventions(void) {
+    Config cfg;
+    Task task;
+    if (!open_induction(&cfg, &task, 4, 2)) return;
+    Model m;
+    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 10);
+    const int L = cfg.n_layer, H = cfg.n_head, LH = L * H, E = H * cfg.d_head;
+    Batch a, b;
+    batch_alloc(&a, cfg.batch_size, cfg.seq_len);
+    batch_alloc(&b, cfg.batch_size, cfg.seq_len);
+    task_eval_batch(&task, &a, 0);
+    task_eval_batch(&task, &b, 1);
+    const size_t BTE = (size_t)a.B * a.T * E;
+    float *z_a = test_alloc(L * BTE), *z_b = test_alloc(L * BTE), *gates = test_alloc(LH), *grad = test_alloc(LH);
+    /* each run's hook_z, layer by layer */
+    model_forward(&m, NULL, b.inputs, b.targets, b.mask, b.B, b.T);
+    for (int l = 0; l < L; l++) memcpy(z_b + l * BTE, model_hook(&m, HOOK_Z, l), sizeof(float) * BTE);
+    float plain = model_forward(&m, NULL, a.inputs, a.targets, a.mask, a.B, a.T);
+    for (int l = 0; l < L; l++) memcpy(z_a + l * BTE, model_hook(&m, HOOK_Z, l), sizeof(float) * BTE);
+
+    int hooks_ok = model_hook(&m, HOOK_HEAD_MIX, 0) == model_hook(&m, HOOK_Z, 0) &&
+                   model_hook(&m, HOOK_RESID_POST, 0) == model_hook(&m, HOOK_RESID_PRE, 1) &&
+                   model_hook(&m, HOOK_PATTERN, 0) == NULL && /* thin heads, maps not kept */
+                   model_hook_floats(&m, HOOK_PATTERN, a.B, a.T) == (size_t)a.B * H * a.T * a.T &&
+                   !strcmp(model_hook_name(HOOK_Z), "blocks.{l}.attn.hook_z");
+    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no pattern unless kept",
+               hooks_ok, "a hook point is not where docs/model.md puts it");
+
+    /* every head patched with the run's own activations: the same bits */
+    for (int i = 0; i < LH; i++) gates[i] = 0.0f;
+    Interventions self = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_a}};
+    float patched = model_forward(&m, &self, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("patching: every head's output replaced by its own hook_z (gate 0) gives the plain loss, bit for bit",
+               !memcmp(&patched, &plain, sizeof plain), "%.9g vs %.9g", patched, plain);
+    /* another run's activations in layer 1 only: the loss moves, and equals W_o applied to them */
+    for (int i = 0; i < LH; i++) gates[i] = i < H ? 1.0f : 0.0f;
+    Interventions other = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_b}};
+    float from_b = model_forward(&m, &other, a.inputs, a.targets, a.mask, a.B, a.T);
+    int head_mix_is_b = !memcmp(model_hook(&m, HOOK_HEAD_MIX, 1), z_b + BTE, sizeof(float) * BTE);
+    test_check("patching: layer 1's heads from another batch's run: W_o reads that run's hook_z, and the loss moves",
+               head_mix_is_b && fabs((double)from_b - plain) > 1e-4, "head_mix %s, loss %.9g vs %.9g",
+               head_mix_is_b ? "is the other run's" : "differs", from_b, plain);
+
+    /* a per-token fill whose rows are all one vector = that vector as a per-head fill */
+    float *mean = test_alloc(L * E), *rows = test_alloc(L * BTE);
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < E; i++) mean[l * E + i] = 0.1f * (float)(i % 7) - 0.3f;
+    for (int l = 0; l < L; l++)
+        for (size_t n = 0; n < (size_t)a.B * a.T; n++) memcpy(rows + l * BTE + n * E, mean + l * E, sizeof(float) * E);
+    for (int i = 0; i < LH; i++) gates[i] = i % 3 == 0 ? 0.25f : 1.0f;
+    Interventions per_head = {.head_gate = gates, .fill = {HEAD_FILL_PER_HEAD, mean}};
+    Interventions per_token = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, rows}};
+    float lh = model_forward(&m, &per_head, a.inputs, a.targets, a.mask, a.B, a.T);
+    float lt = model_forward(&m, &per_token, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("fills: a per-token fill of identical rows = the per-head fill, bit for bit", !memcmp(&lh, &lt, sizeof lh),
+               "%.9g vs %.9g", lt, lh);
+
+    /* gate gradients through a per-token fill (another run's hook_z) = finite differences */
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f, grad[i] = 0.0f;
+    other.grads = MODEL_GRAD_GATES;
+    other.gate_grad = grad;
+    LossCtx c = {&m, &other, a.inputs, a.targets, a.mask, a.B, a.T};
+    loss_of(&c);
+    model_backward(&m);
+    TestCompare cmp = test_compare_start(1e-5, 1e-2);
+    for (int i = 0; i < LH; i++) test_compare(&cmp, grad[i], test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f), "gate_grad", i);
+    test_compare_report("patching: d loss / d gate towards another run's activations = finite differences", &cmp);
+
+    /* a forward from a HeadState of layer 1 (saved from a gated forward) = the whole forward */
+    for (int i = 0; i < LH; i++) gates[i] = i % 2 ? 0.0f : 1.0f;
+    Interventions gated = {.head_gate = gates, .fill = {HEAD_FILL_PER_HEAD, mean}};
+    model_forward(&m, &gated, a.inputs, a.targets, a.mask, a.B, a.T);
+    size_t D = cfg.d_model, BTD = (size_t)a.B * a.T * D;
+    float *resid = test_alloc(BTD), *z1 = test_alloc(BTE);
+    memcpy(resid, model_hook(&m, HOOK_RESID_PRE, 1), sizeof(float) * BTD);
+    memcpy(z1, model_hook(&m, HOOK_Z, 1), sizeof(float) * BTE);
+    gates[H + 1] = 0.5f; /* a layer-1 gate moves */
+    float whole = model_forward(&m, &gated, a.inputs, a.targets, a.mask, a.B, a.T);
+    HeadState state = {resid, z1};
+    Interventions restart = gated;
+    restart.start_layer = 1;
+    restart.start_state = &state;
+    float restarted = model_forward(&m, &restart, a.inputs, a.targets, a.mask, a.B, a.T);
+    test_check("start: a forward from layer 1's HeadState = a whole forward with the same gates, bit for bit; "
+               "the layers before it have no hook points",
+               !memcmp(&whole, &restarted, sizeof whole) && model_hook(&m, HOOK_Z, 0) == NULL &&
+                   model_hook(&m, HOOK_QKV, 1) == NULL && model_hook(&m, HOOK_Z, 1) != NULL,
+               "%.9g vs %.9g", restarted, whole);
+
+    /* the pairings the model refuses */
+    Interventions none = {0}, params_from_state = restart, gates_from_layer1 = restart;
+    params_from_state.grads = MODEL_GRAD_PARAMS;
+    params_from_state.start_layer = 0;
+    gates_from_layer1.grads = MODEL_GRAD_GATES;
+    gates_from_layer1.gate_grad = grad;
+    Pairing refused[] = {{&m, &none, &a}, {&m, &params_from_state, &a}, {&m, &gates_from_layer1, &a}};
+    int refused_all = 1;
+    for (int k = 0; k < 3; k++) refused_all &= backward_refused(&refused[k]);
+    Model view;
+    model_init_view(&view, &m, cfg.batch_size);
+    Pairing on_view = {&view, NULL, &a};
+    refused_all &= backward_refused(&on_view);
+    model_free(&view);
+    test_check("pairings: no backward after a forward that asked for no gradients, parameter gradients only after a "
+               "whole forward, gate gradients only from layer 0, none on a view",
+               refused_all, "a backward ran where it must not");
+
+    /* the plan of stages follows the shape */
+    char plain_plan[160] = "", qwen_plan[160] = "";
+    for (int i = 0; model_stage_name(&m, i); i++)
+        strcat(plain_plan, model_stage_name(&m, i)), strcat(plain_plan, " ");
+    ModelShape qwen = {16, 16, 4, 4, 1, 8, 2, POS_ROPE, 2, 10000.0, 1, 1}; /* GQA, rotary, gate, sink */
+    Model q;
+    model_init(&q, qwen, 1);
+    for (int i = 0; model_stage_name(&q, i); i++) strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
+    model_free(&q);
+    test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
+               !strcmp(plain_plan, "layernorm project attend head_mix w_o ") &&
+                   !strcmp(qwen_plan, "layernorm project rotary kv_repeat attend output_gate head_mix w_o "),
+               "'%s' and '%s'", plain_plan, qwen_plan);
+
+    free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);
+    model_free(&m);
+    batch_free(&a);
+    batch_free(&b);
     task_close(&task);
 }
 
@@ -586,5 +761,6 @@ int main(void) {
     test_importance();
     test_importance_evaluator();
     test_snapshots();
+    test_interventions();
     return test_finish();
 }

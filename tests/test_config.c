@@ -271,8 +271,19 @@ static const Case CASES[] = {
     {"warmup may exceed steps", "train:\n  steps: 10\n  warmup_steps: 100\n", {0}, NULL, NULL, NULL, NULL},
 
     /* --set */
-    {"--set without '='", "model:\n", {"model.n_head"}, "--set:1:1", "'model.n_head': expected section.key=value", NULL, NULL},
-    {"--set without a section", "model:\n", {"n_head=4"}, "--set:1:1", "expected section.key=value, e.g. model.n_head=4", NULL, NULL},
+    {"--set without '='", "model:\n", {"model.n_head"}, "--set:1:1",
+     "'model.n_head': expected key=value, e.g. model.n_head=4 or n_head=4", NULL, NULL},
+    {"--set bare keys of one section", "model:\n  n_head: 12\n", {"n_head=4", "lr=3e-4", "output.path=x.h5"}, NULL,
+     NULL, check_overrides, NULL},
+    {"--set bare key of two sections", "model:\n", {"path=x.h5"}, "--set:1:1",
+     "'path=x.h5': 'path' is in several sections (data.path, output.path); write section.key", NULL, NULL},
+    {"--set bare unknown key, near typo", "model:\n", {"n_haed=4"}, "--set:1:1",
+     "'n_haed=4': unknown config key 'n_haed' (did you mean 'n_head'?); write section.key", NULL, NULL},
+    {"--set bare unknown key, no suggestion", "model:\n", {"momentum=0.9"}, "--set:1:1",
+     "unknown config key 'momentum'; write section.key, e.g. model.n_head or train.lr", NULL, NULL},
+    {"--set bare key, bad value", "model:\n", {"n_head=twelve"}, "--set:1:8", "'n_head=twelve': model.n_head must be an integer",
+     NULL, NULL},
+    {"--set empty key", "model:\n", {"=4"}, "--set:1:1", "unknown config key ''", NULL, NULL},
     {"--set unknown section", "model:\n", {"modl.n_head=4"}, "--set:1:1", "unknown section 'modl' (did you mean 'model'?", NULL, NULL},
     {"--set unknown key", "model:\n", {"model.n_heads=4"}, "--set:1:1", "'model.n_heads=4': unknown key 'n_heads' in section "
      "'model' (did you mean 'n_head'? known: vocab_size,", NULL, NULL},
@@ -392,6 +403,34 @@ static void test_resolve(void) {
            strstr(strstr(keys, "data.path\t"), CONFIG_DEFAULT_TEXT_PATH), "");
 }
 
+/* harness --keys KEY...: the rows of the named keys (bare or section.key) under the header, or one
+ * error and nothing printed. */
+static void test_named_keys(void) {
+    char text[4096];
+    UserError err;
+    char *good[] = {"n_head", "train.lr", "data.path"};
+    FILE *f = tmpfile();
+    int rc = config_print_named_keys(f, 3, good, &err);
+    size_t n = (rewind(f), fread(text, 1, sizeof text - 1, f));
+    text[n] = '\0';
+    fclose(f);
+    report("--keys n_head train.lr data.path: the header and those three rows, in that order",
+           rc == ERR_OK && !strncmp(text, "key\ttype\tdefault\trange\tmeaning\nmodel.n_head\tint\t12\t", 51) &&
+               strstr(text, "\ntrain.lr\tfloat\t") > strstr(text, "\nmodel.n_head") &&
+               strstr(text, "\ndata.path\tstring\t") > strstr(text, "\ntrain.lr") &&
+               !strstr(text, "output.path") && !strstr(text, "model.d_model"),
+           text);
+    char *bad[] = {"n_head", "path"};
+    f = tmpfile();
+    rc = config_print_named_keys(f, 2, bad, &err);
+    long printed = ftell(f);
+    fclose(f);
+    report("--keys n_head path: the ambiguous key named with its sections, nothing printed",
+           rc == ERR_USER && printed == 0 &&
+               !strcmp(err.text, "--keys: 'path' is in several sections (data.path, output.path); write section.key"),
+           err.text);
+}
+
 static void test_long_strings(void) {
     static char yaml[4096], name[1400];
     char long_path[1100], long_probe[300];
@@ -421,6 +460,7 @@ int main(void) {
 
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
     test_long_strings();
+    test_named_keys();
     test_marks_and_visit();
     test_resolve();
     test_round_trip("round trip of the defaults", "model:\n", NULL);

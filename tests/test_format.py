@@ -10,7 +10,7 @@ catches what breaks the contract.
                    attached to /train/step, /eval/* to /eval/step
   docs             every dataset and attribute the harness writes (runs with every switch, a text
                    run, an interrupted run with /checkpoint, --dump-grads) is named in
-                   docs/results-format.md; every key of `harness --keys` is in the README's config
+                   docs/results-format.md; every key of `harness --keys` is in docs/configuration.md's config
                    table with its default
   check            passes on those files; finds a broken attention row, a score or class that
                    does not follow from the maps, a missing description, a string boolean, a wrong
@@ -148,9 +148,9 @@ def test_docs(files):
           ", ".join(sorted(missing)[:12]))
 
 
-def readme_config_table():
-    """{key: default cell} of the README's configuration table."""
-    with open(os.path.join(ROOT, "README.md")) as fh:
+def docs_config_table():
+    """{key: default cell} of the configuration table in docs/configuration.md."""
+    with open(os.path.join(ROOT, "docs", "configuration.md")) as fh:
         text = fh.read()
     rows = {}
     for line in text.splitlines():
@@ -173,28 +173,34 @@ def same_default(kind, default, cell):
     return cell.split()[0] == default if cell else False
 
 
-def test_keys_and_readme():
+def test_keys_and_config_docs():
     p = harness("--keys")
     rows = list(csv.DictReader(io.StringIO(p.stdout), delimiter="\t"))
     check("--keys prints a header and one row per key (key, type, default, range, meaning)",
           p.returncode == 0 and len(rows) > 40 and all(r["meaning"] and r["type"] for r in rows),
           p.stderr + p.stdout[:200])
-    table = readme_config_table()
+    table = docs_config_table()
     missing = [r["key"] for r in rows if r["key"] not in table]
-    wrong = [f"{r['key']}: README '{table[r['key']]}', --keys '{r['default']}'" for r in rows
+    wrong = [f"{r['key']}: docs '{table[r['key']]}', --keys '{r['default']}'" for r in rows
              if r["key"] in table and not same_default(r["type"], r["default"], table[r["key"]])]
-    check("every config key is in the README's config table", not missing, ", ".join(missing))
-    check("the README's config table gives every key's default as --keys does", not wrong, "; ".join(wrong))
+    check("every config key is in docs/configuration.md's config table", not missing, ", ".join(missing))
+    check("docs/configuration.md's config table gives every key's default as --keys does", not wrong, "; ".join(wrong))
     extra = [k for k in table if k not in {r["key"] for r in rows}]
-    check("the README's config table has no key the harness does not know", not extra, ", ".join(extra))
+    check("docs/configuration.md's config table has no key the harness does not know", not extra, ", ".join(extra))
     for r in rows:  # an explicit 0 means "derive": said in the range column of every such key
         if r["default"] == "0" and r["type"] == "int" and r["key"] not in ("train.seed", "data.max_prefix",
                                                                            "train.steps"):
             check(f"--keys says what 0 means for {r['key']} ({r['range']})", "0 =" in r["range"] or "0 dis" in r["range"])
-    for args in (["--keys", "junk"], ["--keys", "--set", "x=1"]):
+    q = harness("--keys", "n_head", "train.lr")
+    named = list(csv.DictReader(io.StringIO(q.stdout), delimiter="\t"))
+    check("--keys n_head train.lr: the header and those two rows, as the whole table has them",
+          q.returncode == 0 and named == [r for r in rows if r["key"] in ("model.n_head", "train.lr")], q.stdout + q.stderr)
+    for args, says in ((["--keys", "junk"], "--keys: unknown config key 'junk'"),
+                       (["--keys", "n_head", "path"], "--keys: 'path' is in several sections (data.path, output.path)"),
+                       (["--keys", "--set"], "--keys: unknown config key '--set'")):
         q = harness(*args)
-        check(f"harness {' '.join(args)}: exit 2 and one clear line", q.returncode == 2 and
-              "--keys takes no arguments" in q.stderr and q.stderr.count("\n") == 1, q.stderr)
+        check(f"harness {' '.join(args)}: exit 2, one clear line, nothing on stdout", q.returncode == 2 and
+              q.stderr.startswith(says) and q.stderr.count("\n") == 1 and not q.stdout, q.stderr)
 
 
 def tampered(src, name, edit):
@@ -317,7 +323,7 @@ def main():
     files["dump_grads"] = dump
     run_check("self-describing datasets", lambda: test_self_describing(files))
     run_check("docs cover the file", lambda: test_docs(files))
-    run_check("--keys and the README table", test_keys_and_readme)
+    run_check("--keys and the table of docs/configuration.md", test_keys_and_config_docs)
     run_check("harness check", lambda: test_check(files))
     run_check("readers refuse a future format", lambda: test_readers_refuse_future(files))
     shutil.rmtree(TMP, ignore_errors=True)

@@ -768,6 +768,7 @@ typedef struct {
 
 typedef struct {
     Model *m;
+    const Interventions *iv;
     const int *tokens, *targets;
     const float *mask;
     int B, T;
@@ -777,7 +778,7 @@ typedef struct {
  * (model_forward rounds the same sum to float, which would add ~1e-7 of noise to every FD). */
 static double model_loss(void *p) {
     ModelCtx *c = p;
-    float loss = model_forward(c->m, c->tokens, c->targets, c->mask, c->B, c->T);
+    float loss = model_forward(c->m, c->iv, c->tokens, c->targets, c->mask, c->B, c->T);
     double total = 0.0;
     for (int n = 0; n < c->B * c->T; n++) total += (double)c->m->act.loss_weight[n] * c->m->act.losses[n];
     if (!(fabs(total - loss) <= 1e-6 * fabs(total) + 1e-7)) {
@@ -808,7 +809,13 @@ static void init_model(Model *m, const Layout *ly, uint64_t seed) {
     Rng rng = rng_stream(seed, 12, 0);
     for (size_t i = 0; i < m->n_params; i++)
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
-    m->want_head_gate_grad = 1; /* checked here too (the analysis's importance) */
+}
+
+/* Every gate 1, with the parameters' and the gates' gradients asked for (the gates' are the
+ * analysis's importance: checked here too); gates and gate_grad hold L·H floats. */
+static Interventions all_gradients(float *gates, float *gate_grad, int LH) {
+    for (int i = 0; i < LH; i++) gates[i] = 1.0f, gate_grad[i] = 0.0f;
+    return (Interventions){.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
 }
 
 static void test_model_layout(const Layout *ly, uint64_t seed) {
@@ -819,15 +826,15 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
     int *tokens = calloc((size_t)BT, sizeof(int)), *targets = calloc((size_t)BT, sizeof(int));
     float *mask = test_alloc(BT);
     make_batch(ly, &rng, tokens, targets, mask);
-    ModelCtx c = {&m, tokens, targets, mask, ly->B, ly->T};
+    int LH = ly->shape.n_layer * ly->shape.n_head;
+    float *gates = test_alloc(LH), *gate_grad = test_alloc(LH);
+    Interventions iv = all_gradients(gates, gate_grad, LH);
+    ModelCtx c = {&m, &iv, tokens, targets, mask, ly->B, ly->T};
     model_loss(&c);
     model_zero_grad(&m);
     model_backward(&m);
     float *grad = test_alloc(m.n_params);
     memcpy(grad, m.grad_block, sizeof(float) * m.n_params);
-    int LH = ly->shape.n_layer * ly->shape.n_head;
-    float *gate_grad = test_alloc(LH);
-    memcpy(gate_grad, m.head_gate_grad, sizeof(float) * LH);
 
     /* every tensor: 6 random elements and the element of largest |gradient| (all if <= 7) */
     TestCompare cmp = test_compare_start(MODEL_ATOL, MODEL_RTOL);
@@ -853,15 +860,15 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
     snprintf(name, sizeof name, "model %s: d loss / d params = finite differences (%d tensors)", ly->name, m.n_tensors);
     test_compare_report(name, &cmp);
 
-    /* the head gates: FD with forward only (model_backward requires gates of 1) */
-    TestCompare gates = test_compare_start(MODEL_ATOL, MODEL_RTOL);
+    /* the head gates: FD with forward only */
+    TestCompare gate_cmp = test_compare_start(MODEL_ATOL, MODEL_RTOL);
     for (int i = 0; i < LH; i++) {
-        double fd = test_fd(model_loss, &c, &m.head_gate[i], FD_STEP);
-        test_compare(&gates, gate_grad[i], fd, "head_gate_grad", i);
+        double fd = test_fd(model_loss, &c, &gates[i], FD_STEP);
+        test_compare(&gate_cmp, gate_grad[i], fd, "gate_grad", i);
     }
     fd_end();
-    snprintf(name, sizeof name, "model %s: head_gate_grad = finite differences (%d gates)", ly->name, LH);
-    test_compare_report(name, &gates);
+    snprintf(name, sizeof name, "model %s: gate_grad = finite differences (%d gates)", ly->name, LH);
+    test_compare_report(name, &gate_cmp);
 
     /* rows never read in the forward get exactly zero: unused tokens, positions t >= T */
     long nonzero = 0;
@@ -874,7 +881,7 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
     snprintf(name, sizeof name, "model %s: unused tok_emb rows and pos_emb rows t >= T get zero gradient", ly->name);
     test_check(name, nonzero == 0, "%ld nonzero gradient entries in rows the forward never read", nonzero);
 
-    free(grad), free(gate_grad), free(tokens), free(targets), free(mask);
+    free(grad), free(gates), free(gate_grad), free(tokens), free(targets), free(mask);
     model_free(&m);
 }
 
@@ -883,9 +890,11 @@ static void test_thread_independence(Layout ly) {
 #ifdef _OPENMP
     Model m;
     init_model(&m, &ly, 21);
-    m.keep_maps = 1; /* the maps are compared too */
     Rng rng = rng_stream(21, 14, 0);
     int BT = ly.B * ly.T, LH = ly.shape.n_layer * ly.shape.n_head;
+    float *gates = test_alloc(LH), *gate_grad = test_alloc(LH);
+    Interventions iv = all_gradients(gates, gate_grad, LH);
+    iv.keep_maps = 1; /* the maps are compared too */
     int *tokens = calloc((size_t)BT, sizeof(int)), *targets = calloc((size_t)BT, sizeof(int));
     float *mask = test_alloc(BT);
     make_batch(&ly, &rng, tokens, targets, mask);
@@ -897,13 +906,14 @@ static void test_thread_independence(Layout ly) {
     char differs[256] = "";
     for (int k = 0; k < N_THREAD_COUNTS; k++) {
         set_threads(counts[k]);
-        float loss = model_forward(&m, tokens, targets, mask, ly.B, ly.T);
+        float loss = model_forward(&m, &iv, tokens, targets, mask, ly.B, ly.T);
         model_zero_grad(&m);
+        memset(gate_grad, 0, sizeof(float) * LH);
         model_backward(&m);
         if (k == 0) {
             loss1 = loss;
             memcpy(grad1, m.grad_block, sizeof(float) * m.n_params);
-            memcpy(gate1, m.head_gate_grad, sizeof(float) * LH);
+            memcpy(gate1, gate_grad, sizeof(float) * LH);
             memcpy(logits1, m.act.logits, sizeof(float) * n_logits);
             memcpy(maps1, m.act.att_probs, sizeof(float) * n_maps);
             continue;
@@ -912,7 +922,7 @@ static void test_thread_independence(Layout ly) {
                            : memcmp(logits1, m.act.logits, sizeof(float) * n_logits) ? "logits"
                            : memcmp(maps1, m.act.att_probs, sizeof(float) * n_maps) ? "attention maps"
                            : memcmp(grad1, m.grad_block, sizeof(float) * m.n_params) ? "parameter gradients"
-                           : memcmp(gate1, m.head_gate_grad, sizeof(float) * LH) ? "head_gate_grad" : NULL;
+                           : memcmp(gate1, gate_grad, sizeof(float) * LH) ? "gate_grad" : NULL;
         if (what && !differs[0]) {
             size_t first = 0;
             if (!strcmp(what, "parameter gradients")) {
@@ -931,7 +941,8 @@ static void test_thread_independence(Layout ly) {
     char name[256];
     snprintf(name, sizeof name, "model %s: forward+backward bit-identical at 1, 2, 3, 4, 7 threads", ly.name);
     test_check(name, !differs[0], "%s", differs);
-    free(grad1), free(gate1), free(logits1), free(maps1), free(tokens), free(targets), free(mask);
+    free(grad1), free(gate1), free(logits1), free(maps1), free(tokens), free(targets), free(mask), free(gates),
+        free(gate_grad);
     model_free(&m);
 #else
     printf("# thread-count independence of model %s: skipped (built without OpenMP)\n", ly.name);

@@ -122,7 +122,7 @@ static void test_mean_ablation(Setup *sp, Ablation *ap, const float *sets, const
     batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
     for (int k = 0; k < s.cfg.eval_batches; k++) {
         task_eval_batch(&s.task, &b, k);
-        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        model_forward(&s.m, NULL, b.inputs, b.targets, b.mask, b.B, b.T);
         int BT = b.B * b.T;
         for (int l = 0; l < s.L; l++)
             for (int n = 0; n < BT; n++)
@@ -185,26 +185,24 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
                             &cmp);
     }
     /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
-     * head mix) = |head_gate_grad| of a whole forward and backward, bit for bit */
+     * head mix) = |gate_grad| of a whole forward and backward, bit for bit */
     int same = 1;
     for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
         ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
         Batch b;
         batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
         task_eval_batch(&s.task, &b, 0);
-        memcpy(s.m.head_gate, mask, sizeof(float) * s.LH);
-        s.m.head_ablation = kind == ABLATE_MEAN ? a.mean : NULL;
-        s.m.want_head_gate_grad = 1;
-        model_forward(&s.m, b.inputs, b.targets, b.mask, b.B, b.T);
+        float *gate_grad = test_alloc(s.LH);
+        Interventions iv = {.head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+        if (kind == ABLATE_MEAN) iv.fill = (HeadFill){HEAD_FILL_PER_HEAD, a.mean};
+        model_forward(&s.m, &iv, b.inputs, b.targets, b.mask, b.B, b.T);
         model_zero_grad(&s.m);
         model_backward(&s.m);
         for (int i = 0; i < s.LH; i++) {
-            double whole = fabs(s.m.head_gate_grad[i]);
+            double whole = fabs(gate_grad[i]);
             same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
-            s.m.head_gate[i] = 1.0f;
         }
-        s.m.head_ablation = NULL;
-        s.m.want_head_gate_grad = 0;
+        free(gate_grad);
         batch_free(&b);
     }
     test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward and backward's, bit for bit (zero and mean)",
@@ -244,9 +242,6 @@ static void test_gates_are_weights(void) {
                ok_b, "a batched loss differs");
     test_mean_ablation(&s, &a, sets, ones);
     test_gate_grads(&s, &a, ones);
-    int restored = s.m.head_ablation == NULL;
-    for (int i = 0; i < s.LH; i++) restored &= s.m.head_gate[i] == 1.0f;
-    test_check("after the study every gate is 1 again and no ablation values are left set", restored, "model state not restored");
     free(loss), free(ones), free(sets);
     ablation_free(&a);
     teardown(&s);
@@ -310,9 +305,7 @@ static double gated_batch_loss(Setup *s, const float *gates, int k) {
     Batch b;
     batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
     task_eval_batch(&s->task, &b, k);
-    memcpy(s->m.head_gate, gates, sizeof(float) * s->LH);
-    double loss = model_forward(&s->m, b.inputs, b.targets, b.mask, b.B, b.T);
-    for (int i = 0; i < s->LH; i++) s->m.head_gate[i] = 1.0f;
+    double loss = model_forward(&s->m, &(Interventions){.head_gate = gates}, b.inputs, b.targets, b.mask, b.B, b.T);
     batch_free(&b);
     return loss;
 }
@@ -471,7 +464,9 @@ static void test_thread_independence(void) {
     test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
                same, "differs");
     /* past the memory budget batches rerun whole forwards: none kept, or only the first */
-    size_t one_batch = (size_t)s.L * model_head_state_floats(&s.m, s.cfg.batch_size) * sizeof(float);
+    size_t one_batch = (size_t)s.L *
+                       (model_hook_floats(&s.m, HOOK_RESID_PRE, s.cfg.batch_size, s.cfg.seq_len) +
+                        model_hook_floats(&s.m, HOOK_Z, s.cfg.batch_size, s.cfg.seq_len)) * sizeof(float);
     int same_budget = 1;
     for (int i = 0; i < 2; i++) {
         study_at_threads(&s, 2, i * one_batch, many);
@@ -491,8 +486,20 @@ static void test_step_and_heads_needed(void) {
     double loss[] = {2.0, 2.05, 2.09, 2.2, 3.0};
     PruneCurve c = {8, 5, NULL, left, loss};
     test_check("heads needed: fewest heads left with the loss within 5% of the unpruned (2.09 <= 2.1, 2.2 > 2.1)",
-               prune_heads_needed(&c, 0.05) == 4 && prune_heads_needed(&c, 0.01) == 8 && prune_heads_needed(&c, 0.6) == 0,
-               "%d %d %d", prune_heads_needed(&c, 0.05), prune_heads_needed(&c, 0.01), prune_heads_needed(&c, 0.6));
+               prune_heads_needed(&c, 0.05, 0) == 4 && prune_heads_needed(&c, 0.01, 0) == 8 && prune_heads_needed(&c, 0.6, 0) == 0,
+               "%d %d %d", prune_heads_needed(&c, 0.05, 0), prune_heads_needed(&c, 0.01, 0), prune_heads_needed(&c, 0.6, 0));
+    test_check("heads needed: a floor below 5% of the loss changes nothing (2.0 x 5% = 0.1 > 0.01)",
+               prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 4, "%d",
+               prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
+    /* near zero loss (make run ends at 0.0012 nats): 5% alone is 0.00006 nats, so every head is
+     * "needed"; the 0.01-nat floor lets the heads that cost less than that go */
+    int left24[] = {24, 21, 18, 1, 0};
+    double tiny[] = {0.0012, 0.0013, 0.0061, 0.0105, 3.74};
+    PruneCurve z = {24, 5, NULL, left24, tiny};
+    test_check("heads needed near zero loss: 24 with 5% alone, 1 with the 0.01-nat floor (0.0105 <= 0.0112)",
+               prune_heads_needed(&z, 0.05, 0) == 24 && prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 1
+               && prune_loss_limit(0.0012, 0.05, 0.01) == 0.0012 + 0.01 && prune_loss_limit(2.0, 0.05, 0.01) == 2.0 + 0.05 * 2.0,
+               "%d %d", prune_heads_needed(&z, 0.05, 0), prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
 }
 
 int main(void) {

@@ -45,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
-from checks import check, end_suite, harness_missing, read_csv, run_check, statuses  # noqa: E402
+from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
+                    run_check, statuses)
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -76,6 +77,15 @@ data: {task: text, path: /usr/share/common-licenses/GPL-3}
 output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
          probe_text: ["The cat sat on the mat"]}
 """)
+
+
+def p_text(p):
+    """A p value as docs/sweeps.md says compare prints it: two significant digits, scientific
+    below 1e-3."""
+    if p < 1e-3:
+        return "%.1e" % p
+    two = float("%.2g" % p)
+    return "%.*f" % (max(0, 1 - math.floor(math.log10(two))), two)
 
 
 def experiment(name, body):
@@ -160,8 +170,10 @@ def test_keys_and_set():
     check("a grid with bare n_kv_head and sink keys expands (model.n_kv_head, model.sink)",
           [(r.overrides["model.n_kv_head"], r.overrides["model.sink"]) for r in exp.runs]
           == [(1, False), (1, True), (2, False), (2, True)], str([r.overrides for r in exp.runs]))
-    expect_error("grid: {model.n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown config key 'model.n_haed' "
-                 r"\(did you mean 'model.n_head'\?\)", "error: misspelt section.key, with a suggestion")
+    expect_error("grid: {model.n_haed: [1, 2]}\n", r".*bad\.yaml:2:8: unknown key 'n_haed' in section 'model' "
+                 r"\(did you mean 'n_head'\? known: ", "error: misspelt section.key, with a suggestion")
+    expect_error("grid: {path: [a.txt, b.txt]}\n", r".*bad\.yaml:2:8: 'path' is in several sections "
+                 r"\(data\.path, output\.path\); write section\.key$", "error: an ambiguous bare key lists its sections")
     path = experiment("cliset", "set: {train.steps: 5}\ngrid: {n_head: [1, 2]}\n")
     exp = experiments.Experiment(path, ["n_layer=1", "train.steps=7", "train.lr=5e-3"])
     check("Experiment(sets): --set values reach every run, replace set:, YAML-typed",
@@ -169,7 +181,8 @@ def test_keys_and_set():
               and r.overrides["train.lr"] == 0.005 for r in exp.runs), str(exp.runs[0].overrides))
     for sets, pattern in ((["model.n_head=4"], r"--set:1:1: 'model.n_head=4': model.n_head is swept"),
                           (["output.path=x.h5"], r"--set:1:1: .*output.path is chosen by the sweep"),
-                          (["n_layer"], r"--set:1:1: 'n_layer': expected section.key=value"),
+                          (["n_layer"], r"--set:1:1: 'n_layer': expected key=value, e\.g\. model\.n_head=4 or n_head=4$"),
+                          (["path=x"], r"--set:1:1: 'path=x': 'path' is in several sections \(data\.path, output\.path\)"),
                           (["n_heads=2"], r"--set:1:1: 'n_heads=2': unknown config key 'n_heads' "
                                           r"\(did you mean 'n_head'\?\)")):
         try:
@@ -177,6 +190,16 @@ def test_keys_and_set():
             check(f"sweep --set {sets[0]}: an error", False, "no error")
         except cli.UserError as e:
             check(f"sweep --set {sets[0]}: {e}", re.match(pattern, str(e)) is not None, str(e))
+    for bad in ("path=x", "n_heads=2", "modl.n_head=2", "model.n_heads=2", "n_layer"):
+        h = subprocess.run([harness.HARNESS, "--shapes", "configs/heads12.yaml", "--set", bad], cwd=ROOT,
+                           capture_output=True, text=True)
+        try:
+            experiments.Experiment(path, [bad])
+            mine = "no error"
+        except cli.UserError as e:
+            mine = str(e)
+        check(f"sweep --set {bad} and harness --set {bad}: the same message", h.returncode == 2 and
+              h.stderr.strip() == mine, f"harness: {h.stderr.strip()!r}; sweep: {mine!r}")
     p = script("sweep", path, "--set", "n_layer=1", "--list")
     check("scripts/sweep --set model.n_layer=1 --list shows it in every run",
           p.returncode == 0 and p.stdout.count("model.n_layer=1") == 2, p.stdout + p.stderr)
@@ -429,25 +452,10 @@ def test_statistics():
     outdir = os.path.join(TMP, "results", "known")
     os.makedirs(outdir, exist_ok=True)
 
-    class FakeExperiment:
-        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
-
-        def swept_keys(self):
-            return ["model.n_head", "train.seed"]
-
     losses = {1: [2.50, 2.55, 2.47], 4: [2.31, 2.35, 2.29], 16: [2.41, 2.47, 2.38]}
-    rows = []
-    for h, values in losses.items():
-        for seed, v in enumerate(values):
-            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
-                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
-                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
-                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
-                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
-                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in results.CLASSES[:-1]},
-                         "heads_mixed": 2 * h})
+    rows, known = known_summary(outdir, losses)
     rows.append(dict(rows[-1], run="h16_dh4_s3", status="failed", final_eval_loss=float("nan")))
-    summary.write_summary(outdir, rows, FakeExperiment())
+    summary.write_summary(outdir, rows, known)
     p = script("compare", outdir)
     lines = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[1:-1]]
              for l in p.stdout.splitlines() if re.match(r"\| \d", l)}
@@ -459,7 +467,7 @@ def test_statistics():
         m, sd, _ = stats.mean_std(losses[4])
         ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
               and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
-              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == f"{pv:.2g}"
+              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == p_text(pv)
               and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
     check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
           "left out)", ok, p.stdout + p.stderr)
@@ -472,7 +480,7 @@ def test_statistics():
     for rank, i in enumerate(ranked):  # by hand: max over the smaller ones of min(1, (3 - rank) p)
         running = max(running, min(1.0, (3 - rank) * family[i]))
         holm[i] = running
-    fmt = lambda v: f"{v:.2g}" if v >= 1e-4 else "<1e-4"
+    fmt = p_text
     check("compare: Holm p over the 3 tests (4 and 16 heads vs 1; narrowest 16 vs best 4, in the "
           "notes)", ok and lines["4"][9] == fmt(holm[0]) and lines["16"][9] == fmt(holm[1])
           and "narrowest (16 heads) against the best (4 heads)" in p.stdout

@@ -13,8 +13,8 @@ import yaml
 
 from .cli import UserError
 from .configs import Marked, format_value, read_config_file, read_text
-from .harness import REPO, key_default, key_sections
-from .pruning import DEFAULT_TOLERANCE
+from .harness import REPO, key_default, key_sections, resolve_key
+from .pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
 
 
 WIDTH_RULES = {
@@ -23,7 +23,8 @@ WIDTH_RULES = {
     "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
     "free": "d_head as the config says (0 = d_model / n_head)",
 }
-EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance"]
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance",
+                   "tolerance_floor"]
 
 # Short names for run names: h8_dh16_lr0.003_s0.
 ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
@@ -128,6 +129,13 @@ class Experiment:
             raise UserError(self.doc.where(("tolerance",), True) +
                             f"tolerance {self.tolerance!r}: the relative eval-loss tolerance of "
                             "'heads needed' is a number in [0, 1), e.g. 0.05 for 5%")
+        self.tolerance_floor = d.get("tolerance_floor", DEFAULT_FLOOR)
+        if isinstance(self.tolerance_floor, bool) \
+                or not isinstance(self.tolerance_floor, (int, float)) \
+                or not 0 <= self.tolerance_floor < 100:
+            raise UserError(self.doc.where(("tolerance_floor",), True) +
+                            f"tolerance_floor {self.tolerance_floor!r}: the absolute floor of the "
+                            "'heads needed' tolerance, in nats, is a number in [0, 100), e.g. 0.01")
         self.width = str(d.get("width", "free"))
         if self.width not in WIDTH_RULES:
             hint = difflib.get_close_matches(self.width, WIDTH_RULES, 1)
@@ -147,32 +155,12 @@ class Experiment:
     # -- parsing helpers
 
     def _section_key(self, key, where):
-        """'n_head' -> 'model.n_head'; 'model.n_head' stays; anything else is an error."""
-        sections = key_sections()
-        if "." in key:
-            section, name = key.split(".", 1)
-            if section not in sections:
-                hint = difflib.get_close_matches(section, sections, 1)
-                raise UserError(where + f"unknown config section '{section}'"
-                                + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                                + "; sections: " + ", ".join(sections))
-            if name not in sections[section]:
-                hint = difflib.get_close_matches(name, sections[section], 1)
-                raise UserError(where + f"unknown config key '{key}'"
-                                + (f" (did you mean '{section}.{hint[0]}'?)" if hint else "")
-                                + f"; {section} keys: " + ", ".join(sections[section]))
-            return key
-        owners = [s for s, names in sections.items() if key in names]
-        if len(owners) == 1:
-            return f"{owners[0]}.{key}"
-        every = [f"{s}.{n}" for s, names in sections.items() for n in names]
-        if owners:
-            raise UserError(where + f"'{key}' is in several sections ("
-                            + ", ".join(f"{s}.{key}" for s in owners) + "); write section.key")
-        hint = difflib.get_close_matches(key, [k.split(".")[1] for k in every], 1)
-        raise UserError(where + f"unknown config key '{key}'"
-                        + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                        + "; write section.key, e.g. model.n_head or train.lr")
+        """'n_head' -> 'model.n_head'; 'model.n_head' stays: the harness's own resolution (its
+        message when the key is unknown or in several sections, placed at `where`)."""
+        try:
+            return resolve_key(str(key))
+        except UserError as e:
+            raise UserError(where + str(e)) from None
 
     def _apply_sets(self, assignments):
         """sweep --set section.key=value, as the harness's --set (the value read as YAML), for
@@ -181,7 +169,7 @@ class Experiment:
             where = f"--set:1:1: '{text}': "
             key, eq, value_text = text.partition("=")
             if not eq or not key:
-                raise UserError(where + "expected section.key=value, e.g. model.n_head=4")
+                raise UserError(where + "expected key=value, e.g. model.n_head=4 or n_head=4")
             try:  # read as an experiment file's values are (3e-3 is a number, as the harness says)
                 value = Marked("--set", value_text).data if value_text else ""
             except UserError as e:

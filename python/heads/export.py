@@ -1,7 +1,7 @@
 """heads.export: a run's trained parameters for other tools: a TransformerLens HookedTransformer
 state dict plus its HookedTransformerConfig fields, a plain PyTorch state dict, or NumPy .npz.
 
-Reads runs with heads.results; knows the harness's parameter layout (/params, README "The results file") and TransformerLens's
+Reads runs with heads.results; knows the harness's parameter layout (/params, docs/results-format.md) and TransformerLens's
 conventions; nothing of how runs are made. What TransformerLens cannot express is refused with
 UserError (one line naming the switch), before anything is written.
 

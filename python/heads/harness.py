@@ -19,6 +19,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 HARNESS = os.environ.get("HARNESS", os.path.join(REPO, "harness"))
 
 _KEYS = None
+_RESOLVED = {}  # key as written -> its section.key, or the UserError saying why not
 
 
 def _typed(kind, text):
@@ -47,6 +48,27 @@ def config_keys():
         rows = list(csv.DictReader(io.StringIO(p.stdout), delimiter="\t"))
         _KEYS = {r["key"]: dict(r, default=_typed(r["type"], r["default"])) for r in rows}
     return _KEYS
+
+
+def resolve_key(key):
+    """The config key as the harness resolves it (`harness --keys KEY`, the resolution of its
+    --set): "n_head" -> "model.n_head", "model.n_head" stays. An unknown or ambiguous key is a
+    UserError with the harness's message ("'path' is in several sections (data.path,
+    output.path); write section.key"), for the caller to put its place in front of."""
+    if key not in _RESOLVED:
+        try:
+            p = subprocess.run([HARNESS, "--keys", key], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise UserError(f"cannot run {HARNESS} --keys: {e.strerror} (run `make` first?)") from None
+        if p.returncode == 0:
+            _RESOLVED[key] = p.stdout.splitlines()[1].split("\t", 1)[0]
+        elif p.returncode == 2 and p.stderr.startswith("--keys: "):
+            _RESOLVED[key] = UserError(p.stderr.strip()[len("--keys: "):])
+        else:
+            raise UserError(f"{HARNESS} --keys {key} failed: {(p.stderr or p.stdout).strip()[:300]}")
+    if isinstance(_RESOLVED[key], UserError):
+        raise _RESOLVED[key]
+    return _RESOLVED[key]
 
 
 def key_sections():

@@ -6,7 +6,7 @@ report_page serialises into the page. Attention maps are stored in the page as 8
 round(255·p) (only the causal lower triangle) whenever every map value lies in [0, 1], which
 keeps each shown weight within 1/510 of the file's; otherwise as float32.
 
-Knows the results-file layout (README "The results file"); knows nothing of HTML or JavaScript.
+Knows the results-file layout (docs/results-format.md); knows nothing of HTML or JavaScript.
 """
 import base64
 import os

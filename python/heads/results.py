@@ -1,7 +1,7 @@
 """heads.results: reading results files (one run's HDF5 file; layout in docs/results-format.md)
 and a sweep's summary.h5: the one reader that the scripts, the tests and users share.
 
-For users (README "Use the results in Python / TransformerLens"):
+For users (docs/python.md):
     run = Run("results/heads12.h5")       # status, config, losses, classes
     maps = run.maps()                     # Named: dims (step, layer, head, probe, query, key)
     maps.isel(step=-1, layer=1, head=3, probe=0)   # a [query, key] numpy array
@@ -362,7 +362,7 @@ class Run(RunResult):
     def _read(self, name):
         with open_file(self.path) as f:
             if name not in f:
-                raise UserError(f"{self.path}: no /{name} (status {self.status}; the README's results "
+                raise UserError(f"{self.path}: no /{name} (status {self.status}; docs/results-format.md's "
                                 "table says which runs write it)")
             return np.asarray(f[name][()])
 
@@ -443,6 +443,7 @@ class Summary:
             self.width = text(f.attrs.get("width", "free"))
             self.description = text(f.attrs.get("description", ""))
             self.tolerance = float(f.attrs.get("tolerance", pruning.DEFAULT_TOLERANCE))
+            self.tolerance_floor = float(f.attrs.get("tolerance_floor", 0.0))  # older: none
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             self.data = {}

@@ -223,7 +223,8 @@ def write_summary(exp, sweep, outdir, shapes):
                 print(f"warning: {e if isinstance(e, cli.UserError) else f'{path}: cannot read ({e})'}"
                       "; left out of the summary values", file=sys.stderr)
                 damaged.add(run.name)
-        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance)
+        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance,
+                                  exp.tolerance_floor)
         if run.name in damaged:
             row["status"] = "damaged"
         log = runstate.RunLog(os.path.join(outdir, run.name + ".log"))

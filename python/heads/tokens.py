@@ -2,7 +2,7 @@
 strip of scripts/report): bytes for text, the tokenizer's pieces for subword runs, and readable
 names for the synthetic tasks' ids.
 
-Knows the tasks' vocabularies as the README's Tasks section lays them out (induction: token 0 is
+Knows the tasks' vocabularies as docs/configuration.md's Tasks section lays them out (induction: token 0 is
 BOS; two_source: BOS, '=', the a and b symbols, then the S*S pair tokens). Knows nothing of
 plotting or HTML; never writes.
 """
