@@ -59,7 +59,9 @@ def text(x):
 # is first read whole -- every attribute, every dataset (each chunk's Fletcher-32 checksum
 # verified) -- by one child process for all the files a command asks about; a file the child
 # dies on, or takes too long over, is damaged, and the child is started again for the rest.
-# Results are kept per (path, size, mtime, inode) for the life of this process.
+# Results are kept per (path, size, mtime, inode): for the life of this process, and in a cache
+# file ($XDG_CACHE_HOME/heads/verified, else ~/.cache/heads/verified) so that a file is read
+# whole once, not by every command (a rewritten file is a new inode or mtime: read again).
 
 _WALKER = r"""
 import os, sys
@@ -115,6 +117,48 @@ for line in sys.stdin.buffer:
 """
 
 _DAMAGE = {}  # (path, size, mtime_ns, inode) -> "" or the problem
+_CACHE_LOADED = []
+_CACHE_LIMIT = 4 << 20  # bytes of the cache file before it starts again
+
+
+def _cache_path():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "heads", "verified")
+
+
+def _load_cache():
+    """The verdicts earlier commands stored (lines 'size mtime_ns inode problem|path')."""
+    if _CACHE_LOADED:
+        return
+    _CACHE_LOADED.append(True)
+    try:
+        with open(_cache_path(), encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                head, sep, path = line.rstrip("\n").partition("\t")
+                size, mtime, ino, problem = (head.split(" ", 3) + ["", "", "", ""])[:4]
+                if sep and size.isdigit() and mtime.isdigit() and ino.isdigit():
+                    _DAMAGE[(path, int(size), int(mtime), int(ino))] = problem
+    except (OSError, ValueError):
+        pass
+
+
+def _store(verdicts):
+    """Append verdicts {key: problem} to the cache file (one short line each, O_APPEND: lines of
+    concurrent commands do not mix); a cache that cannot be written is no cache."""
+    path = _cache_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path) and os.path.getsize(path) > _CACHE_LIMIT:
+            os.unlink(path)
+        text = "".join(f"{k[1]} {k[2]} {k[3]} {' '.join(p.split())}\t{k[0]}\n"
+                       for k, p in verdicts.items() if "\n" not in k[0] and "\t" not in k[0])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text.encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _key(path):
@@ -138,13 +182,17 @@ def damages(paths):
     else one line without the path ('damaged: /train/loss cannot be read: its checksum fails:
     ...', 'damaged: the HDF5 library crashed reading it (SIGSEGV)', 'not an HDF5 results file
     ...'). One child process reads all the files not seen before."""
+    _load_cache()
     todo = []
     for p in dict.fromkeys(paths):
         k = _key(p)
         if k is not None and k not in _DAMAGE and os.path.isfile(p):
             todo.append((p, k))
+    keys = [k for _, k in todo]
     while todo:
         todo = _walk(todo)
+    if keys:
+        _store({k: _DAMAGE[k] for k in keys if k in _DAMAGE})
     return {p: _DAMAGE[_key(p)] for p in paths if _key(p) in _DAMAGE}
 
 
