@@ -216,16 +216,7 @@ static void check_labels(Checker *c, hid_t ds, const char *name, const DatasetDo
     }
 }
 
-/* Link visiting (H5Lvisit) changed its info type in HDF5 1.12; Debian 12 has 1.10. */
-#if H5_VERSION_GE(1, 12, 0)
-typedef H5L_info2_t LinkInfo;
-#define visit_links H5Lvisit2
-#else
-typedef H5L_info_t LinkInfo;
-#define visit_links H5Lvisit
-#endif
-
-static herr_t check_object(hid_t file, const char *rel, const LinkInfo *info, void *ctx) {
+static herr_t check_object(hid_t file, const char *rel, const ResultsLinkInfo *info, void *ctx) {
     Checker *c = ctx;
     char name[512], text[512];
     snprintf(name, sizeof name, "/%s", rel);
@@ -588,7 +579,7 @@ static int check_file(void *arg, char *msg, int size) {
     c.L = c.cfg.n_layer, c.H = c.cfg.n_head;
     check_root(&c);
     check_config(&c);
-    visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
+    results_visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
     check_params(&c);
     if (!exists(&c, "/batch")) { /* a run's file, not --dump-grads' */
         check_logs(&c);

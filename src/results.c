@@ -789,15 +789,7 @@ static const char *walk_dataset(hid_t ds) {
     return ok ? NULL : why;
 }
 
-#if H5_VERSION_GE(1, 12, 0)
-typedef H5L_info2_t WalkLinkInfo;
-#define walk_links H5Lvisit2
-#else
-typedef H5L_info_t WalkLinkInfo;
-#define walk_links H5Lvisit
-#endif
-
-static herr_t walk_object(hid_t file, const char *rel, const WalkLinkInfo *info, void *ctx) {
+static herr_t walk_object(hid_t file, const char *rel, const ResultsLinkInfo *info, void *ctx) {
     Walk *w = ctx;
     if (info->type != H5L_TYPE_HARD) return 0; /* check names links; nothing to read behind them */
     hid_t object = H5Oopen(file, rel, H5P_DEFAULT);
@@ -828,7 +820,7 @@ int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, 
     char inner[sizeof ((UserError *)0)->message] = "";
     Walk w = {inner, (int)sizeof inner, bad_data, ctx};
     int ok = H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, walk_attr, &w) >= 0;
-    if (ok && walk_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, walk_object, &w) < 0) {
+    if (ok && results_visit_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, walk_object, &w) < 0) {
         ok = 0;
         if (!inner[0]) snprintf(inner, sizeof inner, "its groups cannot be listed: %s", read_failure());
     }
@@ -861,7 +853,10 @@ int results_verify(const char *path, UserError *err) {
         st.st_size == last_verified.st_size && st.st_mtim.tv_sec == last_verified.st_mtim.tv_sec &&
         st.st_mtim.tv_nsec == last_verified.st_mtim.tv_nsec)
         return ERR_OK;
+    err->message[0] = '\0';
     int rc = results_guarded(path, verify_walk, (void *)path, err);
+    if (rc != 0 && !err->message[0]) /* the child ended without a word: out of memory, say */
+        user_error(err, path, 0, 0, "damaged: reading it failed (exit status %d)", rc);
     if (rc != 0) return ERR_USER;
     last_verified = st;
     return ERR_OK;

@@ -144,6 +144,17 @@ char *results_attr_string(int64_t object, const char *name);
  * "path" keys. */
 void results_config_attr_name(const char *section, const char *key, char *name, int size);
 
+#ifdef H5_VERS_MAJOR /* for the files that include hdf5.h (results.c, check.c) */
+/* Link visiting (H5Lvisit) changed its info type in HDF5 1.12; Debian 12 has 1.10. */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t ResultsLinkInfo;
+#define results_visit_links H5Lvisit2
+#else
+typedef H5L_info_t ResultsLinkInfo;
+#define results_visit_links H5Lvisit
+#endif
+#endif
+
 /* Read all of a results file in a forked child (every attribute and dataset, every checksum
  * verified), so that a damaged file is an error naming what is damaged, never a crash or a hang
  * of this process: ERR_USER with "damaged: ..." in err. A file HDF5 cannot open at all (missing,

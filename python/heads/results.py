@@ -200,7 +200,8 @@ def _walk(todo):
     """Read the files of todo in one child; returns the files it did not reach (it died)."""
     child = subprocess.Popen([sys.executable, "-c", _WALKER], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             env=dict(os.environ, PYTHONWARNINGS="ignore"))
+                             env=dict(os.environ, PYTHONWARNINGS="ignore"),
+                             preexec_fn=_limit_memory)
     try:
         child.stdin.write(b"".join(os.fsencode(p) + b"\n" for p, _ in todo))
         child.stdin.close()
@@ -225,6 +226,16 @@ def _walk(todo):
         return todo[i + 1:]
     child.wait()
     return []
+
+
+def _limit_memory():
+    """In the child: at most _CHILD_MEMORY of address space, so that sizes read from a damaged
+    file end in a MemoryError (the file is damaged), not in a machine out of memory."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (_CHILD_MEMORY, _CHILD_MEMORY))
+
+
+_CHILD_MEMORY = 8 << 30  # the child reads in slabs of 64 MiB: a few of them, and h5py itself
 
 
 def _read_line(stream, seconds):
