@@ -12,7 +12,8 @@ For users (docs/python.md):
 Every file is read whole in a child process before this process opens it (damage()): HDF5 can
 crash or hang on a damaged file, and a reader must name the file and the problem instead.
 
-Knows nothing of how runs are launched; never writes.
+Knows nothing of how runs are launched; never writes a results file (only its cache of which
+files read whole, under $XDG_CACHE_HOME).
 """
 import os
 import select
