@@ -522,9 +522,11 @@ def umount(where):
 
 
 def fill(where, leave):
+    """Leave `leave` bytes free on the file system at where (a new filler file each time)."""
     st = os.statvfs(where)
     free = st.f_bavail * st.f_frsize
-    with open(os.path.join(where, "filler"), "wb") as f:
+    fd, _ = tempfile.mkstemp(prefix="filler.", dir=where)
+    with os.fdopen(fd, "wb") as f:
         f.write(b"\0" * max(0, free - leave))
 
 
