@@ -815,6 +815,21 @@ static herr_t walk_object(hid_t file, const char *rel, const ResultsLinkInfo *in
     return ok ? 0 : -1;
 }
 
+/* Object visiting reads each object header's full info (attribute counts and indexes, as h5py's
+ * visititems does): metadata the link walk alone never touches. Its types changed in 1.12. */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ObjectInfo;
+#define visit_objects(file, op) H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_NATIVE, op, NULL, H5O_INFO_ALL)
+#else
+typedef H5O_info_t ObjectInfo;
+#define visit_objects(file, op) H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, op, NULL, H5O_INFO_ALL)
+#endif
+
+static herr_t visit_nothing(hid_t object, const char *name, const ObjectInfo *info, void *ctx) {
+    (void)object, (void)name, (void)info, (void)ctx;
+    return 0;
+}
+
 int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why),
                  void *ctx, char *msg, int size) {
     char inner[sizeof ((UserError *)0)->message] = "";
@@ -823,6 +838,10 @@ int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, 
     if (ok && results_visit_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, walk_object, &w) < 0) {
         ok = 0;
         if (!inner[0]) snprintf(inner, sizeof inner, "its groups cannot be listed: %s", read_failure());
+    }
+    if (ok && visit_objects(file, visit_nothing) < 0) {
+        ok = 0;
+        snprintf(inner, sizeof inner, "its object headers cannot be read: %s", read_failure());
     }
     if (!ok) snprintf(msg, (size_t)size, "damaged: %s", inner[0] ? inner : "it cannot be read");
     return ok ? 0 : 1;
