@@ -1,21 +1,24 @@
 /* attention.c: multi-head causal self-attention over a fused Q|K|V buffer, all heads together.
  *
  * One OpenMP iteration is one (batch, head) pair: it reads that head's columns of qkv and writes
- * that head's columns of out / d_qkv, its lse and its own (T, T) map, so iterations never share
- * output memory and the backward needs no atomics; which thread runs a pair cannot change its
- * bits. Heads up to ATTENTION_THIN_MAX wide go to attention_thin.c, which recomputes the maps in
- * its backward; the general path below stores the softmax weights (B, H, T, T) for its backward,
- * and they are also the attention maps that the analysis records: one computation, no copy.
+ * that head's columns of out / d_qkv, its lse and, when asked, its own (T, T) map, so iterations
+ * never share output memory and the backward needs no atomics; which thread runs a pair cannot
+ * change its bits. Heads up to ATTENTION_THIN_MAX wide go to attention_thin.c. Neither path stores
+ * a map for its backward: memory is O(T · d_head) per thread whatever T, and the maps are written
+ * only for a caller that reads them (the analysis), from the same computation.
  *
- * General path: per pair, the six products are register-tiled GEMMs (gemm_small) that read Q, K,
- * V and the maps
- * in place and skip what the causal triangle makes zero: scores and dP only for tiles on or below
- * the diagonal, P·V and dS·K only over keys up to the tile's last query, dSᵀ·Q and Pᵀ·dO only over
- * queries from the tile's first key. Each pair's Q, K, V and dO are first copied into
- * contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's columns of qkv are
- * strided and alias in L1; the forward runs one panel of GEMM_MR queries from scores to P·V
- * while it is in L1. The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or
- * without either an arithmetic-only scalar exp that the compiler vectorises.
+ * General path: per pair, the products are register-tiled GEMMs (gemm_small) that read Q, K, V
+ * and the row panels in place and skip what the causal triangle makes zero: scores and dP only
+ * for tiles on or below the diagonal, P·V and dS·K only over keys up to the tile's last query,
+ * dSᵀ·Q and Pᵀ·dO only over queries from the tile's first key. Each pair's Q, K, V and dO are
+ * first copied into contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's
+ * columns of qkv are strided and alias in L1. The forward runs one panel of GEMM_MR queries from
+ * scores to P·V while it is in L1 (a two-pass softmax over the panel's whole rows: exact max,
+ * then exp and sum). The backward runs by blocks of queries: it recomputes the block's P with the
+ * forward's own code (so the same bits, and the same as reading a kept map), and carries dK's and
+ * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
+ * bits are those of the unblocked products. The softmax uses vec_math.h's vector layer (AVX-512
+ * or AVX2) and exp, or without either an arithmetic-only scalar exp that the compiler vectorises.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
  */
@@ -146,45 +149,71 @@ void attention_copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int row
     }
 }
 
-/* A row stride for (T, T) scratch that is not a multiple of 4 KiB, so the rows of one tile do
- * not all fall into the same L1 cache sets. */
+/* A row stride for row-panel scratch that is not a multiple of 4 KiB, so the rows of one tile
+ * do not all fall into the same L1 cache sets. */
 static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
 
-int attention_needs_maps(int d_head) { return d_head > ATTENTION_THIN_MAX; }
+static int is_thin(int d_head) { return d_head <= ATTENTION_THIN_MAX; }
 
-/* The general path's forward of pair (b, h). */
-static void forward_pair(float *o, float *P, float *lse, const float *src, int E, int T, int d_head,
-                         float sink, float *q) {
+int attention_reads_maps(int d_head) { return !is_thin(d_head); }
+
+/* Queries per block of the general backward: a multiple of GEMM_MR whose (rows, T) panels, dS
+ * and (unless read from the maps) P, fill about half of a 1 MiB L2 (at least one register tile
+ * of rows). It decides only which products are computed when: GEMM_CONTINUE carries dK's and
+ * dV's sums across blocks, so no bit depends on it. */
+enum { BLOCK_BYTES = 512 << 10 };
+static int query_block(int T, int have_maps) {
+    size_t panels = have_maps ? 1 : 2;
+    int rows = (int)(BLOCK_BYTES / (panels * sizeof(float) * (size_t)padded_stride(T))) / GEMM_MR * GEMM_MR;
+    int all = (T + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
+    return rows < GEMM_MR ? GEMM_MR : rows > all ? all : rows;
+}
+
+/* Raw scores of queries t0 .. t0+rows-1 against every key up to the panel's diagonal, then their
+ * softmax (zero right of the diagonal up to n_zero): rows of P into panel (row stride ld) and
+ * their log-sum-exp. The forward and the backward's recomputation both call it: the same bits. */
+static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const float *q,
+                              const float *k_t, int t0, int rows, int n_zero, int T, int d_head,
+                              float sink) {
+    gemm_small(panel, ld, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0,
+               GEMM_LOWER, t0);
+    softmax_rows(panel, ld, lse, t0, rows, n_zero, 1.0f / sqrtf((float)d_head), sink);
+}
+
+static size_t forward_floats(int T, int d_head) {
+    return 3 * (size_t)T * d_head + (size_t)GEMM_MR * padded_stride(T);
+}
+
+/* The general path's forward of pair (b, h); map (T, T) or NULL. */
+static void forward_pair(float *o, float *map, float *lse, const float *src, int E, int T,
+                         int d_head, float sink, float *q) {
     const int row = 3 * E;
-    const float scale = 1.0f / sqrtf((float)d_head);
     /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
      * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
     size_t head = (size_t)T * d_head;
-    float *k_t = q + head, *v = q + 2 * head;
+    float *k_t = q + head, *v = q + 2 * head, *scratch_panel = q + 3 * head;
     attention_copy_rows(q, src, row, T, d_head);
     gemm_transpose(k_t, T, src + E, row, T, d_head);
     attention_copy_rows(v, src + 2 * E, row, T, d_head);
-    /* one panel of GEMM_MR queries at a time, start to end while it is in L1:
-     * raw scores Q·Kᵀ up to the diagonal, softmax by rows, then P·V */
+    /* one panel of GEMM_MR queries at a time, start to end while it is in L1: P, then P·V
+     * (which reads P up to the panel's last diagonal position, zeroed right of each row's) */
     for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
         int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
-        float *panel = P + (size_t)t0 * T;
-        gemm_small(panel, T, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0,
-                   GEMM_LOWER, t0);
-        softmax_rows(panel, T, lse + t0, t0, rows, T, scale, sink);
-        gemm_small(o + (size_t)t0 * E, E, panel, T, 1, v, d_head, rows, d_head, T, 0,
+        float *panel = map ? map + (size_t)t0 * T : scratch_panel;
+        ptrdiff_t ld = map ? T : padded_stride(T);
+        probability_panel(panel, ld, lse + t0, q, k_t, t0, rows, map ? T : t0 + rows, T, d_head, sink);
+        gemm_small(o + (size_t)t0 * E, E, panel, ld, 1, v, d_head, rows, d_head, T, 0,
                    GEMM_PREFIX_K, t0);
     }
 }
 
 void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink,
                        int B, int T, int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = !attention_needs_maps(d_head);
-    CHECK(thin || probs);
+    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
 #pragma omp parallel
     {
         float *scratch = alloc_floats(thin ? attention_thin_forward_floats(T, d_head)
-                                           : 3 * (size_t)T * d_head);
+                                           : forward_floats(T, d_head));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -205,52 +234,84 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
     }
 }
 
-/* The general path's backward of pair (b, h), from its stored map P. */
-static void backward_pair(float *dq, const float *g_src, const float *P, const float *src, int E,
-                          int T, int d_head, float *q, float *ds) {
-    const int row = 3 * E, ld_ds = padded_stride(T);
+static size_t backward_floats(int T, int d_head, int have_maps) {
+    return 5 * (size_t)T * d_head + (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
+}
+
+/* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
+ * dS, row stride lda; dX's rows `row` apart), for every key j < b1: the keys before the block
+ * continue their sums (GEMM_CONTINUE), the block's own keys start theirs, from their diagonal. */
+static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, const float *y,
+                     int b0, int b1, int d_head) {
+    const float *y_block = y + (size_t)b0 * d_head;
+    if (b0 > 0)
+        gemm_small(dx, row, a, 1, lda, y_block, d_head, b0, d_head, b1 - b0, GEMM_CONTINUE,
+                   GEMM_FULL, 0);
+    gemm_small(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, d_head, b1 - b0, d_head,
+               b1 - b0, 0, GEMM_SUFFIX_K, 0);
+}
+
+/* The general path's backward of pair (b, h), block by block of queries: each block's P (read
+ * from map, or recomputed bit for bit as the forward made it), dP = dO·Vᵀ and dS by panels,
+ * dQ = dS·K per panel, then dV += Pᵀ·dO and dK += dSᵀ·Q over the block's queries, each element's
+ * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
+static void backward_pair(float *dq, const float *g_src, const float *map, const float *src,
+                          int E, int T, int d_head, float sink, float *q) {
+    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL);
     const float scale = 1.0f / sqrtf((float)d_head);
-    /* contiguous copies of this head's Q, K, Vᵀ and dO (see forward_pair); dQ, dK and dV are
-     * written straight into their columns of d_qkv */
+    /* contiguous copies of this head's Q, K, Kᵀ, Vᵀ and dO (see forward_pair); dQ, dK and dV
+     * are written straight into their columns of d_qkv */
     size_t head = (size_t)T * d_head;
-    float *k = q + head, *v_t = q + 2 * head, *g = q + 3 * head, *dk = dq + E, *dv = dq + 2 * E;
+    float *k = q + head, *k_t = q + 2 * head, *v_t = q + 3 * head, *g = q + 4 * head;
+    float *ds = q + 5 * head, *p_scratch = ds + (size_t)block * ld;
+    float *dk = dq + E, *dv = dq + 2 * E;
     attention_copy_rows(q, src, row, T, d_head);
     attention_copy_rows(k, src + E, row, T, d_head);
+    if (!map) gemm_transpose(k_t, T, src + E, row, T, d_head);
     gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
     attention_copy_rows(g, g_src, E, T, d_head);
-    /* by panels of queries: dP = dO·Vᵀ up to the diagonal, dS by rows, dQ = dS·K. dS is zeroed
-     * right of the diagonal to the end of the row's panel, which is as far as the products read
-     * (see GemmShape) */
-    for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
-        int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
-        float *panel = ds + (size_t)t0 * ld_ds;
-        gemm_small(panel, ld_ds, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head, 0,
-                   GEMM_LOWER, t0);
-        softmax_backward_rows(panel, ld_ds, P + (size_t)t0 * T, T, t0, rows, t0 + rows, scale);
-        gemm_small(dq + (size_t)t0 * row, row, panel, ld_ds, 1, k, d_head, rows, d_head, T, 0,
-                   GEMM_PREFIX_K, t0);
+    for (int b0 = 0; b0 < T; b0 += block) {
+        int b1 = T - b0 < block ? T : b0 + block;
+        const float *p = map ? map + (size_t)b0 * T : p_scratch;
+        ptrdiff_t ld_p = map ? T : ld;
+        /* by panels of queries: P (zero right of the diagonal to the block's end, as far as
+         * dV's product reads), dP = dO·Vᵀ up to the diagonal, dS by rows (zeroed to the
+         * panel's end, as far as the products read: see GemmShape), dQ = dS·K */
+        for (int t0 = b0; t0 < b1; t0 += GEMM_MR) {
+            int rows = b1 - t0 < GEMM_MR ? b1 - t0 : GEMM_MR;
+            float *ds_panel = ds + (size_t)(t0 - b0) * ld, panel_lse[GEMM_MR];
+            if (!map)
+                probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, q, k_t, t0,
+                                  rows, b1, T, d_head, sink);
+            gemm_small(ds_panel, ld, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head,
+                       0, GEMM_LOWER, t0);
+            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows,
+                                  t0 + rows, scale);
+            gemm_small(dq + (size_t)t0 * row, row, ds_panel, ld, 1, k, d_head, rows, d_head, T, 0,
+                       GEMM_PREFIX_K, t0);
+        }
+        key_sums(dv, row, p, ld_p, g, b0, b1, d_head);
+        key_sums(dk, row, ds, ld, q, b0, b1, d_head);
     }
-    /* by panels of keys: dK = dSᵀ·Q and dV = Pᵀ·dO over the queries at or after them */
-    gemm_small(dk, row, ds, 1, ld_ds, q, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
-    gemm_small(dv, row, P, 1, T, g, d_head, T, d_head, T, 0, GEMM_SUFFIX_K, 0);
 }
 
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
  * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
  * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed).
- * The thin path recomputes P from the scores and lse, and uses rowsum(P ∘ dP) = dO · O. */
+ * Neither path needs the maps: the general one recomputes P as its forward made it (or reads
+ * the kept maps: the same bits), the thin one from the scores and lse, using
+ * rowsum(P ∘ dP) = dO · O. */
 void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
-                        const float *probs, const float *lse, int B, int T, int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = !attention_needs_maps(d_head);
-    CHECK(thin || probs);
+                        const float *probs, const float *lse, const float *sink, int B, int T,
+                        int H, int d_head) {
+    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
 #if ATTENTION_THIN_MAX == 0
     (void)out, (void)lse; /* only the thin path reads them */
 #endif
 #pragma omp parallel
     {
         float *scratch = alloc_floats(thin ? attention_thin_backward_floats(T, d_head)
-                                           : 4 * (size_t)T * d_head);
-        float *ds = thin ? NULL : alloc_floats((size_t)T * padded_stride(T)); /* (T, T) dP, then dS */
+                                           : backward_floats(T, d_head, probs != NULL));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -260,16 +321,15 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
 #if ATTENTION_THIN_MAX > 0
                 if (thin) {
                     attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E,
-                                                 src, lse + ((size_t)b * H + h) * T, E, T, d_head,
-                                                 scratch);
+                                                 src, lse + ((size_t)b * H + h) * T, E, T,
+                                                 d_head, scratch);
                     continue;
                 }
 #endif
-                backward_pair(dq, g, probs + ((size_t)b * H + h) * T * T, src, E, T, d_head,
-                              scratch, ds);
+                backward_pair(dq, g, probs ? probs + ((size_t)b * H + h) * T * T : NULL, src,
+                              E, T, d_head, sink ? sink[h] : -INFINITY, scratch);
             }
         }
-        free(ds);
         free(scratch);
     }
 }

@@ -56,8 +56,9 @@ enum {
  * gemm_tile_portable.h), with the same contract:
  * c[0..mr, 0..nr) = (load_c ? c : c_init ? the row c_init[0..nr) : 0) + Σ_{k < kc} A(i, k) · B(k, j)
  * with A(i, k) = a[i*a_rs + k*a_cs] and B(k, j) = b[k*ldb + j]; the sum is a fused multiply-add
- * chain over k started from zero, added to c once at the end. Rows i >= mr read row mr-1 (always
- * valid memory) and are dropped; columns j >= nr are masked (not read, not stored) unless
+ * chain over k started from zero, added to c once at the end; with load_c == GEMM_CONTINUE the
+ * chain starts from c's values instead (nothing is added at the end). Rows i >= mr read row mr-1
+ * (always valid memory) and are dropped; columns j >= nr are masked (not read, not stored) unless
  * b_padded says B has them (as zeros). nv = vectors per row (1 or 2), nr <= VL nv. */
 #if defined(__AVX512F__)
 #include "gemm_tile_avx512.h"

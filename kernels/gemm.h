@@ -68,6 +68,11 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
  * up to its last row's diagonal position). */
 typedef enum { GEMM_FULL, GEMM_LOWER, GEMM_PREFIX_K, GEMM_SUFFIX_K } GemmShape;
 
+/* gemm_small's accumulate: 0 overwrites C, 1 adds the product to C, GEMM_CONTINUE continues
+ * each element's fused multiply-add chain from C's value, so a product split along K into
+ * successive calls (the first on a zeroed C) gives exactly the bits of one call over all of K. */
+enum { GEMM_CONTINUE = 2 };
+
 /* One thread, no packing, no K blocking (one fused multiply-add chain per element over all of K),
  * for the per-head products of attention. B is read in place row by row: B(k, j) = b[k*ldb + j].
  * Row tiles are GEMM_MR rows from row 0. */

@@ -38,6 +38,14 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs; /* packed A is zero-padded */
     }
     __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+    if (load_c == GEMM_CONTINUE) {
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) { /* whole, so that acc stays in registers */
+            if (i >= mr) break;
+            acc[i][0] = _mm256_maskload_ps(c + i * ldc, m0);
+            if (nv == 2) acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
+        }
+    }
     for (int k = 0; k < kc; k++) {
         __m256 b0, b1 = _mm256_setzero_ps();
         if (b_padded) {
@@ -65,11 +73,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
 #pragma GCC unroll 6
         for (int i = 0; i < MR; i++) {
             float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
+            if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
             else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
             _mm256_storeu_ps(ci, acc[i][0]);
             if (nv == 2) {
-                if (load_c) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
+                if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
                 else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
                 _mm256_storeu_ps(ci + 8, acc[i][1]);
             }
@@ -80,11 +88,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
         float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
+        if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
         else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
         _mm256_maskstore_ps(ci, m0, acc[i][0]);
         if (nv == 2) {
-            if (load_c) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
+            if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
             else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
             _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
         }

@@ -32,6 +32,14 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     }
     __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    if (load_c == GEMM_CONTINUE) {
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) { /* whole, so that acc stays in registers */
+            if (i >= mr) break;
+            acc[i][0] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
+            if (nv == 2) acc[i][1] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+        }
+    }
     for (int k = 0; k < kc; k++) {
         __m512 b0, b1 = _mm512_setzero_ps();
         if (b_padded) {
@@ -59,11 +67,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {
             float *ci = c + i * ldc;
-            if (load_c) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
+            if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
             else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
             _mm512_storeu_ps(ci, acc[i][0]);
             if (nv == 2) {
-                if (load_c) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
+                if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
                 else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
                 _mm512_storeu_ps(ci + 16, acc[i][1]);
             }
@@ -74,11 +82,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
         float *ci = c + i * ldc;
-        if (load_c) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
+        if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
         else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
         _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
         if (nv == 2) {
-            if (load_c) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
+            if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
             else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
             _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
         }

@@ -28,8 +28,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
                         ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
                         const float *c_init) {
     (void)nv;
+    float sum[MR][NR] = {{0}};
+    if (load_c == GEMM_CONTINUE)
+        for (int i = 0; i < mr; i++) memcpy(sum[i], c + i * ldc, sizeof(float) * nr);
     vfloat acc[MR][PV];
-    memset(acc, 0, sizeof acc);
+    memcpy(acc, sum, sizeof acc);
     const float *ar[MR];
     for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
     for (int k = 0; k < kc; k++) {
@@ -45,12 +48,11 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         }
         b += ldb;
     }
-    float sum[MR][NR];
     memcpy(sum, acc, sizeof sum);
     for (int i = 0; i < mr; i++) {
         float *ci = c + i * ldc;
         for (int j = 0; j < nr; j++)
-            ci[j] = load_c ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
+            ci[j] = load_c == 1 ? ci[j] + sum[i][j] : c_init ? c_init[j] + sum[i][j] : sum[i][j];
     }
 }
 const char *gemm_kernel_name(void) { return "portable C 4x8"; }

@@ -80,11 +80,12 @@ void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), 
  * gradient is attention_sink_backward's.
  * Two paths, chosen by d_head alone (so the bits depend only on d_head and the build): heads up
  * to ATTENTION_THIN_MAX wide (8 with AVX-512, 4 with AVX2, none in the portable build) take a
- * path vectorised across positions whose backward recomputes the maps, wider heads take
- * per-head GEMMs whose backward reads the stored maps. attention_needs_maps says which: when it
- * returns 1 the caller must pass probs to both calls; otherwise probs may be NULL (the maps are
- * then not written, which saves their memory traffic; pass it only when the maps are wanted). */
-int attention_needs_maps(int d_head);
+ * path vectorised across positions, wider heads per-head GEMMs. Both stream: neither keeps a
+ * (T, T) map for its backward, which recomputes P block by block from Q, K and the lse (the
+ * general path exactly as its forward made it). probs is for a caller that reads the maps, or
+ * that keeps them for the backward where attention_reads_maps says it reads them instead of
+ * recomputing them (the same bits, less work; the thin path never reads them). */
+int attention_reads_maps(int d_head);
 void attention_forward(float *out,             // (B, T, E)
                        float *probs,           // (B, H, T, T) the maps, zero above the diagonal; or NULL
                        float *lse,             // (B, H, T) log of each softmax denominator
@@ -95,8 +96,9 @@ void attention_backward(float *d_qkv,          // (B, T, 3E) = (overwritten: no 
                         const float *d_out,    // (B, T, E)
                         const float *qkv,      // (B, T, 3E)
                         const float *out,      // (B, T, E) the forward's
-                        const float *probs,    // (B, H, T, T) the forward's, or NULL (see above)
+                        const float *probs,    // (B, H, T, T) the forward's maps, or NULL
                         const float *lse,      // (B, H, T) the forward's
+                        const float *sink,     // (H) the forward's, or NULL
                         int B, int T, int H, int d_head);
 
 /* d sink_h += -Σ_{b,t} P_sink,t · (dO_t · O_t), P_sink,t = exp(sink_h − lse_t): the sink takes that

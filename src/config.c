@@ -147,9 +147,11 @@ static const ConfigKey KEYS[] = {
             "attention-map snapshot interval, in steps"),
     INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints",
             "periodic checkpoint (<path>.ckpt) interval, in steps"),
+    INT_KEY("output", "max_memory", max_memory, 0, 0, INT_MAX, "0 = MemAvailable",
+            "MiB the run's estimated peak memory must fit, else it is refused at start (harness --shapes)"),
     INT_KEY("output", "probes", probes, 4, 1, 1024, NULL,
             "probe sequences for maps and pattern scores"),
-    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len",
+    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len, or less to keep /attn/maps under 100 MiB",
             "probe length"),
     FLOAT_KEY("output", "prune_step", prune_step, 0.1, 0, CLOSED, 1, CLOSED, "0 = no pruning curves",
             "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
@@ -895,6 +897,22 @@ static int validate_data_extras(const Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
+/* The probe length when output.probe_len is 0: seq_len, unless the maps of every snapshot,
+ * S · L · H · P · T_p² floats, would pass MAPS_DEFAULT_BYTES; then the longest T_p that fits
+ * (at least 64, and at least a BOS and two copies of the longest segment), since the maps are
+ * kept in memory and written to the results file. */
+enum { MAPS_DEFAULT_BYTES = 100 << 20 };
+static int default_probe_len(const Config *cfg) {
+    double snapshots = cfg->attn_every > 0 ? (double)(cfg->steps / cfg->attn_every) + 2 : 1;
+    double per_position2 = sizeof(float) * snapshots * cfg->n_layer * cfg->n_head * cfg->probes;
+    double fit = floor(sqrt(MAPS_DEFAULT_BYTES / per_position2));
+    double floor_len = 64;
+    if ((cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) && 2.0 * cfg->max_period + 1 > floor_len)
+        floor_len = 2.0 * cfg->max_period + 1;
+    if (fit < floor_len) fit = floor_len;
+    return fit < cfg->seq_len ? (int)fit : cfg->seq_len;
+}
+
 int config_resolve(Config *cfg, UserError *err) {
     if (cfg->d_head == 0) {
         if (cfg->d_model % cfg->n_head)
@@ -906,6 +924,7 @@ int config_resolve(Config *cfg, UserError *err) {
     }
     if (cfg->n_kv_head == 0) cfg->n_kv_head = cfg->n_head;
     if (cfg->rope_dims == 0) cfg->rope_dims = cfg->d_head;
+    if (cfg->probe_len == 0) cfg->probe_len = default_probe_len(cfg);
     if (cfg->task == TASK_TEXT && !cfg->data_path[0])
         snprintf(cfg->data_path, sizeof cfg->data_path, "%s", CONFIG_DEFAULT_TEXT_PATH);
     cfg->resolved = 1;

@@ -51,7 +51,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     size_t G = s.output_gate ? E : 0;
 #define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
     TAKE(tok_emb, V * D);
-    TAKE(pos_emb, T * D);
+    TAKE(pos_emb, uses_pos_emb(s) ? T * D : 0); /* rotary or no positions: none stored */
     TAKE(ln_g, L * D);
     TAKE(ln_b, L * D);
     TAKE(w_qkv, L * D * W);
@@ -76,7 +76,7 @@ static void build_tensor_table(Model *m) {
     const ParamTensors *p = &m->params;
 #define OFF(ptr) ((size_t)((ptr) - m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
-    add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
+    if (uses_pos_emb(s)) add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
     for (int l = 0; l < s.n_layer; l++) {
         add_tensor(m, "ln_g", l, D, 0, OFF(p->ln_g) + l * D);
         add_tensor(m, "ln_b", l, D, 0, OFF(p->ln_b) + l * D);
@@ -117,7 +117,6 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(qkv_v, SF * BT * W);
     TAKE(qkv, L * BT * W);
     TAKE(qkv_full, L * BT * full);
-    TAKE(att_probs, L * B * H * T * T);
     TAKE(att_lse, L * B * H * T);
     TAKE(att_out, L * BT * E);
     TAKE(gate, L * BT * G);
@@ -192,6 +191,7 @@ void model_free(Model *m) {
     free(m->m_block);
     free(m->v_block);
     free(m->act_block);
+    free(m->act.att_probs);
     memset(m, 0, sizeof *m);
 }
 
@@ -202,9 +202,7 @@ void model_init_weights(Model *m, uint64_t seed) {
         const TensorSpec *t = &m->tensors[i];
         float *x = m->param_block + t->offset;
         const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
-        if (strcmp(t->name, "pos_emb") == 0 && !uses_pos_emb(m->shape)) {
-            for (size_t k = 0; k < t->size; k++) x[k] = 0.0f; /* kept for the file layout, unused */
-        } else if (t->ndim == 2) {
+        if (t->ndim == 2) {
             float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
             for (size_t k = 0; k < t->size; k++) x[k] = std * (float)rng_normal(&rng);
         } else {
@@ -248,12 +246,32 @@ static float *slice(const Pass *p, float *tensor, size_t width) {
     return tensor + (size_t)p->l * p->BT * width;
 }
 
-/* Layer l's attention maps, where attend writes them: NULL when they are neither wanted
- * (keep_maps) nor read by the attention's backward. */
-static float *layer_maps(const Model *m, int l) {
+/* Whether the last forward keeps its attention maps: when asked (keep_maps), and for a backward
+ * that reads them (attention_reads_maps) when they take no more memory than the other
+ * activations (H · T at most about the floats per token of the rest: T <= 256 in the bench's
+ * layouts); it then skips recomputing them, the same bits for less work, and memory stays
+ * O(B · T · (D + E)). Longer contexts keep none. */
+static int keeps_maps(const Model *m) {
     const ModelShape s = m->shape;
-    if (!m->last.iv.keep_maps && !attention_needs_maps(s.d_head)) return NULL;
-    return m->act.att_probs + (size_t)l * m->last.batch * s.n_head * m->last.seq * m->last.seq;
+    Activations unused;
+    size_t maps = (size_t)s.n_layer * m->last.batch * s.n_head * m->last.seq * m->last.seq;
+    return m->last.iv.keep_maps || (attention_reads_maps(s.d_head) &&
+                                    maps <= point_activations(&unused, NULL, s, m->max_batch));
+}
+
+/* Layer l's attention maps in act.att_probs, (L, B, H, T, T) for the last forward's B and T. */
+static float *layer_maps(const Model *m, int l) {
+    return m->act.att_probs + (size_t)l * m->last.batch * m->shape.n_head * m->last.seq * m->last.seq;
+}
+
+/* Room in act.att_probs for the last forward's maps: allocated by the first forward that keeps
+ * them, grown when a later one needs more. */
+static void reserve_maps(Model *m) {
+    size_t floats = (size_t)m->shape.n_layer * m->last.batch * m->shape.n_head * m->last.seq * m->last.seq;
+    if (floats <= m->att_probs_floats) return;
+    free(m->act.att_probs);
+    m->act.att_probs = xcalloc(floats, sizeof(float));
+    m->att_probs_floats = floats;
 }
 
 /* hook_z of layer l: the heads' outputs, after the output gate when there is one. */
@@ -391,7 +409,9 @@ static void attend_fwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
-    attention_forward(slice(p, m->act.att_out, E), layer_maps(m, p->l), attend_lse(p), attend_input(p),
+    int keep = keeps_maps(m);
+    if (keep) reserve_maps(m);
+    attention_forward(slice(p, m->act.att_out, E), keep ? layer_maps(m, p->l) : NULL, attend_lse(p), attend_input(p),
                       s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T, s.n_head, s.d_head);
 }
 static void attend_bwd(Pass *p) {
@@ -399,8 +419,8 @@ static void attend_bwd(Pass *p) {
     const ModelShape s = m->shape;
     const size_t E = (size_t)s.n_head * s.d_head, H = s.n_head;
     const float *att = slice(p, m->act.att_out, E);
-    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, layer_maps(m, p->l), attend_lse(p), p->B, p->T,
-                       s.n_head, s.d_head);
+    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, model_hook(m, HOOK_PATTERN, p->l), attend_lse(p),
+                       s.sink ? m->params.sink + p->l * H : NULL, p->B, p->T, s.n_head, s.d_head);
     if (s.sink)
         attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H, p->B,
                                 p->T, s.n_head, s.d_head);
@@ -627,6 +647,16 @@ static const char *const hook_names[N_HOOKS] = {
 
 const char *model_hook_name(HookPoint p) { return p >= 0 && p < N_HOOKS ? hook_names[p] : NULL; }
 
+size_t model_param_floats(ModelShape shape) {
+    ParamTensors p;
+    return point_params(&p, NULL, shape);
+}
+
+size_t model_activation_floats(ModelShape shape, int B) {
+    Activations a;
+    return point_activations(&a, NULL, shape, B);
+}
+
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {
     const ModelShape s = m->shape;
     const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;
@@ -654,7 +684,7 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     case HOOK_RESID_PRE: return m->act.residual + layer * BT * D;
     case HOOK_RESID_POST: return m->act.residual + (layer + 1) * BT * D;
     case HOOK_QKV: return m->act.qkv + layer * BT * qkv_width(m->shape);
-    case HOOK_PATTERN: return layer_maps(m, layer);
+    case HOOK_PATTERN: return keeps_maps(m) ? layer_maps(m, layer) : NULL;
     case HOOK_Z: return heads_output(m, layer);
     case HOOK_HEAD_MIX: return head_mix_output(&pass);
     default: CHECK(!"a hook point");
@@ -666,7 +696,7 @@ ModelCost model_cost(ModelShape s) {
     double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
     double E = (double)s.n_head * s.d_head, W = (double)qkv_width(s), G = s.output_gate ? E : 0;
     ModelCost c;
-    c.params_embed = V * D + T * D;
+    c.params_embed = V * D + (uses_pos_emb(s) ? T * D : 0);
     c.params_layer_qkv = D * W + W;
     c.params_layer_o = E * D + D;
     c.params_layer_gate = D * G + G;

@@ -76,7 +76,7 @@ typedef struct {
     /* kv_repeat (grouped K/V only) */
     float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head
     /* attend */
-    float *att_probs; // (L, B, H, T, T) the attention maps, written only when kept (Interventions.keep_maps)
+    float *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
     float *att_lse;   // (L, B, H, T) log of each softmax denominator
     float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
     /* output_gate (output gate only) */
@@ -164,7 +164,7 @@ typedef struct {
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
-    int keep_maps;     /* write hook_pattern for every head (else only where attention's backward reads it) */
+    int keep_maps;     /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads;  /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
     float *gate_grad;  /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
@@ -202,6 +202,7 @@ typedef struct {
     LayerPlan plan;
     float *act_block;
     Activations act;
+    size_t att_probs_floats; /* what act.att_probs holds room for */
     ForwardState last;
 } Model;
 
@@ -229,9 +230,15 @@ void model_zero_grad(Model *m);
 
 /* The tensor at hook point p of layer `layer` in the last forward (its shape: docs/model.md,
  * model_hook_floats floats), or NULL where that forward did not write it (hook_pattern of a
- * forward that kept no maps for thin heads). */
+ * forward that kept no maps). */
 const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
+
+/* The sizes model_init allocates, from the shape alone (what shapes.c's memory estimate reads,
+ * so that the estimate follows the code): floats of one parameter-sized block (model_init makes
+ * four: parameters, gradients, AdamW's two moments) and of the activations for batches up to B. */
+size_t model_param_floats(ModelShape shape);
+size_t model_activation_floats(ModelShape shape, int B);
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
 /* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
  * the last. */

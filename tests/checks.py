@@ -5,7 +5,8 @@ counts an exception as a failure; temp_suite() is the frame of a suite working i
 directory; finish() prints the closing "N passed, M failed" line that
 tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
 results for the sweep suites; known_summary() writes a sweep summary with known losses;
-browser() starts the headless Chromium of the report suites.
+browser() starts the headless Chromium of the report suites; phrase_tokens() writes a small
+learnable token stream.
 """
 import csv
 import os
@@ -54,6 +55,15 @@ def statuses(outdir):
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def phrase_tokens(path, vocab, seed, n_phrases=20, longest=8):
+    """A learnable `tokens` stream at path (little-endian uint16): random phrases of 3 to
+    `longest` ids below vocab, repeated in random order, so a short run moves the parameters."""
+    import numpy as np
+    rng = np.random.RandomState(seed)
+    phrases = [rng.randint(0, vocab, size=rng.randint(3, longest + 1)) for _ in range(n_phrases)]
+    np.concatenate([phrases[i] for i in rng.randint(0, n_phrases, size=2000)]).astype("<u2").tofile(path)
 
 
 def temp_suite(argv, prefix, body):

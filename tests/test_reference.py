@@ -13,7 +13,9 @@ the last line is "N passed, M failed"; exit status 1 if anything failed):
   0. the reference's self-test (reference.py --self-test), so the reference is not trusted blindly.
   1. gradients: `harness CONFIG --dump-grads OUT.h5 [--set k=v ...]` on the layouts that break code
      (1 head, 12 heads, E > D, E < D, odd sizes, T = 1, n_layer 1 and 3); the reference recomputes
-     loss and every gradient on the dumped params and batch in float64.
+     loss and every gradient on the dumped params and batch in float64. Then every layout (that
+     does not fix its own T) again at T = 1024 and T = 1000, batch 2: the long contexts whose
+     attention streams (recomputes its maps in the backward, block by block).
   2. training: `harness CONFIG --set train.steps=0 --set output.path=init.h5`, then
      `harness CONFIG --set train.init_from=init.h5 --set output.path=run.h5` (10 steps, log_every 1);
      /train/loss, /train/lr and the final /params are compared with reference.train_steps started
@@ -121,6 +123,10 @@ TRAIN_CASES = [
                                                    "train.grad_clip": 0}),
 ]
 CLIP_CASE = "E>D (D32 H6 dh8) grad_clip 0.5"
+# long contexts: every layout of GRAD_CASES that does not fix its own T, at T = 1024 and at an odd
+# T = 1000, with 2 sequences (the attention streams there: no map is kept for its backward)
+LONG_T = (1024, 1000)
+LONG_BATCH = 2
 
 
 class Runner:
@@ -464,6 +470,16 @@ def main(argv):
                 check_grads(run, harness, tmp, config, label, over)
             except Exception as e:
                 run.check(False, f"grads {label}", f"{type(e).__name__}: {e}")
+        print(f"# long contexts: gradients at T = {' and '.join(map(str, LONG_T))}, every layout", flush=True)
+        for T in LONG_T:
+            for label, over in GRAD_CASES:
+                if "model.seq_len" in over:
+                    continue
+                long_over = dict(over, **{"model.seq_len": T, "train.batch_size": LONG_BATCH})
+                try:
+                    check_grads(run, harness, tmp, config, f"{label}, T={T} B={LONG_BATCH}", long_over)
+                except Exception as e:
+                    run.check(False, f"grads {label}, T={T}", f"{type(e).__name__}: {e}")
         print(f"# {STEPS} AdamW steps from init_from vs reference train_steps in float64", flush=True)
         runs = []
         for label, over in TRAIN_CASES:

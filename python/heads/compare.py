@@ -105,7 +105,8 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
     check_metric(s, metric)
     layout = Layout(s, by)
     if not layout.points:
-        raise UserError(f"{s.dir}: no complete runs to compare")
+        raise UserError(f"{s.dir}: no complete runs to compare"
+                        + (f"; {s.left_out_note()}" if s.left_out_note() else ""))
     base = pick_baseline(layout, baseline)
     heads = layout.by in HEAD_KEYS
     needed = needed_columns(s, tolerance, floor)
@@ -207,6 +208,8 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
              f"seeds; Δ = mean − mean of {base_text} (negative = better); two-sided Welch "
              f"t-test, Welch–Satterthwaite df, p from {_p_source()}; Holm p: Holm-adjusted over "
              f"the {plural(family, 'distinct test')} of the table and below."]
+    if s.left_out_note():
+        notes.append(s.left_out_note())
     warnings = []
     if needed:
         notes.append(f"heads needed: fewest heads keeping the eval loss within "

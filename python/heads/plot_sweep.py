@@ -1,14 +1,17 @@
 """heads.plot_sweep: the command `scripts/plot-sweep` (its usage text is that script's
-docstring): a whole sweep drawn with gnuplot from its summary.h5 and its runs' files: final eval
-loss against head count (mean ± std over seeds, every seed), the mean eval curves of every head
-count, the head classes at each head count, and the head study's sweep figures
-(heads.studyplots: pruning curves, heads needed).
+docstring): a whole sweep drawn with gnuplot from its summary.h5 and its runs' files, along the
+key compared along (heads.sweepaxes.Layout: n_head, else the grid's first key) with a series per
+group of the other swept keys: final eval loss (mean ± std over seeds, every seed), the mean eval
+curves of every layout, the head classes of every layout, the mean pruning curves and heads
+needed; beside every figure a CSV of exactly the numbers it draws.
 
-Owns those figures' layout, the head-count colour ramp and the command's messages; reads through
-heads.results, draws through heads.gnuplot. Knows nothing of how the runs were made.
+Owns those figures' layout, the colour ramp and the command's messages; reads through
+heads.results and heads.sweepaxes, draws through heads.gnuplot. Knows nothing of how the runs
+were made.
 """
 import math
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -359,6 +362,8 @@ def main(doc):
     names = [f"{stem}.{args.format}" for stem in ("final_eval_loss", "eval_curves", "head_classes")]
     try:
         s = results.Summary(args.results_dir)
+        if s.left_out_note():
+            print(s.left_out_note(), file=sys.stderr)
         if "n_head" not in s.data or not any(st == "complete" for st in s["status"]):
             cli.die(f"{args.results_dir}: no complete runs to plot")
         outdir = os.path.abspath(args.outdir or os.path.join(s.dir, "plots"))

@@ -52,7 +52,8 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
         d["compare"] = compare.comparison(s, metric)
         d["compare"].pop("json")
     else:
-        d["compare"] = {"header": [], "rows": [], "notes": ["no complete runs"], "n_text": 0}
+        d["compare"] = {"header": [], "rows": [], "n_text": 0,
+                        "notes": ["no complete runs"] + [n for n in [s.left_out_note()] if n]}
     d["pruning"] = _pruning(s, layout)
     classes = sweepaxes.class_names(s)
     d["class_names"] = classes

@@ -164,7 +164,7 @@ def plan(exp, sweep, force, redo_damaged=False):
                       "(--redo-damaged retrains it)", file=sys.stderr)
                 skipped += 1
             continue
-        if force or status != "complete":
+        if force or status not in pool.FINISHED:
             todo.append(run)
             continue
         try:
@@ -175,7 +175,8 @@ def plan(exp, sweep, force, redo_damaged=False):
         if changed:
             what = ", ".join(f"{k}: {configs.format_value(a)} -> {configs.format_value(b)}"
                              for k, a, b in changed[:4])
-            print(f"rerun  {run.name}: its complete result was made with other values ({what})")
+            print(f"rerun  {run.name}: its {results.read_status(path)} result was made with other "
+                  f"values ({what})")
             todo.append(run)
             rerun.add(run.name)
         else:

@@ -1,6 +1,6 @@
 """heads.words: numbers and words as every table, note, figure and page prints them: p values
-(two significant digits, scientific below 1e-3), counts with the noun's plural, and the article
-before a word.
+(two significant digits, scientific below 1e-3) and counts with the noun's plural (the harness's
+own table picks its articles in src/head_table.c).
 
 Pure functions of numbers and text: knows nothing of runs or files.
 """
@@ -24,8 +24,3 @@ def plural(n, noun, plural_form=None):
     many = plural_form or noun + "s"
     text = format_value(n) if not (isinstance(n, float) and n.is_integer()) else str(int(n))
     return f"{text} {noun if n == 1 else many}"
-
-
-def article(word):
-    """'a' or 'an' before word (by its first letter: an induction head, a prev head)."""
-    return "an" if word[:1].lower() in "aeiou" else "a"
