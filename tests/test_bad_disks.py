@@ -575,8 +575,8 @@ def test_small():
     check("an experiment file that is a FIFO: exit 2 at once",
           rc == 2 and "a FIFO" in err and "Traceback" not in err, f"{rc} {err}")
     base = write(os.path.join(d, "tiny.yaml"), TINY)
-    rc, out, err = harness(base, "--set", "train.seed=2", "--set",
-                           f"output.path={d}/no/such/dir/run.h5", "--set", "train.steps=3")
+    rc, out, err = harness(base, "--set", "train.seed=2", "--set", f"output.path={d}",
+                           "--set", "train.steps=3")  # a directory: refused at its --set
     check("an output.path from the 2nd --set: the message says --set:2",
           rc == 2 and err.startswith("--set:2:"), err)
     cpus = len(os.sched_getaffinity(0))
