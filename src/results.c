@@ -315,7 +315,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     if (!force && access(path, F_OK) == 0) {
         UserError damage;
         if (results_verify(path, &damage) != ERR_OK)
-            return user_error(err, path, 0, 0, "the result there is %s; pass --force to replace it, or "
+            return user_error(err, path, 0, 0, "the result there is %s; pass --overwrite to replace it, or "
                              "set output.path elsewhere", damage.message);
         if (results_read_status(path, NULL, 0) == RUN_COMPLETE)
             return user_error(err, path, 0, 0, "a complete result exists already; pass --force to replace it, or "
