@@ -12,6 +12,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_ENUM, KEY_STRING, KEY_STRLIST } KeyType;
@@ -418,11 +421,12 @@ PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *
     va_start(ap, fmt);
     int rc;
     if (L->assignment) {
-        /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
-         * in the assignment, so every user error has the same shape for tools and for the eye. */
+        /* A --set error reads like a file's, "--set:N:COL: 'model.n_head=x': ...": the N-th --set
+         * of the command line, COL counted in its assignment, so every user error has the same
+         * shape for tools and for the eye. */
         char what[1800];
         vsnprintf(what, sizeof what, fmt, ap);
-        rc = user_error(L->err, SET_FILE, 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
+        rc = user_error(L->err, SET_FILE, L->cfg->n_set + 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
                         strlen(L->assignment) > 200 ? "..." : "", what);
     } else rc = user_error_v(L->err, L->file, (int)mark.line + 1, (int)mark.column + 1, fmt, ap);
     va_end(ap);
@@ -741,7 +745,19 @@ static int begin_load(Config *cfg, const char *name, UserError *err) {
 int config_load(Config *cfg, const char *path, UserError *err) {
     if (begin_load(cfg, path, err)) return ERR_USER;
 
-    FILE *f = fopen(path, "rb");
+    /* Only a regular file: a FIFO with no writer would block the open (and every signal with it). */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return file_fail(err, path, "cannot read the config: %s", strerror(EISDIR));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return file_fail(err, path, "cannot read the config: it is %s, not a regular file",
+                         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* replaced by a FIFO since: no wait */
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0) {
+        close(fd);
+        return file_fail(err, path, "cannot read the config: it is not a regular file");
+    }
     if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
     size_t cap = 1 << 14, len = 0;
     char *text = NULL;
@@ -791,7 +807,7 @@ int config_set(Config *cfg, const char *assignment, UserError *err) {
     }
     loader_free(&L);
     if (rc == ERR_OK) {
-        scratch.marks[k] = (ConfigMark){SET_FILE, 1, 1};
+        scratch.marks[k] = (ConfigMark){SET_FILE, ++scratch.n_set, 1}; /* later errors name this --set */
         *cfg = scratch;
     }
     return rc;
@@ -847,7 +863,7 @@ static int later_key(const Config *cfg, int a, int b) {
     int ra = ma->line == 0 ? 0 : ma->file == SET_FILE ? 2 : 1;
     int rb = mb->line == 0 ? 0 : mb->file == SET_FILE ? 2 : 1;
     if (ra != rb) return rb > ra ? b : a;
-    return ra == 1 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
+    return ra > 0 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
 }
 
 /* Why a path cannot be read, or NULL. Opening is not enough: a directory opens fine. */

@@ -270,12 +270,30 @@ static void use_threads(const Config *cfg) {
 #endif
 }
 
+/* More threads than this process may use: a warning, not a refusal: the run is right, only
+ * slower (threads wait for each other at every barrier), and a container may show fewer CPUs
+ * than the job was given. */
+static void warn_threads(const Config *cfg) {
+#ifdef _OPENMP
+    if (cfg->threads > omp_get_num_procs()) {
+        ConfigMark at = config_mark(cfg, "train.threads");
+        fprintf(stderr, "warning: %s:%d:%d: train.threads is %d, but this process may use %d CPUs; "
+                        "the extra threads share them and slow every step down (0 = one per CPU)\n",
+                at.file && at.file[0] ? at.file : "(defaults)", at.line ? at.line : 1, at.line ? at.col : 1,
+                cfg->threads, omp_get_num_procs());
+    }
+#else
+    (void)cfg;
+#endif
+}
+
 /* run() holding the output lock: one writer per results file, from before the data is read or
  * a checkpoint looked at. */
 static int locked_run(const Config *cfg, const char *dump_path, int overwrite, int resume) {
     OutputLock lock;
     UserError err;
     use_threads(cfg);
+    warn_threads(cfg);
     if (!dump_path && shapes_check_memory(cfg, &err) != ERR_OK) return report(&err);
     ConfigMark where = config_mark(cfg, "output.path");
     if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
