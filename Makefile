@@ -115,14 +115,18 @@ test:
 # The AVX2 kernels on any x86-64-v3 CPU: make bench BUILD=build/avx2 CFLAGS_ARCH=-march=x86-64-v3
 bench:
 	@scripts/install-deps bench
-	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(BUILD)/bench_step $(if $(filter build,$(BUILD)),harness)
-	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak $(BENCH_ARGS)
+	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(BUILD)/bench_step $(BUILD)/bench_generate $(if $(filter build,$(BUILD)),harness)
+	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak --bench-generate $(BUILD)/bench_generate $(BENCH_ARGS)
 
 $(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # One training step alone, for profiles (docs/performance.md): bench_step D H D_HEAD T B STEPS THREADS
 $(BUILD)/bench_step: scripts/bench_step.c $(LIB_OBJ)
+	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
+
+# One generated token's cost by position, cached and recomputed: bench_generate D H D_HEAD T REPEATS
+$(BUILD)/bench_generate: scripts/bench_generate.c $(LIB_OBJ)
 	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
 
 clean:

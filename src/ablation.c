@@ -60,6 +60,25 @@ static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
     }
 }
 
+/* Floats of one batch's kept state of one layer: its input and its heads' outputs. */
+static size_t state_floats(const Model *m, const Config *cfg) {
+    return model_hook_floats(m, HOOK_RESID_PRE, cfg->batch_size, cfg->seq_len) +
+           model_hook_floats(m, HOOK_Z, cfg->batch_size, cfg->seq_len);
+}
+
+/* How many held-out batches keep their states within `bytes`. */
+static int kept_batches(const Model *m, const Config *cfg, size_t bytes) {
+    size_t per_batch = (size_t)m->shape.n_layer * state_floats(m, cfg) * sizeof(float);
+    return bytes / per_batch < (size_t)cfg->eval_batches ? (int)(bytes / per_batch) : cfg->eval_batches;
+}
+
+void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
+    const Model shaped = {.shape = shape}; /* the size functions read only the shape */
+    *views = (size_t)thread_count() * model_activation_floats(shape, cfg->batch_size) * sizeof(float);
+    *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer * state_floats(&shaped, cfg) + 1) *
+              sizeof(float);
+}
+
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
     ablation_init_budget(a, m, task, cfg, ABLATION_STATE_BUDGET);
 }
@@ -78,9 +97,8 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
     a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
     a->resid_floats = model_hook_floats(m, HOOK_RESID_PRE, cfg->batch_size, cfg->seq_len);
-    a->state_floats = a->resid_floats + model_hook_floats(m, HOOK_Z, cfg->batch_size, cfg->seq_len);
-    size_t per_batch = (size_t)a->n_layer * a->state_floats * sizeof(float);
-    a->n_kept = bytes / per_batch < (size_t)a->n_batches ? (int)(bytes / per_batch) : a->n_batches;
+    a->state_floats = state_floats(m, cfg);
+    a->n_kept = kept_batches(m, cfg, bytes);
     a->state = xcalloc((size_t)a->n_kept * a->n_layer * a->state_floats + 1, sizeof(float));
     a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
     for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;

@@ -45,6 +45,9 @@ typedef struct {
 } Ablation;
 
 #define ABLATION_STATE_BUDGET ((size_t)512 << 20) /* bytes of kept head states */
+/* The bytes ablation_init allocates beyond the model: one activation view per thread
+ * (views) and the kept head states (states). */
+void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states);
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);
 /* The same with another budget for the kept head states (tests: 0 keeps none). */

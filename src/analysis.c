@@ -91,6 +91,11 @@ void snapshots_free(Snapshots *s) {
     memset(s, 0, sizeof *s);
 }
 
+size_t snapshots_bytes(int n_layer, int n_head, int P, int T, int64_t n) {
+    size_t LH = (size_t)n_layer * n_head, map_floats = LH * P * T * T;
+    return (size_t)n * (sizeof(int64_t) + sizeof(float) * map_floats + sizeof(double) * N_PATTERNS * LH);
+}
+
 void snapshots_add(Snapshots *s, int64_t step, const float *maps) {
     size_t LH = (size_t)s->n_layer * s->n_head;
     if (s->n == s->cap) {

@@ -44,6 +44,10 @@ typedef struct {
 
 void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, int P, int T);
 void snapshots_free(Snapshots *s);
+/* The bytes n snapshots of (n_layer, n_head, P, T) maps fill (maps, steps, scores) as
+ * snapshots_add stores them: what a memory estimate reads. (The capacity it allocates doubles
+ * from 16, but pages never written take no memory.) */
+size_t snapshots_bytes(int n_layer, int n_head, int P, int T, int64_t n);
 /* Add the maps (L, H, P, T, T) of step; its scores and classes are computed from them. */
 void snapshots_add(Snapshots *s, int64_t step, const float *maps);
 /* The scores (N_PATTERNS, L, H) of the last snapshot (there must be one). */

@@ -7,12 +7,15 @@
  * It reads HDF5 directly because it looks at types, attributes and dimension scales no other
  * reader needs. The scores are recomputed with analysis.c's definitions (themselves tested
  * against hand-computed maps in tests/test_analysis.c): the file is checked against the
- * definitions, not against a second copy of them. It knows nothing of training. */
+ * definitions, not against a second copy of them. On a path with no file yet it names the run
+ * writing it (its lock) or what a run left there (a checkpoint, a pending study, a stranded
+ * temporary). It knows nothing of training. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include "analysis.h"
@@ -20,6 +23,7 @@
 #include "config.h"
 #include "dataset_docs.h"
 #include "model.h"
+#include "outlock.h"
 #include "results.h"
 #include "util.h"
 
@@ -43,6 +47,7 @@ typedef struct {
     RunStatus run;     /* and parsed (RUN_NONE: absent or unknown) */
     int problems;
     int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
+    int format_minor;  /* of format_version (0 when absent or unreadable) */
 } Checker;
 
 __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char *fmt, ...) {
@@ -114,6 +119,9 @@ static void check_root(Checker *c) {
         if (!v) problem(c, "no root attribute %s (a string)%s", names[i],
                         i == 0 ? "; the file predates results format 1.0" : "");
         if (v && i == 4) snprintf(c->status, sizeof c->status, "%s", v);
+        int major;
+        if (v && i == 0 && results_check_format_version(v, &major, &c->format_minor) != RESULTS_VERSION_OK)
+            c->format_minor = 0;
         free(v);
     }
     c->run = run_status_parse(c->status);
@@ -246,7 +254,8 @@ static herr_t check_object(hid_t file, const char *rel, const LinkInfo *info, vo
     }
     hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
     char *description = results_attr_string(ds, "description"), *units = results_attr_string(ds, "units");
-    if (!description || strcmp(description, doc->description))
+    /* A file of an earlier minor version may word a description differently (1.1's pos_emb) */
+    if (!description || (strcmp(description, doc->description) && c->format_minor >= RESULTS_FORMAT_MINOR))
         problem(c, "%s: attribute description is %s, not the format's", name, description ? "different" : "missing");
     if (!units || strcmp(units, doc->units))
         problem(c, "%s: attribute units is '%s', not '%s'", name, units ? units : "missing", doc->units);
@@ -301,6 +310,13 @@ static void check_logs(Checker *c) {
     free(loss);
 }
 
+/* Files before format 1.2 stored an unused pos_emb of zeros with rotary or no positions. */
+static int legacy_pos_emb(Checker *c, const Model *m, const char *group) {
+    char name[256];
+    snprintf(name, sizeof name, "%s/pos_emb", group);
+    return c->format_minor < 2 && m->shape.pos != POS_LEARNED && m->shape.pos != POS_SHORTFORMER && exists(c, name);
+}
+
 /* Every tensor of the model's table under group, with its shape, and nothing else. */
 static void check_tensors(Checker *c, const Model *m, const char *group, int found) {
     for (int i = 0; i < m->n_tensors; i++) {
@@ -310,7 +326,7 @@ static void check_tensors(Checker *c, const Model *m, const char *group, int fou
         hsize_t want[2] = {t->shape[0], t->shape[1]};
         expect_shape(c, name, t->ndim, want);
     }
-    if (found > m->n_tensors)
+    if (found > m->n_tensors + legacy_pos_emb(c, m, group))
         problem(c, "%s holds %d datasets, but the model has %d tensors", group, found, m->n_tensors);
 }
 
@@ -526,6 +542,37 @@ static void check_heads(Checker *c) {
     for (int k = 0; k < 3; k++) free(v[k]);
 }
 
+/* A path with no file yet: the run writing it (from its lock), or what a run left there (a
+ * checkpoint, a trained run whose study is pending, a stranded temporary). Prints one line on
+ * stderr and returns 1 when there is any such thing. */
+static int not_there_yet(const char *path) {
+    char holder[480], what[2400];
+    int running = output_lock_holder(path, holder, sizeof holder);
+    RunFiles rf;
+    results_run_files(path, &rf);
+    results_run_files_describe(&rf, what, sizeof what);
+    if (running)
+        fprintf(stderr, "%s: a run in progress, not a results file yet: being written by %s%s%s%s\n", path, holder,
+                rf.checkpoint.exists ? "; its last checkpoint is " : "", rf.checkpoint.exists ? what : "",
+                rf.checkpoint.exists ? " (harness check, scripts/plot and scripts/report read it)" : "");
+    else if (results_run_files_any(&rf))
+        fprintf(stderr, "%s: no results file, but the run left %s: harness --resume CONFIG finishes it\n", path, what);
+    return running || results_run_files_any(&rf);
+}
+
+/* After "ok": what a stranded temporary is (results.h), "" for any other file. */
+static const char *stranded_note(const char *path) {
+    static char note[CONFIG_PATH_MAX + 200];
+    const char *dot = strstr(path, ".tmp.");
+    if (!dot || strlen(dot) != strlen(".tmp.XXXXXX")) return "";
+    char target[CONFIG_PATH_MAX + 32], found[CONFIG_PATH_MAX + 32];
+    snprintf(target, sizeof target, "%.*s", (int)(dot - path), path);
+    if (results_find_stranded(target, found, sizeof found) == RUN_NONE) return "";
+    snprintf(note, sizeof note, "; a temporary kept because it could not be moved into place as %.1000s: "
+             "harness --resume moves it", target);
+    return note;
+}
+
 int check_main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);
@@ -538,6 +585,7 @@ int check_main(int argc, char **argv) {
     Checker c = {.path = argv[1], .run = RUN_NONE};
     UserError err;
     ResultsReader rd;
+    if (access(c.path, F_OK) != 0 && not_there_yet(c.path)) return 2;
     if (results_reader_open(&rd, c.path, &err) != ERR_OK) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
@@ -560,6 +608,6 @@ int check_main(int argc, char **argv) {
     }
     results_reader_close(&rd);
     if (c.problems) printf("%s: %d problem%s\n", c.path, c.problems, c.problems == 1 ? "" : "s");
-    else printf("%s: ok (%s run, format %s)\n", c.path, c.status, RESULTS_FORMAT_VERSION);
+    else printf("%s: ok (%s run, format %s)%s\n", c.path, c.status, RESULTS_FORMAT_VERSION, stranded_note(c.path));
     return c.problems ? 1 : 0;
 }

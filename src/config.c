@@ -144,6 +144,8 @@ static const ConfigKey KEYS[] = {
             "attention-map snapshot interval, in steps"),
     INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints",
             "periodic checkpoint (<path>.ckpt) interval, in steps"),
+    INT_KEY("output", "max_memory", max_memory, 0, 0, INT_MAX, "0 = MemAvailable",
+            "MiB the run's estimated peak memory must fit, else it is refused at start (harness --shapes)"),
     INT_KEY("output", "probes", probes, 4, 1, 1024, NULL,
             "probe sequences for maps and pattern scores"),
     INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len, or less to keep /attn/maps under 100 MiB",

@@ -60,6 +60,7 @@ typedef struct {
     /* output: */
     char out_path[CONFIG_PATH_MAX];
     int log_every, eval_every, eval_batches, attn_every, probes, probe_len, checkpoint_every;
+    int max_memory; /* MiB the estimated peak must fit; 0: MemAvailable */
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
     double prune_step;      /* pruning curves: fraction of all heads removed per step; 0 = none */
     int prune_batches;      /* held-out batches the pruning criteria are measured on; 0 = all */

@@ -103,7 +103,7 @@ static const DocRow ROWS[] = {
 /* Model tensors, below each of the groups in GROUPS. */
 static const DocRow TENSORS[] = {
     {"tok_emb", {"token embedding W_tok", "1", DIMS("vocab", "d_model"), NULL, NULL}},
-    {"pos_emb", {"learned position embedding W_pos (zeros and unused with pos rope or none)", "1",
+    {"pos_emb", {"learned position embedding W_pos (pos learned or shortformer only)", "1",
                  DIMS("position", "d_model"), NULL, NULL}},
     {"layer#/ln_g", {"LayerNorm gain of the block", "1", DIMS("d_model"), NULL, NULL}},
     {"layer#/ln_b", {"LayerNorm bias of the block", "1", DIMS("d_model"), NULL, NULL}},

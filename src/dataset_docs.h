@@ -7,10 +7,11 @@
 #define DATASET_DOCS_H
 
 /* The results-file format this build writes, as the root attribute format_version
- * "MAJOR.MINOR". A reader refuses another major version; a newer minor only adds datasets. */
+ * "MAJOR.MINOR". A reader refuses another major version; a newer minor adds datasets or leaves
+ * out one a layout does not use (1.2: no pos_emb without learned positions). */
 #define RESULTS_FORMAT_MAJOR 1
-#define RESULTS_FORMAT_MINOR 1
-#define RESULTS_FORMAT_VERSION "1.1"
+#define RESULTS_FORMAT_MINOR 2
+#define RESULTS_FORMAT_VERSION "1.2"
 
 #define DATASET_MAX_DIMS 6
 

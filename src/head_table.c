@@ -3,6 +3,8 @@
 #include "head_table.h"
 #include "analysis.h"
 
+#include <string.h>
+
 void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, const int *classes,
                       const double *delta, const double *delta_mean, const double *importance) {
     int L = n_layer, H = n_head, LH = L * H;
@@ -23,9 +25,12 @@ void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, 
     for (int k = 0; k < N_CLASSES; k++) {
         int count = 0;
         for (int i = 0; i < LH; i++) count += classes[i] == order[k];
-        if (count)
-            fprintf(out, "%d head%s %s %s head%s\n", count, count == 1 ? "" : "s", count == 1 ? "is a" : "are",
-                    analysis_class_description(order[k]), count == 1 ? "" : "s");
+        if (count) {
+            const char *what = analysis_class_description(order[k]);
+            fprintf(out, "%d head%s %s %s head%s\n", count, count == 1 ? "" : "s",
+                    count == 1 ? (strchr("aeiou", what[0]) ? "is an" : "is a") : "are", what,
+                    count == 1 ? "" : "s");
+        }
     }
     fflush(out);
 }

@@ -82,11 +82,17 @@ void head_study_print(const HeadStudy *hs, FILE *out) {
     const int LH = hs->n_layer * hs->n_head;
     if (hs->step_heads) {
         fprintf(out, "\npruning (%d head%s a step, importance measured again after each): heads needed "
-                "for an eval loss within 5%% of %.4f:", hs->step_heads, hs->step_heads == 1 ? "" : "s",
-                hs->eval_loss);
+                "for an eval loss within max(%g%% of %.4f, %g nats) of it:", hs->step_heads,
+                hs->step_heads == 1 ? "" : "s", 100 * PRUNE_TOLERANCE_RELATIVE, hs->eval_loss,
+                PRUNE_TOLERANCE_FLOOR);
         for (int c = 0; c < N_PRUNE_CRITERIA; c++)
-            fprintf(out, " %d of %d (%s)%s", prune_heads_needed(&hs->curve[c], 0.05), LH,
+            fprintf(out, " %d of %d (%s)%s",
+                    prune_heads_needed(&hs->curve[c], PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR), LH,
                     prune_criterion_names[c], c + 1 < N_PRUNE_CRITERIA ? "," : "\n");
+        if (hs->eval_loss < PRUNE_TOLERANCE_FLOOR)
+            fprintf(out, "warning: the eval loss %.4f is below the %g-nat floor of the tolerance: heads needed "
+                    "counts the heads whose removal costs more than the floor, a coarse count here\n",
+                    hs->eval_loss, PRUNE_TOLERANCE_FLOOR);
         fprintf(out, "one head per layer (the best one kept, the layer's others ablated): ");
         for (int l = 0; l < hs->n_layer; l++)
             fprintf(out, "layer %d head %d %+.4f%s", l, hs->one_best[l], hs->one_best_delta[l],

@@ -12,16 +12,9 @@
 #include "tokenizer.h"
 #include "util.h"
 
-/* How the run's tokens read: bytes (text task), SentencePiece pieces (tokens task with a stored
- * tokenizer), or bare ids. */
-typedef struct {
-    int is_bytes;
-    Tokenizer tok;
-    int has_tok;
-} Vocab;
-
-/* The tokenizer a run stored in /tokenizer/model, if any. */
-static int read_run_tokenizer(const char *path, Vocab *v, UserError *err) {
+int run_vocab_open(const char *path, const Config *cfg, RunVocab *v, UserError *err) {
+    *v = (RunVocab){0};
+    v->is_bytes = cfg->vocab_size >= 256 && cfg->task == TASK_TEXT;
     ResultsReader rd;
     if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
     int rc = ERR_OK;
@@ -39,8 +32,12 @@ static int read_run_tokenizer(const char *path, Vocab *v, UserError *err) {
     return rc;
 }
 
-/* A token as a label, at most size bytes: 'c' for bytes, the piece, or the id. */
-static void token_label(const Vocab *v, int token, char *out, size_t size) {
+void run_vocab_close(RunVocab *v) {
+    if (v->has_tok) tokenizer_free(&v->tok);
+    *v = (RunVocab){0};
+}
+
+void run_vocab_label(const RunVocab *v, int token, char *out, size_t size) {
     if (v->is_bytes && token >= 32 && token < 127) snprintf(out, size, "'%c'", token);
     else if (v->is_bytes && token == '\n') snprintf(out, size, "'\\n'");
     else if (v->has_tok) tokenizer_label(&v->tok, token, out, size);
@@ -48,9 +45,9 @@ static void token_label(const Vocab *v, int token, char *out, size_t size) {
 }
 
 /* A label cut to at most `cols` characters, then padded with spaces to exactly `cols`. */
-static void print_cell(const Vocab *v, int token, int cols) {
+static void print_cell(const RunVocab *v, int token, int cols) {
     char label[64];
-    token_label(v, token, label, sizeof label);
+    run_vocab_label(v, token, label, sizeof label);
     int w = 0;
     for (const char *s = label; *s && (w < cols || ((unsigned char)*s & 0xC0) == 0x80); s++) {
         w += ((unsigned char)*s & 0xC0) != 0x80;
@@ -119,36 +116,35 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
     return 0;
 }
 
-/* The input as token ids (at most seq_len) into tokens, their count into *n. */
-static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc, int *tokens, int *n,
-                      UserError *err) {
+int run_vocab_input(const char *path, const Config *cfg, const RunVocab *voc, const char *prompt,
+                    const char *token_list, int *tokens, int *n, UserError *err) {
     int T = 0;
-    if (a->prompt && voc->has_tok) {
-        T = tokenizer_encode(&voc->tok, a->prompt, tokens, cfg->seq_len + 1);
-    } else if (a->prompt) {
+    if (prompt && voc->has_tok) {
+        T = tokenizer_encode(&voc->tok, prompt, tokens, cfg->seq_len + 1);
+    } else if (prompt) {
         if (!voc->is_bytes) {
-            return user_error(err, a->path, 0, 0, "this model was trained on the %s task %s; use --tokens",
+            return user_error(err, path, 0, 0, "this model was trained on the %s task %s; use --tokens",
                               config_task_name(cfg->task), cfg->task == TASK_TOKENS
                                   ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it "
                                     "cannot encode text"
                                   : "whose tokens are not bytes");
         }
-        for (const char *c = a->prompt; *c && T <= cfg->seq_len; c++) tokens[T++] = (unsigned char)*c;
+        for (const char *c = prompt; *c && T <= cfg->seq_len; c++) tokens[T++] = (unsigned char)*c;
     } else {
-        for (const char *c = a->token_list; *c && T <= cfg->seq_len;) {
+        for (const char *c = token_list; *c && T <= cfg->seq_len;) {
             char *end;
             errno = 0;
             long v = strtol(c, &end, 10);
             if (end == c || errno || v < 0 || v >= cfg->vocab_size || (*end && *end != ',')) {
                 return user_error(err, NULL, 0, 0, "--tokens '%s': expected comma-separated ids in [0, %d)",
-                                  a->token_list, cfg->vocab_size);
+                                  token_list, cfg->vocab_size);
             }
             tokens[T++] = (int)v;
             c = *end ? end + 1 : end;
         }
     }
     if (T < 1 || T > cfg->seq_len)
-        return user_error(err, a->path, 0, 0, "the input must hold 1 to seq_len = %d tokens, not %d%s", cfg->seq_len,
+        return user_error(err, path, 0, 0, "the input must hold 1 to seq_len = %d tokens, not %d%s", cfg->seq_len,
                           T, T > cfg->seq_len ? " (or more)" : "");
     *n = T;
     return ERR_OK;
@@ -156,7 +152,7 @@ static int read_input(const InspectArgs *a, const Config *cfg, const Vocab *voc,
 
 /* One head's attention rows: a row per query (its position and token), a column per key it may
  * see; labels are cut to the 4-character columns. */
-static void print_head(const float *map, const int *tokens, int T, int l, int h, const Vocab *voc) {
+static void print_head(const float *map, const int *tokens, int T, int l, int h, const RunVocab *voc) {
     printf("layer %d head %d: attention of each query (row) to each key (column)\n%14s", l, h, "");
     for (int j = 0; j < T; j++) {
         printf(" ");
@@ -173,18 +169,18 @@ static void print_head(const float *map, const int *tokens, int T, int l, int h,
 }
 
 /* The input tokens in full: label(id) each. */
-static void print_input(const Vocab *voc, const int *tokens, int T) {
+static void print_input(const RunVocab *voc, const int *tokens, int T) {
     char label[64];
     printf("input (%d tokens):", T);
     for (int t = 0; t < T; t++) {
-        token_label(voc, tokens[t], label, sizeof label);
+        run_vocab_label(voc, tokens[t], label, sizeof label);
         printf(" %s(%d)", label, tokens[t]);
     }
     printf("\n");
 }
 
 /* The K most likely next tokens after the last input, with softmax probabilities. */
-static void print_top(const float *logits, int V, int K, const Vocab *voc) {
+static void print_top(const float *logits, int V, int K, const RunVocab *voc) {
     char label[64];
     double max = logits[0], sum = 0;
     for (int v = 1; v < V; v++) max = logits[v] > max ? logits[v] : max;
@@ -196,7 +192,7 @@ static void print_top(const float *logits, int V, int K, const Vocab *voc) {
         for (int v = 0; v < V; v++)
             if (!taken[v] && (best < 0 || logits[v] > logits[best])) best = v;
         taken[best] = 1;
-        token_label(voc, best, label, sizeof label);
+        run_vocab_label(voc, best, label, sizeof label);
         printf(" %s (%.3f)", label, exp(logits[best] - max) / sum);
     }
     printf("\n");
@@ -213,7 +209,7 @@ static int check_selection(const InspectArgs *a, const Config *cfg, UserError *e
 }
 
 static void print_report(const InspectArgs *a, const Config *cfg, Model *m, const int *tokens, int T,
-                         const Vocab *voc) {
+                         const RunVocab *voc) {
     int D = cfg->d_model, H = cfg->n_head, dh = cfg->d_head, E = H * dh, L = cfg->n_layer;
     int W = (H + 2 * m->shape.n_kv_head) * dh;
     printf("%s: %d tokens; each block computes (runtime shapes, batch 1):\n", a->path, T);
@@ -242,16 +238,15 @@ int inspect_main(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : 2;
     Config cfg;
     UserError err;
-    Vocab voc = {0};
+    RunVocab voc = {0};
     if (results_read_run_config(a.path, &cfg, &err) != ERR_OK ||
-        read_run_tokenizer(a.path, &voc, &err) != ERR_OK) {
+        run_vocab_open(a.path, &cfg, &voc, &err) != ERR_OK) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    voc.is_bytes = cfg.vocab_size >= 256 && cfg.task == TASK_TEXT;
     int *tokens = xcalloc((size_t)cfg.seq_len + 1, sizeof(int)), T = 0;
     rc = check_selection(&a, &cfg, &err);
-    if (rc == ERR_OK) rc = read_input(&a, &cfg, &voc, tokens, &T, &err);
+    if (rc == ERR_OK) rc = run_vocab_input(a.path, &cfg, &voc, a.prompt, a.token_list, tokens, &T, &err);
     if (rc == ERR_OK) {
         Model m;
         model_init(&m, model_shape_from_config(&cfg), 1);
@@ -264,7 +259,7 @@ int inspect_main(int argc, char **argv) {
         model_free(&m);
     }
     if (rc != ERR_OK) fprintf(stderr, "%s\n", err.text);
-    if (voc.has_tok) tokenizer_free(&voc.tok);
+    run_vocab_close(&voc);
     free(tokens);
     return rc == ERR_OK ? 0 : 2;
 }

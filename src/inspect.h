@@ -4,6 +4,28 @@
  * Must not know: training, the tasks. */
 #ifndef INSPECT_H
 #define INSPECT_H
+#include <stddef.h>
+#include "config.h"
+#include "error.h"
+#include "tokenizer.h"
+
+/* How a stored run's tokens read: bytes (text task), SentencePiece pieces (a tokens run with a
+ * stored /tokenizer/model), or bare ids. Shared with `harness generate`. */
+typedef struct {
+    int is_bytes;
+    Tokenizer tok;
+    int has_tok;
+} RunVocab;
+/* The run's vocabulary (cfg: results_read_run_config's); reads /tokenizer/model if there. */
+int run_vocab_open(const char *path, const Config *cfg, RunVocab *v, UserError *err);
+void run_vocab_close(RunVocab *v);
+/* A token as a label, at most size bytes: 'c' for bytes, the piece, or the id. */
+void run_vocab_label(const RunVocab *v, int token, char *out, size_t size);
+/* One of prompt (text: bytes or the tokenizer's ids) and token_list ("3,17,5") as 1 to seq_len
+ * token ids into tokens (room for seq_len + 1), their count into *n. */
+int run_vocab_input(const char *path, const Config *cfg, const RunVocab *voc, const char *prompt,
+                    const char *token_list, int *tokens, int *n, UserError *err);
+
 /* Returns the process exit status (0, or 2 after printing a user error). */
 int inspect_main(int argc, char **argv);
 #endif

@@ -51,7 +51,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     size_t G = s.output_gate ? E : 0;
 #define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
     TAKE(tok_emb, V * D);
-    TAKE(pos_emb, T * D);
+    TAKE(pos_emb, uses_pos_emb(s) ? T * D : 0); /* rotary or no positions: none stored */
     TAKE(ln_g, L * D);
     TAKE(ln_b, L * D);
     TAKE(w_qkv, L * D * W);
@@ -76,7 +76,7 @@ static void build_tensor_table(Model *m) {
     const ParamTensors *p = &m->params;
 #define OFF(ptr) ((size_t)((ptr) - m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
-    add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
+    if (uses_pos_emb(s)) add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
     for (int l = 0; l < s.n_layer; l++) {
         add_tensor(m, "ln_g", l, D, 0, OFF(p->ln_g) + l * D);
         add_tensor(m, "ln_b", l, D, 0, OFF(p->ln_b) + l * D);
@@ -202,9 +202,7 @@ void model_init_weights(Model *m, uint64_t seed) {
         const TensorSpec *t = &m->tensors[i];
         float *x = m->param_block + t->offset;
         const char *base = strrchr(t->name, '/') ? strrchr(t->name, '/') + 1 : t->name;
-        if (strcmp(t->name, "pos_emb") == 0 && !uses_pos_emb(m->shape)) {
-            for (size_t k = 0; k < t->size; k++) x[k] = 0.0f; /* kept for the file layout, unused */
-        } else if (t->ndim == 2) {
+        if (t->ndim == 2) {
             float std = 0.02f * (strcmp(base, "w_o") == 0 ? out_scale : 1.0f);
             for (size_t k = 0; k < t->size; k++) x[k] = std * (float)rng_normal(&rng);
         } else {
@@ -289,8 +287,8 @@ static int gates_all_one(const float *gate, int H) {
 }
 
 /* Layer l's gates, or NULL when they are all 1 (no gates, or none of the layer's moved): the
- * head mix is then the identity and runs as no stage at all, so training's bits are those of a
- * model without gates. */
+ * head mix is then the identity and computes nothing, so training's bits are those of a model
+ * without gates. */
 static const float *layer_gates(const Model *m, int l) {
     const float *g = m->last.iv.head_gate;
     int H = m->shape.n_head;
@@ -457,7 +455,7 @@ static const float *layer_fill(const Pass *p) {
     const HeadFill *f = &p->iv->fill;
     const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
     return f->kind == HEAD_FILL_PER_HEAD ? f->values + p->l * E
-           : f->kind == HEAD_FILL_PER_TOKEN ? slice(p, (float *)f->values, E) : NULL;
+           : f->kind == HEAD_FILL_PER_TOKEN ? f->values + (size_t)p->l * p->BT * E : NULL;
 }
 /* The input of W_o: hook_head_mix. */
 static const float *head_mix_output(const Pass *p) {
@@ -475,7 +473,7 @@ static void head_mix_fwd(Pass *p) {
         head_gate_forward(mixed, z, gate, fill, p->BT, s.n_head, s.d_head);
         return;
     }
-    for (int n = 0; n < p->BT; n++) /* a fill of its own per token */
+    for (int n = 0; n < p->BT; n++) /* the kernel takes one fill row: one call per token */
         head_gate_forward(mixed + n * E, z + n * E, gate, fill + n * E, 1, s.n_head, s.d_head);
 }
 static void head_mix_bwd(Pass *p) {
@@ -649,6 +647,16 @@ static const char *const hook_names[N_HOOKS] = {
 
 const char *model_hook_name(HookPoint p) { return p >= 0 && p < N_HOOKS ? hook_names[p] : NULL; }
 
+size_t model_param_floats(ModelShape shape) {
+    ParamTensors p;
+    return point_params(&p, NULL, shape);
+}
+
+size_t model_activation_floats(ModelShape shape, int B) {
+    Activations a;
+    return point_activations(&a, NULL, shape, B);
+}
+
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {
     const ModelShape s = m->shape;
     const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;
@@ -688,7 +696,7 @@ ModelCost model_cost(ModelShape s) {
     double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
     double E = (double)s.n_head * s.d_head, W = (double)qkv_width(s), G = s.output_gate ? E : 0;
     ModelCost c;
-    c.params_embed = V * D + T * D;
+    c.params_embed = V * D + (uses_pos_emb(s) ? T * D : 0);
     c.params_layer_qkv = D * W + W;
     c.params_layer_o = E * D + D;
     c.params_layer_gate = D * G + G;

@@ -161,7 +161,7 @@ typedef struct {
      * start_state: the layer's head mix from that state (made with the same gates and fill in
      * the layers before it, it gives the bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
-     * run on the same inputs. */
+     * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
     int keep_maps;     /* write hook_pattern (else only where the maps are small and the backward reads them) */
@@ -233,6 +233,12 @@ void model_zero_grad(Model *m);
  * forward that kept no maps). */
 const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
+
+/* The sizes model_init allocates, from the shape alone (what shapes.c's memory estimate reads,
+ * so that the estimate follows the code): floats of one parameter-sized block (model_init makes
+ * four: parameters, gradients, AdamW's two moments) and of the activations for batches up to B. */
+size_t model_param_floats(ModelShape shape);
+size_t model_activation_floats(ModelShape shape, int B);
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
 /* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
  * the last. */

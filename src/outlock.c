@@ -31,19 +31,61 @@ static void read_holder(const char *path, char *out, size_t size) {
 }
 
 /* "pid N on HOST since 2026-12-01T08:45:11Z" */
-static void write_holder(int fd) {
-    char host[256] = "?", since[64], line[400];
+static void make_holder(OutputLock *lk) {
+    char host[256] = "?", since[64];
     gethostname(host, sizeof host - 1);
     time_t now = time(NULL);
     strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    int n = snprintf(line, sizeof line, "pid %ld on %s since %s\n", (long)getpid(), host, since);
+    snprintf(lk->holder, sizeof lk->holder, "pid %ld on %.250s since %s", (long)getpid(), host, since);
+}
+
+static void write_holder(int fd, const char *line) {
+    size_t n = strlen(line);
     /* only for other writers' messages: a failed write leaves the lock held and the run going */
-    if (ftruncate(fd, 0) == 0 && write(fd, line, (size_t)n) != n) (void)ftruncate(fd, 0);
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, n, 0) != (ssize_t)n) (void)ftruncate(fd, 0);
+}
+
+void output_lock_note_progress(OutputLock *lk, long step, long steps) {
+    if (lk->fd < 0) return;
+    char line[480];
+    snprintf(line, sizeof line, "%s, step %ld of %ld\n", lk->holder, step, steps);
+    write_holder(lk->fd, line);
+}
+
+int output_lock_holder(const char *out_path, char *out, size_t size) {
+    char path[CONFIG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s.lock", out_path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    if (held) read_holder(path, out, size);
+    return held;
+}
+
+/* mkdir -p of the directory part of path. */
+static int make_parents(const char *path) {
+    char dir[CONFIG_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, UserError *err) {
     lk->fd = -1;
     snprintf(lk->path, sizeof lk->path, "%s.lock", out_path);
+    make_holder(lk);
+    if (make_parents(lk->path) != 0)
+        return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)", out_path,
+                               strerror(errno));
     for (int attempt = 0; attempt < 100; attempt++) {
         int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
@@ -75,7 +117,9 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
         struct stat held, now;
         if (fstat(fd, &held) == 0 && stat(lk->path, &now) == 0 && held.st_dev == now.st_dev &&
             held.st_ino == now.st_ino) {
-            write_holder(fd);
+            char line[420];
+            snprintf(line, sizeof line, "%s\n", lk->holder);
+            write_holder(fd, line);
             lk->fd = fd;
             return ERR_OK;
         }

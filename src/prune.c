@@ -120,8 +120,13 @@ void prune_one_head_per_layer(Ablation *a, int rank_batches, double *delta, int 
     free(sets);
 }
 
-int prune_heads_needed(const PruneCurve *c, double tolerance) {
-    double limit = c->eval_loss[0] * (1.0 + tolerance);
+double prune_loss_limit(double unpruned, double relative, double floor_nats) {
+    double margin = relative * unpruned;
+    return unpruned + (margin > floor_nats ? margin : floor_nats);
+}
+
+int prune_heads_needed(const PruneCurve *c, double relative, double floor_nats) {
+    double limit = prune_loss_limit(c->eval_loss[0], relative, floor_nats);
     int needed = c->heads_left[0];
     for (int p = 1; p < c->n_points && c->eval_loss[p] <= limit; p++) needed = c->heads_left[p];
     return needed;

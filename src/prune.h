@@ -43,8 +43,18 @@ void prune_curve_free(PruneCurve *c);
 void prune_one_head_per_layer(Ablation *a, int rank_batches, double *delta, int *best_head,
                               double *best_delta);
 
-/* Fewest heads left on the curve whose loss is within `tolerance` (relative) of the unpruned
- * loss; with every point of the curve up to it within (pruning further never came back). */
-int prune_heads_needed(const PruneCurve *c, double tolerance);
+/* The heads-needed tolerance: a pruned model is as good as the unpruned one while its loss stays
+ * within max(PRUNE_TOLERANCE_RELATIVE x the unpruned loss, PRUNE_TOLERANCE_FLOOR nats) of it.
+ * The floor keeps the count meaningful near zero loss, where 5% is nothing (0.00006 nats at a
+ * loss of 0.0012). python/heads/pruning.py defines the same two numbers for sweeps. */
+#define PRUNE_TOLERANCE_RELATIVE 0.05
+#define PRUNE_TOLERANCE_FLOOR 0.01
+
+/* unpruned + max(relative x unpruned, floor): the highest loss that still counts as unharmed. */
+double prune_loss_limit(double unpruned, double relative, double floor_nats);
+
+/* Fewest heads left on the curve whose loss is within prune_loss_limit of the unpruned loss;
+ * with every point of the curve up to it within (pruning further never came back). */
+int prune_heads_needed(const PruneCurve *c, double relative, double floor_nats);
 
 #endif

@@ -187,13 +187,14 @@ static int create_temp(Results *r) {
     return rc;
 }
 
-/* Delete what killed writers of `path` left: "<path>.tmp.XXXXXX" (and "<path>.tmp" of older
- * versions). Only the holder of the output lock (outlock.h) calls results_open, so no live
- * writer owns one of these. */
-static void remove_stale_temps(const char *path) {
-    char old[CONFIG_PATH_MAX + 16], dir_buf[CONFIG_PATH_MAX + 8], base_buf[CONFIG_PATH_MAX + 8];
+/* Call visit(name, ctx) for every "<path>.tmp.XXXXXX" beside path (and "<path>.tmp" of older
+ * versions). Only the holder of the output lock (outlock.h) changes these, so no live writer
+ * owns one that a visitor deletes. */
+typedef void (*TempVisitor)(const char *temp, void *ctx);
+static void visit_temps(const char *path, TempVisitor visit, void *ctx) {
+    char old[CONFIG_PATH_MAX + 80], dir_buf[CONFIG_PATH_MAX + 64], base_buf[CONFIG_PATH_MAX + 64];
     snprintf(old, sizeof old, "%s.tmp", path);
-    unlink(old);
+    if (access(old, F_OK) == 0) visit(old, ctx);
     snprintf(dir_buf, sizeof dir_buf, "%s", path);
     snprintf(base_buf, sizeof base_buf, "%s", path);
     const char *dir = dirname(dir_buf), *base = basename(base_buf);
@@ -204,11 +205,58 @@ static void remove_stale_temps(const char *path) {
         if (strlen(e->d_name) != prefix + 6 || strncmp(e->d_name, base, strlen(base)) != 0 ||
             strncmp(e->d_name + strlen(base), TEMP_SUFFIX, strlen(TEMP_SUFFIX)) != 0)
             continue;
-        char stale[2 * CONFIG_PATH_MAX + 16];
-        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
-        unlink(stale);
+        char temp[2 * CONFIG_PATH_MAX + 16];
+        snprintf(temp, sizeof temp, "%s/%s", dir, e->d_name);
+        visit(temp, ctx);
     }
     closedir(d);
+}
+
+/* A temporary that holds a finished state: results_close kept it because it could not be moved
+ * into place. A killed writer's says "running", or cannot be read. */
+static int is_stranded(RunStatus status) {
+    return status != RUN_NONE && status != RUN_RUNNING;
+}
+
+static void remove_unfinished(const char *temp, void *ctx) {
+    (void)ctx;
+    if (!is_stranded(results_read_status(temp, NULL, 0))) unlink(temp);
+}
+
+static void remove_any(const char *temp, void *ctx) {
+    (void)ctx;
+    unlink(temp);
+}
+
+void results_remove_temps(const char *path) {
+    visit_temps(path, remove_any, NULL);
+}
+
+typedef struct {
+    char *out;
+    size_t size;
+    RunStatus status;
+    struct timespec mtime;
+} StrandedSearch;
+
+static void note_stranded(const char *temp, void *ctx) {
+    StrandedSearch *s = ctx;
+    struct stat st;
+    RunStatus status = results_read_status(temp, NULL, 0);
+    if (!is_stranded(status) || stat(temp, &st) != 0) return;
+    if (s->status != RUN_NONE && (st.st_mtim.tv_sec < s->mtime.tv_sec ||
+                                  (st.st_mtim.tv_sec == s->mtime.tv_sec && st.st_mtim.tv_nsec <= s->mtime.tv_nsec)))
+        return;
+    snprintf(s->out, s->size, "%s", temp);
+    s->status = status;
+    s->mtime = st.st_mtim;
+}
+
+RunStatus results_find_stranded(const char *path, char *out, size_t size) {
+    StrandedSearch s = {out, size, RUN_NONE, {0, 0}};
+    if (size) out[0] = '\0';
+    visit_temps(path, note_stranded, &s);
+    return s.status;
 }
 
 /* fsync a file by name (HDF5 has no fsync of its own; its handle is closed by now). */
@@ -233,6 +281,14 @@ static int sync_parent(const char *path) {
     return rc;
 }
 
+/* The file is complete and in place; like SQLite, a directory that cannot be synced (some file
+ * systems refuse) is reported, not fatal. */
+static void warn_unsynced_parent(const char *path) {
+    if (sync_parent(path) != 0)
+        fprintf(stderr, "warning: %s: the directory could not be synced (%s); the file is in "
+                        "place but may not survive a power loss\n", path, strerror(errno));
+}
+
 void results_library_init(void) {
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -248,7 +304,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
             return user_error(err, path, 0, 0, "a complete result exists already; pass --force to replace it, or "
                              "set output.path elsewhere");
     }
-    remove_stale_temps(path);
+    visit_temps(path, remove_unfinished, NULL);
     errno = 0;
     if (create_temp(r) != 0 ||
         (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
@@ -296,16 +352,21 @@ int results_close(Results *r, RunStatus status, UserError *err) {
      * the directory fsync'ed (until then the rename itself may not survive a power loss). */
     if (rc == ERR_OK && sync_file(r->tmp_path) != 0)
         rc = user_error(err, r->path, 0, 0, "cannot write %s to disk (fsync: %s)", r->tmp_path, strerror(errno));
-    if (rc == ERR_OK && rename(r->tmp_path, r->path) != 0)
-        rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s", r->tmp_path, strerror(errno));
-    if (rc != ERR_OK) unlink(r->tmp_path);
+    /* written, flushed and on disk: a run's only copy of its result (a copy's original stays) */
+    int keep = rc == ERR_OK && !r->is_copy && is_stranded(status);
+    if (rc == ERR_OK && rename(r->tmp_path, r->path) != 0) {
+        int e = errno;
+        if (keep)
+            rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s; the %s run is kept whole in it: "
+                            "once that is fixed, harness --resume (the same config) moves it into place",
+                            r->tmp_path, strerror(e), run_status_name(status));
+        else
+            rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s", r->tmp_path, strerror(e));
+    }
+    if (rc != ERR_OK && !keep) unlink(r->tmp_path);
     fatal_forget(r->tmp_path);
     if (rc != ERR_OK) return rc;
-    /* The file is complete and in place; like SQLite, a directory that cannot be synced
-     * (some file systems refuse) is reported, not fatal. */
-    if (sync_parent(r->path) != 0)
-        fprintf(stderr, "warning: %s: the directory could not be synced (%s); the file is in "
-                        "place but may not survive a power loss\n", r->path, strerror(errno));
+    warn_unsynced_parent(r->path);
     return ERR_OK;
 }
 
@@ -769,6 +830,7 @@ static const char *const RUN_STATUS_NAMES[RUN_N_STATUS] = {
     [RUN_COMPLETE] = "complete",
     [RUN_DIVERGED] = "diverged",
     [RUN_INTERRUPTED] = "interrupted",
+    [RUN_TRAINED] = "trained",
 };
 
 const char *run_status_name(RunStatus status) {
@@ -798,6 +860,94 @@ RunStatus results_read_status(const char *path, char *name, int size) {
     return status;
 }
 
+int results_place_stranded(const char *tmp, const char *path, UserError *err) {
+    if (rename(tmp, path) != 0)
+        return user_error(err, path, 0, 0, "cannot move %s into place: %s", tmp, strerror(errno));
+    warn_unsynced_parent(path);
+    return ERR_OK;
+}
+
+static void read_run_file(const char *path, RunFile *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->status = RUN_NONE;
+    f->step = f->steps = -1;
+    struct stat st;
+    if (stat(path, &st) != 0) return;
+    f->exists = 1;
+    if (S_ISDIR(st.st_mode)) {
+        f->is_dir = 1;
+        snprintf(f->why, sizeof f->why, "it is a directory");
+        return;
+    }
+    UserError err;
+    ResultsReader rd;
+    if (results_reader_open(&rd, path, &err) != ERR_OK) {
+        snprintf(f->why, sizeof f->why, "%.590s", err.message);
+        return;
+    }
+    char *status = results_reader_attr_string(&rd, "status");
+    f->status = status ? run_status_parse(status) : RUN_NONE;
+    if (f->status == RUN_NONE) snprintf(f->why, sizeof f->why, "its status is '%.100s'", status ? status : "");
+    free(status);
+    if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
+        results_reader_attr_int(&rd, "/checkpoint", "step", &f->step, &err) != ERR_OK)
+        f->step = -1;
+    if (results_reader_attr_int(&rd, "/config", "steps", &f->steps, &err) != ERR_OK) f->steps = -1;
+    results_reader_close(&rd);
+}
+
+void results_run_files(const char *path, RunFiles *rf) {
+    char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "", ckpt_stranded[CONFIG_PATH_MAX + 32] = "";
+    snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
+    read_run_file(path, &rf->result);
+    read_run_file(ckpt, &rf->checkpoint);
+    /* the newer of the two kinds: a results file's, or a trained checkpoint's */
+    struct stat a, b;
+    int have = results_find_stranded(path, stranded, sizeof stranded) != RUN_NONE;
+    int have_ckpt = results_find_stranded(ckpt, ckpt_stranded, sizeof ckpt_stranded) != RUN_NONE;
+    if (have_ckpt && (!have || (stat(stranded, &a) == 0 && stat(ckpt_stranded, &b) == 0 &&
+                                a.st_mtim.tv_sec < b.st_mtim.tv_sec)))
+        snprintf(stranded, sizeof stranded, "%s", ckpt_stranded);
+    if (have || have_ckpt) read_run_file(stranded, &rf->stranded);
+    else memset(&rf->stranded, 0, sizeof rf->stranded), rf->stranded.status = RUN_NONE;
+}
+
+int results_run_files_any(const RunFiles *rf) {
+    return rf->result.exists || rf->checkpoint.exists || rf->stranded.exists;
+}
+
+/* "an interrupted run at step 628 of 3000", "a complete run of 3000 steps", ... */
+static size_t describe_file(const RunFile *f, int is_checkpoint, char *out, size_t size) {
+    char steps[32] = "";
+    if (f->steps >= 0) snprintf(steps, sizeof steps, " of %lld", (long long)f->steps);
+    if (f->status == RUN_NONE)
+        return (size_t)snprintf(out, size, "%s that no harness run can continue (%s)",
+                                is_checkpoint ? "a checkpoint" : "a file", f->why);
+    if (f->status == RUN_TRAINED)
+        return (size_t)snprintf(out, size, "a trained run whose end-of-run study is pending (every step%s done)", steps);
+    if (is_checkpoint || f->status == RUN_INTERRUPTED)
+        return (size_t)snprintf(out, size, "%s at step %lld%s", is_checkpoint ? "a checkpoint" : "an interrupted run",
+                                (long long)f->step, steps);
+    return (size_t)snprintf(out, size, "a %s run", run_status_name(f->status));
+}
+
+void results_run_files_describe(const RunFiles *rf, char *out, size_t size) {
+    const RunFile *parts[3] = {&rf->result, &rf->checkpoint, &rf->stranded};
+    size_t used = 0;
+    int n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        if (!parts[i]->exists || used >= size) continue;
+        if (n++) used += (size_t)snprintf(out + used, size - used, n == 2 ? " (and " : ", and ");
+        if (used < size) used += describe_file(parts[i], i == 1, out + used, size - used);
+        if (used < size && i > 0) used += (size_t)snprintf(out + used, size - used, " in %s%s", parts[i]->path,
+                                                        i == 2 ? ", kept there because it could not be moved into place" : "");
+    }
+    if (n > 1 && used < size) snprintf(out + used, size - used, ")");
+    if (!n) snprintf(out, size, "nothing");
+}
+
 char *results_reader_attr_string(ResultsReader *rd, const char *name) {
     char *value = NULL;
     read_attr_string(rd->file, name, &value);
@@ -808,6 +958,7 @@ int results_open_copy(Results *r, const char *path, UserError *err) {
     memset(r, 0, sizeof *r);
     r->file = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
+    r->is_copy = 1;
     snprintf(r->tmp_path, sizeof r->tmp_path, "%s.XXXXXX", path);
     struct stat st;
     FILE *in = fopen(path, "rb");

@@ -4,8 +4,10 @@
  * final status, flushes and closes, fsyncs the file, renames it into place and fsyncs the
  * directory, so a killed run (or a power loss) never leaves a file that looks complete and never
  * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
- * writer per results file, which is why results_open may delete temporary files that killed
- * writers left. Every function returns ERR_OK or ERR_USER with a message in UserError
+ * writer per results file, which is why results_open may delete the temporary files killed
+ * writers left (status "running", or unreadable); a temporary holding a finished state that
+ * could not be moved into place is kept (results_find_stranded). Also what a run left at its
+ * path, for the decisions of main.c, train.c and check.c (results_run_files). Every function returns ERR_OK or ERR_USER with a message in UserError
  * (HDF5's own error printing is switched off); only main exits.
  * Must not know: training, how analysis results are computed. */
 #ifndef RESULTS_H
@@ -20,8 +22,11 @@
 #include "tokenizer.h"
 
 /* A run's status; the results file stores it by name (run_status_name: "running", "complete",
- * "diverged", "interrupted", the strings of format 1.0). RUN_NONE: no file, or no status. */
-typedef enum { RUN_NONE = -1, RUN_RUNNING = 0, RUN_COMPLETE, RUN_DIVERGED, RUN_INTERRUPTED, RUN_N_STATUS } RunStatus;
+ * "diverged", "interrupted", the strings of format 1.0, and "trained": every step done and on
+ * disk, the end-of-run study still to run). RUN_NONE: no file, or no status. */
+typedef enum {
+    RUN_NONE = -1, RUN_RUNNING = 0, RUN_COMPLETE, RUN_DIVERGED, RUN_INTERRUPTED, RUN_TRAINED, RUN_N_STATUS
+} RunStatus;
 const char *run_status_name(RunStatus status);
 /* The status of a name; RUN_NONE for an unknown or empty one. */
 RunStatus run_status_parse(const char *name);
@@ -31,6 +36,7 @@ typedef struct {
     char tmp_path[CONFIG_PATH_MAX + 16];
     int64_t file; /* hid_t */
     int n_snapshots;
+    int is_copy; /* opened by results_open_copy */
 } Results;
 
 /* Call once before any other results_ function: HDF5 prints no errors of its own, and does not
@@ -40,7 +46,10 @@ void results_library_init(void);
 /* Refuses to replace a complete result unless force. */
 int results_open(Results *r, const char *path, const Config *cfg, int force, UserError *err);
 /* Set the status attribute and move into place durably (a directory that cannot be fsync'ed is
- * a warning on stderr, not an error). */
+ * a warning on stderr, not an error). When the file is whole but cannot be moved into place (a
+ * folder made read-only, a directory at the path) and holds a finished state (any status but
+ * "running"), the temporary is kept, "stranded", and the message names it: results_find_stranded
+ * finds it again, and nothing deletes it but a run told to --overwrite. */
 int results_close(Results *r, RunStatus status, UserError *err);
 /* Close and delete the temporary file (a run that failed before producing anything). */
 void results_discard(Results *r);
@@ -147,5 +156,37 @@ void results_config_attr_name(const char *section, const char *key, char *name, 
 /* The status of an existing results file (RUN_NONE if none, unknown or unreadable); its status
  * attribute as written into name (if not NULL; "" if none). */
 RunStatus results_read_status(const char *path, char *name, int size);
+
+/* The newest temporary "<path>.tmp.XXXXXX" that holds a finished state (results_close could not
+ * move it into place): its name into out and its status, or RUN_NONE when there is none.
+ * Temporaries of writers that were killed say "running" (or cannot be read) and are not it. */
+RunStatus results_find_stranded(const char *path, char *out, size_t size);
+/* Move a stranded temporary into place as path, durably (rename, then fsync of the directory). */
+int results_place_stranded(const char *tmp, const char *path, UserError *err);
+/* Delete the temporaries of path, stranded ones included (a run told to --overwrite). */
+void results_remove_temps(const char *path);
+
+/* What one file of a run holds. */
+typedef struct {
+    char path[CONFIG_PATH_MAX + 32];
+    int exists;       /* something is at path */
+    int is_dir;       /* a directory */
+    RunStatus status; /* RUN_NONE: absent, or no results file this harness reads (why says why) */
+    int64_t step;     /* the /checkpoint step, -1 when there is none */
+    int64_t steps;    /* train.steps of its config, -1 when unknown */
+    char why[600];
+} RunFile;
+
+/* Everything a run has left at its output path: the results file, its checkpoint
+ * "<path>.ckpt", and the newest stranded temporary of either (results_find_stranded). */
+typedef struct {
+    RunFile result, checkpoint, stranded;
+} RunFiles;
+void results_run_files(const char *path, RunFiles *rf);
+/* Whether rf holds anything a run made (what a plain run must not replace). */
+int results_run_files_any(const RunFiles *rf);
+/* One phrase naming what rf holds, e.g. "an interrupted run at step 628 of 3000 (and its
+ * checkpoint run.h5.ckpt at step 600)"; "nothing" when it holds nothing. */
+void results_run_files_describe(const RunFiles *rf, char *out, size_t size);
 
 #endif

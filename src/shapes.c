@@ -1,9 +1,17 @@
-/* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts and
- * matmul FLOPs per token, computed from the config alone (no allocation: works for real sizes).
- * Owns the --shapes report. Must not know: files, training, the tasks. */
+/* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts,
+ * matmul FLOPs per token, the K/V cache of generation and the peak memory by part, computed from
+ * the config alone (no allocation: works for real sizes); the memory check a run makes at start.
+ * Owns the --shapes report, the K/V cache's size (one function, shared with generate) and the
+ * memory estimate's parts. Must not know: files, training, the tasks. */
 #include <stdio.h>
+#include <string.h>
 #include "shapes.h"
+#include "ablation.h"
+#include "analysis.h"
 #include "model.h"
+#include "util.h"
+
+static void print_memory(const Config *cfg, FILE *out);
 
 /* 1234567 -> "1,234,567" */
 static const char *grouped(double value, char *buf, int size) {
@@ -17,6 +25,18 @@ static const char *grouped(double value, char *buf, int size) {
     }
     buf[n] = '\0';
     return buf;
+}
+
+size_t kv_cache_bytes_per_token(ModelShape s) {
+    return sizeof(float) * (size_t)model_cost(s).kv_cache_values;
+}
+
+void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size) {
+    char a[32], b[32], c[32], d[32];
+    size_t per_token = kv_cache_bytes_per_token(s);
+    snprintf(buf, size, "%s values = %s bytes per token in fp32; %s tokens: %s bytes",
+             grouped(model_cost(s).kv_cache_values, a, 32), grouped((double)per_token, b, 32),
+             grouped(tokens, c, 32), grouped((double)per_token * tokens, d, 32));
 }
 
 void shapes_print(const Config *cfg, FILE *out) {
@@ -37,8 +57,10 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
     fprintf(out, "one block, one sequence (the mainline):\n");
     fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
-    fprintf(out, "  QKV     [T,%s]  = [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n",
-            Hkv == H ? "3E    " : "(H+2H_kv)d_h", T, W, D, W);
+    const char *qkv_cols = Hkv == H ? "3E" : "(H+2H_kv)d_h";
+    int pad = 7 - (int)strlen(qkv_cols); /* "=" under the rows below, where the label leaves room */
+    fprintf(out, "  QKV     [T,%s]%*s= [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", qkv_cols, pad > 1 ? pad : 1,
+            "", T, W, D, W);
     if (Hkv == H) fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
     else fprintf(out, "  Q [H,T,d_h] = [%d, %d, %d];  K/V [H_kv,T,d_h] = [%d, %d, %d] each\n", H, T, dh, Hkv, T, dh);
     fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
@@ -47,11 +69,14 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated%s\n", T, E,
             s.output_gate ? ", times sigmoid(Z . W_gate + b_gate)" : "");
     fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D, E, D);
-    fprintf(out, "K/V cache per token: 2*H_kv*d_head*L = %s values = %s bytes in bf16 (%s in fp32)\n\n",
-            grouped(c.kv_cache_values, a, 32), grouped(2 * c.kv_cache_values, b, 32), grouped(4 * c.kv_cache_values, d, 32));
+    char cache[160];
+    shapes_kv_cache_line(s, T, cache, sizeof cache);
+    fprintf(out, "K/V cache (harness generate's): 2*H_kv*d_head*L = %s (%s bytes per token in bf16)\n\n", cache,
+            grouped(2 * c.kv_cache_values, a, 32));
 
     fprintf(out, "parameters                          per layer        whole model\n");
-    fprintf(out, "  embeddings (tok V*D + pos T*D)    %15s  %15s\n", "-", grouped(c.params_embed, a, 32));
+    fprintf(out, "  %-34s%15s  %15s\n", s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER
+            ? "embeddings (tok V*D + pos T*D)" : "embeddings (tok V*D; no W_pos)", "-", grouped(c.params_embed, a, 32));
     fprintf(out, "  W_qkv + b_qkv (D*W + W)           %15s  %15s\n", grouped(c.params_layer_qkv, a, 32), grouped(L * c.params_layer_qkv, b, 32));
     if (s.output_gate)
         fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32), grouped(L * c.params_layer_gate, b, 32));
@@ -75,4 +100,98 @@ void shapes_print(const Config *cfg, FILE *out) {
     fprintf(out, "  unembedding      2*D*V            %15s\n", grouped(c.flops_unembed, a, 32));
     fprintf(out, "  total forward                     %15s   (forward + backward ~ 3x: %s)\n",
             grouped(c.flops_forward, a, 32), grouped(3 * c.flops_forward, b, 32));
+    print_memory(cfg, out);
+}
+
+/* How many attention snapshots a run keeps: every attn_every steps from step 0, and the last. */
+static int64_t snapshot_count(const Config *cfg) {
+    if (cfg->attn_every <= 0) return 1;
+    return cfg->steps / cfg->attn_every + 1 + (cfg->steps % cfg->attn_every != 0);
+}
+
+static void add_part(MemoryEstimate *e, int study, double bytes, const char *name, const char *shrink) {
+    CHECK(e->n < MEMORY_MAX_PARTS);
+    e->part[e->n++] = (MemoryPart){name, shrink, study, bytes};
+    if (!study) e->training += bytes;
+    e->study += bytes;
+}
+
+void shapes_memory(const Config *cfg, MemoryEstimate *e) {
+    memset(e, 0, sizeof *e);
+    ModelShape s = model_shape_from_config(cfg);
+    int max_batch = cfg->batch_size > cfg->probes ? cfg->batch_size : cfg->probes;
+    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
+    double map = (double)s.n_layer * s.n_head * P * T * T * sizeof(float);
+    add_part(e, 0, 4.0 * model_param_floats(s) * sizeof(float), "parameters, gradients and AdamW moments",
+             "model.d_model, model.n_layer, model.vocab_size");
+    add_part(e, 0, (double)model_activation_floats(s, max_batch) * sizeof(float),
+             "activations (attention maps: n_layer x batch x n_head x seq_len^2; batch = the larger of "
+             "train.batch_size and output.probes)", "train.batch_size, output.probes, model.seq_len, model.n_head");
+    add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
+             "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
+             "output.attn_every, output.probes, output.probe_len");
+    add_part(e, 0, (cfg->eval_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
+             "batches (training, held-out)", "output.eval_batches, train.batch_size");
+    size_t views, states;
+    ablation_memory(s, cfg, &views, &states);
+    add_part(e, 1, (double)views, "study: one activation view per thread", "train.threads, train.batch_size, model.seq_len");
+    add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)", "output.eval_batches, train.batch_size");
+}
+
+/* 123456789 -> "117.7 MiB" */
+static const char *in_units(double bytes, char *buf, int size) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) bytes /= 1024, u++;
+    snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+static void print_memory(const Config *cfg, FILE *out) {
+    MemoryEstimate e;
+    shapes_memory(cfg, &e);
+    char a[32], b[32];
+    fprintf(out, "\nmemory, estimated peak (from the sizes the allocations use):\n");
+    for (int i = 0; i < e.n; i++)
+        fprintf(out, "  %-12s %s  (shrink: %s)\n", in_units(e.part[i].bytes, a, 32), e.part[i].name, e.part[i].shrink);
+    fprintf(out, "  training     %s\n  with the study %s\n", in_units(e.training, a, 32), in_units(e.study, b, 32));
+}
+
+/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
+int shapes_check_memory(const Config *cfg, UserError *err) {
+    double limit = cfg->max_memory ? (double)cfg->max_memory * 1024 * 1024 : mem_available();
+    if (limit <= 0) return ERR_OK;
+    MemoryEstimate e;
+    shapes_memory(cfg, &e);
+    if (e.study <= limit) return ERR_OK;
+    int study = e.training <= limit; /* training fits: the study's parts are what is too much */
+    const MemoryPart *big = &e.part[0];
+    for (int i = 1; i < e.n; i++)
+        if ((study || !e.part[i].study) && e.part[i].bytes > big->bytes) big = &e.part[i];
+    char need[32], have[32], part[32];
+    return user_error(err, cfg->source_path, 0, 0, "the run needs an estimated %s at its peak (%s), more than the %s %s; refused before "
+                            "step 1. The largest part: %s, %s; %s shrink it (harness --shapes prints every part)",
+                            in_units(study ? e.study : e.training, need, 32), study ? "the end-of-run study" : "training",
+                            in_units(limit, have, 32), cfg->max_memory ? "output.max_memory allows" : "available (MemAvailable)",
+                            big->name, in_units(big->bytes, part, 32), big->shrink);
+}
+
+double shapes_disk_bytes(const Config *cfg) {
+    ModelShape s = model_shape_from_config(cfg);
+    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
+    double params = (double)model_param_floats(s) * sizeof(float);
+    double maps = (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg));
+    double result = params + maps, checkpoint = 3 * params + maps;
+    return result + 2 * checkpoint;
 }

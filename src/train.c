@@ -19,6 +19,7 @@
 #include "../kernels/kernels.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
+void (*train_on_progress)(int step, int steps) = NULL;
 
 double train_lr_at(const Config *cfg, int step) {
     if (step < cfg->warmup_steps) return cfg->lr * (step + 1) / cfg->warmup_steps;
@@ -108,32 +109,19 @@ static void checkpoint_path(const Config *cfg, char *out, size_t size) {
     snprintf(out, size, "%s.ckpt", cfg->out_path);
 }
 
-/* Periodic checkpoint: a whole results file beside the target, written atomically. */
-static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, UserError *err) {
+/* A checkpoint: a whole results file beside the target, written atomically; status "running"
+ * (periodic) or "trained" (every step done, before the study). */
+static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, RunStatus status,
+                            UserError *err) {
     char path[CONFIG_PATH_MAX + 8];
     checkpoint_path(cfg, path, sizeof path);
     Results ck;
     int rc = results_open(&ck, path, cfg, 1, err);
     if (rc != ERR_OK) return rc;
     rc = write_state(&ck, m, st, 1, err);
-    if (rc == ERR_OK) return results_close(&ck, RUN_RUNNING, err);
+    if (rc == ERR_OK) return results_close(&ck, status, err);
     results_discard(&ck);
     return rc;
-}
-
-/* The /checkpoint step of a results file, or -1 if it has none; -2 (and err) if the file is
- * there but is no results file this harness reads (say, a future format_version). */
-static int64_t checkpoint_step(const char *path, UserError *err) {
-    if (access(path, R_OK) != 0) return -1;
-    UserError ignored;
-    ResultsReader rd;
-    if (results_reader_open(&rd, path, err) != ERR_OK) return -2;
-    int64_t step = -1;
-    if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
-        results_reader_attr_int(&rd, "/checkpoint", "step", &step, &ignored) != ERR_OK)
-        step = -1;
-    results_reader_close(&rd);
-    return step;
 }
 
 /* Whether file a was last modified before file b. */
@@ -144,31 +132,55 @@ static int older(const char *a, const char *b) {
            (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
 }
 
-int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserError *err) {
-    char ckpt[CONFIG_PATH_MAX + 8];
-    checkpoint_path(cfg, ckpt, sizeof ckpt);
-    char status[64];
-    RunStatus run = results_read_status(cfg->out_path, status, sizeof status);
-    int64_t main_step = run == RUN_INTERRUPTED ? checkpoint_step(cfg->out_path, err) : -1;
-    int64_t ckpt_step = main_step == -2 ? -2 : checkpoint_step(ckpt, err);
-    if (main_step == -2 || ckpt_step == -2) return ERR_USER;
-    if (run == RUN_COMPLETE && ckpt_step >= 0 && older(ckpt, cfg->out_path)) {
-        unlink(ckpt); /* left by a run killed after its result was in place (we hold the lock) */
-        ckpt_step = -1;
+/* Whether f holds a state to continue training (or the study) from: a /checkpoint group in an
+ * interrupted result, a checkpoint, a trained checkpoint, or a stranded one of these. */
+static int resumable(const RunFile *f) {
+    return f->exists && f->step >= 0 &&
+           (f->status == RUN_INTERRUPTED || f->status == RUN_RUNNING || f->status == RUN_TRAINED);
+}
+
+int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
+    memset(src, 0, sizeof *src);
+    RunFiles rf;
+    results_run_files(cfg->out_path, &rf);
+    if (rf.result.status == RUN_COMPLETE && rf.checkpoint.exists && older(rf.checkpoint.path, cfg->out_path)) {
+        unlink(rf.checkpoint.path); /* left by a run killed after its result was in place (we hold the lock) */
+        rf.checkpoint.exists = 0;
     }
-    if (main_step < 0 && ckpt_step < 0) {
-        return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' is "
-                               "%s and there is no checkpoint '%.600s'", cfg->out_path,
-                               status[0] ? status : "not there", ckpt);
+    const RunFile *from = NULL, *candidates[3] = {&rf.result, &rf.stranded, &rf.checkpoint};
+    if (rf.stranded.status == RUN_COMPLETE || rf.stranded.status == RUN_DIVERGED) {
+        from = &rf.stranded; /* a finished result that could not be moved into place */
+        src->place = 1;
     }
-    snprintf(path_out, size, "%s", main_step >= ckpt_step ? cfg->out_path : ckpt);
+    for (int i = 0; i < 3 && !src->place; i++)
+        if (resumable(candidates[i]) && (!from || candidates[i]->step > from->step)) from = candidates[i];
+    if (!from) {
+        const RunFile *r = &rf.result, *c = &rf.checkpoint;
+        char what[800];
+        if (r->exists && r->status == RUN_NONE) snprintf(what, sizeof what, "cannot be read (%.600s)", r->why);
+        else snprintf(what, sizeof what, "is %s", r->exists ? run_status_name(r->status) : "not there");
+        if (c->exists)
+            return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' %s and its checkpoint "
+                                   "'%.600s' cannot be continued (%.600s)", cfg->out_path, what, c->path,
+                                   c->why[0] ? c->why : "it holds no /checkpoint state");
+        return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' %s and there is no "
+                               "checkpoint '%.600s'", cfg->out_path, what, c->path);
+    }
+    snprintf(src->path, sizeof src->path, "%s", from->path);
+    src->stranded = from == &rf.stranded;
+    src->status = from->status;
     return ERR_OK;
 }
 
 /* The config a checkpoint was made with must be this run's; else name the keys that differ. */
 static int same_config(ResultsReader *rd, const Config *cfg, UserError *err) {
     char *stored = results_reader_attr_string(rd, "config_yaml");
-    char *wanted = config_to_yaml(cfg);
+    /* where the file lives is not part of what the run computes (a moved run directory, or
+     * `harness analyze` naming the path another way, still resumes) */
+    Config here = *cfg, was;
+    UserError ignored;
+    if (results_read_config(rd->path, &was, &ignored) == ERR_OK) snprintf(here.out_path, sizeof here.out_path, "%s", was.out_path);
+    char *wanted = config_to_yaml(&here);
     char differ[1200];
     int n = stored ? config_yaml_diff(stored, wanted, differ, sizeof differ) : -1;
     free(stored);
@@ -269,14 +281,18 @@ static int run_open(Results *res, RunState *st, Model *m, const Config *cfg, int
     int rc = results_open(res, cfg->out_path, cfg, force || resume_from, err);
     if (rc != ERR_OK || !resume_from) return rc;
     rc = load_state(resume_from, cfg, m, st, err);
-    if (rc == ERR_OK) fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st->step, cfg->steps);
+    if (rc == ERR_OK && st->step >= cfg->steps)
+        fprintf(stderr, "resuming from %s at step %d of %d: training is done, no training step is repeated; "
+                        "only the end-of-run study runs\n", resume_from, st->step, cfg->steps);
+    else if (rc == ERR_OK) fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st->step, cfg->steps);
     else results_discard(res);
     return rc;
 }
 
 /* What describes the parameters after `step` updates: the held-out loss, an attention
- * snapshot and a periodic checkpoint, each when its interval says. */
-static int observe(RunState *st, Model *m, const Config *cfg, int step, Session *ses, UserError *err) {
+ * snapshot and a periodic checkpoint, each when its interval says. A checkpoint that cannot be
+ * written (a full disk) is said once per failure and costs nothing else: the previous one stays. */
+static void observe(RunState *st, Model *m, const Config *cfg, int step, Session *ses) {
     int last = step == cfg->steps;
     if (step % cfg->eval_every == 0 || last) {
         double eval_start = now_seconds();
@@ -290,9 +306,11 @@ static int observe(RunState *st, Model *m, const Config *cfg, int step, Session 
     }
     if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
         st->elapsed_before = now_seconds() - ses->start;
-        return write_checkpoint(cfg, m, st, err);
+        UserError why;
+        if (write_checkpoint(cfg, m, st, RUN_RUNNING, &why) != ERR_OK)
+            fprintf(stderr, "%swarning: the checkpoint of step %d was not written (%s); training goes on, and an "
+                    "earlier checkpoint stays as it was\n", ses->on_terminal ? "\n" : "", step, why.text);
     }
-    return ERR_OK;
 }
 
 /* One training step and its log row; RUN_DIVERGED on a non-finite loss or gradient. */
@@ -318,60 +336,71 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
         report_progress(step + 1, cfg->steps, loss, last_eval,
                         (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len / (ses->step_s + 1e-9),
                         elapsed, ses->on_terminal);
+        if (train_on_progress) train_on_progress(step + 1, cfg->steps);
     }
     return RUN_COMPLETE;
 }
 
 /* The step loop from st->step to cfg->steps, or until a stop request or divergence. A resumed
  * run has the observations of its first step already. */
-static int run_steps(RunState *st, Model *m, const Task *task, const Config *cfg, int resumed, Session *ses,
-                     RunStatus *status, UserError *err) {
+static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Config *cfg, int resumed, Session *ses) {
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
-    int rc = ERR_OK;
-    *status = RUN_COMPLETE;
+    RunStatus status = RUN_COMPLETE;
     for (int step = st->step;; step++) {
         st->step = step;
-        if (!(resumed && step == ses->first) && (rc = observe(st, m, cfg, step, ses, err)) != ERR_OK) break;
+        if (!(resumed && step == ses->first)) observe(st, m, cfg, step, ses);
         if (step == cfg->steps) break;
         if (train_stop_requested) {
-            *status = RUN_INTERRUPTED;
+            status = RUN_INTERRUPTED;
             break;
         }
-        if ((*status = step_once(st, m, task, cfg, &batch, step, ses)) != RUN_COMPLETE) break;
+        if ((status = step_once(st, m, task, cfg, &batch, step, ses)) != RUN_COMPLETE) break;
     }
     if (ses->on_terminal) fprintf(stderr, "\n");
     batch_free(&batch);
+    return status;
+}
+
+/* The end-of-run analysis of a complete run, written: /heads, the study; the tables printed. */
+static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study, Results *res, UserError *err) {
+    int L = m->shape.n_layer, H = m->shape.n_head;
+    int rc = results_write_heads(res, L, H, study->delta_zero, study->importance, study->importance_normalized, err);
+    if (rc == ERR_OK)
+        head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
+                         study->delta_zero, study->delta_mean, study->importance);
+    if (rc == ERR_OK) rc = results_write_study(res, study, err);
+    if (rc == ERR_OK) head_study_print(study, stdout);
     return rc;
 }
 
-/* The end-of-run analysis of a complete run: the head study, importance, /heads, the table. */
-static int run_analysis(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res,
-                        double *study_seconds, UserError *err) {
-    int L = m->shape.n_layer, H = m->shape.n_head;
-    HeadStudy study;
-    double study_start = now_seconds();
-    head_study_run(&study, m, task, cfg);
-    *study_seconds = now_seconds() - study_start;
-    int rc = results_write_heads(res, L, H, study.delta_zero, study.importance,
-                                 study.importance_normalized, err);
-    if (rc == ERR_OK)
-        head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         study.delta_zero, study.delta_mean, study.importance);
-    if (rc == ERR_OK) rc = results_write_study(res, &study, err);
-    if (rc == ERR_OK) head_study_print(&study, stdout);
-    head_study_free(&study);
-    return rc;
+/* Before the study of a complete run: the trained state made durable in a "trained" checkpoint
+ * (unless it came from one), so that whatever stops the study costs no training step. One that
+ * cannot be written is a warning: the study and the results file are still tried. */
+static void keep_trained(const RunState *st, const Model *m, const Config *cfg, const Session *ses, int resumed) {
+    if (resumed && ses->first == cfg->steps) return;
+    UserError why;
+    if (write_checkpoint(cfg, m, st, RUN_TRAINED, &why) != ERR_OK)
+        fprintf(stderr, "warning: the trained state could not be kept before the end-of-run study (%s); the "
+                        "study goes on with it in memory only\n", why.text);
 }
 
 /* Write the state, analyse a complete run, close the file; the time line; the checkpoint
  * superseded by the file goes. */
 static int run_finish(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res, RunStatus status,
-                      int rc, Session *ses, UserError *err) {
+                      int resumed, Session *ses, UserError *err) {
     st->elapsed_before = now_seconds() - ses->start;
-    if (rc == ERR_OK) rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
-    if (rc == ERR_OK && status == RUN_COMPLETE) rc = run_analysis(st, m, task, cfg, res, &study_seconds, err);
+    HeadStudy study;
+    if (status == RUN_COMPLETE) { /* the study first, from the trained state made durable */
+        keep_trained(st, m, cfg, ses, resumed);
+        double study_start = now_seconds();
+        head_study_run(&study, m, task, cfg);
+        study_seconds = now_seconds() - study_start;
+    }
+    int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
+    if (rc == ERR_OK && status == RUN_COMPLETE) rc = write_analysis(st, m, &study, res, err);
+    if (status == RUN_COMPLETE) head_study_free(&study);
     if (rc == ERR_OK) rc = results_close(res, status, err);
     else results_discard(res);
     int steps_run = st->step - ses->first;
@@ -381,6 +410,9 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
                 "%.1f%% of the steps')\n", steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
                 (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
                 now_seconds() - finish_start, study_seconds, 100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);
+    else if (rc == ERR_OK)
+        fprintf(stderr, "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
+                "composition %.2f s)\n", now_seconds() - finish_start, study_seconds);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
@@ -389,18 +421,35 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     return rc;
 }
 
-int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
+/* A stranded finished result (results.h) moved into place; the checkpoint it supersedes goes. */
+static int place_stranded(const Config *cfg, const ResumeSource *src, RunStatus *status, UserError *err) {
+    if (results_place_stranded(src->path, cfg->out_path, err) != ERR_OK) return ERR_USER;
+    fprintf(stderr, "moved the %s run kept in %s into place; nothing was trained\n", run_status_name(src->status),
+            src->path);
+    if (src->status == RUN_COMPLETE) {
+        char ckpt[CONFIG_PATH_MAX + 8];
+        checkpoint_path(cfg, ckpt, sizeof ckpt);
+        unlink(ckpt);
+    }
+    *status = src->status;
+    return ERR_OK;
+}
+
+int train_run(Model *m, const Task *task, const Config *cfg, int force, const ResumeSource *resume,
               RunStatus *status, UserError *err) {
+    if (resume && resume->place) return place_stranded(cfg, resume, status, err);
     RunState st;
     state_init(&st, m, task, cfg);
     Results res;
-    int rc = run_open(&res, &st, m, cfg, force, resume_from, err);
+    int rc = run_open(&res, &st, m, cfg, force, resume ? resume->path : NULL, err);
     if (rc == ERR_OK) {
         Session ses = {.start = now_seconds() - st.elapsed_before, .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};
-        rc = run_steps(&st, m, task, cfg, resume_from != NULL, &ses, status, err);
-        rc = run_finish(&st, m, task, cfg, &res, *status, rc, &ses, err);
+        *status = run_steps(&st, m, task, cfg, resume != NULL, &ses);
+        rc = run_finish(&st, m, task, cfg, &res, *status, resume != NULL, &ses, err);
     }
+    /* the stranded state this run continued from is in the new file now */
+    if (rc == ERR_OK && resume && resume->stranded) unlink(resume->path);
     state_free(&st);
     return rc;
 }

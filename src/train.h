@@ -4,8 +4,9 @@
  * A run's whole state is (parameters, AdamW moments, step, logs so far, attention snapshots so
  * far): batches are pure functions of (seed, step), so no generator state is needed. The same
  * state written with a /checkpoint group is what SIGINT/SIGTERM leave behind (status
- * "interrupted", at output.path) and what output.checkpoint_every writes periodically
- * (output.path + ".ckpt"); --resume continues from either, bit for bit.
+ * "interrupted", at output.path), what output.checkpoint_every writes periodically
+ * (output.path + ".ckpt", status "running") and what the last step leaves before the study
+ * (".ckpt", status "trained"); --resume continues from any of them, bit for bit.
  * Must not know: HDF5, how analysis results are computed. */
 #ifndef TRAIN_H
 #define TRAIN_H
@@ -22,15 +23,33 @@ double train_lr_at(const Config *cfg, int step);
 /* Set from a SIGINT/SIGTERM handler: the loop stops before the next step. */
 extern volatile sig_atomic_t train_stop_requested;
 
-/* The checkpoint to resume from: output.path if it is an interrupted run, else its ".ckpt"
- * (the one with the later step when both exist). ERR_USER if there is none. A ".ckpt" older
- * than a complete output.path (a run killed between its last rename and the cleanup) is deleted.
- * The caller holds the output lock. */
-int train_find_checkpoint(const Config *cfg, char *path_out, size_t size, UserError *err);
+/* Called with (steps done, train.steps) at every progress line (the output lock notes it, for
+ * `harness check` on a run in progress); NULL: nobody listens. */
+extern void (*train_on_progress)(int step, int steps);
 
-/* Train (from scratch, or from resume_from when not NULL) and write the results file.
- * On return *status is RUN_COMPLETE, RUN_DIVERGED or RUN_INTERRUPTED. */
-int train_run(Model *m, const Task *task, const Config *cfg, int force, const char *resume_from,
+/* Where --resume continues from: the state with the latest step among an interrupted
+ * output.path, its ".ckpt" (periodic, or "trained": every step done, the study pending) and a
+ * stranded temporary (results.h); or, when a finished result is stranded, that file, which is
+ * only moved into place (place = 1). */
+typedef struct {
+    char path[CONFIG_PATH_MAX + 32];
+    RunStatus status; /* of that file */
+    int place;        /* a stranded complete (or diverged) result: move it, train nothing */
+    int stranded;     /* path is a stranded temporary: deleted once the run's result is in place */
+} ResumeSource;
+
+/* The source to resume from; ERR_USER ("nothing to resume: ...", naming why a file there
+ * cannot be read) if there is none. A ".ckpt" older than a complete output.path (a run killed
+ * between its last rename and the cleanup) is deleted. The caller holds the output lock. */
+int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err);
+
+/* Train (from scratch, or from resume when not NULL) and write the results file. Before the
+ * end-of-run study, the trained state is made durable in a ".ckpt" with status "trained", so
+ * a study that fails (out of memory, SIGKILL, a full disk) costs no training step: --resume
+ * runs only the study. A periodic checkpoint that cannot be written is a warning; training
+ * goes on with the previous one. On return *status is RUN_COMPLETE, RUN_DIVERGED or
+ * RUN_INTERRUPTED. */
+int train_run(Model *m, const Task *task, const Config *cfg, int force, const ResumeSource *resume,
               RunStatus *status, UserError *err);
 
 #endif

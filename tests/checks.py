@@ -4,7 +4,9 @@ check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test 
 counts an exception as a failure; temp_suite() is the frame of a suite working in a temporary
 directory; finish() prints the closing "N passed, M failed" line that
 tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
-results for the sweep suites.
+results for the sweep suites; known_summary() writes a sweep summary with known losses;
+browser() starts the headless Chromium of the report suites; phrase_tokens() writes a small
+learnable token stream.
 """
 import csv
 import os
@@ -55,6 +57,15 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def phrase_tokens(path, vocab, seed, n_phrases=20, longest=8):
+    """A learnable `tokens` stream at path (little-endian uint16): random phrases of 3 to
+    `longest` ids below vocab, repeated in random order, so a short run moves the parameters."""
+    import numpy as np
+    rng = np.random.RandomState(seed)
+    phrases = [rng.randint(0, vocab, size=rng.randint(3, longest + 1)) for _ in range(n_phrases)]
+    np.concatenate([phrases[i] for i in rng.randint(0, n_phrases, size=2000)]).astype("<u2").tofile(path)
+
+
 def temp_suite(argv, prefix, body):
     """The frame of a suite that drives the harness in a temporary directory: body(harness, tmp)
     with harness from `--harness PATH` (default ./harness at the repository root) and a fresh
@@ -101,3 +112,56 @@ def end_suite(tmp, keep, t0):
 def finish():
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
+
+
+def known_summary(outdir, losses, **columns):
+    """A sweep's summary.h5/csv (through heads.summary, the writer under test elsewhere) of a
+    fixed-width n_head sweep with known final losses {n_head: [loss per seed]}: d_model 64,
+    2 layers, every head "mixed"; columns: more summary columns for every row (e.g.
+    heads_needed), or experiment attributes (tolerance, tolerance_floor). Returns the rows."""
+    from heads import results
+    attrs = {k: columns.pop(k) for k in ("tolerance", "tolerance_floor") if k in columns}
+
+    class Experiment:
+        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
+
+        def swept_keys(self):
+            return ["model.n_head", "train.seed"]
+    experiment = Experiment()
+    for k, v in attrs.items():
+        setattr(experiment, k, v)
+    rows = []
+    for h, values in losses.items():
+        for seed, v in enumerate(values):
+            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
+                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
+                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
+                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
+                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
+                         "train_seconds": 1.0, **columns,
+                         **{f"heads_{c}": 0 for c in results.CLASSES[:-1]}, "heads_mixed": 2 * h})
+    os.makedirs(outdir, exist_ok=True)
+    return rows, experiment
+
+
+def browser():
+    """A headless Chromium through chromedriver, or (None, reason)."""
+    import shutil
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "python3-selenium is not installed"
+    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not os.path.exists(driver) or not shutil.which("chromium"):
+        return None, "chromium or chromium-driver is not installed"
+    o = Options()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1300,1000", "--force-device-scale-factor=1"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        return webdriver.Chrome(service=Service(driver), options=o), ""
+    except Exception as e:  # noqa: BLE001 - any start failure means no browser here
+        return None, f"chromium did not start: {str(e).splitlines()[0]}"

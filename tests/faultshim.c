@@ -15,6 +15,9 @@
  *   FAULT_KILL=KIND:N   the N-th call of KIND raises SIGKILL before it happens (a crash there)
  *   FAULT_DELAY=KIND:US every call of KIND sleeps US microseconds first (widens windows for a
  *                       SIGKILL sent from outside)
+ *   FAULT_AFTER=KIND:K  FAULT_FAIL's and FAULT_KILL's N count only the calls made after the K-th
+ *                       call of KIND (e.g. rename:3, malloc:1: the first allocation after the
+ *                       third rename)
  * Only calls made through the dynamic symbols are seen: libc's own internal writes (stdio's
  * buffers going to stderr) are not, which keeps the process's messages intact. */
 #define _GNU_SOURCE
@@ -36,8 +39,9 @@ static const int KIND_ERRNO[N_KINDS] = {ENOSPC, EIO, EIO, ENOMEM};
 
 static long counts[N_KINDS];
 static int ready; /* set by the constructor: before it, calls pass uncounted */
-static int fail_kind = -1, kill_kind = -1, delay_kind = -1;
-static long fail_at, kill_at, delay_us;
+static int fail_kind = -1, kill_kind = -1, delay_kind = -1, after_kind = -1;
+static long fail_at, kill_at, delay_us, after_at;
+static long armed[N_KINDS]; /* calls counted for FAIL and KILL: those after FAULT_AFTER's */
 static char count_file[4096];
 
 /* glibc's allocator under its internal names (no dlsym needed, which itself allocates) */
@@ -66,6 +70,7 @@ __attribute__((constructor)) static void shim_init(void) {
     parse("FAULT_FAIL", &fail_kind, &fail_at);
     parse("FAULT_KILL", &kill_kind, &kill_at);
     parse("FAULT_DELAY", &delay_kind, &delay_us);
+    parse("FAULT_AFTER", &after_kind, &after_at);
     const char *f = getenv("FAULT_COUNT");
     if (f) snprintf(count_file, sizeof count_file, "%s", f);
     ready = 1;
@@ -78,6 +83,11 @@ static int hit(int kind) {
     if (kind == delay_kind && delay_us > 0) {
         struct timespec t = {delay_us / 1000000, delay_us % 1000000 * 1000};
         nanosleep(&t, NULL);
+    }
+    if (after_kind >= 0) {
+        if (__atomic_load_n(&counts[after_kind], __ATOMIC_RELAXED) < after_at) return 0;
+        if (kind == after_kind && n == after_at) return 0; /* the K-th call itself is before */
+        n = __atomic_add_fetch(&armed[kind], 1, __ATOMIC_RELAXED);
     }
     if (kind == kill_kind && n == kill_at) raise(SIGKILL);
     if (kind == fail_kind && n == fail_at) {

@@ -120,7 +120,9 @@ def param_shapes(cfg):
     E = H * dh
     n_kv, _, _, _, gate = layout(cfg)
     W = (H + 2 * n_kv) * dh
-    shapes = {"tok_emb": (V, D), "pos_emb": (T, D), "lnf_g": (D,), "lnf_b": (D,), "w_unembed": (D, V)}
+    shapes = {"tok_emb": (V, D), "lnf_g": (D,), "lnf_b": (D,), "w_unembed": (D, V)}
+    if layout(cfg)[1] in ("learned", "shortformer"):  # rotary and no positions store no pos_emb
+        shapes["pos_emb"] = (T, D)
     for l in range(L):
         shapes.update({f"layer{l}/ln_g": (D,), f"layer{l}/ln_b": (D,), f"layer{l}/w_qkv": (D, W),
                        f"layer{l}/b_qkv": (W,), f"layer{l}/w_o": (E, D), f"layer{l}/b_o": (D,)})

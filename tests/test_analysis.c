@@ -40,7 +40,7 @@
 #endif
 #include "analysis.h"
 #include "evaluate.h"
-#include "kernels.h" /* attention_reads_maps */
+#include "kernels.h"
 #include "config.h"
 #include "model.h"
 #include "prune.h"
@@ -642,12 +642,12 @@ static void test_interventions(void) {
 
     int hooks_ok = model_hook(&m, HOOK_HEAD_MIX, 0) == model_hook(&m, HOOK_Z, 0) &&
                    model_hook(&m, HOOK_RESID_POST, 0) == model_hook(&m, HOOK_RESID_PRE, 1) &&
-                   /* maps not asked for: kept only where small and read by the backward (the
-                    * general path: every head in the portable build), never for thin heads */
-                   (model_hook(&m, HOOK_PATTERN, 0) == NULL) == !attention_reads_maps(cfg.d_head) &&
+                   /* maps not kept: written only where the attention's backward reads them (small T here) */
+                   (model_hook(&m, HOOK_PATTERN, 0) != NULL) == attention_reads_maps(cfg.d_head) &&
                    model_hook_floats(&m, HOOK_PATTERN, a.B, a.T) == (size_t)a.B * H * a.T * a.T &&
                    !strcmp(model_hook_name(HOOK_Z), "blocks.{l}.attn.hook_z");
-    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no pattern unless kept",
+    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no pattern of thin "
+               "heads unless kept",
                hooks_ok, "a hook point is not where docs/model.md puts it");
 
     /* every head patched with the run's own activations: the same bits */
@@ -728,6 +728,20 @@ static void test_interventions(void) {
     test_check("pairings: no backward after a forward that asked for no gradients, parameter gradients only after a "
                "whole forward, gate gradients only from layer 0, none on a view",
                refused_all, "a backward ran where it must not");
+
+    /* the plan of stages follows the shape */
+    char plain_plan[160] = "", qwen_plan[160] = "";
+    for (int i = 0; model_stage_name(&m, i); i++)
+        strcat(plain_plan, model_stage_name(&m, i)), strcat(plain_plan, " ");
+    ModelShape qwen = {16, 16, 4, 4, 1, 8, 2, POS_ROPE, 2, 10000.0, 1, 1}; /* GQA, rotary, gate, sink */
+    Model q;
+    model_init(&q, qwen, 1);
+    for (int i = 0; model_stage_name(&q, i); i++) strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
+    model_free(&q);
+    test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
+               !strcmp(plain_plan, "layernorm project attend head_mix w_o ") &&
+                   !strcmp(qwen_plan, "layernorm project rotary kv_repeat attend output_gate head_mix w_o "),
+               "'%s' and '%s'", plain_plan, qwen_plan);
 
     free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);
     model_free(&m);

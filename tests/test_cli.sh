@@ -224,7 +224,8 @@ expect_user_error "odd-sized tokens file" "$tmp/base.yaml" "odd size" --set data
 expect_user_error "empty tokens file" "$tmp/base.yaml" "empty" --set data.task=tokens --set data.path=$tmp/empty.bin
 /usr/bin/python3 -c "import numpy as np; np.arange(2000, dtype='<u2').tofile('$tmp/big_ids.bin')"
 expect_user_error "token id >= vocab_size" "$tmp/base.yaml" "vocab_size" --set data.task=tokens --set data.path=$tmp/big_ids.bin
-expect_user_error "unwritable output directory" "$tmp/base.yaml" "output.path" --set output.path=$tmp/no/such/dir/run.h5
+expect_user_error "output directory that cannot be made (a file is in its way)" "$tmp/base.yaml" "output.path" --set output.path=$tmp/odd.bin/sub/run.h5
+expect_user_error "output.path that is a directory, refused before step 1" "$tmp/base.yaml" "is a directory" --set output.path=$tmp
 if [ -f "$tmp/keep.h5" ]; then
     expect_user_error "init_from with the wrong shapes" "$tmp/base.yaml" "shape" --set train.init_from=$tmp/keep.h5 --set model.d_model=32
 fi

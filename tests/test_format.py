@@ -96,7 +96,7 @@ def documented_name(path):
 
 def test_self_describing(files):
     with h5py.File(files["switches"], "r") as f:
-        check("format_version is 1.1", f.attrs.get("format_version") in ("1.1", b"1.1"))
+        check("format_version is 1.2", f.attrs.get("format_version") in ("1.2", b"1.2"))
         for key in ("sink", "output_gate"):
             value = f["/config"].attrs[key]
             check(f"/config {key} is read by h5py as numpy.bool_ (True)", isinstance(value, np.bool_) and value,
@@ -203,6 +203,20 @@ def test_keys_and_config_docs():
               q.stderr.startswith(says) and q.stderr.count("\n") == 1 and not q.stdout, q.stderr)
 
 
+def test_keys_page():
+    """docs/keys.md is what scripts/keys-doc makes from this harness's --keys: never stale."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "keys-doc")], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, HARNESS=HARNESS))
+    with open(os.path.join(ROOT, "docs", "keys.md")) as fh:
+        page = fh.read()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| `")]
+    n_keys = len(harness("--keys").stdout.splitlines()) - 1
+    stale = [f"{a!r} != {b!r}" for a, b in zip(page.splitlines(), p.stdout.splitlines()) if a != b]
+    check(f"docs/keys.md is scripts/keys-doc's output, one row per key ({len(rows)} of {n_keys}); "
+          "regenerate it with scripts/keys-doc > docs/keys.md",
+          p.returncode == 0 and page == p.stdout and len(rows) == n_keys, (p.stderr + "; ".join(stale[:3]))[:600])
+
+
 def tampered(src, name, edit):
     path = os.path.join(TMP, name + ".h5")
     shutil.copy(src, path)
@@ -287,6 +301,43 @@ def test_check(files):
     check("check --help", p.returncode == 0 and "usage: harness check" in p.stdout)
 
 
+def shapes_total(*sets):
+    """The whole-model parameter total `harness --shapes` prints for base.yaml with these --sets."""
+    p = harness("--shapes", os.path.join(TMP, "base.yaml"), *sum((["--set", s] for s in sets), []))
+    m = re.search(r"^parameters.*?^  total +[\d,]+ +([\d,]+)$", p.stdout, re.M | re.S)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def test_params_counted(files):
+    """/params holds exactly the tensors the layout uses, and --shapes counts exactly those."""
+    layouts = {"learned": (files["base"], []), "rope": (files["switches"], SWITCHES),
+               "none": (train("nopos", "model.pos=none"), ["model.pos=none"]),
+               "shortformer": (train("shortformer", "model.pos=shortformer"), ["model.pos=shortformer"])}
+    for pos, (path, sets) in layouts.items():
+        with h5py.File(path, "r") as f:
+            stored = sum(f["params"][n[1:]].size for n in every_dataset(f["params"]))
+            has_pos = "pos_emb" in f["params"]
+        check(f"pos {pos}: /params/pos_emb {'stored' if pos in ('learned', 'shortformer') else 'absent'}",
+              has_pos == (pos in ("learned", "shortformer")), f"pos_emb in /params: {has_pos}")
+        total = shapes_total(*sets)
+        check(f"pos {pos}: --shapes counts the {stored:,} stored parameters", total == stored,
+              f"--shapes total {total}")
+
+    def add_pos_emb(f):  # as 1.1 wrote it for a rotary run: zeros, described and labelled
+        d = f["params"].create_dataset("pos_emb", data=np.zeros((24, 24), np.float32))
+        d.attrs["description"] = "learned position embedding W_pos (zeros and unused with pos rope or none)"
+        d.attrs["units"] = "1"
+        d.dims[0].label, d.dims[1].label = "position", "d_model"
+
+    def legacy(f):
+        add_pos_emb(f)
+        f.attrs["format_version"] = "1.1"
+    p = harness("check", tampered(files["switches"], "legacy_pos_emb", legacy))
+    check("check passes a 1.1 rotary file with its unused zero pos_emb", p.returncode == 0, p.stdout[-300:])
+    expect_problem(files["switches"], "a 1.2 rotary file with a pos_emb", add_pos_emb,
+                   r"/params holds \d+ datasets, but the model has \d+ tensors")
+
+
 def test_readers_refuse_future(files):
     future = tampered(files["base"], "future_reader", lambda f: f.attrs.__setitem__("format_version", "2.0"))
     p = harness("inspect", future, "--tokens", "1,2,3")
@@ -321,8 +372,10 @@ def main():
     run_check("self-describing datasets", lambda: test_self_describing(files))
     run_check("docs cover the file", lambda: test_docs(files))
     run_check("--keys and the table of docs/configuration.md", test_keys_and_config_docs)
+    run_check("docs/keys.md from --keys", test_keys_page)
     run_check("harness check", lambda: test_check(files))
     run_check("readers refuse a future format", lambda: test_readers_refuse_future(files))
+    run_check("parameters stored and counted", lambda: test_params_counted(files))
     shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(finish())
 

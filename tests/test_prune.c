@@ -486,8 +486,20 @@ static void test_step_and_heads_needed(void) {
     double loss[] = {2.0, 2.05, 2.09, 2.2, 3.0};
     PruneCurve c = {8, 5, NULL, left, loss};
     test_check("heads needed: fewest heads left with the loss within 5% of the unpruned (2.09 <= 2.1, 2.2 > 2.1)",
-               prune_heads_needed(&c, 0.05) == 4 && prune_heads_needed(&c, 0.01) == 8 && prune_heads_needed(&c, 0.6) == 0,
-               "%d %d %d", prune_heads_needed(&c, 0.05), prune_heads_needed(&c, 0.01), prune_heads_needed(&c, 0.6));
+               prune_heads_needed(&c, 0.05, 0) == 4 && prune_heads_needed(&c, 0.01, 0) == 8 && prune_heads_needed(&c, 0.6, 0) == 0,
+               "%d %d %d", prune_heads_needed(&c, 0.05, 0), prune_heads_needed(&c, 0.01, 0), prune_heads_needed(&c, 0.6, 0));
+    test_check("heads needed: a floor below 5% of the loss changes nothing (2.0 x 5% = 0.1 > 0.01)",
+               prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 4, "%d",
+               prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
+    /* near zero loss (make run ends at 0.0012 nats): 5% alone is 0.00006 nats, so every head is
+     * "needed"; the 0.01-nat floor lets the heads that cost less than that go */
+    int left24[] = {24, 21, 18, 1, 0};
+    double tiny[] = {0.0012, 0.0013, 0.0061, 0.0105, 3.74};
+    PruneCurve z = {24, 5, NULL, left24, tiny};
+    test_check("heads needed near zero loss: 24 with 5% alone, 1 with the 0.01-nat floor (0.0105 <= 0.0112)",
+               prune_heads_needed(&z, 0.05, 0) == 24 && prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 1
+               && prune_loss_limit(0.0012, 0.05, 0.01) == 0.0012 + 0.01 && prune_loss_limit(2.0, 0.05, 0.01) == 2.0 + 0.05 * 2.0,
+               "%d %d", prune_heads_needed(&z, 0.05, 0), prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
 }
 
 int main(void) {

@@ -45,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
-from checks import check, end_suite, harness_missing, read_csv, run_check, statuses  # noqa: E402
+from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
+                    run_check, statuses)
 import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -76,6 +77,15 @@ data: {task: text, path: /usr/share/common-licenses/GPL-3}
 output: {log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
          probe_text: ["The cat sat on the mat"]}
 """)
+
+
+def p_text(p):
+    """A p value as docs/sweeps.md says compare prints it: two significant digits, scientific
+    below 1e-3."""
+    if p < 1e-3:
+        return "%.1e" % p
+    two = float("%.2g" % p)
+    return "%.*f" % (max(0, 1 - math.floor(math.log10(two))), two)
 
 
 def experiment(name, body):
@@ -442,25 +452,10 @@ def test_statistics():
     outdir = os.path.join(TMP, "results", "known")
     os.makedirs(outdir, exist_ok=True)
 
-    class FakeExperiment:
-        name, text, path, base, width, description = "known", "", "-", "-", "fixed_width", ""
-
-        def swept_keys(self):
-            return ["model.n_head", "train.seed"]
-
     losses = {1: [2.50, 2.55, 2.47], 4: [2.31, 2.35, 2.29], 16: [2.41, 2.47, 2.38]}
-    rows = []
-    for h, values in losses.items():
-        for seed, v in enumerate(values):
-            rows.append({"run": f"h{h}_dh{64 // h}_s{seed}", "status": "complete",
-                         "model.n_head": h, "train.seed": seed, "seed": seed, "n_head": h,
-                         "d_head": 64 // h, "d_model": 64, "n_layer": 2, "E": 64,
-                         "params": 70528, "flops_per_token": 131072, "final_step": 100,
-                         "final_train_loss": v, "final_eval_loss": v, "min_eval_loss": v,
-                         "train_seconds": 1.0, **{f"heads_{c}": 0 for c in results.CLASSES[:-1]},
-                         "heads_mixed": 2 * h})
+    rows, known = known_summary(outdir, losses)
     rows.append(dict(rows[-1], run="h16_dh4_s3", status="failed", final_eval_loss=float("nan")))
-    summary.write_summary(outdir, rows, FakeExperiment())
+    summary.write_summary(outdir, rows, known)
     p = script("compare", outdir)
     lines = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[1:-1]]
              for l in p.stdout.splitlines() if re.match(r"\| \d", l)}
@@ -472,7 +467,7 @@ def test_statistics():
         m, sd, _ = stats.mean_std(losses[4])
         ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
               and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
-              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == f"{pv:.2g}"
+              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == p_text(pv)
               and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
     check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
           "left out)", ok, p.stdout + p.stderr)
@@ -485,7 +480,7 @@ def test_statistics():
     for rank, i in enumerate(ranked):  # by hand: max over the smaller ones of min(1, (3 - rank) p)
         running = max(running, min(1.0, (3 - rank) * family[i]))
         holm[i] = running
-    fmt = lambda v: f"{v:.2g}" if v >= 1e-4 else "<1e-4"
+    fmt = p_text
     check("compare: Holm p over the 3 tests (4 and 16 heads vs 1; narrowest 16 vs best 4, in the "
           "notes)", ok and lines["4"][9] == fmt(holm[0]) and lines["16"][9] == fmt(holm[1])
           and "narrowest (16 heads) against the best (4 heads)" in p.stdout

@@ -219,7 +219,8 @@ def check_reader(tmp, run_path, outdir, sp):
     if not check("docs/python.md has the Python example (marked <!-- python-example -->)", m is not None):
         return
     code = m.group(1).replace("results/subword/h4_dh16_s0.h5", run_path).replace("results/subword", outdir)
-    r = run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    r = run([sys.executable, "-c", code], cwd=ROOT,  # PYTHONPATH=python: the docs' way without installing
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.path.join(ROOT, "python")))
     with h5py.File(run_path, "r") as f:  # the map read without the package
         want = f["attn/maps"][-1, 1, 2, 0]
     shown = [float(line.rsplit(None, 1)[1]) for line in r.stdout.splitlines() if " -> " in line]

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from . import bench_machine
-from .bench_report import Report, fmt_ms, report_main, report_scaling
+from .bench_report import Report, fmt_ms, report_generate, report_main, report_scaling
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH_TORCH = os.path.join(ROOT, "scripts", "bench_torch.py")
@@ -47,6 +47,9 @@ MAIN_CONFIGS = [
 ]
 SEQ_CONFIGS = [(f"T{T} B{4096 // T}", 256, 8, 32, T, 4096 // T) for T in (64, 128, 256, 512, 1024)]
 HEAD_CONFIGS = [(f"H{H} d_head{256 // H}", 256, H, 256 // H, 128, 16) for H in (1, 2, 4, 8, 16, 32, 64)]
+# name, D, H, d_head, T: one generated token's cost by position, cached and recomputed
+GENERATE_CONFIGS = [("D128 H8 d_head16 T256", 128, 8, 16, 256), ("D256 H8 d_head32 T1024", 256, 8, 32, 1024)]
+GENERATE_REPEATS = 10
 # long contexts at fixed tokens per step (B*T = 8192): where the attention's work grows as T^2
 CONTEXT_TOKENS = 8192
 CONTEXT_CONFIGS = [(f"T{T} B{CONTEXT_TOKENS // T}", 256, 8, 32, T, CONTEXT_TOKENS // T)
@@ -59,6 +62,16 @@ def matmul_flops(D, H, dh, T, B, V=VOCAB, L=LAYERS):
     proj = BT * (L * (2 * D * 3 * E + 2 * E * D) + 2 * D * V)
     attn = L * B * H * 2 * (2 * dh) * (T * (T + 1) / 2)
     return 3 * (proj + attn)
+
+
+def measure_generate(path, config):
+    """build/bench_generate on one config: its JSON (positions, cached_us, full_us), or None."""
+    name, D, H, dh, T = config
+    rc, out, err, _ = run_measured([path, str(D), str(H), str(dh), str(T), str(GENERATE_REPEATS)])
+    if rc != 0:
+        print(f"bench_generate {name}: exit {rc}: {err.strip()[-300:]}", file=sys.stderr)
+        return None
+    return dict(json.loads(out), config=name)
 
 
 def run_measured(cmd, env=None, timeout=3600):
@@ -250,7 +263,8 @@ def main(argv, doc):
     ap.add_argument("--quick", action="store_true",
                     help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
-    ap.add_argument("--tables", default="main,seq,heads,context")
+    ap.add_argument("--bench-generate", default=os.path.join(ROOT, "build", "bench_generate"))
+    ap.add_argument("--tables", default="main,seq,heads,context,generate")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
@@ -339,6 +353,15 @@ def main(argv, doc):
     failed = 0
     with tempfile.TemporaryDirectory(prefix="bench.") as tmp:
         for table in tables:
+            if table == "generate":
+                if not os.access(args.bench_generate, os.X_OK):
+                    ap.error(f"{args.bench_generate} not found; run `make bench` (it builds build/bench_generate)")
+                entries = [measure_generate(args.bench_generate, c) for c in GENERATE_CONFIGS if args.only in c[0]]
+                failed += sum(e is None for e in entries)
+                entries = [e for e in entries if e]
+                record["runs"] += [dict(e, table=table) for e in entries]
+                report_generate(rep, entries, GENERATE_REPEATS)
+                continue
             configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS,
                        "context": CONTEXT_CONFIGS}.get(table)
             if configs is None:

@@ -1,6 +1,7 @@
 """heads.bench_report: the tables `scripts/bench` prints (and writes as Markdown): the harness alone
 (ms/step, tokens/s, GFLOP/s, % of the GEMM peak, memory, the one-thread speed-up), the harness
-against each PyTorch variant with their ratio, the lowest ratios, and the scaling tables.
+against each PyTorch variant with their ratio, the lowest ratios, the scaling tables, and one
+generated token's cost by position through the K/V cache and by a full recompute.
 
 Takes the entries heads.bench measured; knows nothing of how they were run.
 """
@@ -110,3 +111,16 @@ def report_scaling(rep, entries, variants, peak):
                     mib(t["max_rss_kib"]) if t["median_s"] else ""]
         rows.append(row)
     rep.table(header, rows)
+
+
+def report_generate(rep, entries, repeats):
+    """Per config, one generated token's CPU time at each position: through the K/V cache (one
+    token through every block, attention over the cached keys) and by a full forward over the
+    sequence so far, which is what generating without a cache costs."""
+    for e in entries:
+        rep.line(f"## generating one token: {e['config']}, 2 layers, vocab 256, 1 thread "
+                 f"(process CPU time, fastest of {repeats})")
+        rep.line()
+        rows = [[str(p), f"{c:.1f}", f"{f:.1f}", f"{f / c:.1f}x"]
+                for p, c, f in zip(e["positions"], e["cached_us"], e["full_us"])]
+        rep.table(["position", "K/V cache µs/token", "full recompute µs/token", "recompute / cache"], rows)

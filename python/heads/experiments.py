@@ -14,7 +14,7 @@ import yaml
 from .cli import UserError
 from .configs import Marked, format_value, read_config_file
 from .harness import REPO, key_default, key_sections, resolve_key
-from .pruning import DEFAULT_TOLERANCE
+from .pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
 
 
 WIDTH_RULES = {
@@ -23,7 +23,8 @@ WIDTH_RULES = {
     "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
     "free": "d_head as the config says (0 = d_model / n_head)",
 }
-EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance"]
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance",
+                   "tolerance_floor"]
 
 # Short names for run names: h8_dh16_lr0.003_s0.
 ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
@@ -132,6 +133,13 @@ class Experiment:
             raise UserError(self.doc.where(("tolerance",), True) +
                             f"tolerance {self.tolerance!r}: the relative eval-loss tolerance of "
                             "'heads needed' is a number in [0, 1), e.g. 0.05 for 5%")
+        self.tolerance_floor = d.get("tolerance_floor", DEFAULT_FLOOR)
+        if isinstance(self.tolerance_floor, bool) \
+                or not isinstance(self.tolerance_floor, (int, float)) \
+                or not 0 <= self.tolerance_floor < 100:
+            raise UserError(self.doc.where(("tolerance_floor",), True) +
+                            f"tolerance_floor {self.tolerance_floor!r}: the absolute floor of the "
+                            "'heads needed' tolerance, in nats, is a number in [0, 100), e.g. 0.01")
         self.width = str(d.get("width", "free"))
         if self.width not in WIDTH_RULES:
             hint = difflib.get_close_matches(self.width, WIDTH_RULES, 1)

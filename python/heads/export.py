@@ -1,5 +1,6 @@
 """heads.export: a run's trained parameters for other tools: a TransformerLens HookedTransformer
-state dict plus its HookedTransformerConfig fields, a plain PyTorch state dict, or NumPy .npz.
+state dict plus its HookedTransformerConfig fields, a plain PyTorch state dict, NumPy .npz, or a
+GGUF file for llama.cpp (heads.gguf).
 
 Reads runs with heads.results; knows the harness's parameter layout (/params, docs/results-format.md) and TransformerLens's
 conventions; nothing of how runs are made. What TransformerLens cannot express is refused with
@@ -25,10 +26,10 @@ import tempfile
 
 import numpy as np
 
-from . import results
+from . import gguf, results
 from .cli import UserError
 
-FORMATS = ("transformer-lens", "torch", "npz")
+FORMATS = ("transformer-lens", "torch", "npz", "gguf")
 LN_EPS = 1e-5
 
 
@@ -100,8 +101,9 @@ def tl_state_dict(cfg, params):
     V = int(cfg["vocab_size"])
     grouped = "_" if n_kv != H else ""
     sd = {"embed.W_E": params["tok_emb"]}
-    if pos != "rope":  # "none": TransformerLens's standard positions with W_pos = 0
-        sd["pos_embed.W_pos"] = params["pos_emb"] if pos == "learned" else np.zeros_like(params["pos_emb"])
+    if pos != "rope":  # "none" (no pos_emb stored): TransformerLens's standard positions with W_pos = 0
+        sd["pos_embed.W_pos"] = params["pos_emb"] if pos == "learned" else \
+            np.zeros((int(cfg["seq_len"]), D), np.float32)
 
     def heads(w, n):  # [D, n*dh] -> [n, D, dh]
         return np.ascontiguousarray(w.reshape(D, n, dh).transpose(1, 0, 2))
@@ -117,6 +119,23 @@ def tl_state_dict(cfg, params):
     sd["ln_final.w"], sd["ln_final.b"] = params["lnf_g"], params["lnf_b"]
     sd["unembed.W_U"], sd["unembed.b_U"] = params["w_unembed"], np.zeros(V, np.float32)
     return sd
+
+
+def run_tokenizer(run_path):
+    """(pieces, scores, types, model bytes) of a subword run's /tokenizer, None for other runs."""
+    import h5py
+    with h5py.File(run_path, "r") as f:
+        if "tokenizer/pieces" not in f:
+            return None
+        return ([results.text(p) for p in f["tokenizer/pieces"][()]], f["tokenizer/scores"][()],
+                f["tokenizer/type"][()], bytes(f["tokenizer/model"][()]))
+
+
+def _save_bytes(data):
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(data)
+    return write
 
 
 def sidecar_path(out):
@@ -178,10 +197,14 @@ def export(run_path, fmt, out):
     status, cfg = run.status, run.config
     check_complete(run_path, status)
     params = {k: np.asarray(v, np.float32) for k, v in run.params().items()}
+    name = os.path.splitext(os.path.basename(run_path))[0]
+    if fmt == "gguf":
+        data = gguf.gguf_of_run(run_path, cfg, params, run_tokenizer(run_path), name)
+        _write_files([(out, _save_bytes(data))])
+        return [out]
     side = sidecar_path(out)
     if os.path.abspath(side) == os.path.abspath(out):
         raise UserError(f"{out}: the output must not end in .json (the config goes to {side})")
-    name = os.path.splitext(os.path.basename(run_path))[0]
     if fmt == "transformer-lens":
         why = refusal(cfg)
         if why:

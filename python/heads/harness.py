@@ -71,6 +71,25 @@ def resolve_key(key):
     return _RESOLVED[key]
 
 
+def keys_markdown():
+    """docs/keys.md: every config key as `harness --keys` prints it, as one Markdown table."""
+    def cell(text):
+        return (text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+                .replace("<", "&lt;").replace(">", "&gt;"))
+    lines = ["# Config keys", "",
+             "Every key of a config, as `./harness --keys` prints it from the harness's own key table",
+             "(`src/config.c`). Generated: `scripts/keys-doc > docs/keys.md`; `tests/test_format.py` fails",
+             "when this file differs from what the harness prints. A key may be written bare (`n_head`) in",
+             "`--set` and in experiment files when one section has it; `./harness --keys NAME` resolves one.",
+             "What the keys do, the tasks and training: [configuration.md](configuration.md).", "",
+             "| key | type | default | range | meaning |", "|---|---|---|---|---|"]
+    for key, row in config_keys().items():
+        default = row["default"]
+        shown = ("true" if default else "false") if isinstance(default, bool) else str(default) if default != "" else '""'
+        lines.append(f"| `{key}` | {row['type']} | {cell(shown)} | {cell(row['range'])} | {cell(row['meaning'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def key_sections():
     """{section: [key names]} of the harness's config keys."""
     out = {}
@@ -120,7 +139,8 @@ def shapes_formula(cfg):
     dh = cfg["d_head"] or D // H
     E, L, T = H * dh, cfg["n_layer"], cfg["seq_len"]
     per_layer = 3 * D * E + 3 * E + E * D + D + 2 * D
-    params = V * D + T * D + L * per_layer + 2 * D + D * V
+    pos_emb = T * D if cfg.get("pos", "learned") in ("learned", "shortformer") else 0  # none stored otherwise
+    params = V * D + pos_emb + L * per_layer + 2 * D + D * V
     flops = L * (2 * D * 3 * E + 2 * T * E + 2 * T * E + 2 * E * D) + 2 * D * V
     return params, flops
 

@@ -204,15 +204,42 @@ def plot_head_metrics(f, run_name, outdir, fmt, tmp):
     return written
 
 
-def end_labels(ends, gap=0.055):
-    """[(head, final score)] -> [(head, label height)]: in order, at least gap apart, so the
-    names at the lines' ends do not overlap (a cluster is spread downwards from the top)."""
-    out, floor = [], -1.0
+def end_labels(ends, gap=0.055, per_row=3, lo=0.0, hi=1.0):
+    """[(head, final score)] -> [([heads], label height)]: the names at the lines' ends, each as near
+    its line's end as the others allow. Heads ending within `gap` of each other share a row
+    ('h3 h5 h9', up to per_row names, in score order); rows at least gap apart, each placed to
+    least squares from the mean end of its heads (pool-adjacent-violators), within [lo, hi]."""
+    rows = []  # [names, mean end]
     for h, v in sorted(ends, key=lambda x: x[1]):
-        floor = max(v, floor + gap)
-        out.append([h, floor])
-    shift = max(0.0, (out[-1][1] - 1.0) if out else 0.0)
-    return [(h, round(y - shift, 3)) for h, y in out]
+        if rows and len(rows[-1][0]) < per_row and v - rows[-1][2] < gap:
+            rows[-1][0].append(h)
+            rows[-1][1].append(v)
+        else:
+            rows.append([[h], [v], v])
+        rows[-1][2] = rows[-1][1][0]  # a row is joined by ends within gap of its first
+    targets = [float(np.mean(vs)) for _, vs, _ in rows]
+    n = len(targets)
+    if n == 0:
+        return []
+    gap = min(gap, (hi - lo) / (n - 1)) if n > 1 else gap
+    blocks = []  # [first row, count, position of the first]: rows k at position + (k - first) gap
+    for k, t in enumerate(targets):
+        blocks.append([k, 1, t])
+        while True:
+            first, count, pos = blocks[-1]
+            pos = min(max(pos, lo), hi - (count - 1) * gap)
+            blocks[-1][2] = pos
+            if len(blocks) < 2 or blocks[-2][2] + blocks[-2][1] * gap <= pos + 1e-12:
+                break
+            f0, c0, _ = blocks[-2]
+            members = range(f0, first + count)
+            blocks[-2:] = [[f0, c0 + count,
+                            float(np.mean([targets[j] - (j - f0) * gap for j in members]))]]
+    out = []
+    for first, count, pos in blocks:
+        for j in range(first, first + count):
+            out.append((rows[j][0], round(pos + (j - first) * gap, 3)))
+    return out
 
 
 def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
@@ -229,7 +256,7 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
         pad = max(1.0, 0.1 * float(steps[0]))
         x_range = f"set xrange [{steps[0] - pad}:{steps[0] + pad}]\nset xtics ({int(steps[0])})"
     else:
-        x_range = f"set xrange [{steps.min()}:{steps.max() * 1.08}]"  # room for head names
+        x_range = f"set xrange [{steps.min()}:{steps.max() * 1.2}]"  # room for a row of head names
     panel_w, panel_h, legend_w = 300, 250, 170
     width, height = len(patterns) * panel_w + legend_w, 70 + L * panel_h
     colour = lambda h: COLOURS[h % len(COLOURS)] if H <= len(COLOURS) else \
@@ -257,10 +284,15 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
             mine = [h for h in range(H) if classes and classes[layer][h] == p]
             parts = [f"{gnuplot.gp_string(f'{path}.{p}')} using 1:{h + 2} with {style} "
                      f"lw {2.5 if h in mine else 1} lc rgb '{colour(h)}' notitle" for h in range(H)]
-            tags = [f"set label {200 + h} 'h{h}' at {int(steps[-1])},{y} offset 0.3,0 font ',8' "
-                    f"textcolor rgb '{colour(h)}'"
-                    for h, y in end_labels([(h, float(scores[p][-1, layer, h])) for h in mine])] \
+            placed = end_labels([(h, float(scores[p][-1, layer, h])) for h in mine]) \
                 if S > 1 else []
+            tags = []  # a label per name, a row's names side by side, each in its line's colour
+            for row, y in placed:
+                x_chars = 0.3
+                for h in row:
+                    tags.append(f"set label {200 + h} 'h{h}' at {int(steps[-1])},{y} offset "
+                                f"{x_chars:g},0 font ',8' textcolor rgb '{colour(h)}'")
+                    x_chars += len(f"h{h}") + 0.6
             parts.append("0.5 with lines dt 2 lw 1 lc rgb '#555555' notitle")
             lines += tags + ["plot " + ", \\\n     ".join(parts)]
             lines += [f"unset label {200 + h}" for h in range(H)]

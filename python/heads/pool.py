@@ -19,8 +19,8 @@ from .configs import format_value
 from .harness import REPO, harness_command
 from .results import RunResult, config_mismatch, read_status
 from .runstate import (RunLock, available_cpus, exit_meaning, harness_lock_holder,
-                       launch_info, lock_holder, log_error_tail, log_footer, log_header,
-                       stopped_by)
+                       launch_info, lock_holder, log_error_tail, log_footer, open_log,
+                       resume_args, stopped_by)
 
 
 PROGRESS = re.compile(rb"step (\d+)/(\d+)")
@@ -78,6 +78,11 @@ def _child_setup(parent_pid):
         pass
     if os.getppid() != parent_pid:  # the sweep died before prctl took effect
         os._exit(130)
+
+
+# results a sweep does not run again unless the experiment changed or --force says so: a
+# diverged run diverges again (batches and initialisation are functions of the seed)
+FINISHED = ("complete", "diverged")
 
 
 class Job:
@@ -218,16 +223,14 @@ class RunPool:
             self.busy.append((run, writer))
             self.say(f"skip   {run.name}: {h5_path} is being written by {writer}")
             return
-        cmd = harness_command(self.exp.base_path, self.overrides(run),
-                                 ["--force"] if force else [])
-        log_file = open(log_path, "w")
-        log_file.write(log_header(cmd))
-        log_file.flush()
+        extra, left = resume_args(h5_path, force)
+        cmd = harness_command(self.exp.base_path, self.overrides(run), extra)
+        log_file = open_log(log_path, cmd, left)
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=REPO,
                                 preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
         self.running.append(Job(run, proc, log_path, h5_path, time.time(), log_file, lock))
-        self.say(f"start  {run.name}")
+        self.say(f"start  {run.name}" + (f" (resuming {left.describe()})" if left else ""))
 
     def reap(self):
         for job in list(self.running):
@@ -255,7 +258,7 @@ class RunPool:
                 self.say(f"stopped {job.run.name} after {fmt_time(wall)} ("
                          + ("saved with status interrupted" if rc == 130 else
                             f"killed by the {signal.Signals(-rc).name} passed on to it, before "
-                            "it could save") + "; the next sweep reruns it)")
+                            "it could save") + "; the next sweep resumes it)")
             else:
                 why = exit_meaning(rc)
                 message = f"exit status {rc} ({why}) after {fmt_time(wall)}; log {job.log_path}"
@@ -333,24 +336,23 @@ def run_one(exp, outdir, name, force, threads):
         return 0
     try:
         extra = ["--force"] if force else []
-        if not force and read_status(path) == "complete":
+        if not force and read_status(path) in FINISHED:
             try:
                 changed = config_mismatch(RunResult(path), run.overrides, exp.base_config)
             except Exception as e:  # noqa: BLE001 - an unreadable file is rerun
                 changed = [("(unreadable)", str(e), "")]
             if not changed:
-                print(f"skip   {name}: its complete result exists ({path})", flush=True)
+                print(f"skip   {name}: its {read_status(path)} result exists ({path})", flush=True)
                 return 0
             what = ", ".join(f"{k}: {format_value(a)} -> {format_value(b)}"
                              for k, a, b in changed[:4])
-            print(f"rerun  {name}: its complete result was made with other values ({what})")
+            print(f"rerun  {name}: its {read_status(path)} result was made with other values ({what})")
             extra = ["--force"]
+        extra, left = resume_args(path, bool(extra))
         cmd = harness_command(exp.base_path, sweep.overrides(run), extra)
         log_path = os.path.join(outdir, name + ".log")
         t0 = time.time()
-        with open(log_path, "w") as log:
-            log.write(log_header(cmd))
-            log.flush()
+        with open_log(log_path, cmd, left) as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=REPO,
                                     preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
@@ -383,7 +385,7 @@ def run_one(exp, outdir, name, force, threads):
             print(f"done   {name}  {fmt_time(wall)}{loss}", flush=True)
         elif stopped_by(rc, forwarded):
             print(f"stopped {name} after {fmt_time(wall)} (exit status {rc}: interrupted; the "
-                  "next submission reruns it)", flush=True)
+                  "next submission resumes it)", flush=True)
         else:
             print(f"FAILED {name}: exit status {rc} ({exit_meaning(rc)}) after "
                   f"{fmt_time(wall)}; log {log_path}\n{indent(log_tail(log_path))}", flush=True)

@@ -8,6 +8,7 @@ heads.report_sweep's, the page heads.report_page's.
 import os
 
 from . import cli, report_page, report_run, report_sweep, results
+from .words import plural
 
 
 def report_one(path, out, budget):
@@ -48,12 +49,14 @@ def main(doc):
         if os.path.isdir(args.target):
             out = args.output or os.path.join(args.target, "report.html")
             size, n = report_dir(args.target, out, args.metric, budget)
-            print(f"{out}: {size / 1e6:.2f} MB, sweep of {n} run report(s) in "
+            print(f"{out}: {size / 1e6:.2f} MB, sweep of {plural(n, 'run report')} in "
                   f"{os.path.join(os.path.dirname(out) or '.', 'report')}/")
         elif os.path.exists(args.target):
             out = args.output or os.path.splitext(args.target)[0] + ".html"
             size = report_one(args.target, out, budget)
             print(f"{out}: {size / 1e6:.2f} MB")
+        elif args.target.endswith(".h5"):
+            cli.die(results.not_there(args.target))
         else:
             cli.die(f"{args.target}: no such file or directory (give a results file or a sweep's "
                    "results directory)")

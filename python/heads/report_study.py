@@ -24,9 +24,11 @@ def read_prune(f, tolerance=pruning.DEFAULT_TOLERANCE):
     curves = pruning.read_curves(f)
     if not curves:
         return None
-    out = {"tolerance": tolerance, "criteria": {},
-           "unpruned": _plain(f["prune"].attrs.get("unpruned_eval_loss",
-                                                   next(iter(curves.values()))[1][0]))}
+    unpruned = _plain(f["prune"].attrs.get("unpruned_eval_loss",
+                                           next(iter(curves.values()))[1][0]))
+    out = {"tolerance_text": pruning.tolerance_text(tolerance), "criteria": {},
+           "unpruned": unpruned, "limit": pruning.loss_limit(unpruned, tolerance),
+           "warning": pruning.below_floor_warning(unpruned)}
     H = int(f["config"].attrs["n_head"]) if "config" in f else 1
     for c, (left, loss) in curves.items():
         order = np.asarray(f[f"prune/{c}/order"][()], int) if f"prune/{c}/order" in f else []

@@ -51,6 +51,8 @@ def open_file(path):
     UserError (one line) when it is not HDF5, or of another major format_version. A file without
     format_version predates 1.0 and is read."""
     require("h5py")
+    if not os.path.exists(path):
+        raise UserError(not_there(path))
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -61,6 +63,22 @@ def open_file(path):
         raise UserError(f"{path}: the file is results format {version}, but this reader reads "
                         f"format {FORMAT_MAJOR}.x only; use the scripts of a matching harness")
     return f
+
+
+def not_there(path):
+    """One line for a results path with no file: the run writing it (its harness's lock: pid,
+    host, since, step) and the checkpoint beside it, which every reader accepts; or what a run
+    left there; or just that there is none."""
+    from .runstate import harness_lock_holder, leftover  # runstate reads results: not at import
+    writer, left = harness_lock_holder(path), leftover(path)
+    ckpt = (f"; its last checkpoint, {left.describe()}, can be read instead (scripts/plot and "
+            f"scripts/report accept it)" if left is not None and left.where != path else "")
+    if writer:
+        return f"{path}: a run in progress, not a results file yet: being written by {writer}{ckpt}"
+    if left is not None:
+        return (f"{path}: no results file, but the run left {left.describe()}: harness --resume "
+                "with its config finishes it")
+    return f"{path}: no such results file"
 
 
 def read_status(path):
@@ -249,6 +267,35 @@ def config_mismatch(result, overrides, base_config):
     return out
 
 
+def stale_runs(results_dir, names):
+    """{run: 'key: old -> new, ...'} of the complete runs among names, in a sweep's results
+    directory, whose files were made with values its experiment.yaml (the copy the last sweep
+    wrote) no longer asks for (config_mismatch); {} without a readable experiment.yaml."""
+    from .experiments import Experiment  # experiments -> harness -> ...: not at import time
+    from .configs import format_value
+    exp_file = os.path.join(results_dir, "experiment.yaml")
+    try:
+        exp = Experiment(exp_file) if os.path.exists(exp_file) else None
+    except UserError:
+        exp = None
+    if exp is None:
+        return {}
+    runs = {r.name: r for r in exp.runs}
+    stale = {}
+    for name in names:
+        path = os.path.join(results_dir, name + ".h5")
+        if name not in runs or read_status(path) != "complete":
+            continue
+        try:
+            changed = config_mismatch(RunResult(path), runs[name].overrides, exp.base_config)
+        except Exception:  # noqa: BLE001 - unreadable: not stale (its status says what it is)
+            continue
+        if changed:
+            stale[name] = ", ".join(f"{k}: {format_value(a)} -> {format_value(b)}"
+                                    for k, a, b in changed[:4])
+    return stale
+
+
 class Summary:
     """A sweep's summary.h5 as columns: s['final_eval_loss'] -> numpy array, one per run."""
 
@@ -263,6 +310,7 @@ class Summary:
             self.width = text(f.attrs.get("width", "free"))
             self.description = text(f.attrs.get("description", ""))
             self.tolerance = float(f.attrs.get("tolerance", pruning.DEFAULT_TOLERANCE))
+            self.tolerance_floor = float(f.attrs.get("tolerance_floor", 0.0))  # older: none
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             self.data = {}
@@ -272,6 +320,25 @@ class Summary:
                     v = np.array([text(x) for x in v], dtype=object)
                 self.data[c] = v
         self.n = len(self.data.get("run", []))
+        # runs made with values the experiment no longer asks for are no longer its results:
+        # every reader of the summary (compare, plot-sweep, the report) leaves them out
+        self.stale = stale_runs(self.dir, [text(r) for r in self.data.get("run", [])])
+        if self.stale and "status" in self.data:
+            status = np.array(self.data["status"], dtype=object)
+            for i, run in enumerate(self.data["run"]):
+                if run in self.stale and status[i] == "complete":
+                    status[i] = "stale"
+            self.data["status"] = status
+
+    def left_out_note(self):
+        """One line naming the stale runs left out ('' when there are none)."""
+        if not self.stale:
+            return ""
+        named = "; ".join(f"{run} ({why})" for run, why in list(self.stale.items())[:6])
+        more = f"; and {len(self.stale) - 6} more" if len(self.stale) > 6 else ""
+        return (f"left out: {len(self.stale)} stale run{'s' if len(self.stale) != 1 else ''}, "
+                f"made with values the experiment no longer asks for: {named}{more}; "
+                "scripts/sweep on the experiment reruns them")
 
     def __getitem__(self, key):
         return self.data[key]

@@ -1,6 +1,8 @@
 """heads.runstate: the state of a run however it was launched (a local sweep, a Slurm array task,
-`sweep --run` by hand): its lock, its log's header and footer, and from them, the results file
-and Slurm's queue, complete / running / failed / missing (`sweep --status`, docs/slurm.md).
+`sweep --run` by hand): its lock, its log's header and footer, and from them, the results file,
+its checkpoint and Slurm's queue: complete / stale / running / interrupted / unreadable / failed
+/ missing (`sweep --status`, docs/reliability.md, docs/slurm.md); and what a harness left that
+its --resume continues (`leftover`), which sweeps resume instead of training afresh.
 
 Knows the results reader, an experiment's run names and heads.slurm's queue; knows
 nothing of how runs are launched.
@@ -15,7 +17,7 @@ import time
 
 from .cli import UserError, die, indent, now_text, shell_quote
 from .experiments import Experiment
-from .results import read_status
+from .results import read_status, stale_runs
 from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
 
 
@@ -112,8 +114,8 @@ class RunLog:
         except OSError:
             return
         self.exists = True
-        for line in lines[:4]:
-            m = _STARTED.match(line)
+        for line in lines:  # a resumed run's log has one header per session: the last one's
+            m = _STARTED.match(line) if line.startswith("# started") else None
             if m:
                 self.started, self.where = m.group(1), m.group(2)
         for line in reversed(lines[-3:]):
@@ -198,32 +200,132 @@ def harness_lock_holder(h5_path):
     return _flock_holder(h5_path + ".lock", "a harness")
 
 
-def leftover_temp(h5_path):
-    """The status of a temporary a killed harness left beside h5_path (<path>.tmp.XXXXXX, or
-    <path>.tmp of older versions), '' when there is none."""
+def _temporaries(h5_path):
+    """The temporaries beside h5_path (<path>.tmp.XXXXXX, or <path>.tmp of older versions)."""
     directory, base = os.path.split(h5_path)
     try:
-        names = [n for n in os.listdir(directory or ".")
-                 if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n)]
+        names = os.listdir(directory or ".")
     except OSError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names
+                  if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n))
+
+
+def _state_of(path):
+    """(status, /checkpoint step or None, train.steps or None) of a results file or checkpoint;
+    status '' when it cannot be read."""
+    try:
+        with h5py_file(path) as f:
+            status = f.attrs.get("status", b"")
+            status = status.decode() if isinstance(status, bytes) else str(status)
+            step = f["checkpoint"].attrs.get("step") if "checkpoint" in f else None
+            steps = f["config"].attrs.get("steps") if "config" in f else None
+            return status, None if step is None else int(step), None if steps is None else int(steps)
+    except (OSError, KeyError, ValueError, TypeError):
+        return "", None, None
+
+
+def h5py_file(path):
+    import h5py  # heads.results says how to install it when it is missing
+    return h5py.File(path, "r")
+
+
+class Leftover:
+    """What `harness --resume` continues for a results path: step (of total), where (the file)
+    and what (a phrase: 'an interrupted run', 'a checkpoint', 'a trained run (the study only)',
+    'a complete result that could not be moved into place')."""
+
+    def __init__(self, step, total, where, what):
+        self.step, self.total, self.where, self.what = step, total, where, what
+
+    def describe(self):
+        return f"{self.what}, resumable at step {self.step}" + \
+            (f" of {self.total}" if self.total is not None else "") + f" ({self.where})"
+
+
+def leftover(h5_path):
+    """The latest state a harness left at h5_path that its --resume continues (an interrupted
+    results file, its .ckpt, a stranded temporary: docs/reliability.md), or None. The harness
+    decides for itself (src/train.c, train_resume_source); this reads the same files to say
+    where a run stands."""
+    found = []
+    for path in [h5_path, h5_path + ".ckpt"] + _temporaries(h5_path) + \
+            _temporaries(h5_path + ".ckpt"):
+        if not os.path.exists(path):
+            continue
+        status, step, steps = _state_of(path)
+        stranded = ".tmp" in path[len(h5_path):]
+        if stranded and status in ("complete", "diverged"):
+            return Leftover(steps, steps, path, f"a {status} result that could not be moved into "
+                            "place")
+        if step is None or status not in ("interrupted", "running", "trained") \
+                or (stranded and status == "running"):
+            continue
+        what = {"interrupted": "an interrupted run", "running": "a checkpoint",
+                "trained": "a trained run (the study only)"}[status]
+        found.append(Leftover(step, steps, path, what))
+    return max(found, key=lambda left: left.step) if found else None
+
+
+def unreadable_why(h5_path):
+    """Why a results file that is there cannot be read ('' when it can, or is not there)."""
+    if not os.path.exists(h5_path):
         return ""
-    return "left a .tmp" if names else ""
+    try:
+        with h5py_file(h5_path) as f:
+            f.attrs.get("status")
+        return ""
+    except OSError as e:
+        return str(e).split(" (")[0] or "not an HDF5 file"
+
+
+def resume_args(h5_path, force):
+    """The harness options for a sweep's run of h5_path and what it resumes: (["--force"],
+    None) when asked to train afresh, (["--resume"], Leftover) when a harness left a state
+    there, ([], None) otherwise."""
+    if force:
+        return ["--force"], None
+    left = leftover(h5_path)
+    return (["--resume"], left) if left is not None else ([], None)
+
+
+def open_log(log_path, cmd, left):
+    """A run's log opened for its harness, the header written: a fresh log, or, when the run
+    resumes (left: a Leftover), the old one appended to after a '# resumed at step N' line."""
+    log = open(log_path, "a" if left is not None else "w")
+    if left is not None:
+        log.write(f"# resumed at step {left.step} from {left.describe()}\n")
+    log.write(log_header(cmd))
+    log.flush()
+    return log
+
+
+def leftover_temp(h5_path):
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if _temporaries(h5_path) else ""
+
+
+STATES = ("complete", "stale", "running", "interrupted", "unreadable", "failed", "missing")
+# the count line: the four every sweep has, then the others that occur
+SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted", "unreadable")
 
 
 class RunState:
-    """state: 'complete', 'running', 'failed' or 'missing'; detail: one line; error: the
-    error lines (failed runs)."""
+    """state: one of STATES; detail: one line; error: the error lines (failed runs)."""
 
     def __init__(self, name, state, detail="", error=""):
         self.name, self.state, self.detail, self.error = name, state, detail, error
 
 
-def run_state(outdir, name, submission=None, queue=None):
-    """The state of one run of a results directory, from its results file, its lock, its log,
-    its latest Slurm submission (a Submission or None) and Slurm's queue (slurm_queue())."""
+def run_state(outdir, name, submission=None, queue=None, stale=""):
+    """The state of one run of a results directory, from its results file and what else its
+    harness left (leftover), its lock, its log, its latest Slurm submission (a Submission or
+    None) and Slurm's queue (slurm_queue()); stale: which keys of a complete run differ from
+    what the experiment asks for (heads.results.stale_runs), old -> new."""
     h5 = os.path.join(outdir, name + ".h5")
     if read_status(h5) == "complete":
-        return RunState(name, "complete")
+        return RunState(name, "stale", stale + "; the next sweep reruns it") if stale \
+            else RunState(name, "complete")
     log = RunLog(os.path.join(outdir, name + ".log"))
     holder = lock_holder(outdir, name) or harness_lock_holder(h5)
     queued = None
@@ -259,6 +361,18 @@ def run_state(outdir, name, submission=None, queue=None):
         except OSError:
             pass
     where = f" [{log.where}]" if log.where else ""
+    left = leftover(h5)
+    if left is not None:
+        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
+            if log.rc not in (None, 0) else ""
+        error = f"slurm ({task_out}):\n" + slurm_lines if slurm_lines else ""
+        return RunState(name, "interrupted", left.describe() + how + where +
+                        "; the next sweep resumes it", error)
+    why = unreadable_why(h5)
+    if why:
+        return RunState(name, "unreadable", f"{h5}: {why}" + (
+            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
+            if log.rc is not None else "") + "; sweep --force trains it afresh")
     if log.exists and log.started:
         if log.rc is not None:
             if log.rc == 0:
@@ -288,7 +402,8 @@ def run_state(outdir, name, submission=None, queue=None):
 
 
 def show_status(results_dir):
-    """--status: complete, running, failed and missing runs of a results directory."""
+    """--status: the state of every run of a results directory (STATES), with what each is
+    waiting for."""
     outdir = os.path.normpath(results_dir)
     if not os.path.isdir(outdir):
         die(f"{results_dir}: no such results directory (scripts/sweep writes "
@@ -310,16 +425,17 @@ def show_status(results_dir):
                     found.add(f[:-len(ext)])
         names = sorted(found)
     queue = slurm_queue() if subs else None
-    states = [run_state(outdir, n, subs.get(n), queue) for n in names]
-    count = {k: sum(s.state == k for s in states)
-             for k in ("complete", "running", "failed", "missing")}
+    stale = stale_runs(outdir, names)
+    states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
+    count = {k: sum(s.state == k for s in states) for k in STATES}
+    shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
     print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
-          + ", ".join(f"{v} {k}" for k, v in count.items()))
+          + ", ".join(f"{count[k]} {k}" for k in sorted(shown, key=SHOWN_ORDER.index)))
     width = max([len(s.name) for s in states] + [8])
-    for kind in ("running", "failed", "missing"):
+    for kind in STATES[1:]:
         for st in states:
             if st.state == kind:
-                print(f"{kind:<8} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
+                print(f"{kind:<11} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
                 if st.error:
                     print(indent(st.error))
     if subs and queue is None:

@@ -1,8 +1,7 @@
 """heads.studyplots: gnuplot pictures of the head study (the harness's /heads, /prune and /circuits;
 heads.pruning): per run, the single-head ablation Δloss (zero and mean) and importance as
 layer x head heatmaps with the values written in, the pruning curves, and the composition scores
-with previous-token and induction heads labelled; per sweep, every head count's mean pruning
-curve on one axis (fraction of heads pruned vs eval loss) and heads needed against n_head.
+with previous-token and induction heads labelled (a sweep's pruning figures are heads.plot_sweep's).
 
 Each function takes an open results file (or a Summary) and the output path, and writes one
 figure in the format the path's extension names (PNG, SVG, PDF).
@@ -16,6 +15,7 @@ import numpy as np
 from . import gnuplot as gp
 from . import heatmaps, pruning
 from .results import read_classes, text
+from .words import plural
 
 CURVE_COLOURS = {"importance": "#1f77b4", "delta_loss": "#d62728"}
 
@@ -55,11 +55,11 @@ def plot_pruning_curves(f, run_name, out, tmp):
     for c, (left, loss) in curves.items():
         path = os.path.join(tmp, f"prune_{c}.txt")
         gp.write_columns(path, ["heads_left", "eval_loss"], zip(left, loss))
-        needed = pruning.heads_needed(left, loss)
+        needed = pruning.heads_needed(left, loss)  # the default tolerance: a run has no other
         parts.append(f"{gp.gp_string(path)} using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb "
                      f"'{CURVE_COLOURS[c]}' title {gp.gp_string(f'{pruning.CRITERION_TEXT[c]}: {needed} heads needed')}")
-    parts.append(f"{base * (1 + pruning.DEFAULT_TOLERANCE)} with lines dt 2 lw 1 lc rgb '#555555' "
-                 "title 'unpruned loss + 5% (the heads-needed tolerance)'")
+    parts.append(f"{pruning.loss_limit(base)} with lines dt 2 lw 1 lc rgb '#555555' title "
+                 f"'unpruned loss + {pruning.tolerance_text()} (the heads-needed tolerance)'")
     one = ""
     if "prune/one_head_per_layer/best_delta_loss" in f:
         best = np.asarray(f["prune/one_head_per_layer/best_delta_loss"][()])
@@ -68,12 +68,13 @@ def plot_pruning_curves(f, run_name, out, tmp):
             f"layer {l} head {h} {d:+.3f}" for l, (h, d) in enumerate(zip(heads, best)))
     step = int(f["prune/" + next(iter(curves)) + "/heads_left"][0] - f["prune/" + next(iter(curves)) + "/heads_left"][1]) \
         if len(first[0]) > 1 else 1
+    removed = plural(step, "head")
     values = np.concatenate([loss for _, loss in curves.values()])
     values = values[np.isfinite(values) & (values > 0)]
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     script = f"""{gp.terminal_for(out, 1000, 640)}
 set output {gp.gp_string(out)}
-set title {gp.gp_string(f'{run_name}: pruning curves (Michel et al. 2019), {step} head(s) removed a step, importance measured again after each{one}')} font ',10'
+set title {gp.gp_string(f'{run_name}: pruning curves (Michel et al. 2019), {removed} removed a step, importance measured again after each{one}')} font ',10'
 set xlabel 'heads left (of {total}, all layers)'
 set ylabel 'held-out eval loss{" (log scale)" if logy else ""}'
 {"set logscale y" if logy else ""}
@@ -150,80 +151,4 @@ def plot_composition(f, run_name, out, tmp):
             lines += ["unset label 1", "unset label 2"]
     lines.append("unset multiplot")
     gp.run_gnuplot("\n".join(lines) + "\n", out, tmp)
-    return True
-
-
-def plot_sweep_pruning(s, out, tmp, colour_of):
-    """Both criteria side by side: mean eval loss against the fraction of heads pruned, one line
-    per head count; colour_of(i, n) gives the i-th of n head counts its colour."""
-    panels = [(c, pruning.sweep_curves(s, c)) for c in pruning.CRITERIA]
-    panels = [(c, d) for c, d in panels if d]
-    if not panels:
-        return False
-    heads = sorted({h for _, d in panels for h in d})
-    values = np.concatenate([m for _, d in panels for _, m, _ in d.values()])
-    values = values[np.isfinite(values) & (values > 0)]
-    logy = len(values) > 0 and values.max() / values.min() > 3.0
-    lines = [gp.terminal_for(out, 1300, 600), f"set output {gp.gp_string(out)}",
-             f"set multiplot layout 1,{len(panels)} title {gp.gp_string(f'{s.name}: pruning curves of every head count (mean over seeds; importance measured again after each step)')} font ',12'",
-             "set xlabel 'fraction of all heads pruned'", "set xrange [0:1]", "set grid",
-             f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
-             "set logscale y" if logy else "", "set format y '%g'", "set key top left font ',9'"]
-    for c, data in panels:
-        parts = []
-        for h in heads:
-            if h not in data:
-                continue
-            frac, mean, n = data[h]
-            path = os.path.join(tmp, f"sweep_prune_{c}_{h}.txt")
-            gp.write_columns(path, ["fraction_pruned", "mean_eval_loss"], zip(frac, mean))
-            parts.append(f"{gp.gp_string(path)} using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb "
-                         f"'{colour_of(heads.index(h), len(heads))}' title '{h} head{'s' if h != 1 else ''} ({n} seeds)'")
-        lines += [f"set title {gp.gp_string(pruning.CRITERION_TEXT[c])}", "plot " + ", ".join(parts)]
-    lines.append("unset multiplot")
-    gp.run_gnuplot("\n".join(lines) + "\n", out, tmp)
-    return True
-
-
-def plot_heads_needed(s, out, tmp):
-    """Heads needed (mean ± std over seeds, every seed a dot) and all heads against n_head."""
-    if "heads_needed" not in s.data:
-        return False
-    rows, dots = {}, []
-    for i in range(s.n):
-        v = float(s["heads_needed"][i])
-        if s["status"][i] != "complete" or v != v:
-            continue
-        h, total = int(s["n_head"][i]), int(s["n_head"][i]) * int(s["n_layer"][i])
-        rows.setdefault(h, ([], total))[0].append(v)
-        dots.append([h, v])
-    if not rows:
-        return False
-    mean_rows = []
-    for h in sorted(rows):
-        vals, total = rows[h]
-        x = np.asarray(vals)
-        mean_rows.append([h, x.mean(), x.std(ddof=1) if len(x) > 1 else 0.0, total])
-    mp, dp = os.path.join(tmp, "needed_mean.txt"), os.path.join(tmp, "needed_dots.txt")
-    gp.write_columns(mp, ["n_head", "mean", "std", "all_heads"], mean_rows)
-    gp.write_columns(dp, ["n_head", "heads_needed"], dots)
-    hs = sorted(rows)
-    logy = all(m - sd > 0 for _, m, sd, _ in mean_rows)  # 0 heads needed has no place on a log axis
-    script = f"""{gp.terminal_for(out, 900, 600)}
-set output {gp.gp_string(out)}
-set title {gp.gp_string(f'{s.name}: heads needed to keep the eval loss within {100 * s.tolerance:g}% of the unpruned model (fewer of the two pruning criteria)')} font ',10'
-set logscale {'xy' if logy else 'x'} 2
-{'' if logy else 'set yrange [0:*]'}
-set xrange [{min(hs) / 1.4}:{max(hs) * 1.4}]
-set xtics ({", ".join(f'"{h}" {h}' for h in hs)})
-set xlabel 'heads per layer (log2 scale)'
-set ylabel 'heads (all layers{", log2 scale" if logy else ""})'
-set grid
-set key top left
-set bars 2
-plot {gp.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc rgb '#7f7f7f' title 'all heads (n_head × n_layer)', \\
-     {gp.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb '#d62728' title 'heads needed (mean ± std over seeds)', \\
-     {gp.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb '#d62728' title 'each seed'
-"""
-    gp.run_gnuplot(script, out, tmp)
     return True

@@ -1,5 +1,6 @@
 """heads.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
-token, final losses, heads needed within the experiment's tolerance, head-class counts) as summary.csv and summary.h5 (read back by
+token, final losses, heads needed within the experiment's tolerance (relative, with a floor; both
+in the attributes), head-class counts) as summary.csv and summary.h5 (read back by
 heads.results.Summary).
 
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
@@ -27,9 +28,11 @@ SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_laye
                  "min_eval_loss", "train_seconds"]
 
 
-def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE):
+def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
+                floor=pruning.DEFAULT_FLOOR):
     """One summary row (dict) for a run; result is a RunResult or None; shapes (params, flops);
-    tolerance: relative eval-loss tolerance of the heads-needed columns (heads.pruning)."""
+    tolerance and floor: the heads-needed columns' tolerance, max(tolerance x the unpruned loss,
+    floor nats) (heads.pruning)."""
     row = {"run": run.name, "status": result.status if result else "missing"}
     for key in run.swept:
         row[key] = run.swept[key]
@@ -56,7 +59,7 @@ def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE):
         else float("nan")
     row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
         else float("nan")
-    row.update(pruning.summary_values(result.prune if ok else {}, tolerance))
+    row.update(pruning.summary_values(result.prune if ok else {}, tolerance, floor))
     counts = result.class_counts() if ok else {}
     for c in CLASSES + sorted(set(counts) - set(CLASSES)):
         row[f"heads_{c}"] = counts.get(c, 0) if ok else None
@@ -134,6 +137,7 @@ def _summary_h5(tmp, rows, cols, swept, experiment):
         f.attrs["width"] = experiment.width
         f.attrs["description"] = experiment.description
         f.attrs["tolerance"] = getattr(experiment, "tolerance", pruning.DEFAULT_TOLERANCE)
+        f.attrs["tolerance_floor"] = getattr(experiment, "tolerance_floor", pruning.DEFAULT_FLOOR)
         f.attrs["swept"] = np.array(swept, dtype=h5py.string_dtype())
         f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())
         for c in cols:

@@ -146,7 +146,7 @@ def plan(exp, sweep, force):
     todo, rerun, skipped = [], set(), 0
     for run in exp.runs:
         path = sweep.h5(run)
-        if force or results.read_status(path) != "complete":
+        if force or results.read_status(path) not in pool.FINISHED:
             todo.append(run)
             continue
         try:
@@ -157,7 +157,8 @@ def plan(exp, sweep, force):
         if changed:
             what = ", ".join(f"{k}: {configs.format_value(a)} -> {configs.format_value(b)}"
                              for k, a, b in changed[:4])
-            print(f"rerun  {run.name}: its complete result was made with other values ({what})")
+            print(f"rerun  {run.name}: its {results.read_status(path)} result was made with other "
+                  f"values ({what})")
             todo.append(run)
             rerun.add(run.name)
         else:
@@ -200,7 +201,8 @@ def write_summary(exp, sweep, outdir, shapes):
             except Exception as e:  # noqa: BLE001
                 print(f"warning: {path}: cannot read ({e}); left out of the summary values",
                       file=sys.stderr)
-        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance)
+        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance,
+                                  exp.tolerance_floor)
         log = runstate.RunLog(os.path.join(outdir, run.name + ".log"))
         if result is None and (run.name in stopped_names or log.rc not in (None, 0)
                                and log.interrupted):

@@ -58,6 +58,11 @@ function fmtNum(v) {
   return v.toFixed(a >= 100 ? 1 : a >= 1 ? 3 : 4);
 }
 
+/* "1 seed", "3 seeds": a count with its noun (as python/heads/words.py's plural) */
+function plural(n, noun) {
+  return `${n} ${n === 1 ? noun : noun + "s"}`;
+}
+
 /* a colour per head class (as scripts/plot-sweep's head_classes figure) */
 const CLASS_COLOURS = { prev: "#1f77b4", self: "#2ca02c", first: "#ff7f0e", induction: "#d62728",
                         duplicate: "#9467bd", mixed: "#c7c7c7" };

@@ -26,12 +26,12 @@ function headChip(D, l, h, parent) {
 function buildPruning(D, root) {
   const P = D.prune, crit = Object.keys(P.criteria);
   const total = P.criteria[crit[0]].heads_left[0];
-  const tol = 100 * P.tolerance;
   el("p", { class: "note" }, root,
      `Michel, Levy &amp; Neubig (2019): from the whole model, heads are removed (gate 0) a few at a time, ` +
      `the lowest-scoring of those left first, and the scores measured again on the pruned model after every step; ` +
      `the held-out loss at each point. Heads needed: the fewest heads left whose loss (and every earlier point's) ` +
-     `is within ${tol}% of the unpruned loss ${fmtNum(P.unpruned)}.`);
+     `is within ${escapeHtml(P.tolerance_text)} of the unpruned loss ${fmtNum(P.unpruned)}.`);
+  if (P.warning) el("p", { class: "note warning" }, root, "Warning: " + escapeHtml(P.warning) + ".");
   const summary = el("ul", { id: "prune-needed" }, root);
   for (const c of crit)
     el("li", { "data-criterion": c, "data-needed": P.criteria[c].heads_needed }, summary,
@@ -44,10 +44,10 @@ function buildPruning(D, root) {
   const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
   const svg = lineChart(root, series, { width: 760, height: 320, logy, xlabel: `heads removed (of ${total}, all layers)`,
                                         ylabel: "held-out eval loss" + (logy ? " (log scale)" : ""),
-                                        hlines: [{ y: P.unpruned * (1 + P.tolerance) }] });
+                                        hlines: [{ y: P.limit }] });
   svg.id = "prune-chart";
   chartLegend(root, svg, series);
-  el("p", { class: "note" }, root, `Dashed: the unpruned loss + ${tol}% (the heads-needed tolerance).`);
+  el("p", { class: "note" }, root, `Dashed: the unpruned loss + ${escapeHtml(P.tolerance_text)} (the heads-needed tolerance).`);
   /* the curves as a table, with the heads each step removed */
   const t = el("table", { class: "data", id: "prune-table" }, root);
   el("tr", {}, t, "<th>heads left</th>" + crit.map(c => `<th data-criterion="${c}">eval loss: ${escapeHtml(P.criteria[c].title)}</th><th class="l">removed at this step</th>`).join(""));
@@ -59,7 +59,7 @@ function buildPruning(D, root) {
       const C = P.criteria[c], v = C.eval_loss[i];
       const td = el("td", { "data-criterion": c, "data-value": v === undefined || v === null ? "" : v }, tr);
       td.textContent = v === undefined ? "" : fmtNum(v);
-      const within = v !== null && v !== undefined && v <= P.unpruned * (1 + P.tolerance);
+      const within = v !== null && v !== undefined && v <= P.limit;
       if (!within && v !== undefined) td.classList.add("over");
       const chips = el("td", { class: "l chips", "data-criterion": c }, tr);
       if (i === 0 || i >= C.heads_left.length) continue;

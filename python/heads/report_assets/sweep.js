@@ -1,27 +1,24 @@
-/* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against head count (mean ± std
- * and every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
- * pruning curves of every head count and heads needed against n_head, head-class counts, and a
- * row and link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
+/* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against the key compared along
+ * (n_head, else the one swept key; a series per group of the other swept keys; mean ± std and
+ * every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
+ * pruning curves of every layout and heads needed per group, head-class counts, and a row and
+ * link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
  * common.js. Knows nothing of HDF5. */
 "use strict";
 
 function buildSweepLoss(D, root) {
   const series = [];
-  const heads = new Set();
   D.series.forEach((s, k) => {
     const colour = headColour(k, D.series.length);
-    s.points.forEach(p => heads.add(p.n_head));
     series.push({ name: (s.label || "mean") + " ± std", color: colour, width: 2, marker: 3.5,
-                  points: s.points.map(p => [p.n_head, p.mean]), err: s.points.map(p => p.std || 0) });
+                  points: s.points.map(p => [p.x, p.mean]), err: s.points.map(p => p.std || 0) });
     series.push({ name: (s.label ? s.label + ": " : "") + "each seed", color: colour, line: false, marker: 2.5,
-                  hollow: true, points: s.points.flatMap(p => p.values.map(v => [p.n_head, v])) });
+                  hollow: true, points: s.points.flatMap(p => p.values.map(v => [p.x, v])) });
   });
   const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v > 0);
   const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
-  const hs = [...heads].sort((a, b) => a - b);
-  const svg = lineChart(root, series, { width: 760, height: 360, logx: hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4,
-                                        logy, xticks: hs.map(h => [h, String(h)]),
-                                        xlabel: "heads per layer" + (hs.length > 1 ? " (log₂ scale)" : ""),
+  const svg = lineChart(root, series, { width: 760, height: 360, logy, xticks: D.xticks,
+                                        xlabel: D.x_label,
                                         ylabel: `${D.metric} (mean ± sample std)` + (logy ? ", log scale" : "") });
   svg.id = "sweep-loss";
   chartLegend(root, svg, series);
@@ -35,23 +32,22 @@ function buildCompare(D, root) {
   for (const n of D.compare.notes) el("p", { class: "note" }, root).textContent = n;
 }
 
-/* the head study of a sweep: every head count's mean pruning curve on one axis per criterion,
- * and heads needed against n_head */
+/* the head study of a sweep: every point's mean pruning curve on one axis per criterion, and heads
+ * needed against the key compared along, a series per group */
 function buildSweepPruning(D, root) {
   const P = D.pruning;
-  const tol = 100 * P.tolerance;
   const crit = Object.keys(P.curves);
   if (crit.length) {
     el("p", { class: "note" }, root, "Mean held-out loss over seeds against the fraction of all heads pruned " +
        "(Michel et al. 2019: the lowest-scoring heads left removed a few at a time, the scores measured again " +
-       "after each step), one line per head count.");
+       "after each step), one line per layout.");
     const row = el("div", { class: "grids" }, root);
     for (const c of crit) {
       const box = el("div", { "data-criterion": c }, row);
       el("div", { class: "note" }, box, escapeHtml(P.curves[c].title));
       const n = P.curves[c].series.length;
       const series = P.curves[c].series.map((s, k) => ({
-        name: `${s.n_head} head${s.n_head === 1 ? "" : "s"} (${s.seeds} seed${s.seeds === 1 ? "" : "s"})`,
+        name: `${s.label} (${plural(s.seeds, "seed")})`,
         color: headColour(k, n), width: 2, marker: 2.5, points: s.fraction.map((x, i) => [x, s.mean[i]]) }));
       const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null && v > 0);
       const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
@@ -62,25 +58,26 @@ function buildSweepPruning(D, root) {
     }
   }
   if (P.heads_needed.length) {
-    el("h3", {}, root, "Heads needed against head count");
-    const N = P.heads_needed;
-    const series = [
-      { name: "all heads (n_head × n_layer)", color: "#7f7f7f", width: 1, dash: "4 3", marker: 2.5,
-        points: N.map(p => [p.n_head, p.all_heads]) },
-      { name: "heads needed, mean ± std", color: "#d62728", width: 2, marker: 3.5,
-        points: N.map(p => [p.n_head, p.mean]), err: N.map(p => p.std || 0) },
-      { name: "heads needed, each seed", color: "#d62728", line: false, hollow: true, marker: 2.5,
-        points: N.flatMap(p => p.values.map(v => [p.n_head, v])) }];
-    const hs = N.map(p => p.n_head);
-    const svg = lineChart(root, series, { width: 640, height: 320, ymin: 0, xticks: hs.map(h => [h, String(h)]),
-                                          logx: hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4,
-                                          xlabel: "heads per layer" + (hs.length > 1 && hs[hs.length - 1] / hs[0] >= 4 ? " (log₂ scale)" : ""),
-                                          ylabel: "heads (all layers)" });
+    el("h3", {}, root, `Heads needed against ${D.x_label}`);
+    const series = [];
+    P.heads_needed.forEach((g, k) => {
+      const colour = headColour(k, P.heads_needed.length);
+      const name = g.label ? ` (${g.label})` : "";
+      series.push(
+        { name: "all heads (n_head × n_layer)" + name, color: colour, width: 1, dash: "4 3", marker: 2.5,
+          points: g.points.map(p => [p.x, p.all_heads]) },
+        { name: "heads needed, mean ± std" + name, color: colour, width: 2, marker: 3.5,
+          points: g.points.map(p => [p.x, p.mean]), err: g.points.map(p => p.std || 0) },
+        { name: "heads needed, each seed" + name, color: colour, line: false, hollow: true, marker: 2.5,
+          points: g.points.flatMap(p => p.values.map(v => [p.x, v])) });
+    });
+    const svg = lineChart(root, series, { width: 640, height: 320, ymin: 0, xticks: D.xticks,
+                                          xlabel: D.x_label, ylabel: "heads (all layers)" });
     svg.id = "sweep-heads-needed";
     chartLegend(root, svg, series);
     el("p", { class: "note" }, root, `Heads needed: the fewest heads left on a run's pruning curves whose held-out loss ` +
-       `(and every earlier point's) is within ${tol}% of the unpruned loss, the fewer of the two criteria (the summary's ` +
-       "heads_needed; the comparison table has them per head count).");
+       `(and every earlier point's) is within ${escapeHtml(P.tolerance_text)} of the unpruned loss, the fewer of the two criteria (the summary's ` +
+       "heads_needed; the comparison table has them per row).");
   }
 }
 
@@ -115,9 +112,9 @@ function buildRuns(D, root) {
 }
 
 function buildSweepPage(D) {
-  header(`${D.name}: sweep report`, `${D.n_complete} complete runs of ${D.runs.length}; width rule ${D.width}` +
+  header(`${D.name}: sweep report`, `${D.n_complete} complete of ${plural(D.runs.length, "run")}; width rule ${D.width}` +
          (D.description ? `; ${D.description}` : ""));
-  const sections = [["loss", "Loss against head count"], ["compare", "Comparison"]];
+  const sections = [["loss", `Loss against ${D.x_label}`], ["compare", "Comparison"]];
   if (D.pruning) sections.push(["pruning", "Pruning"]);
   sections.push(["classes", "Head classes"], ["runs", "Runs"]);
   nav(sections);

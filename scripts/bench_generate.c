@@ -1,0 +1,91 @@
+/* bench_generate.c: the cost of one generated token by position, through the K/V cache
+ * (src/generate.c) and by a full forward over the whole sequence so far (src/model.c), for the
+ * bench's "generate" table (python/heads/bench.py; `make bench` builds it as
+ * build/bench_generate).
+ *
+ * usage: bench_generate D H D_HEAD T REPEATS
+ * Builds the bench's model (2 layers, vocabulary 256, learned positions) at that shape, one thread.
+ * At positions 0, T/8, T/4, T/2 and T-1 it times the cached step at that position (the cache
+ * filled up to it, the step run once before untimed so that its memory is touched) and a full
+ * forward over the tokens up to it, REPEATS times each, and prints
+ * one JSON object with the fastest of each in microseconds of process CPU time (the steadiest
+ * figure on a shared machine: other processes delay a step, they do not add to its CPU time).
+ * Must not know: the config file, results files, training. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "generate.h"
+#include "kernels.h"
+#include "model.h"
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int positive(const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end == '\0' && v > 0 && v < 1 << 20 ? (int)v : 0;
+}
+
+int main(int argc, char **argv) {
+    int v[5];
+    for (int i = 0; i < 5 && i + 1 < argc; i++) v[i] = positive(argv[i + 1]);
+    if (argc != 6 || !v[0] || !v[1] || !v[2] || !v[3] || !v[4]) {
+        fprintf(stderr, "usage: bench_generate D H D_HEAD T REPEATS (positive integers)\n");
+        return 2;
+    }
+    ModelShape s = {.vocab_size = 256, .d_model = v[0], .n_head = v[1], .d_head = v[2],
+                    .n_layer = 2, .seq_len = v[3], .n_kv_head = v[1], .pos = POS_LEARNED,
+                    .rope_dims = v[2], .rope_base = 10000.0};
+    int T = s.seq_len, repeats = v[4];
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    Model m;
+    model_init(&m, s, 1);
+    model_init_weights(&m, 1);
+    int *tokens = malloc(sizeof(int) * T);
+    if (!tokens) return 2;
+    srand(5);
+    for (int t = 0; t < T; t++) tokens[t] = rand() % s.vocab_size;
+    int positions[5] = {0, T / 8, T / 4, T / 2, T - 1};
+    double cached[5], full[5];
+    for (int k = 0; k < 5; k++) {
+        int p = positions[k];
+        cached[k] = full[k] = 1e30;
+        for (int r = 0; r < repeats; r++) {
+            KVCache cache;
+            kv_cache_init(&cache, &m, T);
+            for (int t = 0; t <= p; t++) kv_cache_step(&cache, tokens[t]);
+            cache.len = p; /* the step again, warm: its memory touched once already */
+            double c0 = cpu_s();
+            kv_cache_step(&cache, tokens[p]);
+            double dt = cpu_s() - c0;
+            cached[k] = dt < cached[k] ? dt : cached[k];
+            kv_cache_free(&cache);
+            c0 = cpu_s();
+            model_forward(&m, NULL, tokens, NULL, NULL, 1, p + 1);
+            dt = cpu_s() - c0;
+            full[k] = dt < full[k] ? dt : full[k];
+        }
+    }
+    char kernels[256];
+    kernels_describe(kernels, sizeof kernels);
+    printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"repeats\": %d, \"positions\": [",
+           kernels, s.d_model, s.n_head, s.d_head, T, repeats);
+    for (int k = 0; k < 5; k++) printf("%s%d", k ? ", " : "", positions[k]);
+    printf("], \"cached_us\": [");
+    for (int k = 0; k < 5; k++) printf("%s%.2f", k ? ", " : "", 1e6 * cached[k]);
+    printf("], \"full_us\": [");
+    for (int k = 0; k < 5; k++) printf("%s%.2f", k ? ", " : "", 1e6 * full[k]);
+    printf("]}\n");
+    model_free(&m);
+    free(tokens);
+    return 0;
+}
