@@ -7,7 +7,9 @@
  * It reads HDF5 directly because it looks at types, attributes and dimension scales no other
  * reader needs. The scores are recomputed with analysis.c's definitions (themselves tested
  * against hand-computed maps in tests/test_analysis.c): the file is checked against the
- * definitions, not against a second copy of them. It knows nothing of training. */
+ * definitions, not against a second copy of them. On a path with no file yet it names the run
+ * writing it (its lock) or what a run left there (a checkpoint, a pending study, a stranded
+ * temporary). It knows nothing of training. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,12 +31,15 @@
 #define SCORE_TOLERANCE 1e-6 /* stored float32 score against the recomputed one */
 
 static const char *const usage =
-    "usage: harness check RUN.h5\n"
+    "usage: harness check RUN.h5 [RUN.h5 ...]\n"
     "Validates a results file against docs/results-format.md: attributes, /config, every shape,\n"
     "dataset descriptions and dimension scales, causal attention rows that sum to 1 (at most 1\n"
     "with model.sink), pattern scores and head classes recomputed from the stored maps.\n"
-    "Prints one line per problem. Exit status: 0 valid, 1 problems found, 2 unusable input\n"
-    "(not HDF5, truncated, an unknown format_version, no config_yaml).\n";
+    "Every dataset is read whole (its checksum verified). Each file is checked in a process of\n"
+    "its own, so a file that crashes the HDF5 library is reported damaged and the rest go on.\n"
+    "Prints one line per problem. Exit status, the worst of the files': 0 valid, 1 problems\n"
+    "found, 2 unusable input (not HDF5, truncated, damaged, an unknown format_version, no\n"
+    "config_yaml).\n";
 
 typedef struct {
     const char *path;
@@ -219,16 +224,7 @@ static void check_labels(Checker *c, hid_t ds, const char *name, const DatasetDo
     }
 }
 
-/* Link visiting (H5Lvisit) changed its info type in HDF5 1.12; Debian 12 has 1.10. */
-#if H5_VERSION_GE(1, 12, 0)
-typedef H5L_info2_t LinkInfo;
-#define visit_links H5Lvisit2
-#else
-typedef H5L_info_t LinkInfo;
-#define visit_links H5Lvisit
-#endif
-
-static herr_t check_object(hid_t file, const char *rel, const LinkInfo *info, void *ctx) {
+static herr_t check_object(hid_t file, const char *rel, const ResultsLinkInfo *info, void *ctx) {
     Checker *c = ctx;
     char name[512], text[512];
     snprintf(name, sizeof name, "/%s", rel);
@@ -571,25 +567,59 @@ static const char *stranded_note(const char *path) {
     return note;
 }
 
+static int check_file(void *arg, char *msg, int size);
+
 int check_main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);
         return 0;
     }
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "harness check: %s\n%s", argc < 2 ? "no results file given" : argc > 2 ? "give exactly one results file" : "unknown option", usage);
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "harness check: unknown option %s\n%s", argv[i], usage);
+            return 2;
+        }
+    if (argc < 2) {
+        fprintf(stderr, "harness check: no results file given\n%s", usage);
         return 2;
     }
-    Checker c = {.path = argv[1], .run = RUN_NONE};
+    int worst = 0;
+    for (int i = 1; i < argc; i++) { /* each file in a child of its own: one crash ends one check */
+        UserError err;
+        int rc = results_guarded(argv[i], check_file, argv[i], &err);
+        if (rc < 0) fprintf(stderr, "%s\n", err.text);
+        else if (rc == 2 && err.message[0]) fprintf(stderr, "%s\n", err.message); /* the child's whole line */
+        rc = rc < 0 ? 2 : rc;
+        if (rc > worst) worst = rc;
+    }
+    return worst;
+}
+
+/* A dataset whose values cannot be read: a problem, and the check goes on. */
+static void bad_data(void *ctx, const char *dataset, const char *why) {
+    problem(ctx, "%s cannot be read: %s", dataset, why);
+}
+
+/* The check itself, in a forked child (results_guarded): HDF5 may crash on a damaged file, and
+ * the parent then says so. A message for exit status 2 goes to msg. */
+static int check_file(void *arg, char *msg, int size) {
+    Checker c = {.path = arg, .run = RUN_NONE};
     UserError err;
     ResultsReader rd;
+    results_trust(c.path); /* this child is the guard: the walk below reports the damage */
+    char damage[sizeof err.message];
     if (access(c.path, F_OK) != 0 && not_there_yet(c.path)) return 2;
     if (results_reader_open(&rd, c.path, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
+        snprintf(msg, (size_t)size, "%s", err.text);
+        return 2;
+    }
+    if (results_walk(rd.file, bad_data, &c, damage, sizeof damage) != 0) {
+        snprintf(msg, (size_t)size, "%s: %s", c.path, damage);
+        results_reader_close(&rd);
         return 2;
     }
     if (results_read_config(c.path, &c.cfg, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
+        snprintf(msg, (size_t)size, "%s", err.text);
         results_reader_close(&rd);
         return 2;
     }
@@ -597,7 +627,7 @@ int check_main(int argc, char **argv) {
     c.L = c.cfg.n_layer, c.H = c.cfg.n_head;
     check_root(&c);
     check_config(&c);
-    visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
+    results_visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
     check_params(&c);
     if (!exists(&c, "/batch")) { /* a run's file, not --dump-grads' */
         check_logs(&c);

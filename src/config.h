@@ -70,6 +70,7 @@ typedef struct {
     char source_path[CONFIG_PATH_MAX];
     ConfigMark marks[CONFIG_MAX_KEYS]; /* where each descriptor-table key was set */
     int resolved;                      /* config_resolve has filled in the derived values */
+    int n_set;                         /* --set overrides applied: the next one is --set:n_set+1 */
 } Config;
 
 /* Fill cfg with the defaults of the descriptor table. */

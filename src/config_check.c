@@ -71,7 +71,7 @@ static int later_key(const Config *cfg, int a, int b) {
     int ra = ma->line == 0 ? 0 : ma->file == config_set_file ? 2 : 1;
     int rb = mb->line == 0 ? 0 : mb->file == config_set_file ? 2 : 1;
     if (ra != rb) return rb > ra ? b : a;
-    return ra == 1 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
+    return ra > 0 && (mb->line > ma->line || (mb->line == ma->line && mb->col > ma->col)) ? b : a;
 }
 
 /* Why a path cannot be read, or NULL. Opening is not enough: a directory opens fine. */

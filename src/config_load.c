@@ -12,12 +12,15 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 /* Marks with this exact address came from config_set; all others mean cfg->source_path. */
@@ -112,11 +115,12 @@ PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *
     va_start(ap, fmt);
     int rc;
     if (L->assignment) {
-        /* A --set error reads like a file's, "--set:1:COL: 'model.n_head=x': ...", with COL counted
-         * in the assignment, so every user error has the same shape for tools and for the eye. */
+        /* A --set error reads like a file's, "--set:N:COL: 'model.n_head=x': ...": the N-th --set
+         * of the command line, COL counted in its assignment, so every user error has the same
+         * shape for tools and for the eye. */
         char what[1800];
         vsnprintf(what, sizeof what, fmt, ap);
-        rc = user_error(L->err, config_set_file, 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
+        rc = user_error(L->err, config_set_file, L->cfg->n_set + 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
                         strlen(L->assignment) > 200 ? "..." : "", what);
     } else rc = user_error_v(L->err, L->file, (int)mark.line + 1, (int)mark.column + 1, fmt, ap);
     va_end(ap);
@@ -416,7 +420,19 @@ static int begin_load(Config *cfg, const char *name, UserError *err) {
 int config_load(Config *cfg, const char *path, UserError *err) {
     if (begin_load(cfg, path, err)) return ERR_USER;
 
-    FILE *f = fopen(path, "rb");
+    /* Only a regular file: a FIFO with no writer would block the open (and every signal with it). */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return file_fail(err, path, "cannot read the config: %s", strerror(EISDIR));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return file_fail(err, path, "cannot read the config: it is %s, not a regular file",
+                         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* replaced by a FIFO since: no wait */
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0) {
+        close(fd);
+        return file_fail(err, path, "cannot read the config: it is not a regular file");
+    }
     if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
     size_t cap = 1 << 14, len = 0;
     char *text = NULL;
@@ -466,7 +482,7 @@ int config_set(Config *cfg, const char *assignment, UserError *err) {
     }
     loader_free(&L);
     if (rc == ERR_OK) {
-        scratch.marks[k] = (ConfigMark){config_set_file, 1, 1};
+        scratch.marks[k] = (ConfigMark){config_set_file, ++scratch.n_set, 1}; /* later errors name this --set */
         *cfg = scratch;
     }
     return rc;

@@ -8,10 +8,11 @@
 
 /* The results-file format this build writes, as the root attribute format_version
  * "MAJOR.MINOR". A reader refuses another major version; a newer minor adds datasets or leaves
- * out one a layout does not use (1.2: no pos_emb without learned positions). */
+ * out one a layout does not use, or stores them otherwise (1.2: no pos_emb without learned
+ * positions; 1.3: numeric datasets checksummed, HDF5 1.10 file format). */
 #define RESULTS_FORMAT_MAJOR 1
-#define RESULTS_FORMAT_MINOR 2
-#define RESULTS_FORMAT_VERSION "1.2"
+#define RESULTS_FORMAT_MINOR 3
+#define RESULTS_FORMAT_VERSION "1.3"
 
 #define DATASET_MAX_DIMS 6
 

@@ -14,4 +14,8 @@ void fatal_install(void);
 void fatal_remove_on_death(const char *path);
 void fatal_forget(const char *path);
 
+/* In a forked child that reads a file which may be damaged: die of a crash's signal without a
+ * note, leave the parent's temporaries alone, say nothing at exit (the parent reports). */
+void fatal_in_child(void);
+
 #endif

@@ -1,10 +1,14 @@
-/* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect.
- * The only place that decides to exit: user errors print one "file:line:col: message" line and
- * exit with status 2, leaving no partial results file behind.
+/* main.c: the `harness` command line: train from a YAML config, --shapes, --dump-grads, inspect,
+ * analyze. The only place that decides to exit: user errors print one "file:line:col: message"
+ * line and exit with status 2, leaving no partial results file behind. Decides, before anything
+ * is read or written, whether a run may start: its memory estimate must fit, and what another
+ * run left at output.path is continued (--resume) or discarded (--overwrite) only when asked.
  * Owns the argument parsing and the exit status. Must not know: HDF5, the training loop's inside,
  * any numeric step. */
 #include <signal.h>
 #include <stdio.h>
+#include <libgen.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,9 +231,18 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
     int can_resume = train_resume_source(cfg, &source, &why_not) == ERR_OK; /* first: drops a stale .ckpt */
     RunFiles rf;
     results_run_files(cfg->out_path, &rf);
-    if (rf.result.exists && !strcmp(rf.result.why, "it is a directory"))
+    if (rf.result.is_dir)
         return config_key_error(cfg, "output.path", err, "'%s' is a directory; output.path names the results "
                                "file (e.g. %s/run.h5)", cfg->out_path, cfg->out_path);
+    struct statvfs fs;
+    char dir[CONFIG_PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s", cfg->out_path);
+    double need = shapes_disk_bytes(cfg);
+    if (statvfs(dirname(dir), &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
+        return config_key_error(cfg, "output.path", err, "the run needs up to %.1f MiB on the disk of '%s' (the results "
+                               "file and two checkpoints, maps uncompressed), but only %.1f MiB are free; refused "
+                               "before step 1: free some space or set output.path elsewhere", need / 1048576.0,
+                               cfg->out_path, (double)fs.f_bavail * fs.f_frsize / 1048576.0);
     if (resume || !results_run_files_any(&rf)) return ERR_OK;
     char what[2400];
     results_run_files_describe(&rf, what, sizeof what);
@@ -257,12 +270,30 @@ static void use_threads(const Config *cfg) {
 #endif
 }
 
+/* More threads than this process may use: a warning, not a refusal: the run is right, only
+ * slower (threads wait for each other at every barrier), and a container may show fewer CPUs
+ * than the job was given. */
+static void warn_threads(const Config *cfg) {
+#ifdef _OPENMP
+    if (cfg->threads > omp_get_num_procs()) {
+        ConfigMark at = config_mark(cfg, "train.threads");
+        fprintf(stderr, "warning: %s:%d:%d: train.threads is %d, but this process may use %d CPUs; "
+                        "the extra threads share them and slow every step down (0 = one per CPU)\n",
+                at.file && at.file[0] ? at.file : "(defaults)", at.line ? at.line : 1, at.line ? at.col : 1,
+                cfg->threads, omp_get_num_procs());
+    }
+#else
+    (void)cfg;
+#endif
+}
+
 /* run() holding the output lock: one writer per results file, from before the data is read or
  * a checkpoint looked at. */
 static int locked_run(const Config *cfg, const char *dump_path, int overwrite, int resume) {
     OutputLock lock;
     UserError err;
     use_threads(cfg);
+    warn_threads(cfg);
     if (!dump_path && shapes_check_memory(cfg, &err) != ERR_OK) return report(&err);
     ConfigMark where = config_mark(cfg, "output.path");
     if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};

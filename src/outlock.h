@@ -1,6 +1,7 @@
 /* outlock.h: one writer per results file. A run holds an exclusive flock on "<path>.lock" from
  * before it reads any resume state until it exits; the lock file says who holds it ("pid N on
- * HOST since TIME"), for the message a second writer gets. It knows nothing of HDF5 or training.
+ * HOST since TIME", then ", step S of N" as the run goes), for the message a second writer
+ * gets and for `harness check` on a run in progress. It knows nothing of HDF5 or training.
  *
  * A lock dies with its holder (flock is released by the kernel when the process ends, SIGKILL
  * included), so a stale "<path>.lock" never blocks. The holder deletes the file when it is done;

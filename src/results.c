@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -281,6 +283,17 @@ static int sync_parent(const char *path) {
     return rc;
 }
 
+/* File access of a new file: HDF5's 1.10 file format, whose superblock, object headers, B-trees
+ * and heaps carry checksums the library verifies on every read, so a damaged header is an
+ * error, not a crash or a silently wrong value. 1.10 is both bounds: every reader with HDF5
+ * 1.10 or newer (Debian 12's h5py and h5dump) reads it, and a build against a newer HDF5 writes
+ * the same file. */
+static hid_t checksummed_metadata(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+    return fapl;
+}
+
 /* The file is complete and in place; like SQLite, a directory that cannot be synced (some file
  * systems refuse) is reported, not fatal. */
 static void warn_unsynced_parent(const char *path) {
@@ -300,20 +313,27 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(r->path, sizeof r->path, "%s", path);
     if (!force && access(path, F_OK) == 0) {
+        UserError damage;
+        if (results_verify(path, &damage) != ERR_OK)
+            return user_error(err, path, 0, 0, "the result there is %s; pass --overwrite to replace it, or "
+                             "set output.path elsewhere", damage.message);
         if (results_read_status(path, NULL, 0) == RUN_COMPLETE)
             return user_error(err, path, 0, 0, "a complete result exists already; pass --force to replace it, or "
                              "set output.path elsewhere");
     }
     visit_temps(path, remove_unfinished, NULL);
     errno = 0;
+    hid_t fapl = checksummed_metadata();
     if (create_temp(r) != 0 ||
-        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
+        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
+        H5Pclose(fapl);
         int e = errno ? errno : EACCES;
         if (r->tmp_path[0]) unlink(r->tmp_path);
         return config_key_error(cfg, "output.path", err, "cannot create '%s' (%s); "
                                "is the directory there and writable?", r->tmp_path[0] ? r->tmp_path : path,
                                strerror(e));
     }
+    H5Pclose(fapl);
     fatal_remove_on_death(r->tmp_path);
     char created[64];
     time_t now = time(NULL);
@@ -413,13 +433,43 @@ static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
     return ok ? 0 : -1;
 }
 
+/* The creation properties of a numeric dataset: chunked, each chunk carrying HDF5's Fletcher-32
+ * checksum (verified on every read). One chunk of at most CHUNK_BYTES, cut along axis 0 for
+ * bigger datasets; an empty dataset has nothing to checksum and stays contiguous. */
+enum { CHUNK_BYTES = 64 << 20 };
+
+static hid_t checksummed_dcpl(int ndim, const hsize_t *dims, size_t elem) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[8], row = elem;
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] == 0) return dcpl;
+        chunk[d] = dims[d];
+        if (d > 0) row *= dims[d];
+    }
+    if (ndim > 0) {
+        hsize_t rows = CHUNK_BYTES / row;
+        chunk[0] = rows < 1 ? 1 : rows < dims[0] ? rows : dims[0];
+    }
+    if (ndim > 0 && (H5Pset_chunk(dcpl, ndim, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0)) {
+        H5Pclose(dcpl);
+        return -1;
+    }
+    return dcpl;
+}
+
 static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
                          const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
                          UserError *err) {
     errno = 0;
     if (ensure_parents(r->file, path) < 0) return write_fail(r, path, err);
+    hid_t own = -1; /* strings (variable-length: a checksum would cover pointers only) excepted */
+    if (dcpl == H5P_DEFAULT && H5Tget_class(file_type) != H5T_STRING) {
+        if ((own = dcpl = checksummed_dcpl(ndim, dims, H5Tget_size(file_type))) < 0)
+            return write_fail(r, path, err);
+    }
     hid_t space = H5Screate_simple(ndim, dims, NULL);
     hid_t ds = H5Dcreate2(r->file, path, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (own >= 0) H5Pclose(own);
     int ok = space >= 0 && ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
     ok = ok && describe_dataset(r->file, ds, path, ndim) == 0;
     /* closing writes the data out of HDF5's sieve buffer: a failure there is a failed write */
@@ -493,6 +543,7 @@ int results_write_maps(Results *r, const char *path, const float *maps, int S, i
         H5Pset_shuffle(dcpl);
         H5Pset_deflate(dcpl, 4);
     }
+    H5Pset_fletcher32(dcpl); /* of the compressed chunk: verified before it is inflated */
     int rc = write_dataset(r, path, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, maps, 6, dims, dcpl, err);
     H5Pclose(dcpl);
     return rc;
@@ -655,6 +706,248 @@ int results_check_format_version(const char *version, int *major, int *minor) {
     return *major == RESULTS_FORMAT_MAJOR ? RESULTS_VERSION_OK : RESULTS_VERSION_UNKNOWN;
 }
 
+/* ---- reading a file that may be damaged
+ * HDF5 trusts a file's metadata: a damaged byte in a file of the older format (or in a place no
+ * checksum covers) can crash the library or hang it. So a file is first read whole in a forked
+ * child; its death by a signal, or a read that does not finish, is reported as damage, and the
+ * process that asked goes on. */
+
+/* Seconds a child may spend on a file: a minute, plus a second per 20 MB. */
+static unsigned guard_seconds(const char *path) {
+    struct stat st;
+    return 60 + (stat(path, &st) == 0 ? (unsigned)(st.st_size / (20 << 20)) : 0);
+}
+
+int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg,
+                    UserError *err) {
+    int fds[2];
+    fflush(NULL);
+    if (pipe(fds) != 0) return user_error(err, path, 0, 0, "cannot read it safely (pipe: %s)", strerror(errno));
+    unsigned seconds = guard_seconds(path);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return user_error(err, path, 0, 0, "cannot read it safely (fork: %s)", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        fatal_in_child();
+        signal(SIGALRM, SIG_DFL);
+        alarm(seconds);
+        char msg[sizeof err->message] = "";
+        int rc = fn(arg, msg, (int)sizeof msg);
+        fflush(NULL);
+        size_t n = strlen(msg), off = 0;
+        while (off < n) {
+            ssize_t w = write(fds[1], msg + off, n - off);
+            if (w <= 0) break;
+            off += (size_t)w;
+        }
+        _exit(rc & 0x7f);
+    }
+    close(fds[1]);
+    char msg[sizeof err->message];
+    size_t got = 0;
+    for (ssize_t n; got < sizeof msg - 1 && (n = read(fds[0], msg + got, sizeof msg - 1 - got)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        got += (size_t)n;
+    }
+    msg[got] = '\0';
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        return user_error(err, path, 0, 0, "damaged: reading it did not finish in %u s (the HDF5 "
+                          "library is stuck in its metadata)", seconds), -1;
+    if (WIFSIGNALED(status))
+        return user_error(err, path, 0, 0, "damaged: the HDF5 library crashed reading it (%s)",
+                          strsignal(WTERMSIG(status))), -1;
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (rc == 255 || rc == 0x7f)
+        return user_error(err, path, 0, 0, "damaged: the HDF5 library stopped reading it (exit status %d)", rc), -1;
+    if (msg[0]) user_error(err, path, 0, 0, "%s", msg);
+    return rc;
+}
+
+/* Whether HDF5's error stack says a checksum failed (Fletcher-32 of a chunk, or of metadata). */
+static herr_t find_checksum(unsigned n, const H5E_error2_t *e, void *found) {
+    (void)n;
+    if (e->desc && (strstr(e->desc, "checksum") || strstr(e->desc, "Fletcher32"))) *(int *)found = 1;
+    return 0;
+}
+
+/* Why the HDF5 call that just failed failed (the next API call clears the error stack). */
+static const char *read_failure(void) {
+    int found = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_checksum, &found);
+    return found ? "its checksum fails: the stored bytes are damaged" : "the file is damaged there";
+}
+
+typedef struct {
+    char *msg;
+    int size;
+    void (*bad_data)(void *ctx, const char *dataset, const char *why);
+    void *ctx;
+} Walk;
+
+static herr_t walk_attr(hid_t object, const char *name, const H5A_info_t *info, void *ctx) {
+    (void)info;
+    Walk *w = ctx;
+    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+    hid_t type = attr >= 0 ? H5Aget_type(attr) : -1, space = attr >= 0 ? H5Aget_space(attr) : -1;
+    hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    size_t size = type >= 0 ? H5Tget_size(type) : 0;
+    int ok = n >= 0 && size > 0 && (double)n * (double)size < (double)(1u << 30);
+    const char *why = attr < 0 ? read_failure() : "the file is damaged there";
+    if (ok) {
+        void *buf = xcalloc((size_t)n + 1, size);
+        ok = H5Aread(attr, type, buf) >= 0;
+        if (!ok) why = read_failure();
+        if (ok && H5Tdetect_class(type, H5T_VLEN) > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf);
+        else if (ok && H5Tis_variable_str(type) > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf);
+        free(buf);
+    }
+    if (!ok) snprintf(w->msg, (size_t)w->size, "attribute %s cannot be read: %s", name, why);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    return ok ? 0 : -1;
+}
+
+/* Every value of a dataset, read in slabs along axis 0 (every chunk's checksum verified); NULL,
+ * or why it cannot be read. */
+static const char *walk_dataset(hid_t ds) {
+    const char *why = "the file is damaged there";
+    hid_t ftype = H5Dget_type(ds), space = H5Dget_space(ds);
+    hid_t mtype = ftype >= 0 ? H5Tget_native_type(ftype, H5T_DIR_DEFAULT) : -1;
+    int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1, ok = mtype >= 0 && nd >= 0 && nd <= 32;
+    hsize_t dims[32] = {0};
+    if (ok && nd > 0) ok = H5Sget_simple_extent_dims(space, dims, NULL) >= 0;
+    size_t elem = ok ? H5Tget_size(mtype) : 0;
+    double row = (double)elem;
+    for (int d = 1; ok && d < nd; d++) row *= (double)dims[d];
+    ok = ok && elem > 0 && row < (double)CHUNK_BYTES * 4;
+    hsize_t rows = nd == 0 ? 1 : dims[0], step = ok ? (hsize_t)(CHUNK_BYTES / row) : 1;
+    if (step < 1) step = 1;
+    void *buf = ok ? xcalloc(1, (size_t)((step < rows ? step : rows) * row) + elem) : NULL;
+    int vlen = ok && (H5Tdetect_class(mtype, H5T_VLEN) > 0 || H5Tis_variable_str(mtype) > 0);
+    for (hsize_t at = 0; ok && at < rows && nd > 0; at += step) {
+        hsize_t start[32] = {at}, count[32];
+        count[0] = at + step <= rows ? step : rows - at;
+        for (int d = 1; d < nd; d++) count[d] = dims[d];
+        hid_t mem = H5Screate_simple(nd, count, NULL);
+        ok = mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+             H5Dread(ds, mtype, mem, space, H5P_DEFAULT, buf) >= 0;
+        if (!ok) why = read_failure();
+        if (ok && vlen) H5Dvlen_reclaim(mtype, mem, H5P_DEFAULT, buf);
+        if (mem >= 0) H5Sclose(mem);
+    }
+    if (ok && nd == 0) {
+        ok = H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0;
+        if (!ok) why = read_failure();
+        if (ok && vlen) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, buf);
+    }
+    free(buf);
+    if (mtype >= 0) H5Tclose(mtype);
+    if (ftype >= 0) H5Tclose(ftype);
+    if (space >= 0) H5Sclose(space);
+    return ok ? NULL : why;
+}
+
+static herr_t walk_object(hid_t file, const char *rel, const ResultsLinkInfo *info, void *ctx) {
+    Walk *w = ctx;
+    if (info->type != H5L_TYPE_HARD) return 0; /* check names links; nothing to read behind them */
+    hid_t object = H5Oopen(file, rel, H5P_DEFAULT);
+    if (object < 0) {
+        snprintf(w->msg, (size_t)w->size, "/%s cannot be opened: %s", rel, read_failure());
+        return -1;
+    }
+    char where[600];
+    snprintf(where, sizeof where, "/%s", rel);
+    int ok = H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, walk_attr, w) >= 0;
+    if (!ok && w->msg[0]) { /* name the object the attribute is on */
+        char text[sizeof where + 400];
+        snprintf(text, sizeof text, "%s: %s", where, w->msg);
+        snprintf(w->msg, (size_t)w->size, "%s", text);
+    }
+    const char *why = ok && H5Iget_type(object) == H5I_DATASET ? walk_dataset(object) : NULL;
+    if (why && w->bad_data) w->bad_data(w->ctx, where, why);
+    else if (why) {
+        snprintf(w->msg, (size_t)w->size, "%s cannot be read: %s", where, why);
+        ok = 0;
+    }
+    H5Oclose(object);
+    return ok ? 0 : -1;
+}
+
+/* Object visiting reads each object header's full info (attribute counts and indexes, as h5py's
+ * visititems does): metadata the link walk alone never touches. Its types changed in 1.12. */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ObjectInfo;
+#define visit_objects(file, op) H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_NATIVE, op, NULL, H5O_INFO_ALL)
+#else
+typedef H5O_info_t ObjectInfo;
+#define visit_objects(file, op) H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, op, NULL, H5O_INFO_ALL)
+#endif
+
+static herr_t visit_nothing(hid_t object, const char *name, const ObjectInfo *info, void *ctx) {
+    (void)object, (void)name, (void)info, (void)ctx;
+    return 0;
+}
+
+int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why),
+                 void *ctx, char *msg, int size) {
+    char inner[sizeof ((UserError *)0)->message] = "";
+    Walk w = {inner, (int)sizeof inner, bad_data, ctx};
+    int ok = H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, walk_attr, &w) >= 0;
+    if (ok && results_visit_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, walk_object, &w) < 0) {
+        ok = 0;
+        if (!inner[0]) snprintf(inner, sizeof inner, "its groups cannot be listed: %s", read_failure());
+    }
+    if (ok && visit_objects(file, visit_nothing) < 0) {
+        ok = 0;
+        snprintf(inner, sizeof inner, "its object headers cannot be read: %s", read_failure());
+    }
+    if (!ok) snprintf(msg, (size_t)size, "damaged: %s", inner[0] ? inner : "it cannot be read");
+    return ok ? 0 : 1;
+}
+
+/* In the child: open the file and read all of it. A file HDF5 cannot open at all passes (the
+ * caller's own open says what it is: missing, not HDF5, truncated). */
+static int verify_walk(void *arg, char *msg, int size) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fopen((const char *)arg, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return 0;
+    int rc = results_walk(file, NULL, NULL, msg, size);
+    H5Fclose(file);
+    return rc;
+}
+
+/* The last file verified whole, as stat saw it: opening it again needs no second read. */
+static struct stat last_verified;
+
+void results_trust(const char *path) {
+    if (stat(path, &last_verified) != 0) memset(&last_verified, 0, sizeof last_verified);
+}
+
+int results_verify(const char *path, UserError *err) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return ERR_OK; /* the open says what */
+    if (st.st_dev == last_verified.st_dev && st.st_ino == last_verified.st_ino &&
+        st.st_size == last_verified.st_size && st.st_mtim.tv_sec == last_verified.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == last_verified.st_mtim.tv_nsec)
+        return ERR_OK;
+    err->message[0] = '\0';
+    int rc = results_guarded(path, verify_walk, (void *)path, err);
+    if (rc != 0 && !err->message[0]) /* the child ended without a word: out of memory, say */
+        user_error(err, path, 0, 0, "damaged: reading it failed (exit status %d)", rc);
+    if (rc != 0) return ERR_USER;
+    last_verified = st;
+    return ERR_OK;
+}
+
 /* Open a results file for reading. Errors are placed at `at` (the config key that named the
  * file) and quote the path, or at the path itself when at is NULL. A file without
  * format_version predates it (its layout is 1.0's but for /config booleans stored as strings)
@@ -666,6 +959,9 @@ static hid_t open_results(const char *path, const ConfigMark *at, UserError *err
     if (at && !where.line) where.line = where.col = 1;
     if (at) snprintf(who, sizeof who, "'%s'", path);
     else snprintf(who, sizeof who, "the file");
+    UserError damage;
+    if (results_verify(path, &damage) != ERR_OK)
+        return user_error(err, where.file, where.line, where.col, "%s is %s", who, damage.message), -1;
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) {
         if (access(path, R_OK) != 0) return user_error(err, where.file, where.line, where.col, "%s cannot be read: %s", who, strerror(errno)), -1;
@@ -847,6 +1143,11 @@ RunStatus run_status_parse(const char *name) {
 RunStatus results_read_status(const char *path, char *name, int size) {
     if (name) name[0] = '\0';
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    UserError damage;
+    if (results_verify(path, &damage) != ERR_OK) {
+        if (name) snprintf(name, size, "damaged");
+        return RUN_NONE;
+    }
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return RUN_NONE;
     char *value = NULL;
@@ -876,6 +1177,7 @@ static void read_run_file(const char *path, RunFile *f) {
     if (stat(path, &st) != 0) return;
     f->exists = 1;
     if (S_ISDIR(st.st_mode)) {
+        f->is_dir = 1;
         snprintf(f->why, sizeof f->why, "it is a directory");
         return;
     }

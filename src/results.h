@@ -4,8 +4,10 @@
  * final status, flushes and closes, fsyncs the file, renames it into place and fsyncs the
  * directory, so a killed run (or a power loss) never leaves a file that looks complete and never
  * clobbers an earlier result. The caller holds the output lock of the path (outlock.h): one
- * writer per results file, which is why results_open may delete temporary files that killed
- * writers left. Every function returns ERR_OK or ERR_USER with a message in UserError
+ * writer per results file, which is why results_open may delete the temporary files killed
+ * writers left (status "running", or unreadable); a temporary holding a finished state that
+ * could not be moved into place is kept (results_find_stranded). Also what a run left at its
+ * path, for the decisions of main.c, train.c and check.c (results_run_files). Every function returns ERR_OK or ERR_USER with a message in UserError
  * (HDF5's own error printing is switched off); only main exits.
  * Must not know: training, how analysis results are computed. */
 #ifndef RESULTS_H
@@ -151,8 +153,39 @@ char *results_attr_string(int64_t object, const char *name);
  * "path" keys. */
 void results_config_attr_name(const char *section, const char *key, char *name, int size);
 
-/* The status of an existing results file (RUN_NONE if none, unknown or unreadable); its status
- * attribute as written into name (if not NULL; "" if none). */
+#ifdef H5_VERS_MAJOR /* for the files that include hdf5.h (results.c, check.c) */
+/* Link visiting (H5Lvisit) changed its info type in HDF5 1.12; Debian 12 has 1.10. */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t ResultsLinkInfo;
+#define results_visit_links H5Lvisit2
+#else
+typedef H5L_info_t ResultsLinkInfo;
+#define results_visit_links H5Lvisit
+#endif
+#endif
+
+/* Read all of a results file in a forked child (every attribute and dataset, every checksum
+ * verified), so that a damaged file is an error naming what is damaged, never a crash or a hang
+ * of this process: ERR_USER with "damaged: ..." in err. A file HDF5 cannot open at all (missing,
+ * not HDF5, truncated) passes: the reader's own open says what it is. Every reader below calls
+ * it before opening; the last file that passed is not read again until it changes. */
+int results_verify(const char *path, UserError *err);
+/* A process that reads path inside results_guarded already: results_verify need not read it. */
+void results_trust(const char *path);
+/* Read every attribute and dataset of an open file (hid_t). Metadata that cannot be read (an
+ * object, an attribute, the links) stops the walk: 1 and "damaged: ..." in msg. A dataset whose
+ * values cannot be read (a chunk's checksum) goes to bad_data(ctx, name, why) when given, and the
+ * walk goes on; without bad_data it stops the walk like metadata. */
+int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why),
+                 void *ctx, char *msg, int size);
+/* Run fn(arg, msg, size) in a forked child (HDF5 may crash or hang on a damaged file; what the
+ * child prints reaches stdout as usual): its exit status (0..126), msg as err's message when it
+ * wrote one; -1 and "damaged: ..." in err when it died of a signal or ran out of time. */
+int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg,
+                    UserError *err);
+
+/* The status of an existing results file (RUN_NONE if none, unknown, unreadable or damaged); its
+ * status attribute as written into name (if not NULL; "" if none, "damaged" if damaged). */
 RunStatus results_read_status(const char *path, char *name, int size);
 
 /* The newest temporary "<path>.tmp.XXXXXX" that holds a finished state (results_close could not
@@ -168,6 +201,7 @@ void results_remove_temps(const char *path);
 typedef struct {
     char path[CONFIG_PATH_MAX + 32];
     int exists;       /* something is at path */
+    int is_dir;       /* a directory */
     RunStatus status; /* RUN_NONE: absent, or no results file this harness reads (why says why) */
     int64_t step;     /* the /checkpoint step, -1 when there is none */
     int64_t steps;    /* train.steps of its config, -1 when unknown */

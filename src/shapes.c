@@ -186,3 +186,12 @@ int shapes_check_memory(const Config *cfg, UserError *err) {
                             in_units(limit, have, 32), cfg->max_memory ? "output.max_memory allows" : "available (MemAvailable)",
                             big->name, in_units(big->bytes, part, 32), big->shrink);
 }
+
+double shapes_disk_bytes(const Config *cfg) {
+    ModelShape s = model_shape_from_config(cfg);
+    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
+    double params = (double)model_param_floats(s) * sizeof(float);
+    double maps = (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg));
+    double result = params + maps, checkpoint = 3 * params + maps;
+    return result + 2 * checkpoint;
+}

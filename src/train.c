@@ -166,6 +166,10 @@ int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
         return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' %s and there is no "
                                "checkpoint '%.600s'", cfg->out_path, what, c->path);
     }
+    for (int i = 0; i < 3; i++) /* a damaged candidate (a checksum fails) is named, not used */
+        if (candidates[i] != from && candidates[i]->exists && strstr(candidates[i]->why, "damaged"))
+            fprintf(stderr, "warning: %s: %s; resuming from '%s' instead\n", candidates[i]->path,
+                    candidates[i]->why, from->path);
     snprintf(src->path, sizeof src->path, "%s", from->path);
     src->stranded = from == &rf.stranded;
     src->status = from->status;

@@ -4,8 +4,9 @@
  * A run's whole state is (parameters, AdamW moments, step, logs so far, attention snapshots so
  * far): batches are pure functions of (seed, step), so no generator state is needed. The same
  * state written with a /checkpoint group is what SIGINT/SIGTERM leave behind (status
- * "interrupted", at output.path) and what output.checkpoint_every writes periodically
- * (output.path + ".ckpt"); --resume continues from either, bit for bit.
+ * "interrupted", at output.path), what output.checkpoint_every writes periodically
+ * (output.path + ".ckpt", status "running") and what the last step leaves before the study
+ * (".ckpt", status "trained"); --resume continues from any of them, bit for bit.
  * Must not know: HDF5, how analysis results are computed. */
 #ifndef TRAIN_H
 #define TRAIN_H

@@ -96,7 +96,7 @@ def documented_name(path):
 
 def test_self_describing(files):
     with h5py.File(files["switches"], "r") as f:
-        check("format_version is 1.2", f.attrs.get("format_version") in ("1.2", b"1.2"))
+        check("format_version is 1.3", f.attrs.get("format_version") in ("1.3", b"1.3"))
         for key in ("sink", "output_gate"):
             value = f["/config"].attrs[key]
             check(f"/config {key} is read by h5py as numpy.bool_ (True)", isinstance(value, np.bool_) and value,
@@ -292,11 +292,14 @@ def test_check(files):
                                 ("a future format_version", [future], "format 2.0, but this harness reads format 1.x"),
                                 ("a garbled format_version", [garbled], "not MAJOR.MINOR"),
                                 ("no file", [], "no results file given"),
-                                ("two files", [good, good], "exactly one"),
                                 ("an unknown option", ["--junk"], "unknown option")):
         p = harness("check", *args)
         check(f"check on {what}: exit 2, '{pattern}'", p.returncode == 2 and pattern in p.stderr and not p.stdout,
               f"exit {p.returncode}: {p.stderr.strip()[:300]} {p.stdout[:200]}")
+    p = harness("check", good, truncated, good)
+    check("check of several files: each reported, exit status the worst (2)",
+          p.returncode == 2 and p.stdout.count(": ok (") == 2 and "not an HDF5 results file" in p.stderr,
+          f"exit {p.returncode}: {p.stdout[-300:]} {p.stderr[-300:]}")
     p = harness("check", "--help")
     check("check --help", p.returncode == 0 and "usage: harness check" in p.stdout)
 

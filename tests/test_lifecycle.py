@@ -21,6 +21,16 @@ trained undisturbed once: the reference. Then:
               reference's bits, and nothing left over
   checkpoint  the first (then the third) periodic checkpoint's rename fails: training goes on to
               complete (exit 0), one warning naming that step, the reference's bits
+  memory      the T = 4096 case (seq_len 4096, n_head 32, d_head 4, d_model 128, batch_size 4,
+              two layers) with output.max_memory below its estimated peak (so that the
+              machine's memory does not decide): refused at once (exit 2, no file, no step
+              line) naming the peak, the largest part and the keys that shrink it; --shapes
+              prints both peaks by part, the parts adding up to them
+  small disk  (root: a 64 KiB tmpfs, else skipped) a run whose file and checkpoints cannot fit
+              is refused before step 1, naming the space it needs and has; nothing is left
+  in progress `harness check`, scripts/plot and scripts/report on the path of a run that is
+              training: exit 2, no traceback, naming the writer (pid, host, since, step) and its
+              checkpoint, which plot then reads (exit 0)
   sweep       a `-j 2` sweep of three runs, stopped with SIGINT, SIGTERM, or SIGKILL (the sweep
               and its harnesses) once both running runs passed a random step: `--status` calls
               them interrupted (resumable at step N); the same sweep again resumes each with
@@ -30,6 +40,7 @@ trained undisturbed once: the reference. Then:
 """
 import glob
 import hashlib
+import math
 import os
 import random
 import re
@@ -59,14 +70,14 @@ SEED = 24
 REF = os.path.join(TOP, "ref", "run.h5")
 
 
-def setup(name):
+def setup(name, steps=STEPS):
     """A fresh directory with the config writing run.h5 there: (config, path)."""
     d = os.path.join(TOP, name)
     os.makedirs(d)
     config = os.path.join(d, "run.yaml")
     path = os.path.join(d, "run.h5")
     with open(config, "w") as f:
-        f.write(CONFIG.format(steps=STEPS, every=EVERY, path=path))
+        f.write(CONFIG.format(steps=steps, every=EVERY, path=path))
     return config, path
 
 
@@ -230,6 +241,80 @@ def test_checkpoint_fails():
               p.stderr[-300:])
 
 
+def test_memory():
+    d = os.path.join(TOP, "memory")
+    os.makedirs(d)
+    config = os.path.join(d, "big.yaml")
+    with open(config, "w") as f:
+        f.write("model: {vocab_size: 16, d_model: 128, n_head: 32, d_head: 4, n_layer: 2, "
+                "seq_len: 4096}\ntrain: {steps: 10, batch_size: 4, seed: 1, threads: 1}\n"
+                "data: {task: induction}\n"
+                f"output: {{path: {d}/r.h5, max_memory: 64}}\n")
+    p = harness("--shapes", config)
+    units = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+    parts = [(float(v) * units[u], study) for v, u, study in
+             re.findall(r"^  ([\d.]+) (\w+) +(study: )?\S", p.stdout, re.M)]
+    peaks = dict((k, float(v) * units[u]) for k, v, u in
+                 re.findall(r"^  (training|with the study) +([\d.]+) (\w+)", p.stdout, re.M))
+    train = sum(b for b, study in parts if not study)
+    check(f"--shapes prints the training and study peaks by part: {peaks}",
+          p.returncode == 0 and len(parts) >= 5 and len(peaks) == 2
+          and math.isclose(peaks["training"], train, rel_tol=0.01)
+          and math.isclose(peaks["with the study"], sum(b for b, _ in parts), rel_tol=0.01),
+          p.stdout[-900:])
+    p = harness(config)
+    check(f"T = 4096 over output.max_memory: refused at step 0: {inj.last_line(p.stderr)[:200]}",
+          p.returncode == 2 and "refused before step 1" in p.stderr and "largest part" in p.stderr
+          and "shrink it" in p.stderr and "64.0 MiB output.max_memory allows" in p.stderr
+          and "step 1/" not in p.stderr and os.listdir(d) == ["big.yaml"], p.stderr)
+
+
+def test_small_disk():
+    d = os.path.join(TOP, "small")
+    os.makedirs(d)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d],
+                                           capture_output=True).returncode != 0:
+        print("# small disk: skipped (mounting a tmpfs needs root)")
+        return
+    try:
+        config = os.path.join(TOP, "small.yaml")
+        with open(config, "w") as f:
+            f.write(CONFIG.format(steps=STEPS, every=EVERY, path=os.path.join(d, "run.h5")))
+        p = harness(config)
+        check(f"a disk too small for the file and its checkpoints: refused before step 1: "
+              f"{inj.last_line(p.stderr)[:160]}",
+              p.returncode == 2 and "refused before step 1" in p.stderr and "MiB are free" in p.stderr
+              and "step 1/" not in p.stderr and os.listdir(d) == [], p.stderr + str(os.listdir(d)))
+    finally:
+        subprocess.run(["umount", d], capture_output=True)
+
+
+def test_in_progress():
+    config, path = setup("in_progress", steps=100000)
+    proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if re.match(r"step (\d+)/", line) and int(line.split()[1].split("/")[0]) > EVERY + 1:
+                break
+        writer = rf"being written by pid {proc.pid} on \S+ since \d{{4}}-\S+, step \d+ of 100000"
+        c = harness("check", path)
+        check(f"check on a run in progress: {inj.last_line(c.stderr)[:150]}",
+              c.returncode == 2 and re.search(writer, c.stderr) and ".ckpt" in c.stderr, c.stderr)
+        for script in ("plot", "report"):
+            p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", script), path],
+                               capture_output=True, text=True, timeout=120)
+            check(f"scripts/{script} on it: exit 2, no traceback, the writer and the checkpoint "
+                  f"named", p.returncode == 2 and "Traceback" not in p.stderr
+                  and re.search(writer, p.stderr) and path + ".ckpt" in p.stderr, p.stderr[-400:])
+        p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "plot"), path + ".ckpt"],
+                           capture_output=True, text=True, timeout=120)
+        check("... and plot reads the checkpoint", p.returncode == 0, p.stderr[-300:])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+
 SWEEP = os.path.join(inj.ROOT, "scripts", "sweep")
 PY = "/usr/bin/python3"
 RUNS = ("h1_dh16_s3", "h2_dh8_s3", "h4_dh4_s3")
@@ -336,6 +421,9 @@ def main():
         run_check("study", test_study)
         run_check("last write", test_last_write)
         run_check("checkpoint", test_checkpoint_fails)
+        run_check("memory", test_memory)
+        run_check("small disk", test_small_disk)
+        run_check("in progress", test_in_progress)
         run_check("sweep", test_sweep)
     finally:
         shutil.rmtree(TOP, ignore_errors=True)

@@ -52,6 +52,8 @@ EXPORT = os.path.join(ROOT, "scripts", "export")
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, phrase_tokens, temp_suite  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from heads import results  # noqa: E402
 
 PROB_ATOL = 1e-5
 NODE_MAJOR_MIN = 18
@@ -217,7 +219,7 @@ def suite(harness, tmp):
             continue
         with h5py.File(path, "r") as f:
             probes = f["probe/tokens"][()].tolist()
-            T = int(f["params/pos_emb"].shape[0])
+        T = int(results.Run(path).config["seq_len"])
         jobs.append({"model": gguf_path, "context": 2 * T, "sequences": probes,
                      "greedy": {"prompt": probes[0][:PROMPT], "n": len(probes[0]) - PROMPT}, "texts": texts})
         made.append((name, path, gguf_path, texts))

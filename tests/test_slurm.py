@@ -542,9 +542,10 @@ def test_running(cluster, exps, res):
     cluster.client(["scancel", job])
     cluster.wait_done({job}, 60)
     s = sweep(cluster, "--status", outdir)
-    check("scancel: --status reports it failed (interrupted: the harness saved its results) "
-          "with Slurm's message",
-          re.search(r"^failed\s+s0\s+exit status 130 \(interrupted\)", s.stdout, re.M)
+    check("scancel: --status reports it interrupted (the harness saved its results: resumable "
+          "at its step) with Slurm's message",
+          re.search(r"^interrupted\s+s0\s+an interrupted run, resumable at step \d+ .*exit status "
+                    r"130 \(interrupted\)", s.stdout, re.M)
           and "CANCELLED" in s.stdout
           and results.read_status(os.path.join(outdir, "s0.h5")) == "interrupted", s.stdout)
 

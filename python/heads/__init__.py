@@ -63,8 +63,22 @@ def require(*modules):
             ) from None
 
 
+def utf8_mode():
+    """Under a locale that is not UTF-8 (LC_ALL=C with PYTHONUTF8=0), start this command again
+    in Python's UTF-8 mode: otherwise every text file, log line and message that holds a
+    non-ASCII path (or a non-ASCII config value) would end it with a UnicodeEncodeError. The
+    arguments pass on as the bytes they were."""
+    if sys.flags.utf8_mode or sys.getfilesystemencoding().lower().replace("-", "") == "utf8":
+        return
+    if sys.argv and sys.argv[0] and os.path.exists(sys.argv[0]):
+        os.execv(sys.executable, [sys.executable, "-X", "utf8", *sys.orig_argv[1:]]
+                 if hasattr(sys, "orig_argv") else [sys.executable, "-X", "utf8", *sys.argv])
+
+
 def require_or_exit(*modules):
-    """require() for a command-line script: the message as one line, exit status 2."""
+    """require() for a command-line script (which it first puts in UTF-8 mode: utf8_mode): the
+    message as one line, exit status 2."""
+    utf8_mode()
     try:
         require(*modules)
     except MissingModule as e:

@@ -54,7 +54,7 @@ def needed_columns(s, tolerance=None, floor=None):
     for i in range(s.n):
         curves = {}
         if s["status"][i] == "complete" and os.path.exists(s.run_path(i)):
-            with results.open_file(s.run_path(i)) as f:
+            with results.open_file(s.run_path(i)) as f:  # a damaged file: one line
                 curves = pruning.read_curves(f)
         row = pruning.summary_values(curves, rel, flo)
         for c in out:

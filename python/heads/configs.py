@@ -5,6 +5,7 @@ and values compared and written the way the harness reads them after `--set sect
 Knows nothing of experiments, sweeps or results files.
 """
 import math
+import os
 import re
 
 import yaml
@@ -65,10 +66,38 @@ class Marked:
         return self.where_mark(marks.get(keypath))
 
 
+def file_kind(path):
+    """Why path cannot be read as a file, before opening it ('a FIFO', 'a directory', ...: a FIFO
+    with no writer would block the reader), or '' for a regular file (or one not there: the
+    open says so)."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_text(path, what):
+    """The text of a YAML file (UTF-8 whatever the locale), or UserError 'path:1:1: ...'."""
+    kind = file_kind(path)
+    if kind:
+        raise UserError(f"{path}:1:1: cannot read the {what}: it is {kind}, not a regular file")
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read()
+    except OSError as e:
+        raise UserError(f"{path}:1:1: cannot read the {what}: {e.strerror}") from None
+
+
 def read_config_file(path):
     """A harness config file flattened to {'section.key': value}."""
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+    data = yaml.safe_load(read_text(path, "config")) or {}
     flat = {}
     for section, keys in data.items():
         if isinstance(keys, dict):

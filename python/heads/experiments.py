@@ -12,7 +12,7 @@ import re
 import yaml
 
 from .cli import UserError
-from .configs import Marked, format_value, read_config_file
+from .configs import Marked, format_value, read_config_file, read_text
 from .harness import REPO, key_default, key_sections, resolve_key
 from .pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
 
@@ -71,11 +71,7 @@ class Experiment:
         """sets: `section.key=value` assignments (sweep --set), applied to every run."""
         self.path = path
         self._cli_where = {}
-        try:
-            with open(path) as f:
-                self.text = f.read()
-        except OSError as e:
-            raise UserError(f"{path}:1:1: cannot read the experiment file: {e.strerror}")
+        self.text = read_text(path, "experiment file")
         self.doc = Marked(path, self.text)
         d = self.doc.data
         if not isinstance(d, dict):

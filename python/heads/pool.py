@@ -17,7 +17,7 @@ import time
 from .cli import die, indent
 from .configs import format_value
 from .harness import REPO, harness_command
-from .results import RunResult, config_mismatch, read_status
+from .results import RunResult, config_mismatch, damage, read_status
 from .runstate import (RunLock, available_cpus, exit_meaning, harness_lock_holder,
                        launch_info, lock_holder, log_error_tail, log_footer, open_log,
                        resume_args, stopped_by)
@@ -241,7 +241,7 @@ class RunPool:
             wall = time.time() - job.started
             job.log_file.close()
             with open(job.log_path, "a") as f:
-                f.write(log_footer(rc, wall, self.forwarded))
+                f.write(log_footer(rc, wall, self.forwarded, job.log_path))
             job.lock.release()
             if rc == 0:
                 self.durations.setdefault(job.run.point, []).append(wall)
@@ -260,7 +260,7 @@ class RunPool:
                             f"killed by the {signal.Signals(-rc).name} passed on to it, before "
                             "it could save") + "; the next sweep resumes it)")
             else:
-                why = exit_meaning(rc)
+                why = exit_meaning(rc, job.log_path)
                 message = f"exit status {rc} ({why}) after {fmt_time(wall)}; log {job.log_path}"
                 tail = log_tail(job.log_path)
                 self.failed.append((job.run, message + "\n" + indent(tail)))
@@ -312,10 +312,10 @@ class RunPool:
         return time.time() - self.t0
 
 
-def run_one(exp, outdir, name, force, threads):
+def run_one(exp, outdir, name, force, threads, redo_damaged=False):
     """--run NAME: one run of the grid, here (what a Slurm array task does). Skipped (exit 0)
     when its complete result exists with the config the experiment asks for, or when another
-    process is running it; else the harness runs under the run's lock, its output in
+    process is running it; a damaged results file is kept (exit 1) unless redo_damaged; else the harness runs under the run's lock, its output in
     <run>.log, and its exit status is this one's."""
     runs = {r.name: r for r in exp.runs}
     if name not in runs:
@@ -336,7 +336,13 @@ def run_one(exp, outdir, name, force, threads):
         return 0
     try:
         extra = ["--force"] if force else []
-        if not force and read_status(path) in FINISHED:
+        if not force and read_status(path) == "damaged":
+            if not redo_damaged:
+                print(f"damaged {name}: {path}: {damage(path)}; kept as it is "
+                      "(--redo-damaged retrains it)", flush=True)
+                return 1
+            extra = ["--force"]
+        elif not force and read_status(path) in FINISHED:
             try:
                 changed = config_mismatch(RunResult(path), run.overrides, exp.base_config)
             except Exception as e:  # noqa: BLE001 - an unreadable file is rerun
@@ -375,7 +381,7 @@ def run_one(exp, outdir, name, force, threads):
         rc = proc.wait()
         wall = time.time() - t0
         with open(log_path, "a") as log:
-            log.write(log_footer(rc, wall, forwarded))
+            log.write(log_footer(rc, wall, forwarded, log_path))
         if rc == 0:
             loss = ""
             try:
@@ -387,7 +393,7 @@ def run_one(exp, outdir, name, force, threads):
             print(f"stopped {name} after {fmt_time(wall)} (exit status {rc}: interrupted; the "
                   "next submission resumes it)", flush=True)
         else:
-            print(f"FAILED {name}: exit status {rc} ({exit_meaning(rc)}) after "
+            print(f"FAILED {name}: exit status {rc} ({exit_meaning(rc, log_path)}) after "
                   f"{fmt_time(wall)}; log {log_path}\n{indent(log_tail(log_path))}", flush=True)
         return rc if rc >= 0 else 128 - rc
     finally:

@@ -55,6 +55,8 @@ def main(doc):
             out = args.output or os.path.splitext(args.target)[0] + ".html"
             size = report_one(args.target, out, budget)
             print(f"{out}: {size / 1e6:.2f} MB")
+        elif args.target.endswith(".h5"):
+            cli.die(results.not_there(args.target))
         else:
             cli.die(f"{args.target}: no such file or directory (give a results file or a sweep's "
                    "results directory)")

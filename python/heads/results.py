@@ -9,9 +9,16 @@ For users (docs/python.md):
     run.params()                          # {"tok_emb": array, "layer0/w_qkv": array, ...}
     Summary("results/heads").rows()       # a sweep's summary, one dict per run
 
-Knows nothing of how runs are launched; never writes.
+Every file is read whole in a child process before this process opens it (damage()): HDF5 can
+crash or hang on a damaged file, and a reader must name the file and the problem instead.
+
+Knows nothing of how runs are launched; never writes a results file (only its cache of which
+files read whole, under $XDG_CACHE_HOME).
 """
 import os
+import select
+import subprocess
+import sys
 
 from . import require
 
@@ -46,11 +53,229 @@ def text(x):
     return str(x)
 
 
+# ---- the guard: a damaged file is named, never read by this process
+#
+# HDF5 trusts a file's metadata: one damaged byte (in a file of the older format, or a place no
+# checksum covers) can crash the library inside h5py, which no try/except catches. So every file
+# is first read whole -- every attribute, every dataset (each chunk's Fletcher-32 checksum
+# verified) -- by one child process for all the files a command asks about; a file the child
+# dies on, or takes too long over, is damaged, and the child is started again for the rest.
+# Results are kept per (path, size, mtime, inode): for the life of this process, and in a cache
+# file ($XDG_CACHE_HOME/heads/verified, else ~/.cache/heads/verified) so that a file is read
+# whole once, not by every command (a rewritten file is a new inode or mtime: read again).
+
+_WALKER = r"""
+import os, sys
+import h5py, numpy
+def why(e):
+    t = str(e)
+    if "Fletcher32" in t or "checksum" in t:
+        return "its checksum fails: the stored bytes are damaged"
+    return "the file is damaged there (" + " ".join(t.split())[:160] + ")"
+def walk(path):
+    try:
+        f = h5py.File(path, "r")
+    except Exception as e:
+        return "not an HDF5 results file (not HDF5 at all, or truncated)"
+    bad = []
+    def attrs(name, obj):
+        for key in list(obj.attrs):
+            try:
+                obj.attrs[key]
+            except Exception as e:
+                bad.append(name + ": attribute " + key + " cannot be read: " + why(e))
+                return
+    def visit(name, obj):
+        if bad:
+            return True
+        attrs("/" + name, obj)
+        if isinstance(obj, h5py.Dataset) and not bad:
+            try:
+                step = max(1, (64 << 20) // max(1, obj.dtype.itemsize * int(numpy.prod(obj.shape[1:]))))
+                if obj.shape == () or obj.size == 0:
+                    obj[()]
+                else:
+                    for at in range(0, obj.shape[0], step):
+                        obj[at:at + step]
+            except Exception as e:
+                bad.append("/" + name + " cannot be read: " + why(e))
+        return True if bad else None
+    try:
+        with f:
+            attrs("/", f)
+            if not bad:
+                f.visititems(visit)
+    except Exception as e:
+        bad.append("its groups cannot be listed: " + why(e))
+    return "damaged: " + bad[0] if bad else ""
+out = sys.stdout
+for line in sys.stdin.buffer:
+    path = os.fsdecode(line.rstrip(b"\n"))
+    out.write("B\n")
+    out.flush()
+    out.write("R " + walk(path).encode("ascii", "backslashreplace").decode() + "\n")
+    out.flush()
+"""
+
+_DAMAGE = {}  # (path, size, mtime_ns, inode) -> "" or the problem
+_CACHE_LOADED = []
+_CACHE_LIMIT = 4 << 20  # bytes of the cache file before it starts again
+
+
+def _cache_path():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "heads", "verified")
+
+
+def _load_cache():
+    """The verdicts earlier commands stored (lines 'size mtime_ns inode problem|path')."""
+    if _CACHE_LOADED:
+        return
+    _CACHE_LOADED.append(True)
+    try:
+        with open(_cache_path(), encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                head, sep, path = line.rstrip("\n").partition("\t")
+                size, mtime, ino, problem = (head.split(" ", 3) + ["", "", "", ""])[:4]
+                if sep and size.isdigit() and mtime.isdigit() and ino.isdigit():
+                    _DAMAGE[(path, int(size), int(mtime), int(ino))] = problem
+    except (OSError, ValueError):
+        pass
+
+
+def _store(verdicts):
+    """Append verdicts {key: problem} to the cache file (one short line each, O_APPEND: lines of
+    concurrent commands do not mix); a cache that cannot be written is no cache."""
+    path = _cache_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path) and os.path.getsize(path) > _CACHE_LIMIT:
+            os.unlink(path)
+        text = "".join(f"{k[1]} {k[2]} {k[3]} {' '.join(p.split())}\t{k[0]}\n"
+                       for k, p in verdicts.items() if "\n" not in k[0] and "\t" not in k[0])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text.encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _key(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _seconds(path):
+    """Seconds the child may spend on a file: a minute, plus one per 20 MB (as harness check)."""
+    try:
+        return 60 + os.path.getsize(path) / (20 << 20)
+    except OSError:
+        return 60
+
+
+def damages(paths):
+    """{path: problem} for the files of paths that are there: '' when the file reads whole,
+    else one line without the path ('damaged: /train/loss cannot be read: its checksum fails:
+    ...', 'damaged: the HDF5 library crashed reading it (SIGSEGV)', 'not an HDF5 results file
+    ...'). One child process reads all the files not seen before."""
+    _load_cache()
+    todo = []
+    for p in dict.fromkeys(paths):
+        k = _key(p)
+        if k is not None and k not in _DAMAGE and os.path.isfile(p):
+            todo.append((p, k))
+    keys = [k for _, k in todo]
+    while todo:
+        todo = _walk(todo)
+    if keys:
+        _store({k: _DAMAGE[k] for k in keys if k in _DAMAGE})
+    return {p: _DAMAGE[_key(p)] for p in paths if _key(p) in _DAMAGE}
+
+
+def _walk(todo):
+    """Read the files of todo in one child; returns the files it did not reach (it died)."""
+    child = subprocess.Popen([sys.executable, "-c", _WALKER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env=dict(os.environ, PYTHONWARNINGS="ignore"),
+                             preexec_fn=_limit_memory)
+    try:
+        child.stdin.write(b"".join(os.fsencode(p) + b"\n" for p, _ in todo))
+        child.stdin.close()
+    except BrokenPipeError:
+        pass
+    for i, (path, key) in enumerate(todo):
+        line = _read_line(child.stdout, 60)
+        if line == "B":
+            line = _read_line(child.stdout, _seconds(path))
+        if line is not None and line.startswith("R "):
+            _DAMAGE[key] = line[2:]
+            continue
+        if line is None:  # still busy with this file: stuck in it
+            child.kill()
+            _DAMAGE[key] = (f"damaged: reading it did not finish in {_seconds(path):.0f} s "
+                            "(the HDF5 library is stuck in its metadata)")
+        else:
+            rc = child.wait()
+            how = f"signal {_signal_name(-rc)}" if rc < 0 else f"exit status {rc}"
+            _DAMAGE[key] = f"damaged: the HDF5 library crashed reading it ({how})"
+        child.wait()
+        return todo[i + 1:]
+    child.wait()
+    return []
+
+
+def _limit_memory():
+    """In the child: at most _CHILD_MEMORY of address space, so that sizes read from a damaged
+    file end in a MemoryError (the file is damaged), not in a machine out of memory."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (_CHILD_MEMORY, _CHILD_MEMORY))
+
+
+_CHILD_MEMORY = 8 << 30  # the child reads in slabs of 64 MiB: a few of them, and h5py itself
+
+
+def _read_line(stream, seconds):
+    """One line of the child's output (without the newline): '' at its end, None when none came
+    within seconds."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    if not ready:
+        return None
+    return stream.readline().decode("ascii", "replace").rstrip("\n")
+
+
+def _signal_name(n):
+    import signal
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return str(n)
+
+
+def damage(path):
+    """The problem of one file ('' when it reads whole, or when it is not there)."""
+    return damages([path]).get(path, "")
+
+
+def refuse_damaged(path):
+    """UserError naming the file and its problem, unless it reads whole."""
+    problem = damage(path)
+    if problem:
+        raise UserError(f"{path}: {problem}")
+
+
 def open_file(path):
     """A results file opened for reading (h5py.File), if this reader understands its format:
     UserError (one line) when it is not HDF5, or of another major format_version. A file without
     format_version predates 1.0 and is read."""
     require("h5py")
+    if not os.path.exists(path):
+        raise UserError(not_there(path))
+    refuse_damaged(path)
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -63,10 +288,29 @@ def open_file(path):
     return f
 
 
+def not_there(path):
+    """One line for a results path with no file: the run writing it (its harness's lock: pid,
+    host, since, step) and the checkpoint beside it, which every reader accepts; or what a run
+    left there; or just that there is none."""
+    from .runstate import harness_lock_holder, leftover  # runstate reads results: not at import
+    writer, left = harness_lock_holder(path), leftover(path)
+    ckpt = (f"; its last checkpoint, {left.describe()}, can be read instead (scripts/plot and "
+            f"scripts/report accept it)" if left is not None and left.where != path else "")
+    if writer:
+        return f"{path}: a run in progress, not a results file yet: being written by {writer}{ckpt}"
+    if left is not None:
+        return (f"{path}: no results file, but the run left {left.describe()}: harness --resume "
+                "with its config finishes it")
+    return f"{path}: no such results file"
+
+
 def read_status(path):
-    """The status attribute of a results file: 'complete', ..., '' if unreadable or missing."""
+    """The status attribute of a results file: 'complete', ..., 'damaged' (damage() names the
+    problem), '' if unreadable or missing."""
     if not os.path.exists(path):
         return ""
+    if damage(path):
+        return "damaged"
     try:
         with h5py.File(path, "r") as f:
             return text(f.attrs.get("status", ""))
@@ -103,6 +347,16 @@ class RunResult:
 
     def __init__(self, path):
         self.path = path
+        try:
+            self._load(path)
+        except (OSError, KeyError, ValueError, TypeError, IndexError) as e:
+            raise UserError(f"{path}: cannot be read ({' '.join(str(e).split())[:200]})") from None
+        try:
+            self.resolved = yaml.safe_load(self.config_yaml) or {}
+        except yaml.YAMLError:
+            self.resolved = {}
+
+    def _load(self, path):
         with open_file(path) as f:
             self.status = text(f.attrs.get("status", ""))
             self.config_yaml = text(f.attrs.get("config_yaml", ""))
@@ -116,10 +370,6 @@ class RunResult:
             self.prune = pruning.read_curves(f)
             self.n_params = sum(int(np.prod(obj.shape)) for obj in datasets(f["params"])) \
                 if "params" in f else 0
-        try:
-            self.resolved = yaml.safe_load(self.config_yaml) or {}
-        except yaml.YAMLError:
-            self.resolved = {}
 
     def resolved_value(self, key):
         section, name = key.split(".", 1)
@@ -188,7 +438,7 @@ class Run(RunResult):
     """One results file for analysis: what RunResult holds, plus the arrays, read on demand."""
 
     def _read(self, name):
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             if name not in f:
                 raise UserError(f"{self.path}: no /{name} (status {self.status}; docs/results-format.md's "
                                 "table says which runs write it)")
@@ -209,13 +459,13 @@ class Run(RunResult):
         return self._read("probe/tokens")
 
     def token_labels(self, probe=0):
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             return token_labels(f, probe)
 
     def params(self):
         """{name under /params: float32 array}, e.g. "tok_emb", "layer0/w_qkv"."""
         out = {}
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             if "params" not in f:
                 raise UserError(f"{self.path}: no /params; not a harness results file")
             f["params"].visititems(lambda name, obj: out.__setitem__(name, np.asarray(obj[()]))
@@ -287,6 +537,13 @@ class Summary:
         if not os.path.exists(path):
             raise UserError(f"{path}: not found; run scripts/sweep on the experiment first "
                             "(it writes summary.h5 and summary.csv)")
+        refuse_damaged(path)
+        try:
+            self._load(path)
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            raise UserError(f"{path}: cannot be read ({' '.join(str(e).split())[:200]})") from None
+
+    def _load(self, path):
         with h5py.File(path, "r") as f:
             self.name = text(f.attrs.get("experiment", os.path.basename(self.dir)))
             self.width = text(f.attrs.get("width", "free"))

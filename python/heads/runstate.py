@@ -17,7 +17,7 @@ import time
 
 from .cli import UserError, die, indent, now_text, shell_quote
 from .experiments import Experiment
-from .results import read_status, stale_runs
+from .results import damage, damages, read_status, stale_runs
 from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
 
 
@@ -37,8 +37,23 @@ _FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit stat
 _PROGRESS = re.compile(r"step (\d+)/(\d+)")
 
 
-def exit_meaning(rc):
-    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'."""
+# What the harness says when the disk, not the input, failed it (it exits 2 for both).
+_IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large")),
+                ("I/O error", ("Input/output error", "Read-only file system"))]
+
+
+def exit_meaning(rc, log_path=None):
+    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'; 'disk full' or 'I/O
+    error' for an exit status 2 whose log (log_path) says the system refused a write."""
+    if rc == 2 and log_path:
+        try:
+            with open(log_path, errors="replace") as f:
+                tail = f.read()[-4000:]
+        except OSError:
+            tail = ""
+        for meaning, words in _IO_FAILURES:
+            if any(w in tail for w in words):
+                return meaning
     if rc < 0 or (rc > 128 and rc != 130):
         sig = -rc if rc < 0 else rc - 128
         try:
@@ -80,10 +95,10 @@ def stopped_by(rc, forwarded):
     return bool(forwarded) and (rc == 130 or -rc in forwarded)
 
 
-def log_footer(rc, seconds, forwarded=()):
+def log_footer(rc, seconds, forwarded=(), log_path=None):
     """The last line of a run's log, written when its harness has exited; forwarded: the
-    signals its runner passed on to it."""
-    meaning = exit_meaning(rc)
+    signals its runner passed on to it; log_path: the log so far (what the harness said)."""
+    meaning = exit_meaning(rc, log_path)
     if stopped_by(rc, forwarded) and rc != 130:
         meaning = (f"interrupted: killed by the {signal.Signals(-rc).name} passed on to it, "
                    "before it could save")
@@ -301,22 +316,18 @@ def open_log(log_path, cmd, left):
 
 
 def leftover_temp(h5_path):
-    """The status of a temporary a killed harness left beside h5_path (<path>.tmp.XXXXXX, or
-    <path>.tmp of older versions), '' when there is none."""
-    directory, base = os.path.split(h5_path)
-    try:
-        names = [n for n in os.listdir(directory or ".")
-                 if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n)]
-    except OSError:
-        return ""
-    return "left a .tmp" if names else ""
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if _temporaries(h5_path) else ""
 
 
-STATES = ("complete", "stale", "running", "interrupted", "unreadable", "failed", "missing")
+STATES = ("complete", "stale", "running", "interrupted", "unreadable", "damaged", "failed", "missing")
+# the count line: the four every sweep has, then the others that occur
+SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted", "unreadable", "damaged")
 
 
 class RunState:
-    """state: one of STATES; detail: one line; error: the error lines (failed runs)."""
+    """state: one of STATES ('damaged': its results file cannot be read
+    whole, heads.results.damage); detail: one line; error: the error lines (failed runs)."""
 
     def __init__(self, name, state, detail="", error=""):
         self.name, self.state, self.detail, self.error = name, state, detail, error
@@ -328,7 +339,11 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
     None) and Slurm's queue (slurm_queue()); stale: which keys of a complete run differ from
     what the experiment asks for (heads.results.stale_runs), old -> new."""
     h5 = os.path.join(outdir, name + ".h5")
-    if read_status(h5) == "complete":
+    status = read_status(h5)
+    if status == "damaged":
+        return RunState(name, "damaged", f"{h5}: {damage(h5)}; kept as it is (sweep "
+                                         "--redo-damaged retrains it)")
+    if status == "complete":
         return RunState(name, "stale", stale + "; the next sweep reruns it") if stale \
             else RunState(name, "complete")
     log = RunLog(os.path.join(outdir, name + ".log"))
@@ -353,17 +368,6 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
                                          f"({queued[1]})")
     if log.rc == 0 and read_status(h5) == "complete":  # finished since we looked
         return RunState(name, "complete")
-    left = leftover(h5)
-    if left is not None:
-        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
-            if log.rc not in (None, 0) else ""
-        return RunState(name, "interrupted", left.describe() + how +
-                        "; the next sweep resumes it")
-    why = unreadable_why(h5)
-    if why:
-        return RunState(name, "unreadable", f"{h5}: {why}" + (
-            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
-            if log.rc is not None else "") + "; sweep --force trains it afresh")
 
     file_status = read_status(h5) or leftover_temp(h5)
     slurm_lines = ""
@@ -377,13 +381,25 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
         except OSError:
             pass
     where = f" [{log.where}]" if log.where else ""
+    left = leftover(h5)
+    if left is not None:
+        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
+            if log.rc not in (None, 0) else ""
+        error = f"slurm ({task_out}):\n" + slurm_lines if slurm_lines else ""
+        return RunState(name, "interrupted", left.describe() + how + where +
+                        "; the next sweep resumes it", error)
+    why = unreadable_why(h5)
+    if why:
+        return RunState(name, "unreadable", f"{h5}: {why}" + (
+            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
+            if log.rc is not None else "") + "; sweep --force trains it afresh")
     if log.exists and log.started:
         if log.rc is not None:
             if log.rc == 0:
                 detail = ("the harness exited 0 but left no complete results file"
                           + (f" ({file_status})" if file_status else ""))
             else:
-                detail = f"exit status {log.rc} ({exit_meaning(log.rc)})"
+                detail = f"exit status {log.rc} ({exit_meaning(log.rc, log.path)})"
             detail += f" at {log.finished}{where}"
         else:
             detail = ("stopped without finishing: no exit status in its log (killed: node "
@@ -429,11 +445,13 @@ def show_status(results_dir):
                     found.add(f[:-len(ext)])
         names = sorted(found)
     queue = slurm_queue() if subs else None
+    damages([os.path.join(outdir, n + ".h5") for n in names])  # one reader child for them all
     stale = stale_runs(outdir, names)
     states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
     count = {k: sum(s.state == k for s in states) for k in STATES}
+    shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
     print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
-          + ", ".join(f"{v} {k}" for k, v in count.items()))
+          + ", ".join(f"{count[k]} {k}" for k in sorted(shown, key=SHOWN_ORDER.index)))
     width = max([len(s.name) for s in states] + [8])
     for kind in STATES[1:]:
         for st in states:

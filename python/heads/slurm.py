@@ -164,7 +164,8 @@ def write_array_script(path, args, exp, outdir, todo, cpus, sweep_cmd):
             ")",
             f"export HARNESS={q(os.path.abspath(HARNESS))}",
             "exec " + " ".join(q(c) for c in sweep_cmd) + ' --run "${runs[$SLURM_ARRAY_TASK_ID]}"'
-            + (" --force" if args.force else ""),
+            + (" --force" if args.force else "")
+            + (" --redo-damaged" if getattr(args, "redo_damaged", False) else ""),
         ]) + "\n")
     os.chmod(path, 0o755)
 

@@ -6,6 +6,8 @@ heads.results.Summary).
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
 """
 import csv
+import errno
+import io
 import math
 import os
 import sys
@@ -75,61 +77,112 @@ def summary_columns(rows, swept):
     return cols
 
 
+class SummaryWriteError(Exception):
+    """summary.csv / summary.h5 (or another file of write_pair) could not be written (the disk,
+    not the input): one line."""
+
+
 def write_summary(outdir, rows, experiment):
-    """summary.csv and summary.h5 (one dataset per column, one element per run)."""
+    """summary.csv and summary.h5 (one dataset per column, one element per run), as one pair:
+    both are made in memory and written to temporaries first, then renamed into place, so that
+    a full disk or an I/O error leaves the previous pair (SummaryWriteError says which)."""
     swept = experiment.swept_keys()
     cols = summary_columns(rows, swept)
+    text = io.StringIO(newline="")
+    w = csv.writer(text)
+    w.writerow(cols)
+    for row in rows:
+        w.writerow(["" if row.get(c) is None or (isinstance(row.get(c), float)
+                                                 and math.isnan(row[c]))
+                    else format_value(row[c]) for c in cols])
+    h5 = io.BytesIO()  # HDF5 never writes to the disk itself: it crashes on some failed writes
+    _summary_h5(h5, rows, cols, swept, experiment)
+    write_pair(outdir, {"summary.csv": text.getvalue().encode("utf-8"),
+                        "summary.h5": h5.getvalue()})
 
-    def csv_file(tmp):
-        with open(tmp, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(cols)
-            for row in rows:
-                w.writerow(["" if row.get(c) is None or (isinstance(row.get(c), float)
-                                                         and math.isnan(row[c]))
-                            else format_value(row[c]) for c in cols])
-    write_durably(os.path.join(outdir, "summary.csv"), csv_file)
-    write_durably(os.path.join(outdir, "summary.h5"),
-                  lambda tmp: _summary_h5(tmp, rows, cols, swept, experiment))
+
+def _failure(e):
+    """A disk's refusal in words: 'disk full (No space left on device)', 'I/O error (...)'."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"disk full ({e.strerror})"
+    return f"I/O error ({e.strerror or e})"
 
 
-def write_durably(path, write):
-    """Write `path` through write(temporary path) the way the harness writes its results: a
-    temporary beside it with a unique name (mkstemp), fsync'ed, renamed into place, and the
-    directory fsync'ed, so a crash or power loss leaves the old file or the new one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
-    os.close(fd)
+def write_pair(outdir, contents):
+    """Write {name: bytes} into outdir as one set: every temporary written and fsync'ed first
+    (a failure removes them: the old files stay), then each renamed into place; should a rename
+    fail, the files already renamed get their old contents back (kept as hard links until the
+    set is in place). A crash between the renames (no disk space is needed there) is the only
+    way to mix old and new files."""
+    temps, backups = {}, {}
+    try:
+        for name, data in contents.items():
+            temps[name] = _write_temp(os.path.join(outdir, name), data)
+        for name in contents:
+            path = os.path.join(outdir, name)
+            if os.path.exists(path):
+                backup = path + ".old.tmp." + os.path.basename(temps[name]).rsplit(".", 1)[-1]
+                try:
+                    os.link(path, backup)
+                    backups[name] = backup
+                except OSError:  # no hard links here: no way back for this one
+                    pass
+        done = []
+        try:
+            for name in contents:
+                os.replace(temps[name], os.path.join(outdir, name))
+                done.append(name)
+        except OSError:
+            for name in done:
+                if name in backups:
+                    os.replace(backups.pop(name), os.path.join(outdir, name))
+            raise
+    except OSError as e:
+        raise SummaryWriteError(f"{outdir}: cannot write {' and '.join(contents)}: "
+                                f"{_failure(e)}; the previous ones are kept") from None
+    finally:
+        for tmp in list(temps.values()) + list(backups.values()):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _sync_directory(outdir, " and ".join(contents))
+
+
+def _write_temp(path, data):
+    """A temporary beside path (mkstemp: a unique name, the permissions an ordinary create
+    gives) holding data, fsync'ed; its path."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.",
+                               dir=os.path.dirname(os.path.abspath(path)))
     try:
         mask = os.umask(0)
         os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600
-        write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        os.fchmod(fd, 0o666 & ~mask)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        os.close(fd)
+        os.unlink(tmp)
         raise
+    os.close(fd)
+    return tmp
+
+
+def _sync_directory(directory, what):
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
-    except OSError as e:  # some file systems refuse: the file is in place (as the harness)
+    except OSError as e:  # some file systems refuse: the files are in place (as the harness)
         print(f"warning: {directory}: the directory could not be synced ({e.strerror}); "
-              f"{os.path.basename(path)} is in place but may not survive a power loss",
-              file=sys.stderr)
+              f"{what} are in place but may not survive a power loss", file=sys.stderr)
     finally:
         os.close(fd)
 
 
-def _summary_h5(tmp, rows, cols, swept, experiment):
-    with h5py.File(tmp, "w") as f:
+def _summary_h5(target, rows, cols, swept, experiment):
+    with h5py.File(target, "w") as f:
         f.attrs["experiment"] = experiment.name
         f.attrs["experiment_yaml"] = experiment.text
         f.attrs["experiment_path"] = experiment.path

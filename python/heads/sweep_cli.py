@@ -25,6 +25,7 @@ def parse_args(doc):
     ap.add_argument("--threads", type=int)
     ap.add_argument("--results", default=os.path.join(harness.REPO, "results"))
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--redo-damaged", action="store_true")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--summary-only", action="store_true")
     ap.add_argument("--run", metavar="NAME")
@@ -79,10 +80,13 @@ def check_slurm_args(args):
 
 def list_runs(exp, sweep, outdir):
     """--list: every run with its state and overrides."""
+    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
     for run in exp.runs:
         state = results.read_status(sweep.h5(run)) or "-"
         print(f"{run.name:<28} {state:<11} " + " ".join(
             f"{k}={configs.format_value(v)}" for k, v in run.overrides.items()))
+        if state == "damaged":
+            print(f"  {sweep.h5(run)}: {results.damage(sweep.h5(run))}")
     print(f"{len(exp.runs)} runs -> {outdir}/")
     return 0
 
@@ -141,12 +145,26 @@ def check_runs(exp, sweep):
     return shapes
 
 
-def plan(exp, sweep, force):
-    """(runs to run, names of those rerun because the experiment changed, runs skipped)."""
+def plan(exp, sweep, force, redo_damaged=False):
+    """(runs to run, names of those rerun (the experiment changed, or a damaged file that
+    redo_damaged retrains), runs skipped). A damaged results file is kept as it is and named,
+    unless redo_damaged (or force)."""
     todo, rerun, skipped = [], set(), 0
+    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
     for run in exp.runs:
         path = sweep.h5(run)
-        if force or results.read_status(path) not in pool.FINISHED:
+        status = "" if force else results.read_status(path)
+        if status == "damaged":
+            if redo_damaged:
+                print(f"redo   {run.name}: {path}: {results.damage(path)}")
+                todo.append(run)
+                rerun.add(run.name)
+            else:
+                print(f"damaged {run.name}: {path}: {results.damage(path)}; kept as it is "
+                      "(--redo-damaged retrains it)", file=sys.stderr)
+                skipped += 1
+            continue
+        if force or status not in pool.FINISHED:
             todo.append(run)
             continue
         try:
@@ -189,31 +207,43 @@ def run_here(exp, sweep, outdir, todo, rerun, skipped):
 
 
 def write_summary(exp, sweep, outdir, shapes):
-    """summary.csv and summary.h5 from every run's results file; returns how many are complete."""
+    """summary.csv and summary.h5 from every run's results file (a damaged one's row says
+    damaged and holds no values); whether every run is complete. SummaryWriteError when the
+    pair cannot be written."""
     rows = []
     failed_names = {run.name for run, _ in sweep.failed}
     stopped_names = {run.name for run in sweep.interrupted}
+    damaged = set()
+    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
     for run in exp.runs:
         path, result = sweep.h5(run), None
         if os.path.exists(path):
             try:
                 result = results.RunResult(path)
             except Exception as e:  # noqa: BLE001
-                print(f"warning: {path}: cannot read ({e}); left out of the summary values",
-                      file=sys.stderr)
+                print(f"warning: {e if isinstance(e, cli.UserError) else f'{path}: cannot read ({e})'}"
+                      "; left out of the summary values", file=sys.stderr)
+                damaged.add(run.name)
         row = summary.summary_row(run, result, shapes[run.name], exp.tolerance,
                                   exp.tolerance_floor)
+        if run.name in damaged:
+            row["status"] = "damaged"
         log = runstate.RunLog(os.path.join(outdir, run.name + ".log"))
         if result is None and (run.name in stopped_names or log.rc not in (None, 0)
                                and log.interrupted):
             row["status"] = "interrupted"  # killed by the signal passed on to it, unsaved
-        elif result is None and (run.name in failed_names or log.rc not in (None, 0)):
+        elif result is None and run.name not in damaged and (run.name in failed_names or log.rc not in (None, 0)):
             row["status"] = "failed"  # this session's failure, or the log of an earlier one
         rows.append(row)
     summary.write_summary(outdir, rows, exp)
     n_complete = sum(r["status"] == "complete" for r in rows)
     print(f"summary: {outdir}/summary.csv, summary.h5 ({n_complete}/{len(rows)} runs complete)")
     return n_complete == len(rows)
+
+
+def sweep_damaged(exp, sweep):
+    """Whether a run's results file is damaged (named by plan and the summary): not a success."""
+    return any(results.read_status(sweep.h5(run)) == "damaged" for run in exp.runs)
 
 
 def command(doc, script):
@@ -228,7 +258,7 @@ def command(doc, script):
         cli.die(str(e))
     outdir = os.path.join(args.results, exp.name)
     if args.run:
-        return pool.run_one(exp, outdir, args.run, args.force, args.threads)
+        return pool.run_one(exp, outdir, args.run, args.force, args.threads, args.redo_damaged)
     if args.slurm and re.search(r"\s", os.path.abspath(outdir) + harness.REPO):
         cli.die(f"sweep: {os.path.abspath(outdir)}: Slurm's #SBATCH lines cannot hold paths "
                 "with spaces; use --results DIR without spaces")
@@ -237,9 +267,11 @@ def command(doc, script):
         return list_runs(exp, sweep, outdir)
     lock_sweep(outdir, 60 if args.slurm or args.summary_only else 0)
     shapes = check_runs(exp, sweep)
-    with open(os.path.join(outdir, "experiment.yaml"), "w") as f:
-        f.write(exp.text)
-    todo, rerun, skipped = plan(exp, sweep, args.force)
+    try:  # atomically: a full disk leaves the previous copy, not a truncated one
+        summary.write_pair(outdir, {"experiment.yaml": exp.text.encode("utf-8")})
+    except summary.SummaryWriteError as e:
+        cli.die(f"sweep: {e}", 1)
+    todo, rerun, skipped = plan(exp, sweep, args.force, args.redo_damaged)
     if args.slurm:
         grid = " x ".join(f"{len(v)} {k.split('.')[-1]}" for k, v in exp.grid.items())
         print(f"sweep {exp.name}: {len(exp.runs)} runs ({grid}; width {exp.width}), "
@@ -250,9 +282,13 @@ def command(doc, script):
         print("nothing to submit: every run is complete")
     status = 0 if args.slurm or args.summary_only else \
         run_here(exp, sweep, outdir, todo, rerun, skipped)
-    all_complete = write_summary(exp, sweep, outdir, shapes)
-    if args.summary_only and not all_complete:
-        status = 1
+    try:
+        all_complete = write_summary(exp, sweep, outdir, shapes)
+    except summary.SummaryWriteError as e:  # the disk: the previous pair is kept
+        print(f"summary: {e}", file=sys.stderr)
+        return max(status, 1)
+    if (args.summary_only and not all_complete) or sweep_damaged(exp, sweep):
+        status = max(status, 1)
     return status
 
 
