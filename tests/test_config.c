@@ -79,7 +79,6 @@ static void run_case(const Case *c) {
 
 /* ---- value checks for the valid cases ---- */
 
-/* The defaults after config_resolve: d_head = d_model / n_head, probe_len = seq_len (its maps fit). */
 static int check_defaults(const Config *c) {
     return c->vocab_size == 64 && c->d_model == 96 && c->n_head == 12 && c->d_head == 8 && c->n_layer == 2 &&
            c->seq_len == 64 && c->steps == 2000 && c->batch_size == 32 && c->lr == 1e-3 && c->min_lr_ratio == 0.1 &&
@@ -88,7 +87,8 @@ static int check_defaults(const Config *c) {
            !c->init_from[0] && c->task == TASK_INDUCTION && !c->data_path[0] && c->order == ORDER_RANDOM &&
            c->eval_fraction == 0.1 && c->min_period == 4 && c->max_period == 16 &&
            !strcmp(c->out_path, "results/run.h5") && c->log_every == 10 && c->eval_every == 100 &&
-           c->eval_batches == 4 && c->attn_every == 0 && c->probes == 4 && c->probe_len == 64 && c->n_probe_text == 1 &&
+           c->eval_batches == 4 && c->attn_every == 0 && c->probes == 4 && c->probe_len == 64 /* resolved: seq_len, its maps fit */ &&
+           c->n_probe_text == 1 &&
            !strcmp(c->probe_text[0], "The cat sat on the mat because it was");
 }
 
@@ -363,7 +363,7 @@ static void test_marks_and_visit(void) {
     config_visit(&copy, collect, seen);
     int lines = 0;
     for (char *s = seen; *s; s++) lines += *s == '\n';
-    report("visit sees every key with typed values", lines == 48 && strstr(seen, "model.n_head=4\n") && strstr(seen, "output.prune_batches=1\n") &&
+    report("visit sees every key with typed values", lines == 48 /* every key of the table */ && strstr(seen, "model.n_head=4\n") && strstr(seen, "output.prune_batches=1\n") &&
            strstr(seen, "train.lr=0x1p-1\n") && strstr(seen, "data.task='induction'\n") &&
            strstr(seen, "output.probe_text='x\ny'\n"), seen);
     report("task names", !strcmp(config_task_name(TASK_TWO_SOURCE), "two_source") &&
