@@ -2,7 +2,7 @@
 # suite: one writer per results file, durable write order (strace), sweep statuses
 # suite-args: {harness}
 """tests/test_durability.py HARNESS: one writer per results file, the durable write order, and
-honest statuses at the sweep's edges (issue 18). Checks, one line each, then "N passed, M failed":
+honest statuses at the sweep's edges. Checks, one line each, then "N passed, M failed":
   two writers   a second run on the same output.path, started while the first trains, exits 2 at
                 once naming the first's pid, host and start time; the first completes with its
                 own config; the lock file names its holder while it runs
