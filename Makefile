@@ -63,7 +63,7 @@ $(BUILD)/%.o: %.c | $(BUILD)/build-deps.ok
 # binary never names a commit older than the one it was built from.
 $(BUILD)/git-rev: FORCE | $(BUILD)/build-deps.ok
 	@echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
-$(BUILD)/src/main.o $(BUILD)/src/results.o: $(BUILD)/git-rev
+$(BUILD)/src/main.o $(BUILD)/src/results_file.o: $(BUILD)/git-rev
 .PHONY: FORCE
 FORCE:
 

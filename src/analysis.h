@@ -3,7 +3,7 @@
  *
  * Owns: the pattern and class definitions (docs/model.md), Snapshots (maps, scores and classes at
  * each snapshot step).
- * Must not know: the results file (results.c writes what these return), printing (the caller
+ * Must not know: the results file (results_layout.c writes what these return), printing (the caller
  * prints the end-of-run table: head_table.c), the training loop, the model's evaluation.
  * Ablations, gate-gradient importance and pruning are the head study's (ablation.h,
  * headstudy.h). */

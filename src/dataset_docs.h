@@ -1,5 +1,5 @@
 /* dataset_docs.h: what every dataset of a results file means: its description, units and
- * dimension labels, and the dimension scale its first axis is attached to. results.c writes
+ * dimension labels, and the dimension scale its first axis is attached to. results_io.c writes
  * these as attributes and H5DS dimension scales through one helper; `harness check` reads them
  * back; docs/results-format.md is the same table for people (a test keeps the two in step).
  * A new dataset is one row of the table in dataset_docs.c. Knows nothing of HDF5. */

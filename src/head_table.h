@@ -1,7 +1,7 @@
 /* head_table.h: the end-of-run table of heads on the terminal: one row per head (layer, head,
  * class, top score, Δloss zeroed and mean-ablated, importance) and a count per class.
  * Owns: that table's layout. Must not know: how the numbers are computed (analysis.c, the head
- * study) or stored (results.c). */
+ * study) or stored (results_layout.c). */
 #ifndef HEAD_TABLE_H
 #define HEAD_TABLE_H
 

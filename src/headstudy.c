@@ -1,5 +1,5 @@
 /* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h).
- * Owns the study's order. Must not know: training, the batch loop, the results layout (results.c
+ * Owns the study's order. Must not know: training, the batch loop, the results layout (results_layout.c
  * writes what it computes). */
 #include <errno.h>
 #include <stdio.h>

@@ -153,7 +153,7 @@ char *results_attr_string(int64_t object, const char *name);
  * "path" keys. */
 void results_config_attr_name(const char *section, const char *key, char *name, int size);
 
-#ifdef H5_VERS_MAJOR /* for the files that include hdf5.h (results.c, check.c) */
+#ifdef H5_VERS_MAJOR /* for the files that include hdf5.h (the results_*.c files, check.c) */
 /* Link visiting (H5Lvisit) changed its info type in HDF5 1.12; Debian 12 has 1.10. */
 #if H5_VERSION_GE(1, 12, 0)
 typedef H5L_info2_t ResultsLinkInfo;

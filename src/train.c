@@ -1,6 +1,6 @@
 /* train.c: the training loop, checkpoints and resume (see train.h).
  * Owns the step loop, when to evaluate, snapshot and checkpoint, and resume. Must not know: HDF5
- * (results.c), how scores, classes or ablations are computed (analysis.c, the head study), how
+ * (results_*.c), how scores, classes or ablations are computed (analysis.c, the head study), how
  * batches are made (tasks.c). */
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,32 @@
+/* results_internal.h: what the results files share and no other module may include.
+ *
+ * The results file is four files along its own seams, all behind results.h:
+ *   results_file.c    the atomic file (temporary, fsync, rename), run statuses, the run's files
+ *   results_io.c      typed HDF5 I/O: datasets through write_dataset, attributes, every read
+ *   results_layout.c  the writers of the layout's parts: probes, snapshots, the study, tokenizer
+ *   results_verify.c  reading a file that may be damaged: the forked guard, the checksum walk
+ * Must not know: anything results.h's users must not (this is its private half). */
+#ifndef RESULTS_INTERNAL_H
+#define RESULTS_INTERNAL_H
+
+#include "results.h"
+
+#include <hdf5.h>
+
+/* The largest chunk of a dataset's storage (its checksum covers one chunk; the guard reads by it). */
+enum { CHUNK_BYTES = 64 << 20 };
+
+/* A failed write into the results file (the target itself is untouched): errno says why when
+ * the system said (ENOSPC, EFBIG, EIO, ENOMEM); callers clear it before they start. */
+int results_write_fail(const Results *r, const char *what, UserError *err);
+/* Whether the object at an absolute path exists (every link on the way checked). */
+int results_object_exists(hid_t file, const char *path);
+/* HDF5's boolean as h5py reads it (numpy.bool_), negative when HDF5 could not build it. */
+hid_t results_bool_type(void);
+/* A scalar attribute of HDF5 type `type` on `object` (created on the way), from *value. */
+int results_write_attr_number(Results *r, const char *object, const char *name, hid_t type, const void *value,
+                              UserError *err);
+/* A string attribute of `file`'s root in *out (caller frees), or -1 when it is absent. */
+int results_read_attr_string(hid_t file, const char *name, char **out);
+
+#endif
