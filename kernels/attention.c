@@ -214,8 +214,7 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
     const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(thin ? attention_thin_forward_floats(T, d_head)
-                                           : forward_floats(T, d_head));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 0, 0));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -297,6 +296,12 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
     }
 }
 
+size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) {
+    if (is_thin(d_head))
+        return backward ? attention_thin_backward_floats(T, d_head) : attention_thin_forward_floats(T, d_head);
+    return backward ? backward_floats(T, d_head, have_maps) : forward_floats(T, d_head);
+}
+
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
  * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
  * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed).
@@ -312,8 +317,7 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
 #endif
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(thin ? attention_thin_backward_floats(T, d_head)
-                                           : backward_floats(T, d_head, probs != NULL));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 1, probs != NULL));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
