@@ -211,7 +211,7 @@ static void forward_pair(float *o, float *map, float *lse, const float *src, int
 
 void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink,
                        int B, int T, int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
+    const int E = H * d_head, row = 3 * E;
 #pragma omp parallel
     {
         float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 0, 0));
@@ -223,7 +223,7 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
                 float *map = probs ? probs + ((size_t)b * H + h) * T * T : NULL;
                 float *pair_lse = lse + ((size_t)b * H + h) * T, s = sink ? sink[h] : -INFINITY;
 #if ATTENTION_THIN_MAX > 0
-                if (thin) {
+                if (is_thin(d_head)) {
                     attention_thin_forward_pair(o, E, map, pair_lse, src, row, E, T, d_head, s, scratch);
                     continue;
                 }
@@ -311,7 +311,7 @@ size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) 
 void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
                         const float *probs, const float *lse, const float *sink, int B, int T,
                         int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
+    const int E = H * d_head, row = 3 * E;
 #if ATTENTION_THIN_MAX == 0
     (void)out, (void)lse; /* only the thin path reads them */
 #endif
@@ -325,7 +325,7 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 const float *g = d_out + (size_t)b * T * E + h * d_head;
                 float *dq = d_qkv + (size_t)b * T * row + h * d_head;
 #if ATTENTION_THIN_MAX > 0
-                if (thin) {
+                if (is_thin(d_head)) {
                     attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E,
                                                  src, lse + ((size_t)b * H + h) * T, E, T,
                                                  d_head, scratch);
