@@ -82,7 +82,7 @@ def setup(name, steps=STEPS):
 
 
 def harness(*args, env=None):
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([HARNESS, *args], capture_output=True, text=True, errors="replace", timeout=120, env=env)
 
 
 def hashes(directory):
@@ -122,7 +122,7 @@ def test_reference():
 def stop_at(config, sig, step):
     """Start a run and send sig when it prints step `step`: the step it printed last."""
     proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, errors="replace")
     last = 0
     for line in proc.stderr:
         m = re.match(r"step (\d+)/", line)
@@ -177,7 +177,7 @@ def test_study():
             config, path = setup(f"study_{fault}_{finisher.strip('-')}")
             directory = os.path.dirname(path)
             env = inj.shim_env(SHIM, after=f"rename:{renames - 1}", **{fault: "malloc:1"})
-            p = subprocess.run([HARNESS, config], capture_output=True, text=True, env=env,
+            p = subprocess.run([HARNESS, config], capture_output=True, text=True, errors="replace", env=env,
                                timeout=120)
             ckpt = path + ".ckpt"
             check(f"{how} inside the study (exit {p.returncode}): no result, the checkpoint says "
@@ -204,7 +204,7 @@ def test_last_write():
     renames = calls(config)["rename"]
     config, path = setup("last_write")
     directory = os.path.dirname(path)
-    p = subprocess.run([HARNESS, config], capture_output=True, text=True, timeout=120,
+    p = subprocess.run([HARNESS, config], capture_output=True, text=True, errors="replace", timeout=120,
                        env=inj.shim_env(SHIM, fail=f"rename:{renames}"))
     temps = glob.glob(path + ".tmp.*")
     check(f"the final rename fails (exit {p.returncode}): the complete run is kept in its "
@@ -232,7 +232,7 @@ def test_last_write():
 def test_checkpoint_fails():
     for n in (1, 3):  # the rename of the first, then of the third periodic checkpoint fails
         config, path = setup(f"ckpt_fails_{n}")
-        p = subprocess.run([HARNESS, config], capture_output=True, text=True, timeout=120,
+        p = subprocess.run([HARNESS, config], capture_output=True, text=True, errors="replace", timeout=120,
                            env=inj.shim_env(SHIM, fail=f"rename:{n}"))
         warnings = re.findall(r"warning: the checkpoint of step (\d+) was not written", p.stderr)
         check(f"checkpoint {n}'s rename fails: training goes on to complete, one warning "
@@ -332,7 +332,7 @@ def test_small_disk():
 def test_in_progress():
     config, path = setup("in_progress", steps=100000)
     proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, errors="replace")
     try:
         for line in proc.stderr:
             if re.match(r"step (\d+)/", line) and int(line.split()[1].split("/")[0]) > EVERY + 1:
@@ -343,12 +343,12 @@ def test_in_progress():
               c.returncode == 2 and re.search(writer, c.stderr) and ".ckpt" in c.stderr, c.stderr)
         for script in ("plot", "report"):
             p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", script), path],
-                               capture_output=True, text=True, timeout=120)
+                               capture_output=True, text=True, errors="replace", timeout=120)
             check(f"scripts/{script} on it: exit 2, no traceback, the writer and the checkpoint "
                   f"named", p.returncode == 2 and "Traceback" not in p.stderr
                   and re.search(writer, p.stderr) and path + ".ckpt" in p.stderr, p.stderr[-400:])
         p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "plot"), path + ".ckpt"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, errors="replace", timeout=120)
         check("... and plot reads the checkpoint", p.returncode == 0, p.stderr[-300:])
     finally:
         proc.send_signal(signal.SIGINT)
@@ -362,7 +362,7 @@ RUNS = ("h1_dh16_s3", "h2_dh8_s3", "h4_dh4_s3")
 
 def sweep(exp, res, *args):
     return subprocess.run([PY, SWEEP, exp, "--results", res, *args], capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, HARNESS=HARNESS))
+                          text=True, errors="replace", timeout=300, env=dict(os.environ, HARNESS=HARNESS))
 
 
 def experiment(name):
@@ -417,7 +417,7 @@ def test_sweep():
         proc.wait(120)
         time.sleep(0.5)  # a harness the sweep's death stopped (SIGTERM) saves its state
         reached = [progress(log) for log in logs]
-        st = subprocess.run([PY, SWEEP, "--status", outdir], capture_output=True, text=True,
+        st = subprocess.run([PY, SWEEP, "--status", outdir], capture_output=True, text=True, errors="replace",
                             timeout=60, env=dict(os.environ, HARNESS=HARNESS)).stdout
         interrupted = re.findall(r"^interrupted +(\S+) .*resumable at step (\d+)", st, re.M)
         # a run that reached its last step before the signal landed is complete (a loaded
@@ -441,12 +441,12 @@ def test_sweep():
     with open(exp, "a") as f:
         f.write("set: {train.lr: 0.002}\n")
     shutil.copyfile(exp, os.path.join(outdir, "experiment.yaml"))
-    st = subprocess.run([PY, SWEEP, "--status", outdir], capture_output=True, text=True,
+    st = subprocess.run([PY, SWEEP, "--status", outdir], capture_output=True, text=True, errors="replace",
                         timeout=60, env=dict(os.environ, HARNESS=HARNESS)).stdout
     check("a run of an older config is stale in --status, naming the key, old -> new",
           len(re.findall(r"^stale +\S+ +.*lr: 0.003 -> 0.002", st, re.M)) == 3, st)
     c = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "compare"), outdir],
-                       capture_output=True, text=True, timeout=60,
+                       capture_output=True, text=True, errors="replace", timeout=60,
                        env=dict(os.environ, HARNESS=HARNESS))
     check(f"compare leaves the stale runs out and names them: {inj.last_line(c.stdout + c.stderr)[:140]}",
           "stale" in c.stdout + c.stderr and "Traceback" not in c.stderr, c.stdout + c.stderr)

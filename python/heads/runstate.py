@@ -37,8 +37,11 @@ _FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit stat
 _PROGRESS = re.compile(r"step (\d+)/(\d+)")
 
 
-# What the harness says when the disk, not the input, failed it (it exits 2 for both).
-_IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large")),
+# What the harness says when the disk, not the input, failed it (it exits 2 for both): the
+# system's words for a write it refused, or the harness's own refusal at start when the disk
+# has too little room for the run (src/main.c: "... MiB are free; refused before step 1").
+_IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large",
+                               "MiB are free; refused before step 1")),
                 ("I/O error", ("Input/output error", "Read-only file system"))]
 
 
