@@ -211,11 +211,10 @@ static void forward_pair(float *o, float *map, float *lse, const float *src, int
 
 void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink,
                        int B, int T, int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
+    const int E = H * d_head, row = 3 * E;
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(thin ? attention_thin_forward_floats(T, d_head)
-                                           : forward_floats(T, d_head));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 0, 0));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -224,7 +223,7 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
                 float *map = probs ? probs + ((size_t)b * H + h) * T * T : NULL;
                 float *pair_lse = lse + ((size_t)b * H + h) * T, s = sink ? sink[h] : -INFINITY;
 #if ATTENTION_THIN_MAX > 0
-                if (thin) {
+                if (is_thin(d_head)) {
                     attention_thin_forward_pair(o, E, map, pair_lse, src, row, E, T, d_head, s, scratch);
                     continue;
                 }
@@ -297,6 +296,12 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
     }
 }
 
+size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) {
+    if (is_thin(d_head))
+        return backward ? attention_thin_backward_floats(T, d_head) : attention_thin_forward_floats(T, d_head);
+    return backward ? backward_floats(T, d_head, have_maps) : forward_floats(T, d_head);
+}
+
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
  * dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)) · scale (scale folded in here),
  * dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO, written over d_qkv (every element: no zeroing needed).
@@ -306,14 +311,13 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
 void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
                         const float *probs, const float *lse, const float *sink, int B, int T,
                         int H, int d_head) {
-    const int E = H * d_head, row = 3 * E, thin = is_thin(d_head);
+    const int E = H * d_head, row = 3 * E;
 #if ATTENTION_THIN_MAX == 0
     (void)out, (void)lse; /* only the thin path reads them */
 #endif
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(thin ? attention_thin_backward_floats(T, d_head)
-                                           : backward_floats(T, d_head, probs != NULL));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 1, probs != NULL));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -321,7 +325,7 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 const float *g = d_out + (size_t)b * T * E + h * d_head;
                 float *dq = d_qkv + (size_t)b * T * row + h * d_head;
 #if ATTENTION_THIN_MAX > 0
-                if (thin) {
+                if (is_thin(d_head)) {
                     attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E,
                                                  src, lse + ((size_t)b * H + h) * T, E, T,
                                                  d_head, scratch);

@@ -197,6 +197,20 @@ void kernels_describe(char *buf, size_t size) {
              b.l2 ? "" : "; unknown, defaults assumed", attention);
 }
 
+/* The largest blocks gemm packs for an (M, N, K) product: B's kc x nc, A's kc x mc. */
+static void packed_blocks(int M, int N, int K, int *kc, int *nc, int *mc) {
+    const GemmBlocking blk = gemm_blocking();
+    *kc = K < KC ? K : KC;
+    *nc = N < blk.nc ? (N + NR - 1) / NR * NR : blk.nc;
+    *mc = M < blk.mc ? (M + MR - 1) / MR * MR : blk.mc;
+}
+
+size_t gemm_scratch_floats(int M, int N, int K) {
+    int kc, nc, mc;
+    packed_blocks(M, N, K, &kc, &nc, &mc);
+    return (size_t)kc * nc + (size_t)kc * mc;
+}
+
 void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
           ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
     if (M <= 0 || N <= 0) return;
@@ -210,9 +224,8 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
     }
     const GemmBlocking blk = gemm_blocking();
     const int MC = blk.mc, NC = blk.nc;
-    int kc_max = K < KC ? K : KC;
-    int nc_max = N < NC ? (N + NR - 1) / NR * NR : NC;
-    int mc_max = M < MC ? (M + MR - 1) / MR * MR : MC;
+    int kc_max, nc_max, mc_max;
+    packed_blocks(M, N, K, &kc_max, &nc_max, &mc_max);
     /* Rows of A with unit k-stride are read in place by the tile: its 12 broadcasts per k then
      * come from 12 rows instead of one packed panel, which saves transposing A into panels (the
      * same sums, the same bits). Not when the row stride is a multiple of 4 KiB: the rows would

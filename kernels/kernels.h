@@ -86,6 +86,9 @@ void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), 
  * that keeps them for the backward where attention_reads_maps says it reads them instead of
  * recomputing them (the same bits, less work; the thin path never reads them). */
 int attention_reads_maps(int d_head);
+/* The scratch floats each thread of attention_forward (backward 0) or attention_backward
+ * (backward 1, have_maps: probs given) allocates for sequence length T, whatever B and H. */
+size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps);
 void attention_forward(float *out,             // (B, T, E)
                        float *probs,           // (B, H, T, T) the maps, zero above the diagonal; or NULL
                        float *lse,             // (B, H, T) log of each softmax denominator
@@ -175,6 +178,9 @@ void kv_repeat_backward(float *d_qkv_grouped,     // (B, T, (H + 2·H_kv)·d_hea
  * register tile and its cache blocking, the cache sizes it was sized from, and the widest head
  * the attention's thin-head path takes. */
 void kernels_describe(char *buf, size_t size);
+/* The most floats one gemm of an (M, N, K) product packs (per call, so per thread of a parallel
+ * one): a bound on any product no larger in each of M, N and K. */
+size_t gemm_scratch_floats(int M, int N, int K);
 
 /* ---- columns.c: out[:, :split] = left[:, :split], out[:, split:] = right[:, split:] ----
  * (the shortformer keeps Q|K from one projection and V from the other) */

@@ -129,6 +129,7 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(probs, BT * V);
     TAKE(losses, BT);
     TAKE(loss_weight, BT);
+    a->forward_floats = off;
     TAKE(d_residual, BT * D);
     TAKE(d_ln_out, BT * D);
     TAKE(d_qkv, BT * 3 * E);
@@ -251,12 +252,16 @@ static float *slice(const Pass *p, float *tensor, size_t width) {
  * activations (H · T at most about the floats per token of the rest: T <= 256 in the bench's
  * layouts); it then skips recomputing them, the same bits for less work, and memory stays
  * O(B · T · (D + E)). Longer contexts keep none. */
-static int keeps_maps(const Model *m) {
-    const ModelShape s = m->shape;
+size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps) {
     Activations unused;
-    size_t maps = (size_t)s.n_layer * m->last.batch * s.n_head * m->last.seq * m->last.seq;
-    return m->last.iv.keep_maps || (attention_reads_maps(s.d_head) &&
-                                    maps <= point_activations(&unused, NULL, s, m->max_batch));
+    size_t maps = (size_t)s.n_layer * B * s.n_head * T * T;
+    int keeps = keep_maps || (attention_reads_maps(s.d_head) &&
+                              maps <= point_activations(&unused, NULL, s, max_batch));
+    return keeps ? maps : 0;
+}
+
+static int keeps_maps(const Model *m) {
+    return model_map_floats(m->shape, m->last.batch, m->last.seq, m->max_batch, m->last.iv.keep_maps) > 0;
 }
 
 /* Layer l's attention maps in act.att_probs, (L, B, H, T, T) for the last forward's B and T. */
@@ -655,6 +660,12 @@ size_t model_param_floats(ModelShape shape) {
 size_t model_activation_floats(ModelShape shape, int B) {
     Activations a;
     return point_activations(&a, NULL, shape, B);
+}
+
+size_t model_forward_activation_floats(ModelShape shape, int B) {
+    Activations a;
+    point_activations(&a, NULL, shape, B);
+    return a.forward_floats;
 }
 
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {

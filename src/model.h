@@ -104,6 +104,7 @@ typedef struct {
     float *d_o;        // (B, T, E) gradient at O_cat (output gate only)
     float *d_gate;     // (B, T, E) gradient at the gate's pre-activation (output gate only)
     float *d_logits;   // (B, T, V)
+    size_t forward_floats; /* the block's first floats, up to d_residual: all a forward writes */
 } Activations;
 
 /* Named points of a forward where an intervention reads or replaces a tensor, with
@@ -239,6 +240,12 @@ size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
  * four: parameters, gradients, AdamW's two moments) and of the activations for batches up to B. */
 size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
+/* Of those, the floats a forward alone writes (a model view that never runs a backward). */
+size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
+ * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
+ * the activations for max_batch; 0 when it keeps none. */
+size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps);
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
 /* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
  * the last. */

@@ -10,6 +10,10 @@
 #include "analysis.h"
 #include "model.h"
 #include "util.h"
+#include "../kernels/kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static void print_memory(const Config *cfg, FILE *out);
 
@@ -116,17 +120,53 @@ static void add_part(MemoryEstimate *e, int study, double bytes, const char *nam
     e->study += bytes;
 }
 
+/* What the process holds before it allocates anything of the config: the program, libc, libyaml,
+ * HDF5 (its free lists and metadata cache), OpenMP's thread stacks. Measured as the peak RSS of a
+ * one-step run of a tiny config less the rest of this estimate (12-16 MiB, AVX-512 build). */
+enum { PROCESS_BASELINE_BYTES = 16 << 20 };
+
+static int threads_of(const Config *cfg) {
+#ifdef _OPENMP
+    return cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
+#else
+    (void)cfg;
+    return 1;
+#endif
+}
+
+/* The most any thread holds at once of the kernels' own scratch: the attention's per-thread
+ * buffers (its backward without maps asks the most) and one GEMM's packed blocks. */
+static double kernel_scratch_bytes(ModelShape s, int B, int T) {
+    size_t forward = attention_scratch_floats(T, s.d_head, 0, 0), backward = attention_scratch_floats(T, s.d_head, 1, 0);
+    int widest = s.vocab_size;
+    int widths[] = {s.d_model, 3 * s.n_head * s.d_head};
+    for (int i = 0; i < 2; i++) widest = widths[i] > widest ? widths[i] : widest;
+    size_t gemm = gemm_scratch_floats(B * T, widest, B * T);
+    return ((double)(forward > backward ? forward : backward) + (double)gemm) * sizeof(float);
+}
+
 void shapes_memory(const Config *cfg, MemoryEstimate *e) {
     memset(e, 0, sizeof *e);
     ModelShape s = model_shape_from_config(cfg);
     int max_batch = cfg->batch_size > cfg->probes ? cfg->batch_size : cfg->probes;
     int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
     double map = (double)s.n_layer * s.n_head * P * T * T * sizeof(float);
+    size_t probe_maps = model_map_floats(s, P, T, max_batch, 1);
+    size_t training_maps = model_map_floats(s, cfg->batch_size, cfg->seq_len, max_batch, 0);
+    int longest = T > cfg->seq_len ? T : cfg->seq_len;
+    add_part(e, 0, PROCESS_BASELINE_BYTES, "the process itself (program, libraries, HDF5's caches)", "nothing");
     add_part(e, 0, 4.0 * model_param_floats(s) * sizeof(float), "parameters, gradients and AdamW moments",
              "model.d_model, model.n_layer, model.vocab_size");
     add_part(e, 0, (double)model_activation_floats(s, max_batch) * sizeof(float),
-             "activations (attention maps: n_layer x batch x n_head x seq_len^2; batch = the larger of "
-             "train.batch_size and output.probes)", "train.batch_size, output.probes, model.seq_len, model.n_head");
+             "activations (n_layer x batch x seq_len x the widths of the residual, Q|K|V, head outputs "
+             "and logits; batch = the larger of train.batch_size and output.probes)",
+             "train.batch_size, output.probes, model.seq_len");
+    add_part(e, 0, (double)(probe_maps > training_maps ? probe_maps : training_maps) * sizeof(float),
+             "attention maps in the model (the probes' n_layer x probes x n_head x probe_len^2, or the "
+             "training batch's where the backward reads them and they are no larger than the activations)",
+             "output.probes, output.probe_len, model.n_head");
+    add_part(e, 0, threads_of(cfg) * kernel_scratch_bytes(s, max_batch, longest),
+             "kernel scratch per thread (attention's blocks, GEMM's packed blocks)", "train.threads, model.seq_len");
     add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
              "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
              "output.attn_every, output.probes, output.probe_len");
@@ -134,7 +174,8 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
              "batches (training, held-out)", "output.eval_batches, train.batch_size");
     size_t views, states;
     ablation_memory(s, cfg, &views, &states);
-    add_part(e, 1, (double)views, "study: one activation view per thread", "train.threads, train.batch_size, model.seq_len");
+    add_part(e, 1, (double)views, "study: one model view per thread (its forward's activations and any maps it keeps)",
+             "train.threads, train.batch_size, model.seq_len");
     add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)", "output.eval_batches, train.batch_size");
 }
 

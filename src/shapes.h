@@ -22,7 +22,7 @@ typedef struct {
     double bytes;
 } MemoryPart;
 
-enum { MEMORY_MAX_PARTS = 8 };
+enum { MEMORY_MAX_PARTS = 12 };
 typedef struct {
     MemoryPart part[MEMORY_MAX_PARTS];
     int n;

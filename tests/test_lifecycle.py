@@ -269,6 +269,46 @@ def test_memory():
           and "step 1/" not in p.stderr and os.listdir(d) == ["big.yaml"], p.stderr)
 
 
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], capture_output=True)\n"
+            "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+def estimate_bytes(config):
+    """The estimated peak with the study that --shapes prints, in bytes."""
+    p = harness("--shapes", config)
+    units = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+    found = re.search(r"^  with the study +([\d.]+) (\w+)", p.stdout, re.M)
+    return float(found.group(1)) * units[found.group(2)] if found else None
+
+
+def test_memory_peak():
+    """Each run's peak RSS (of its own process: a fresh Python parent each, so the children's
+    maximum is this run's) is at most the estimate, and the estimate at most 1.5 times it."""
+    shapes = [("thin heads, T 256", "d_model: 64, n_head: 8, n_layer: 2, seq_len: 256", 8, 256, 1),
+              ("wide heads, 2 threads", "d_model: 64, n_head: 2, n_layer: 2, seq_len: 128", 16, 64, 2),
+              ("one head, T 1024", "d_model: 32, n_head: 1, n_layer: 1, seq_len: 1024", 1, 1024, 1)]
+    for i, (name, model, batch, probe_len, threads) in enumerate(shapes):
+        d = os.path.join(TOP, f"peak{i}")
+        os.makedirs(d)
+        config = os.path.join(d, "run.yaml")
+        with open(config, "w") as f:
+            f.write(f"model: {{vocab_size: 16, {model}}}\n"
+                    f"train: {{steps: 2, batch_size: {batch}, seed: 1, threads: {threads}}}\n"
+                    "data: {task: induction, min_period: 2, max_period: 8}\n"
+                    f"output: {{path: {d}/run.h5, log_every: 1, eval_every: 1, eval_batches: 2, "
+                    f"attn_every: 1, probes: 4, probe_len: {probe_len}}}\n")
+        estimate = estimate_bytes(config)
+        env = dict(os.environ, OMP_WAIT_POLICY="passive")
+        p = subprocess.run([sys.executable, "-c", PEAK_RSS, HARNESS, config], capture_output=True,
+                           text=True, timeout=300, env=env)
+        rc, peak_kib = (int(x) for x in p.stdout.split())
+        peak = peak_kib * 1024.0
+        check(f"{name}: estimate {estimate / 2 ** 20:.1f} MiB, peak RSS {peak / 2 ** 20:.1f} MiB: "
+              "peak <= estimate <= 1.5 x peak",
+              rc == 0 and estimate is not None and peak <= estimate <= 1.5 * peak, p.stdout + p.stderr)
+
+
 def test_small_disk():
     d = os.path.join(TOP, "small")
     os.makedirs(d)
@@ -422,6 +462,7 @@ def main():
         run_check("last write", test_last_write)
         run_check("checkpoint", test_checkpoint_fails)
         run_check("memory", test_memory)
+        run_check("memory peak", test_memory_peak)
         run_check("small disk", test_small_disk)
         run_check("in progress", test_in_progress)
         run_check("sweep", test_sweep)
