@@ -6,8 +6,8 @@
 
 enum { ADAMW_PARALLEL_MIN = 32768 }; /* elements */
 
-void adamw_update(float *param, float *m, float *v, const float *grad, float grad_scale, size_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+void adamw_update(float *param, float *m, float *v, const float *grad, float grad_scale, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, int t) {
     float bias1 = 1.0f - powf(beta1, (float)t);
     float bias2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
     float step_size = lr / bias1;

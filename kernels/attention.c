@@ -37,8 +37,8 @@
  * denominator also holds exp(sink): the row then sums to less than 1, the rest going to nothing.
  * Each pass runs over all the rows before the next one starts, so the rows' independent
  * dependency chains (max, exp, sum) overlap in the out-of-order core. */
-static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, int n_zero,
-                         float scale, float sink) {
+static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, int n_zero, float scale,
+                         float sink) {
     float inv[GEMM_MR];
     CHECK(rows <= GEMM_MR);
 #ifdef VEC_W
@@ -92,8 +92,8 @@ static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, i
 
 /* Rows t = t0 .. t0+rows-1 (row strides ld_ds, ld_p): ds[t, 0..t] = scale * p * (dp - Σ p·dp),
  * dp read from ds, and ds[t, t+1..n_zero) = 0. Pass by pass over the rows, as softmax_rows. */
-static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, ptrdiff_t ld_p,
-                                  int t0, int rows, int n_zero, float scale) {
+static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, ptrdiff_t ld_p, int t0,
+                                  int rows, int n_zero, float scale) {
     float w[GEMM_MR];
     CHECK(rows <= GEMM_MR);
 #ifdef VEC_W
@@ -174,11 +174,9 @@ static int query_block(int T, int have_maps) {
 /* Raw scores of queries t0 .. t0+rows-1 against every key up to the panel's diagonal, then their
  * softmax (zero right of the diagonal up to n_zero): rows of P into panel (row stride ld) and
  * their log-sum-exp. The forward and the backward's recomputation both call it: the same bits. */
-static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const float *q,
-                              const float *k_t, int t0, int rows, int n_zero, int T, int d_head,
-                              float sink) {
-    gemm_small(panel, ld, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0,
-               GEMM_LOWER, t0);
+static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const float *q, const float *k_t,
+                              int t0, int rows, int n_zero, int T, int d_head, float sink) {
+    gemm_small(panel, ld, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0, GEMM_LOWER, t0);
     softmax_rows(panel, ld, lse, t0, rows, n_zero, 1.0f / sqrtf((float)d_head), sink);
 }
 
@@ -187,8 +185,8 @@ static size_t forward_floats(int T, int d_head) {
 }
 
 /* The general path's forward of pair (b, h); map (T, T) or NULL. */
-static void forward_pair(float *o, float *map, float *lse, const float *src, int E, int T,
-                         int d_head, float sink, float *q) {
+static void forward_pair(float *o, float *map, float *lse, const float *src, int E, int T, int d_head,
+                         float sink, float *q) {
     const int row = 3 * E;
     /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
      * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
@@ -204,13 +202,12 @@ static void forward_pair(float *o, float *map, float *lse, const float *src, int
         float *panel = map ? map + (size_t)t0 * T : scratch_panel;
         ptrdiff_t ld = map ? T : padded_stride(T);
         probability_panel(panel, ld, lse + t0, q, k_t, t0, rows, map ? T : t0 + rows, T, d_head, sink);
-        gemm_small(o + (size_t)t0 * E, E, panel, ld, 1, v, d_head, rows, d_head, T, 0,
-                   GEMM_PREFIX_K, t0);
+        gemm_small(o + (size_t)t0 * E, E, panel, ld, 1, v, d_head, rows, d_head, T, 0, GEMM_PREFIX_K, t0);
     }
 }
 
-void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink,
-                       int B, int T, int H, int d_head) {
+void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink, int B,
+                       int T, int H, int d_head) {
     const int E = H * d_head, row = 3 * E;
 #pragma omp parallel
     {
@@ -236,28 +233,28 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
 }
 
 static size_t backward_floats(int T, int d_head, int have_maps) {
-    return 5 * (size_t)T * d_head + (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
+    return 5 * (size_t)T * d_head +
+           (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
 }
 
 /* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
  * dS, row stride lda; dX's rows `row` apart), for every key j < b1: the keys before the block
  * continue their sums (GEMM_CONTINUE), the block's own keys start theirs, from their diagonal. */
-static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, const float *y,
-                     int b0, int b1, int d_head) {
+static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, const float *y, int b0, int b1,
+                     int d_head) {
     const float *y_block = y + (size_t)b0 * d_head;
     if (b0 > 0)
-        gemm_small(dx, row, a, 1, lda, y_block, d_head, b0, d_head, b1 - b0, GEMM_CONTINUE,
-                   GEMM_FULL, 0);
-    gemm_small(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, d_head, b1 - b0, d_head,
-               b1 - b0, 0, GEMM_SUFFIX_K, 0);
+        gemm_small(dx, row, a, 1, lda, y_block, d_head, b0, d_head, b1 - b0, GEMM_CONTINUE, GEMM_FULL, 0);
+    gemm_small(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, d_head, b1 - b0, d_head, b1 - b0, 0,
+               GEMM_SUFFIX_K, 0);
 }
 
 /* The general path's backward of pair (b, h), block by block of queries: each block's P (read
  * from map, or recomputed bit for bit as the forward made it), dP = dO·Vᵀ and dS by panels,
  * dQ = dS·K per panel, then dV += Pᵀ·dO and dK += dSᵀ·Q over the block's queries, each element's
  * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
-static void backward_pair(float *dq, const float *g_src, const float *map, const float *src,
-                          int E, int T, int d_head, float sink, float *q) {
+static void backward_pair(float *dq, const float *g_src, const float *map, const float *src, int E, int T,
+                          int d_head, float sink, float *q) {
     const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL);
     const float scale = 1.0f / sqrtf((float)d_head);
     /* contiguous copies of this head's Q, K, Kᵀ, Vᵀ and dO (see forward_pair); dQ, dK and dV
@@ -282,12 +279,12 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
             int rows = b1 - t0 < GEMM_MR ? b1 - t0 : GEMM_MR;
             float *ds_panel = ds + (size_t)(t0 - b0) * ld, panel_lse[GEMM_MR];
             if (!map)
-                probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, q, k_t, t0,
-                                  rows, b1, T, d_head, sink);
-            gemm_small(ds_panel, ld, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head,
-                       0, GEMM_LOWER, t0);
-            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows,
-                                  t0 + rows, scale);
+                probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, q, k_t, t0, rows, b1, T,
+                                  d_head, sink);
+            gemm_small(ds_panel, ld, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head, 0,
+                       GEMM_LOWER, t0);
+            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows, t0 + rows,
+                                  scale);
             gemm_small(dq + (size_t)t0 * row, row, ds_panel, ld, 1, k, d_head, rows, d_head, T, 0,
                        GEMM_PREFIX_K, t0);
         }
@@ -298,7 +295,8 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
 
 size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) {
     if (is_thin(d_head))
-        return backward ? attention_thin_backward_floats(T, d_head) : attention_thin_forward_floats(T, d_head);
+        return backward ? attention_thin_backward_floats(T, d_head)
+                        : attention_thin_forward_floats(T, d_head);
     return backward ? backward_floats(T, d_head, have_maps) : forward_floats(T, d_head);
 }
 
@@ -309,8 +307,8 @@ size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) 
  * the kept maps: the same bits), the thin one from the scores and lse, using
  * rowsum(P ∘ dP) = dO · O. */
 void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
-                        const float *probs, const float *lse, const float *sink, int B, int T,
-                        int H, int d_head) {
+                        const float *probs, const float *lse, const float *sink, int B, int T, int H,
+                        int d_head) {
     const int E = H * d_head, row = 3 * E;
 #if ATTENTION_THIN_MAX == 0
     (void)out, (void)lse; /* only the thin path reads them */
@@ -326,14 +324,13 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 float *dq = d_qkv + (size_t)b * T * row + h * d_head;
 #if ATTENTION_THIN_MAX > 0
                 if (is_thin(d_head)) {
-                    attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E,
-                                                 src, lse + ((size_t)b * H + h) * T, E, T,
-                                                 d_head, scratch);
+                    attention_thin_backward_pair(dq, row, g, out + (size_t)b * T * E + h * d_head, E, src,
+                                                 lse + ((size_t)b * H + h) * T, E, T, d_head, scratch);
                     continue;
                 }
 #endif
-                backward_pair(dq, g, probs ? probs + ((size_t)b * H + h) * T * T : NULL, src,
-                              E, T, d_head, sink ? sink[h] : -INFINITY, scratch);
+                backward_pair(dq, g, probs ? probs + ((size_t)b * H + h) * T * T : NULL, src, E, T, d_head,
+                              sink ? sink[h] : -INFINITY, scratch);
             }
         }
         free(scratch);

@@ -32,22 +32,26 @@ static int padded(int T) { return (T + W - 1) / W * W; }
 /* CALL(w) with w = d as a constant, so that each width gets its own unrolled copy with its
  * accumulators in registers */
 #if ATTENTION_THIN_MAX >= 8
-#define WIDTHS_5_TO_8(CALL)                                                                        \
-    case 5: CALL(5); break;                                                                        \
-    case 6: CALL(6); break;                                                                        \
-    case 7: CALL(7); break;                                                                        \
-    case 8: CALL(8); break;
+#define WIDTHS_5_TO_8(CALL)                                                                                  \
+    case 5: CALL(5); break;                                                                                  \
+    case 6: CALL(6); break;                                                                                  \
+    case 7: CALL(7); break;                                                                                  \
+    case 8:                                                                                                  \
+        CALL(8);                                                                                             \
+        break;
 #else
 #define WIDTHS_5_TO_8(CALL)
 #endif
-#define FOR_EACH_WIDTH(d, CALL)                                                                    \
-    switch (d) {                                                                                   \
-    case 1: CALL(1); break;                                                                        \
-    case 2: CALL(2); break;                                                                        \
-    case 3: CALL(3); break;                                                                        \
-    case 4: CALL(4); break;                                                                        \
-    WIDTHS_5_TO_8(CALL)                                                                            \
-    default: CHECK(!"attention_thin: d_head out of range");                                        \
+#define FOR_EACH_WIDTH(d, CALL)                                                                              \
+    switch (d) {                                                                                             \
+    case 1: CALL(1); break;                                                                                  \
+    case 2: CALL(2); break;                                                                                  \
+    case 3: CALL(3); break;                                                                                  \
+    case 4:                                                                                                  \
+        CALL(4);                                                                                             \
+        break;                                                                                               \
+        WIDTHS_5_TO_8(CALL)                                                                                  \
+    default: CHECK(!"attention_thin: d_head out of range");                                                  \
     }
 
 /* zero columns T .. Tp of the d rows of a (d, Tp) transposed copy */
@@ -56,8 +60,8 @@ static void zero_padding(float *t, int T, int d) {
 }
 
 /* Copies of one head's columns: qt (d, Tp) = (scale · Q)ᵀ zero-padded to Tp, k and v (T, d). */
-static void load_forward_operands(float *qt, float *k, float *v, const float *src, ptrdiff_t row,
-                                  int E, int T, int d, float scale) {
+static void load_forward_operands(float *qt, float *k, float *v, const float *src, ptrdiff_t row, int E,
+                                  int T, int d, float scale) {
     gemm_transpose(qt, padded(T), src, row, T, d);
     for (int c = 0; c < d; c++)
         for (int t = 0; t < T; t++) qt[(size_t)c * padded(T) + t] *= scale;
@@ -68,8 +72,8 @@ static void load_forward_operands(float *qt, float *k, float *v, const float *sr
 
 /* One block of W queries t0 .. t0+n-1 against keys 0 .. t0+n-1. */
 ALWAYS_INLINE void forward_block(float *o, ptrdiff_t ld_o, float *map, float *lse, const float *qt,
-                                 const float *k, const float *v, float *s, float *tmp, int T,
-                                 int t0, int n, float sink, const int d) {
+                                 const float *k, const float *v, float *s, float *tmp, int T, int t0, int n,
+                                 float sink, const int d) {
     const int Tp = padded(T), last = t0 + n - 1;
     VecF q[ATTENTION_THIN_MAX], acc[ATTENTION_THIN_MAX];
     for (int c = 0; c < d; c++) q[c] = vec_load_n(qt + (size_t)c * Tp + t0, W);
@@ -111,8 +115,7 @@ ALWAYS_INLINE void forward_block(float *o, ptrdiff_t ld_o, float *map, float *ls
 }
 
 ALWAYS_INLINE void forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse, const float *src,
-                                ptrdiff_t row, int E, int T, float sink, float *scratch,
-                                const int d) {
+                                ptrdiff_t row, int E, int T, float sink, float *scratch, const int d) {
     float *qt = scratch, *k = qt + (size_t)d * padded(T), *v = k + (size_t)T * d;
     float *s = v + (size_t)T * d, *tmp = s + (size_t)T * W;
     load_forward_operands(qt, k, v, src, row, E, T, d, 1.0f / sqrtf((float)d));
@@ -120,9 +123,8 @@ ALWAYS_INLINE void forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse
         forward_block(o, ld_o, map, lse, qt, k, v, s, tmp, T, t0, T - t0 < W ? T - t0 : W, sink, d);
 }
 
-void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse,
-                                 const float *src, ptrdiff_t row, int E, int T, int d, float sink,
-                                 float *scratch) {
+void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse, const float *src,
+                                 ptrdiff_t row, int E, int T, int d, float sink, float *scratch) {
 #define FORWARD(w) forward_pair(o, ld_o, map, lse, src, row, E, T, sink, scratch, w)
     FOR_EACH_WIDTH(d, FORWARD);
 #undef FORWARD
@@ -130,9 +132,9 @@ void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *ls
 
 /* The backward's operands: qs and g (T, d) = scale · Q and dO, kt and vt (d, Tp) = Kᵀ and Vᵀ
  * zero-padded, dot (T) = dO_t · O_t. */
-static void load_backward_operands(float *qs, float *g, float *kt, float *vt, float *dot,
-                                   const float *src, ptrdiff_t row, int E, const float *d_out,
-                                   const float *out, ptrdiff_t ld_o, int T, int d, float scale) {
+static void load_backward_operands(float *qs, float *g, float *kt, float *vt, float *dot, const float *src,
+                                   ptrdiff_t row, int E, const float *d_out, const float *out, ptrdiff_t ld_o,
+                                   int T, int d, float scale) {
     gemm_transpose(kt, padded(T), src + E, row, T, d);
     gemm_transpose(vt, padded(T), src + 2 * E, row, T, d);
     zero_padding(kt, T, d);
@@ -148,10 +150,9 @@ static void load_backward_operands(float *qs, float *g, float *kt, float *vt, fl
 }
 
 /* Keys j0 .. j0+n-1 against every query at or after j0: their dK and dV, and dQ's share per lane. */
-ALWAYS_INLINE void backward_block(float *dk, float *dv, ptrdiff_t row, float *dq_lanes,
-                                  const float *qs, const float *g, const float *kt, const float *vt,
-                                  const float *dot, const float *lse, float *tmp, int T, int j0,
-                                  int n, const int d) {
+ALWAYS_INLINE void backward_block(float *dk, float *dv, ptrdiff_t row, float *dq_lanes, const float *qs,
+                                  const float *g, const float *kt, const float *vt, const float *dot,
+                                  const float *lse, float *tmp, int T, int j0, int n, const int d) {
     const int Tp = padded(T);
     VecF kv[ATTENTION_THIN_MAX], vv[ATTENTION_THIN_MAX], dkv[ATTENTION_THIN_MAX], dvv[ATTENTION_THIN_MAX];
     const VecF zero = vec_set1(0.0f);
@@ -208,8 +209,8 @@ ALWAYS_INLINE void backward_pair(float *dq, ptrdiff_t row, const float *d_out, c
 }
 
 void attention_thin_backward_pair(float *dq, ptrdiff_t row, const float *d_out, const float *out,
-                                  ptrdiff_t ld_o, const float *src, const float *lse, int E, int T,
-                                  int d, float *scratch) {
+                                  ptrdiff_t ld_o, const float *src, const float *lse, int E, int T, int d,
+                                  float *scratch) {
 #define BACKWARD(w) backward_pair(dq, row, d_out, out, ld_o, src, lse, E, T, scratch, w)
     FOR_EACH_WIDTH(d, BACKWARD);
 #undef BACKWARD

@@ -26,13 +26,12 @@ size_t attention_thin_backward_floats(int T, int d);
 /* One (batch, head) pair. src: the pair's Q columns in qkv (K at +E, V at +2E, rows `row` apart);
  * o: its output columns (rows ld_o apart); lse (T): log Σ_j exp(S_tj) (and the sink's exp) per
  * query, which the backward reads; map (T, T) or NULL: the attention map, zero above the diagonal. */
-void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse,
-                                 const float *src, ptrdiff_t row, int E, int T, int d, float sink,
-                                 float *scratch);
+void attention_thin_forward_pair(float *o, ptrdiff_t ld_o, float *map, float *lse, const float *src,
+                                 ptrdiff_t row, int E, int T, int d, float sink, float *scratch);
 /* dq: the pair's dQ columns in d_qkv (dK at +E, dV at +2E, rows `row` apart), overwritten;
  * d_out and out: the pair's dO and O columns (rows ld_o apart); lse: the forward's. */
 void attention_thin_backward_pair(float *dq, ptrdiff_t row, const float *d_out, const float *out,
-                                  ptrdiff_t ld_o, const float *src, const float *lse, int E, int T,
-                                  int d, float *scratch);
+                                  ptrdiff_t ld_o, const float *src, const float *lse, int E, int T, int d,
+                                  float *scratch);
 
 #endif

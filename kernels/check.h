@@ -10,23 +10,22 @@
 #include <stdlib.h>
 #include <stddef.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: internal error: CHECK(%s) failed\n", __FILE__,  \
-                    __LINE__, #cond);                                                \
-            abort();                                                                 \
-        }                                                                            \
+#define CHECK(cond)                                                                                          \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "%s:%d: internal error: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                                         \
+        }                                                                                                    \
     } while (0)
 
 /* An allocation that failed is the machine's limit, not a programming error: a message and exit
  * status 2, like the program's xcalloc. */
-#define CHECK_ALLOC(ok)                                                                   \
-    do {                                                                                  \
-        if (!(ok)) {                                                                      \
-            fprintf(stderr, "out of memory (allocation at %s:%d)\n", __FILE__, __LINE__); \
-            exit(2);                                                                      \
-        }                                                                                 \
+#define CHECK_ALLOC(ok)                                                                                      \
+    do {                                                                                                     \
+        if (!(ok)) {                                                                                         \
+            fprintf(stderr, "out of memory (allocation at %s:%d)\n", __FILE__, __LINE__);                    \
+            exit(2);                                                                                         \
+        }                                                                                                    \
     } while (0)
 
 /* count floats, 64-byte aligned (whole cache lines); free() releases them. */

@@ -6,16 +6,14 @@
 #include <string.h>
 #include "kernels.h"
 
-void column_merge_forward(float *out, const float *left, const float *right, int N, int W,
-                          int split) {
+void column_merge_forward(float *out, const float *left, const float *right, int N, int W, int split) {
     for (size_t n = 0; n < (size_t)N; n++) {
         if (out != left) memcpy(out + n * W, left + n * W, sizeof(float) * split);
         memcpy(out + n * W + split, right + n * W + split, sizeof(float) * (W - split));
     }
 }
 
-void column_merge_backward(float *d_left, float *d_right, const float *d_out, int N, int W,
-                           int split) {
+void column_merge_backward(float *d_left, float *d_right, const float *d_out, int N, int W, int split) {
     for (size_t n = 0; n < (size_t)N; n++)
         for (int i = 0; i < W; i++) {
             float g = d_out[n * W + i];

@@ -39,8 +39,8 @@ static double exp_row(float *p, const float *z, float maxz, int V) {
 #endif
 }
 
-void crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets,
-                          int N, int V) {
+void crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N,
+                          int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;
@@ -55,8 +55,8 @@ void crossentropy_forward(float *losses, float *probs, const float *logits, cons
 }
 
 /* Differentiates loss = Σ_n weight[n] · (logsumexp(z[n]) - z[n, target[n]]). */
-void crossentropy_backward(float *d_logits, const float *probs, const int *targets,
-                           const float *weight, int N, int V) {
+void crossentropy_backward(float *d_logits, const float *probs, const int *targets, const float *weight,
+                           int N, int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float w = weight[n];

@@ -3,8 +3,8 @@
  * kernels/ headers and the C library. */
 #include "kernels.h"
 
-void embedding_forward(float *out, const int *tokens, const float *tok_emb, const float *pos_emb,
-                       int B, int T, int D) {
+void embedding_forward(float *out, const int *tokens, const float *tok_emb, const float *pos_emb, int B,
+                       int T, int D) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
@@ -22,8 +22,8 @@ void embedding_forward(float *out, const int *tokens, const float *tok_emb, cons
 
 /* Differentiates h0[b,t] = W_tok[x[b,t]] + W_pos[t]. Several positions may share a token, so
  * the rows of d_tok_emb are reduced serially over (b, t) in order; threads split the columns. */
-void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, const int *tokens,
-                        int B, int T, int D, int V) {
+void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, const int *tokens, int B,
+                        int T, int D, int V) {
     (void)V;
     const int col_block = 16;
 #pragma omp parallel for schedule(static)
@@ -47,8 +47,7 @@ void embedding_backward(float *d_tok_emb, float *d_pos_emb, const float *d_out, 
 void position_add_forward(float *out, const float *inp, const float *pos_emb, int B, int T, int D) {
     const size_t BT = (size_t)B * T;
     for (size_t n = 0; n < BT; n++)
-        for (int i = 0; i < D; i++)
-            out[n * D + i] = inp[n * D + i] + pos_emb[(n % (size_t)T) * D + i];
+        for (int i = 0; i < D; i++) out[n * D + i] = inp[n * D + i] + pos_emb[(n % (size_t)T) * D + i];
 }
 
 /* Differentiates out = inp + W_pos[t]: both get d_out; the rows of d_pos_emb are summed over

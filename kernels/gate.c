@@ -14,8 +14,8 @@ void sigmoid_gate_forward(float *out, float *gate, const float *o, size_t n) {
 }
 
 /* Differentiates out = o ⊙ σ(pre):  d_o += d_out ⊙ g,  d_pre += d_out ⊙ o ⊙ g (1 − g). */
-void sigmoid_gate_backward(float *d_o, float *d_pre, const float *d_out, const float *o,
-                           const float *gate, size_t n) {
+void sigmoid_gate_backward(float *d_o, float *d_pre, const float *d_out, const float *o, const float *gate,
+                           size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];

@@ -42,9 +42,9 @@
 #endif
 
 enum {
-    MR = GEMM_MR, /* rows of the register tile */
-    NR = GEMM_NR, /* columns of the register tile: two vectors */
-    VL = NR / 2,  /* floats per vector */
+    MR = GEMM_MR,  /* rows of the register tile */
+    NR = GEMM_NR,  /* columns of the register tile: two vectors */
+    VL = NR / 2,   /* floats per vector */
     MC_MAX = 1020, /* at most this many rows of A per block (a multiple of 12 and of 6) */
     NC_MAX = 4096, /* at most this many columns of B per packed block */
 };
@@ -72,8 +72,7 @@ enum { KC = TILE_KC }; /* K block of the packed gemm, fixed per build (the tile 
 
 /* ---------------------------------------------------------------- packed gemm */
 
-void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
-                    int cols) {
+void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows, int cols) {
     if (TILE_TRANSPOSES) { /* VL rows at a time, in registers */
         for (int i0 = 0; i0 < rows; i0 += VL) {
             int n = rows - i0 < VL ? rows - i0 : VL;
@@ -131,7 +130,8 @@ static void pack_b(float *bp, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, in
         int nr = nc - j0 < NR ? nc - j0 : NR;
         float *dst = bp + (size_t)j0 * kc;
         const float *src = b + j0 * b_cs;
-        if (TILE_TRANSPOSES && b_rs == 1) { /* columns of B contiguous: transpose VL columns x VL k at a time */
+        if (TILE_TRANSPOSES &&
+            b_rs == 1) { /* columns of B contiguous: transpose VL columns x VL k at a time */
             transpose_rows(dst, NR, VL, src, b_cs, nr < VL ? nr : VL, kc);
             if (nr > VL) transpose_rows(dst + VL, NR, VL, src + VL * b_cs, b_cs, nr - VL, kc);
             else
@@ -146,20 +146,21 @@ static void pack_b(float *bp, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, in
     }
 }
 
-static void packed_tile(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
-                        int nr, int load_c, const float *c_init) {
+static void packed_tile(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
+                        int load_c, const float *c_init) {
     tile(2, 1, 1, kc, ap, 1, MR, bp, NR, c, ldc, mr, nr, load_c, c_init);
 }
 /* A read in place, rows of a row-major matrix (a_cs = 1); B packed. */
-static void rows_tile(int kc, const float *a, ptrdiff_t a_rs, const float *bp, float *c,
-                      ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
+static void rows_tile(int kc, const float *a, ptrdiff_t a_rs, const float *bp, float *c, ptrdiff_t ldc,
+                      int mr, int nr, int load_c, const float *c_init) {
     tile(2, 0, 1, kc, a, a_rs, 1, bp, NR, c, ldc, mr, nr, load_c, c_init);
 }
 
 static long cache_size(int level) {
 #if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
-    long bytes = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE
-                                                                          : _SC_LEVEL3_CACHE_SIZE);
+    long bytes = sysconf(level == 1   ? _SC_LEVEL1_DCACHE_SIZE
+                         : level == 2 ? _SC_LEVEL2_CACHE_SIZE
+                                      : _SC_LEVEL3_CACHE_SIZE);
     return bytes > 0 ? bytes : 0;
 #else
     (void)level;
@@ -176,10 +177,18 @@ GemmBlocking gemm_blocking(void) {
     long l2_used = l2 ? l2 : 512L << 10, l3_used = l3 ? l3 : 8L << 20;
     long mc = l2_used / 2 / ((long)KC * sizeof(float)) / MR * MR;
     long nc = l3_used / 4 / ((long)KC * sizeof(float)) / NR * NR;
-    GemmBlocking blk = {.mr = MR, .nr = NR, .kc = KC,
-                        .mc = (int)(mc < MR ? MR : mc > MC_MAX ? MC_MAX / MR * MR : mc),
-                        .nc = (int)(nc < NR ? NR : nc > NC_MAX ? NC_MAX : nc),
-                        .l1d = l1, .l2 = l2, .l3 = l3};
+    GemmBlocking blk = {.mr = MR,
+                        .nr = NR,
+                        .kc = KC,
+                        .mc = (int)(mc < MR       ? MR
+                                    : mc > MC_MAX ? MC_MAX / MR * MR
+                                                  : mc),
+                        .nc = (int)(nc < NR       ? NR
+                                    : nc > NC_MAX ? NC_MAX
+                                                  : nc),
+                        .l1d = l1,
+                        .l2 = l2,
+                        .l3 = l3};
     return blk;
 }
 
@@ -249,11 +258,11 @@ void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_c
                         float *cij = c + (ic + ir) * ldc + jc + jr;
                         const float *bias_j = bias ? bias + jc + jr : NULL;
                         if (a_in_place)
-                            rows_tile(kc, a + (ic + ir) * a_rs + pc, a_rs, bp + (size_t)jr * kc, cij,
-                                      ldc, mr, nr, load_c, bias_j);
+                            rows_tile(kc, a + (ic + ir) * a_rs + pc, a_rs, bp + (size_t)jr * kc, cij, ldc, mr,
+                                      nr, load_c, bias_j);
                         else
-                            packed_tile(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, cij, ldc, mr,
-                                        nr, load_c, bias_j);
+                            packed_tile(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, cij, ldc, mr, nr,
+                                        load_c, bias_j);
                     }
                 }
             }
@@ -281,9 +290,9 @@ static Slabs slabs_of(int M, int N) {
     return s;
 }
 
-void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
-               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
-               int accumulate, const float *bias) {
+void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+               const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+               const float *bias) {
     if (M <= 0 || N <= 0) return;
     const Slabs sl = slabs_of(M, N);
     const int split_rows = sl.split_rows, unit = sl.unit, extent = sl.extent, units = sl.units;
@@ -294,16 +303,14 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
     if (hi > extent) hi = extent;
     if (hi <= lo) return;
     if (split_rows)
-        gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K, accumulate,
-             bias);
+        gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K, accumulate, bias);
     else
         gemm(c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
              bias ? bias + lo : NULL);
 }
 
-void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
-                   int accumulate, const float *bias) {
+void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                   ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
 #ifdef _OPENMP
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
 #else
@@ -323,35 +330,31 @@ static void small_tile_wide(int kc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_
                             ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(2, 0, 0, kc, a, a_rs, a_cs, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
-static void small_tile_narrow(int kc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                              const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr,
-                              int nr, int load_c) {
+static void small_tile_narrow(int kc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                              ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(1, 0, 0, kc, a, a_rs, a_cs, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
 /* A with unit k-stride (rows of a row-major matrix): the common case, specialised. */
-static void small_tile_wide_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b,
-                                 ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr,
-                                 int load_c) {
+static void small_tile_wide_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b, ptrdiff_t ldb,
+                                 float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(2, 0, 0, kc, a, a_rs, 1, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
-static void small_tile_narrow_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b,
-                                   ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr,
-                                   int load_c) {
+static void small_tile_narrow_rows(int kc, const float *a, ptrdiff_t a_rs, const float *b, ptrdiff_t ldb,
+                                   float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(1, 0, 0, kc, a, a_rs, 1, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
 /* A packed by pack_a (a transposed operand: see gemm_small). */
-static void small_tile_wide_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb,
-                                   float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
+static void small_tile_wide_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb, float *c,
+                                   ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(2, 1, 0, kc, ap, 1, MR, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
-static void small_tile_narrow_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb,
-                                     float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
+static void small_tile_narrow_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb, float *c,
+                                     ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(1, 1, 0, kc, ap, 1, MR, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
 
-void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                const float *b, ptrdiff_t ldb, int M, int N, int K, int accumulate,
-                GemmShape shape, int diag) {
+void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape, int diag) {
     /* A transposed operand (unit row stride) is packed one row tile at a time: its k-th MR
      * values are contiguous but successive k are a whole row of the source apart, which would
      * have the tile loop miss L1 on every step. */

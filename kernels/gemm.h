@@ -37,23 +37,22 @@ enum { GEMM_MR = 4, GEMM_NR = 8 };
 /* One thread; safe to call from inside a parallel region. With bias != NULL (a row of N floats):
  * C = bias broadcast over the rows + A·B (accumulate is ignored); the bias is added where the
  * first K block is stored, bit-identical to copying it into C first and accumulating. */
-void gemm(float *c, ptrdiff_t ldc,                           // (M, N)
-          const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,    // (M, K)
-          const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs,    // (K, N)
+void gemm(float *c, ptrdiff_t ldc,                        // (M, N)
+          const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, // (M, K)
+          const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, // (K, N)
           int M, int N, int K, int accumulate,
-          const float *bias);                                // (N) or NULL
+          const float *bias); // (N) or NULL
 
 /* The same product with M or N split over the OpenMP threads (bit-identical to gemm). */
-void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
-                   int accumulate, const float *bias);
+void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+                   ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias);
 
 /* Thread t's share (of `threads`) of gemm_parallel's product, the same slabs: for a caller that
  * runs several independent products in one parallel region (one fork and join instead of one
  * per product). Threads past the number of slabs get nothing. */
-void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
-               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
-               int accumulate, const float *bias);
+void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+               const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+               const float *bias);
 
 /* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
  * first row's position, so a panel of a larger triangle can be computed on its own); k is the
@@ -82,8 +81,7 @@ void gemm_small(float *c, ptrdiff_t ldc,                        // (M, N)
                 int M, int N, int K, int accumulate, GemmShape shape, int diag);
 
 /* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols. */
-void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows,
-                    int cols);
+void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows, int cols);
 
 /* Which micro-kernel this build uses, e.g. "AVX-512 12x32", "AVX2 6x16" or "portable C 4x8". */
 const char *gemm_kernel_name(void);

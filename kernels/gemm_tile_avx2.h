@@ -26,10 +26,9 @@ static inline __m256i lanes8(int n) {
 
 /* The same tile with AVX2: 6 x 16, 12 accumulators of 8 floats, 2 loads of B and 6 broadcasts
  * of A per 12 fused multiply-adds. */
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc, const float *a,
+                        ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b, ptrdiff_t ldb, float *c,
+                        ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
     __m256 acc[MR][2];
     const float *ar[MR];
 #pragma GCC unroll 6
@@ -122,8 +121,8 @@ static inline void transpose8(__m256 r[8]) {
 
 /* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 8), k < cols; lanes rows..8 of
  * each dst row are written as zeros only if they are within `width` (the panel width). */
-static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
-                           ptrdiff_t ld_src, int rows, int cols) {
+static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src, ptrdiff_t ld_src,
+                           int rows, int cols) {
     __m256i store = lanes8(width);
     for (int k0 = 0; k0 < cols; k0 += 8) {
         __m256i m = lanes8(cols - k0);

@@ -19,10 +19,9 @@
  * from L2 at full rate */
 enum { TILE_KC = 512, TILE_TRANSPOSES = 1 };
 
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc, const float *a,
+                        ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b, ptrdiff_t ldb, float *c,
+                        ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
     __m512 acc[MR][2];
     const float *ar[MR];
 #pragma GCC unroll 12
@@ -122,8 +121,8 @@ static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (_
 
 /* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows (<= 16), k < cols; lanes rows..16 of
  * each dst row are written as zeros only if they are within `width` (the panel width). */
-static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
-                           ptrdiff_t ld_src, int rows, int cols) {
+static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src, ptrdiff_t ld_src,
+                           int rows, int cols) {
     __mmask16 store = lanes(width);
     for (int k0 = 0; k0 < cols; k0 += 16) {
         __mmask16 m = lanes(cols - k0);

@@ -23,10 +23,9 @@ enum { TILE_KC = 512, TILE_TRANSPOSES = 0 };
 typedef float vfloat __attribute__((vector_size(16)));
 enum { PV = NR / 4 }; /* vectors per tile row */
 
-ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc,
-                        const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                        ptrdiff_t ldb, float *c, ptrdiff_t ldc, int mr, int nr, int load_c,
-                        const float *c_init) {
+ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc, const float *a,
+                        ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b, ptrdiff_t ldb, float *c,
+                        ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
     (void)nv;
     float sum[MR][NR] = {{0}};
     if (load_c == GEMM_CONTINUE)
@@ -59,8 +58,8 @@ const char *gemm_kernel_name(void) { return "portable C 4x8"; }
 
 /* dst[k * ld_dst + i] = src[i * ld_src + k] for i < rows, k < cols (no register transpose:
  * TILE_TRANSPOSES is 0, so packing takes its element loops instead; gemm_transpose blocks it). */
-static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src,
-                           ptrdiff_t ld_src, int rows, int cols) {
+static void transpose_rows(float *dst, ptrdiff_t ld_dst, int width, const float *src, ptrdiff_t ld_src,
+                           int rows, int cols) {
     (void)width;
     for (int k = 0; k < cols; k++)
         for (int i = 0; i < rows; i++) dst[k * ld_dst + i] = src[i * ld_src + k];

@@ -11,8 +11,8 @@
 #include "kernels.h"
 #include "check.h"
 
-void head_gate_forward(float *out, const float *inp, const float *gate, const float *fill, int N,
-                       int H, int d_head) {
+void head_gate_forward(float *out, const float *inp, const float *gate, const float *fill, int N, int H,
+                       int d_head) {
     /* each column's gate and fill first, so that the loop over a row's columns is one contiguous
      * run the compiler vectorises whatever d_head is (1-wide heads included) */
     const int E = H * d_head;
@@ -35,8 +35,8 @@ void head_gate_forward(float *out, const float *inp, const float *gate, const fl
  * of d_out · (inp − fill), summed in double, one head per iteration in row order (thread-count
  * independent; skipped when d_gate is NULL); d_inp = d_out · gate[h] (overwritten, may be d_out
  * itself; skipped when NULL). The fill is a constant: no gradient. */
-void head_gate_backward(float *d_inp, float *d_gate, const float *d_out, const float *inp,
-                        const float *gate, const float *fill, int N, int H, int d_head) {
+void head_gate_backward(float *d_inp, float *d_gate, const float *d_out, const float *inp, const float *gate,
+                        const float *fill, int N, int H, int d_head) {
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
         const float *a = fill ? fill + (size_t)h * d_head : NULL;

@@ -15,21 +15,21 @@
 #include <stdint.h>
 
 /* ---- embedding.c: h0 = W_tok[x] + W_pos[t] ---- */
-void embedding_forward(float *out,             // (B, T, D)
-                       const int *tokens,      // (B, T)
-                       const float *tok_emb,   // (V, D)
-                       const float *pos_emb,   // (T_max, D), T <= T_max; NULL: no positions
+void embedding_forward(float *out,           // (B, T, D)
+                       const int *tokens,    // (B, T)
+                       const float *tok_emb, // (V, D)
+                       const float *pos_emb, // (T_max, D), T <= T_max; NULL: no positions
                        int B, int T, int D);
-void embedding_backward(float *d_tok_emb,      // (V, D) +=
-                        float *d_pos_emb,      // (T_max, D) += , or NULL
-                        const float *d_out,    // (B, T, D)
-                        const int *tokens,     // (B, T)
+void embedding_backward(float *d_tok_emb,   // (V, D) +=
+                        float *d_pos_emb,   // (T_max, D) += , or NULL
+                        const float *d_out, // (B, T, D)
+                        const int *tokens,  // (B, T)
                         int B, int T, int D, int V);
 
 /* out[b, t] = inp[b, t] + W_pos[t] (shortformer: positions added to the Q/K input only) */
-void position_add_forward(float *out,          // (B, T, D)
-                          const float *inp,    // (B, T, D)
-                          const float *pos_emb,// (T_max, D), T <= T_max
+void position_add_forward(float *out,           // (B, T, D)
+                          const float *inp,     // (B, T, D)
+                          const float *pos_emb, // (T_max, D), T <= T_max
                           int B, int T, int D);
 void position_add_backward(float *d_inp,       // (B, T, D) +=
                            float *d_pos_emb,   // (T_max, D) +=
@@ -37,39 +37,39 @@ void position_add_backward(float *d_inp,       // (B, T, D) +=
                            int B, int T, int D);
 
 /* ---- layernorm.c: out = (x - mean) * rstd * gain + bias, eps 1e-5, biased variance ---- */
-void layernorm_forward(float *out,             // (N, D)
-                       float *mean,            // (N) saved for backward
-                       float *rstd,            // (N) saved for backward
-                       const float *inp,       // (N, D)
-                       const float *gain,      // (D)
-                       const float *bias,      // (D)
+void layernorm_forward(float *out,        // (N, D)
+                       float *mean,       // (N) saved for backward
+                       float *rstd,       // (N) saved for backward
+                       const float *inp,  // (N, D)
+                       const float *gain, // (D)
+                       const float *bias, // (D)
                        int N, int D);
-void layernorm_backward(float *d_inp,          // (N, D) +=
-                        float *d_gain,         // (D) +=
-                        float *d_bias,         // (D) +=
-                        const float *d_out,    // (N, D)
-                        const float *inp,      // (N, D)
-                        const float *gain,     // (D)
-                        const float *mean,     // (N)
-                        const float *rstd,     // (N)
+void layernorm_backward(float *d_inp,       // (N, D) +=
+                        float *d_gain,      // (D) +=
+                        float *d_bias,      // (D) +=
+                        const float *d_out, // (N, D)
+                        const float *inp,   // (N, D)
+                        const float *gain,  // (D)
+                        const float *mean,  // (N)
+                        const float *rstd,  // (N)
                         int N, int D);
 
 /* ---- linear.c: out = inp · weight + bias (weight stored [in, out], as docs/model.md) ---- */
-void linear_forward(float *out,                // (N, OC)
-                    const float *inp,          // (N, C)
-                    const float *weight,       // (C, OC)
-                    const float *bias,         // (OC) or NULL
+void linear_forward(float *out,          // (N, OC)
+                    const float *inp,    // (N, C)
+                    const float *weight, // (C, OC)
+                    const float *bias,   // (OC) or NULL
                     int N, int C, int OC);
 /* How a backward writes an input gradient: GRAD_SET overwrites it (no zeroing needed), GRAD_ADD
  * adds to it (when several paths meet). */
 typedef enum { GRAD_SET, GRAD_ADD } GradWrite;
-void linear_backward(float *d_inp,             // (N, C) = or += (d_inp_write), or NULL to skip
+void linear_backward(float *d_inp, // (N, C) = or += (d_inp_write), or NULL to skip
                      GradWrite d_inp_write,
-                     float *d_weight,          // (C, OC) +=
-                     float *d_bias,            // (OC) += , or NULL
-                     const float *d_out,       // (N, OC)
-                     const float *inp,         // (N, C)
-                     const float *weight,      // (C, OC)
+                     float *d_weight,     // (C, OC) +=
+                     float *d_bias,       // (OC) += , or NULL
+                     const float *d_out,  // (N, OC)
+                     const float *inp,    // (N, C)
+                     const float *weight, // (C, OC)
                      int N, int C, int OC);
 
 /* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----
@@ -89,25 +89,25 @@ int attention_reads_maps(int d_head);
 /* The scratch floats each thread of attention_forward (backward 0) or attention_backward
  * (backward 1, have_maps: probs given) allocates for sequence length T, whatever B and H. */
 size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps);
-void attention_forward(float *out,             // (B, T, E)
-                       float *probs,           // (B, H, T, T) the maps, zero above the diagonal; or NULL
-                       float *lse,             // (B, H, T) log of each softmax denominator
-                       const float *qkv,       // (B, T, 3E)
-                       const float *sink,      // (H) a logit added to each softmax denominator, or NULL
+void attention_forward(float *out,        // (B, T, E)
+                       float *probs,      // (B, H, T, T) the maps, zero above the diagonal; or NULL
+                       float *lse,        // (B, H, T) log of each softmax denominator
+                       const float *qkv,  // (B, T, 3E)
+                       const float *sink, // (H) a logit added to each softmax denominator, or NULL
                        int B, int T, int H, int d_head);
-void attention_backward(float *d_qkv,          // (B, T, 3E) = (overwritten: no zeroing needed)
-                        const float *d_out,    // (B, T, E)
-                        const float *qkv,      // (B, T, 3E)
-                        const float *out,      // (B, T, E) the forward's
-                        const float *probs,    // (B, H, T, T) the forward's maps, or NULL
-                        const float *lse,      // (B, H, T) the forward's
-                        const float *sink,     // (H) the forward's, or NULL
+void attention_backward(float *d_qkv,       // (B, T, 3E) = (overwritten: no zeroing needed)
+                        const float *d_out, // (B, T, E)
+                        const float *qkv,   // (B, T, 3E)
+                        const float *out,   // (B, T, E) the forward's
+                        const float *probs, // (B, H, T, T) the forward's maps, or NULL
+                        const float *lse,   // (B, H, T) the forward's
+                        const float *sink,  // (H) the forward's, or NULL
                         int B, int T, int H, int d_head);
 
 /* d sink_h += -Σ_{b,t} P_sink,t · (dO_t · O_t), P_sink,t = exp(sink_h − lse_t): the sink takes that
  * share of the mass and, as a key of value 0, dP_sink = 0, so
  * dS_sink = -P_sink Σ_j P_tj dP_tj = -P_sink (dO_t · O_t). */
-void attention_sink_backward(float *d_sink,    // (H) +=
+void attention_sink_backward(float *d_sink,      // (H) +=
                              const float *d_out, // (B, T, E)
                              const float *out,   // (B, T, E)
                              const float *lse,   // (B, H, T) the forward's
@@ -123,25 +123,25 @@ void crossentropy_forward(float *losses,       // (N) -log softmax(logits)[targe
 /* d_logits[n] = weight[n] * (probs[n] - onehot(target[n])); weight = mask / n_marked gives the
  * gradient of the mean loss over the marked positions. Overwrites (nothing else reaches the
  * logits), so the caller need not zero d_logits. */
-void crossentropy_backward(float *d_logits,    // (N, V) =
-                           const float *probs, // (N, V)
-                           const int *targets, // (N)
-                           const float *weight,// (N)
+void crossentropy_backward(float *d_logits,     // (N, V) =
+                           const float *probs,  // (N, V)
+                           const int *targets,  // (N)
+                           const float *weight, // (N)
                            int N, int V);
 
 /* The mean over marked positions: weight = mask / Σ mask (mask NULL: all), returns Σ weight · losses
  * (summed in double, in order); weight is crossentropy_backward's. */
-float crossentropy_mean(float *weight,         // (N) out
-                        const float *losses,   // (N)
-                        const float *mask,     // (N) or NULL; Σ mask > 0
+float crossentropy_mean(float *weight,       // (N) out
+                        const float *losses, // (N)
+                        const float *mask,   // (N) or NULL; Σ mask > 0
                         int N);
 
 /* ---- adamw.c: one AdamW step (PyTorch semantics) and the global gradient norm ---- */
 void adamw_update(float *param, float *m, float *v, // (n) updated in place
                   const float *grad,                // (n)
                   float grad_scale,                 // the step uses grad * grad_scale (clipping)
-                  size_t n, float lr, float beta1, float beta2, float eps,
-                  float weight_decay, int t);       // t = 1-based step for bias correction
+                  size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int t); // t = 1-based step for bias correction
 /* sqrt(sum of squares), summed in fixed-size chunks in a fixed order (thread-count independent). */
 double global_norm(const float *grad, size_t n);
 
@@ -150,13 +150,13 @@ double global_norm(const float *grad, size_t n);
 void rope_forward(float *qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
                   double base);
 /* In place on d_qkv: turns the gradient w.r.t. rotated Q/K into the gradient w.r.t. unrotated. */
-void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head,
-                   int rope_dims, double base);
+void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
+                   double base);
 
 /* ---- gate.c: the output gate of gated attention, out = o ⊙ σ(pre) ---- */
-void sigmoid_gate_forward(float *out,          // (N) gated output
-                          float *gate,         // (N) in: pre-activation; out: σ(pre), saved
-                          const float *o,      // (N)
+void sigmoid_gate_forward(float *out,     // (N) gated output
+                          float *gate,    // (N) in: pre-activation; out: σ(pre), saved
+                          const float *o, // (N)
                           size_t n);
 void sigmoid_gate_backward(float *d_o,         // (N) +=
                            float *d_pre,       // (N) +=
@@ -166,11 +166,11 @@ void sigmoid_gate_backward(float *d_o,         // (N) +=
                            size_t n);
 
 /* ---- kv_repeat.c: grouped K/V heads expanded to one per query head (HF repeat_kv), and back ---- */
-void kv_repeat_forward(float *qkv,                // (B, T, 3·H·d_head)
-                       const float *qkv_grouped,  // (B, T, (H + 2·H_kv)·d_head)
+void kv_repeat_forward(float *qkv,               // (B, T, 3·H·d_head)
+                       const float *qkv_grouped, // (B, T, (H + 2·H_kv)·d_head)
                        int B, int T, int n_head, int n_kv_head, int d_head);
-void kv_repeat_backward(float *d_qkv_grouped,     // (B, T, (H + 2·H_kv)·d_head) +=
-                        const float *d_qkv,       // (B, T, 3·H·d_head)
+void kv_repeat_backward(float *d_qkv_grouped, // (B, T, (H + 2·H_kv)·d_head) +=
+                        const float *d_qkv,   // (B, T, 3·H·d_head)
                         int B, int T, int n_head, int n_kv_head, int d_head);
 
 /* ---- gemm.c: what this build's kernels run on ----
@@ -184,9 +184,9 @@ size_t gemm_scratch_floats(int M, int N, int K);
 
 /* ---- columns.c: out[:, :split] = left[:, :split], out[:, split:] = right[:, split:] ----
  * (the shortformer keeps Q|K from one projection and V from the other) */
-void column_merge_forward(float *out,          // (N, W); may be left itself
-                          const float *left,   // (N, W)
-                          const float *right,  // (N, W)
+void column_merge_forward(float *out,         // (N, W); may be left itself
+                          const float *left,  // (N, W)
+                          const float *right, // (N, W)
                           int N, int W, int split);
 void column_merge_backward(float *d_left,      // (N, W) = (overwritten), or NULL
                            float *d_right,     // (N, W) = (overwritten), or NULL
@@ -195,17 +195,17 @@ void column_merge_backward(float *d_left,      // (N, W) = (overwritten), or NUL
 
 /* ---- head_gate.c: a scalar gate per head on its output columns, with the value an ablated
  * head is replaced by: out = gate[h] · inp + (1 − gate[h]) · fill[h] ---- */
-void head_gate_forward(float *out,             // (N, H·d_head); may be inp itself
-                       const float *inp,       // (N, H·d_head)
-                       const float *gate,      // (H)
-                       const float *fill,      // (H·d_head) each head's replacement value, or NULL (0)
+void head_gate_forward(float *out,        // (N, H·d_head); may be inp itself
+                       const float *inp,  // (N, H·d_head)
+                       const float *gate, // (H)
+                       const float *fill, // (H·d_head) each head's replacement value, or NULL (0)
                        int N, int H, int d_head);
-void head_gate_backward(float *d_inp,          // (N, H·d_head) = (overwritten; may be d_out), or NULL
-                        float *d_gate,         // (H) += Σ d_out · (inp − fill) over the head's columns, or NULL
-                        const float *d_out,    // (N, H·d_head)
-                        const float *inp,      // (N, H·d_head) the forward's input
-                        const float *gate,     // (H)
-                        const float *fill,     // (H·d_head) or NULL, as in the forward
+void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be d_out), or NULL
+                        float *d_gate, // (H) += Σ d_out · (inp − fill) over the head's columns, or NULL
+                        const float *d_out, // (N, H·d_head)
+                        const float *inp,   // (N, H·d_head) the forward's input
+                        const float *gate,  // (H)
+                        const float *fill,  // (H·d_head) or NULL, as in the forward
                         int N, int H, int d_head);
 
 #endif

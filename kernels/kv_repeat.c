@@ -9,8 +9,8 @@
 #include <string.h>
 #include "kernels.h"
 
-void kv_repeat_forward(float *qkv, const float *qkv_grouped, int B, int T, int n_head,
-                       int n_kv_head, int d_head) {
+void kv_repeat_forward(float *qkv, const float *qkv_grouped, int B, int T, int n_head, int n_kv_head,
+                       int d_head) {
     const int group = n_head / n_kv_head, E = n_head * d_head, Ekv = n_kv_head * d_head;
     const size_t row = 3 * (size_t)E, grow = (size_t)E + 2 * Ekv;
 #pragma omp parallel for schedule(static)
@@ -28,8 +28,8 @@ void kv_repeat_forward(float *qkv, const float *qkv_grouped, int B, int T, int n
 }
 
 /* Differentiates the copy: d_grouped[K/V head g] += Σ over its query heads of d_qkv[K/V of h]. */
-void kv_repeat_backward(float *d_qkv_grouped, const float *d_qkv, int B, int T, int n_head,
-                        int n_kv_head, int d_head) {
+void kv_repeat_backward(float *d_qkv_grouped, const float *d_qkv, int B, int T, int n_head, int n_kv_head,
+                        int d_head) {
     const int group = n_head / n_kv_head, E = n_head * d_head, Ekv = n_kv_head * d_head;
     const size_t row = 3 * (size_t)E, grow = (size_t)E + 2 * Ekv;
 #pragma omp parallel for schedule(static)

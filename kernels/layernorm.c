@@ -32,8 +32,8 @@ static void row_moments(const float *x, int D, float *mean, double *var) {
 }
 
 /* mean(g) and mean(g · x̂) over the row, g = d_out · gain, x̂ = (x - m) · s. */
-static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
-                           int D, float *g_mean, float *gx_mean) {
+static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s, int D,
+                           float *g_mean, float *gx_mean) {
     VecF g_sum = vec_set1(0.0f), gx_sum = vec_set1(0.0f);
     VecF vm = vec_set1(m), vs = vec_set1(s);
     for (int i = 0; i < D; i += VEC_W) {
@@ -58,8 +58,8 @@ static void row_moments(const float *x, int D, float *mean, double *var) {
     *var = (double)add_lanes(dev) / D;
 }
 
-static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s,
-                           int D, float *g_mean, float *gx_mean) {
+static void row_grad_means(const float *dy, const float *gain, const float *x, float m, float s, int D,
+                           float *g_mean, float *gx_mean) {
     float g_lane[LANES] = {0}, gx_lane[LANES] = {0};
     int full = D / LANES * LANES;
     for (int i0 = 0; i0 < full; i0 += LANES)
@@ -97,9 +97,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
  * One pass over the rows, which also sums d_gain = Σ d_out · x̂ and d_bias = Σ d_out per fixed
  * chunk of CHUNK_ROWS rows (in row order within a chunk); the chunk sums are then added in
  * chunk order. The chunks do not depend on the thread count, so neither do the bits. */
-void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float *d_out,
-                        const float *inp, const float *gain, const float *mean, const float *rstd,
-                        int N, int D) {
+void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float *d_out, const float *inp,
+                        const float *gain, const float *mean, const float *rstd, int N, int D) {
     enum { CHUNK_ROWS = 32 };
     const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     float *chunk_gain = alloc_floats((size_t)n_chunks * 2 * D);

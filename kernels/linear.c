@@ -16,8 +16,8 @@
 #include <omp.h>
 #endif
 
-void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                    int C, int OC) {
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
+                    int OC) {
     gemm_parallel(out, OC, inp, C, 1, weight, OC, 1, N, OC, C, 0, bias);
 }
 
@@ -25,8 +25,8 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
  *   d_inp (= or +=) d_out · Wᵀ,   d_W += inpᵀ · d_out,   d_b += Σ_rows d_out.
  * The three write different arrays from the same inputs, so one parallel region runs them with
  * no barrier between: each thread takes its slab of each product, then its bias columns. */
-void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias,
-                     const float *d_out, const float *inp, const float *weight, int N, int C, int OC) {
+void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias, const float *d_out,
+                     const float *inp, const float *weight, int N, int C, int OC) {
     enum { COLS = 64 };
 #pragma omp parallel
     {
@@ -36,8 +36,8 @@ void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float
         int t = 0, threads = 1;
 #endif
         if (d_inp)
-            gemm_slab(t, threads, d_inp, C, d_out, OC, 1, weight, 1, OC, N, C, OC,
-                      d_inp_write == GRAD_ADD, NULL);
+            gemm_slab(t, threads, d_inp, C, d_out, OC, 1, weight, 1, OC, N, C, OC, d_inp_write == GRAD_ADD,
+                      NULL);
         gemm_slab(t, threads, d_weight, OC, inp, 1, C, d_out, OC, 1, C, OC, N, 1, NULL);
         if (d_bias) {
 #pragma omp for schedule(static) nowait

@@ -23,8 +23,8 @@ static void rope_table(float *cos_t, float *sin_t, int T, int rope_dims, double 
 }
 
 /* Rotate (sign = +1) or rotate back (sign = -1, the transpose, used by the backward). */
-static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d_head,
-                       int rope_dims, double base, float sign) {
+static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d_head, int rope_dims,
+                       double base, float sign) {
     int half = rope_dims / 2;
     if (half == 0) return;
     float *cos_t = alloc_floats((size_t)T * half);
@@ -50,14 +50,14 @@ static void rope_apply(float *qkv, int B, int T, int n_rot_heads, int row, int d
 /* The Q heads and the K heads are adjacent at the start of each row: H + H_kv heads to turn. */
 void rope_forward(float *qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
                   double base) {
-    rope_apply(qkv, B, T, n_head + n_kv_head, (n_head + 2 * n_kv_head) * d_head, d_head,
-               rope_dims, base, 1.0f);
+    rope_apply(qkv, B, T, n_head + n_kv_head, (n_head + 2 * n_kv_head) * d_head, d_head, rope_dims, base,
+               1.0f);
 }
 
 /* Differentiates y = R_t x: the gradient w.r.t. x is R_tᵀ dy, the rotation by the opposite angle,
  * applied in place to the Q and K parts of d_qkv (the V part is untouched). */
-void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head,
-                   int rope_dims, double base) {
-    rope_apply(d_qkv, B, T, n_head + n_kv_head, (n_head + 2 * n_kv_head) * d_head, d_head,
-               rope_dims, base, -1.0f);
+void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
+                   double base) {
+    rope_apply(d_qkv, B, T, n_head + n_kv_head, (n_head + 2 * n_kv_head) * d_head, d_head, rope_dims, base,
+               -1.0f);
 }

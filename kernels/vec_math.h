@@ -37,7 +37,9 @@ static inline __m512 exp512(__m512 x) {
 }
 
 /* the first n lanes (all 16 when n >= 16) */
-static inline __mmask16 tail_mask(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+static inline __mmask16 tail_mask(int n) {
+    return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
 
 typedef __m512 VecF;
 #define VEC_W 16 /* lanes per VecF */

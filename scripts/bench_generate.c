@@ -40,9 +40,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_generate D H D_HEAD T REPEATS (positive integers)\n");
         return 2;
     }
-    ModelShape s = {.vocab_size = 256, .d_model = v[0], .n_head = v[1], .d_head = v[2],
-                    .n_layer = 2, .seq_len = v[3], .n_kv_head = v[1], .pos = POS_LEARNED,
-                    .rope_dims = v[2], .rope_base = 10000.0};
+    ModelShape s = {.vocab_size = 256,
+                    .d_model = v[0],
+                    .n_head = v[1],
+                    .d_head = v[2],
+                    .n_layer = 2,
+                    .seq_len = v[3],
+                    .n_kv_head = v[1],
+                    .pos = POS_LEARNED,
+                    .rope_dims = v[2],
+                    .rope_base = 10000.0};
     int T = s.seq_len, repeats = v[4];
 #ifdef _OPENMP
     omp_set_num_threads(1);
@@ -77,7 +84,8 @@ int main(int argc, char **argv) {
     }
     char kernels[256];
     kernels_describe(kernels, sizeof kernels);
-    printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"repeats\": %d, \"positions\": [",
+    printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"repeats\": %d, "
+           "\"positions\": [",
            kernels, s.d_model, s.n_head, s.d_head, T, repeats);
     for (int k = 0; k < 5; k++) printf("%s%d", k ? ", " : "", positions[k]);
     printf("], \"cached_us\": [");

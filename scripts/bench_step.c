@@ -44,9 +44,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS (positive integers)\n");
         return 2;
     }
-    ModelShape s = {.vocab_size = 256, .d_model = v[0], .n_head = v[1], .d_head = v[2],
-                    .n_layer = 2, .seq_len = v[3], .n_kv_head = v[1], .pos = POS_LEARNED,
-                    .rope_dims = v[2], .rope_base = 10000.0};
+    ModelShape s = {.vocab_size = 256,
+                    .d_model = v[0],
+                    .n_head = v[1],
+                    .d_head = v[2],
+                    .n_layer = 2,
+                    .seq_len = v[3],
+                    .n_kv_head = v[1],
+                    .pos = POS_LEARNED,
+                    .rope_dims = v[2],
+                    .rope_base = 10000.0};
     int B = v[4], steps = v[5], threads = v[6], n = B * s.seq_len;
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -86,8 +93,8 @@ int main(int argc, char **argv) {
     printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"B\": %d, "
            "\"threads\": %d, \"steps\": %d, \"cpu_ms_min\": %.3f, \"cpu_ms_median\": %.3f, "
            "\"wall_ms_min\": %.3f, \"wall_ms_median\": %.3f, \"loss\": %.9g, \"grad_norm\": %.9g}\n",
-           kernels, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps,
-           1e3 * cpu[0], 1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.last.loss, norm);
+           kernels, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps, 1e3 * cpu[0],
+           1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.last.loss, norm);
     model_free(&m);
     free(tokens), free(targets), free(mask), free(cpu), free(wall);
     return 0;

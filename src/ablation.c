@@ -56,7 +56,8 @@ static void keep_states(Ablation *a, int k, const Model *v, int from_layer) {
     for (int l = from_layer; l < a->n_layer && k < a->n_kept; l++) {
         float *state = state_of(a, k, l);
         memcpy(state, model_hook(v, HOOK_RESID_PRE, l), sizeof(float) * a->resid_floats);
-        memcpy(state + a->resid_floats, model_hook(v, HOOK_Z, l), sizeof(float) * (a->state_floats - a->resid_floats));
+        memcpy(state + a->resid_floats, model_hook(v, HOOK_Z, l),
+               sizeof(float) * (a->state_floats - a->resid_floats));
     }
 }
 
@@ -77,7 +78,9 @@ void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t 
     size_t view = model_forward_activation_floats(shape, cfg->batch_size) +
                   model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0);
     *views = (size_t)thread_count() * view * sizeof(float);
-    *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer * state_floats(&shaped, cfg) + 1) *
+    *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer *
+                   state_floats(&shaped, cfg) +
+               1) *
               sizeof(float);
 }
 
@@ -163,8 +166,7 @@ static Interventions setting(const Ablation *a, const float *gates, AblationKind
 /* The loss of batch k with the setting (gates, kind) on model v, from batch k's kept head state of
  * `layer` (the setting's layers before it must be the kept forward's), or by a whole forward for
  * a batch past the memory budget. */
-static double rerun(const Ablation *a, Model *v, int k, int layer, const float *gates,
-                    AblationKind kind) {
+static double rerun(const Ablation *a, Model *v, int k, int layer, const float *gates, AblationKind kind) {
     const Batch *b = &a->batches[k];
     Interventions iv = setting(a, gates, kind);
     HeadState state = head_state(a, k, layer);
@@ -216,8 +218,7 @@ static int single_head_off(const float *set, int LH) {
 /* The loss of one setting on batch k whose head mix first differs from the kept forward's at
  * `layer`. A loss is the bits of a whole forward whatever it reran from, so single-head zero
  * ablations are measured once (the Δloss criterion's first step repeats them). */
-static double setting_loss(Ablation *a, Model *v, int k, int layer, const float *set,
-                           AblationKind kind) {
+static double setting_loss(Ablation *a, Model *v, int k, int layer, const float *set, AblationKind kind) {
     const int LH = a->n_layer * a->n_head;
     if (layer == a->n_layer) return a->kept_loss[k];
     int head = kind == ABLATE_ZERO ? single_head_off(set, LH) : -1;

@@ -27,21 +27,21 @@
 typedef enum { ABLATE_ZERO, ABLATE_MEAN } AblationKind;
 
 typedef struct {
-    Model *m;          /* the trained model: its gradients give the gate gradients */
+    Model *m; /* the trained model: its gradients give the gate gradients */
     int n_batches, n_layer, n_head;
-    Batch *batches;    /* the held-out batches */
-    float *mean;       /* (L, E) each head's mean output over every token of every held-out batch */
+    Batch *batches; /* the held-out batches */
+    float *mean;    /* (L, E) each head's mean output over every token of every held-out batch */
     /* per held-out batch k: the setting whose forward is kept, its kind, loss and head states */
-    float *kept_gates;        /* (n_batches, L·H) */
-    AblationKind *kept_kind;  /* (n_batches) */
-    double *kept_loss;        /* (n_batches) */
-    float *state;             /* (n_kept, L, state_floats) */
-    int n_kept;               /* batches 0 … n_kept−1 keep head states (the memory budget) */
-    size_t state_floats;      /* one layer's head state: hook_resid_pre, then hook_z */
-    size_t resid_floats;      /* its hook_resid_pre part */
-    Model *views;             /* (n_views) forwards of the settings, one per thread */
+    float *kept_gates;       /* (n_batches, L·H) */
+    AblationKind *kept_kind; /* (n_batches) */
+    double *kept_loss;       /* (n_batches) */
+    float *state;            /* (n_kept, L, state_floats) */
+    int n_kept;              /* batches 0 … n_kept−1 keep head states (the memory budget) */
+    size_t state_floats;     /* one layer's head state: hook_resid_pre, then hook_z */
+    size_t resid_floats;     /* its hook_resid_pre part */
+    Model *views;            /* (n_views) forwards of the settings, one per thread */
     int n_views;
-    double *single_zero;      /* (n_batches, L·H) single-head zero ablations, NAN until measured */
+    double *single_zero; /* (n_batches, L·H) single-head zero ablations, NAN until measured */
 } Ablation;
 
 #define ABLATION_STATE_BUDGET ((size_t)512 << 20) /* bytes of kept head states */

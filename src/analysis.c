@@ -7,11 +7,10 @@
 #include "analysis.h"
 #include "util.h"
 
-const char *const analysis_pattern_names[N_PATTERNS] = {"prev", "self", "first", "induction",
-                                                         "duplicate"};
+const char *const analysis_pattern_names[N_PATTERNS] = {"prev", "self", "first", "induction", "duplicate"};
 
-void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H,
-                             int P, int T) {
+void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H, int P,
+                             int T) {
     size_t LH = (size_t)L * H;
     memset(scores, 0, sizeof(double) * N_PATTERNS * LH);
     /* positions i >= 1 count for prev/self/first; positions whose token occurred before count for
@@ -20,7 +19,10 @@ void analysis_pattern_scores(double *scores, const float *maps, const int *token
     for (int p = 0; p < P; p++)
         for (int i = 1; i < T; i++)
             for (int j = 0; j < i; j++)
-                if (tokens[p * T + j] == tokens[p * T + i]) { n_repeats += 1.0; break; }
+                if (tokens[p * T + j] == tokens[p * T + i]) {
+                    n_repeats += 1.0;
+                    break;
+                }
     for (size_t lh = 0; lh < LH; lh++) {
         double sum[N_PATTERNS] = {0};
         for (int p = 0; p < P; p++) {
@@ -65,8 +67,9 @@ const char *analysis_class_name(int cls) {
 
 const char *analysis_class_description(int cls) {
     static const char *const description[N_CLASSES] = {
-        [PATTERN_PREV] = "previous-token", [PATTERN_SELF] = "self", [PATTERN_FIRST] = "first-token",
-        [PATTERN_INDUCTION] = "induction", [PATTERN_DUPLICATE] = "duplicate-token", [CLASS_MIXED] = "mixed",
+        [PATTERN_PREV] = "previous-token",       [PATTERN_SELF] = "self",
+        [PATTERN_FIRST] = "first-token",         [PATTERN_INDUCTION] = "induction",
+        [PATTERN_DUPLICATE] = "duplicate-token", [CLASS_MIXED] = "mixed",
     };
     CHECK(cls >= 0 && cls < N_CLASSES);
     return description[cls];

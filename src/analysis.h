@@ -19,8 +19,8 @@ extern const char *const analysis_pattern_names[N_PATTERNS];
 
 /* scores[pattern * L * H + l * H + h] for maps (L, H, P, T, T) of probes tokens (P, T):
  * pooled means over all qualifying (probe, query) pairs, as docs/model.md defines them. */
-void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H,
-                             int P, int T);
+void analysis_pattern_scores(double *scores, const float *maps, const int *tokens, int L, int H, int P,
+                             int T);
 /* The pattern whose score exceeds 0.5 (the highest if several), else CLASS_MIXED; the head's
  * scores are scores_of_head[k * stride] for pattern k. */
 int analysis_classify(const double *scores_of_head, int stride);
@@ -33,13 +33,13 @@ const char *analysis_class_description(int cls);
  * scores, and the classes of the latest one (computed once per snapshot). */
 typedef struct {
     int n_layer, n_head, P, T;
-    const int *tokens;  /* (P, T) the probes (not owned) */
-    size_t map_floats;  /* L * H * P * T * T, one snapshot */
+    const int *tokens; /* (P, T) the probes (not owned) */
+    size_t map_floats; /* L * H * P * T * T, one snapshot */
     int n, cap;
-    int64_t *steps;     /* (S) */
-    float *maps;        /* (S, L, H, P, T, T) */
-    double *scores;     /* (S, N_PATTERNS, L, H) */
-    int *classes;       /* (L, H) of the last snapshot */
+    int64_t *steps; /* (S) */
+    float *maps;    /* (S, L, H, P, T, T) */
+    double *scores; /* (S, N_PATTERNS, L, H) */
+    int *classes;   /* (L, H) of the last snapshot */
 } Snapshots;
 
 void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, int P, int T);

@@ -50,7 +50,7 @@ typedef struct {
     RunStatus run;     /* and parsed (RUN_NONE: absent or unknown) */
     int problems;
     int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
-    int format_minor;  /* of format_version (0 when absent or unreadable) */
+    int format_minor;                          /* of format_version (0 when absent or unreadable) */
 } Checker;
 
 __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char *fmt, ...) {
@@ -63,9 +63,7 @@ __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char
     c->problems++;
 }
 
-static int exists(Checker *c, const char *name) {
-    return H5LTpath_valid(c->file, name, 1) > 0;
-}
+static int exists(Checker *c, const char *name) { return H5LTpath_valid(c->file, name, 1) > 0; }
 
 /* The dataset's rank and dims (up to 8), or -1 if it is missing or not a dataset. */
 static int shape_of(Checker *c, const char *name, hsize_t *dims) {
@@ -93,8 +91,10 @@ static int expect_shape(Checker *c, const char *name, int ndim, const hsize_t *w
     for (int d = 0; same && d < nd; d++) same = got[d] == want[d];
     if (same) return 1;
     char g[128] = "", w[128] = "";
-    for (int d = 0; d < nd; d++) snprintf(g + strlen(g), sizeof g - strlen(g), "%s%llu", d ? ", " : "", (unsigned long long)got[d]);
-    for (int d = 0; d < ndim; d++) snprintf(w + strlen(w), sizeof w - strlen(w), "%s%llu", d ? ", " : "", (unsigned long long)want[d]);
+    for (int d = 0; d < nd; d++)
+        snprintf(g + strlen(g), sizeof g - strlen(g), "%s%llu", d ? ", " : "", (unsigned long long)got[d]);
+    for (int d = 0; d < ndim; d++)
+        snprintf(w + strlen(w), sizeof w - strlen(w), "%s%llu", d ? ", " : "", (unsigned long long)want[d]);
     problem(c, "%s has shape (%s), but /config implies (%s)", name, g, w);
     return 0;
 }
@@ -119,8 +119,9 @@ static void check_root(Checker *c) {
     static const char *const names[] = {"format_version", "harness_version", "git_rev", "created", "status"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *v = results_attr_string(c->file, names[i]);
-        if (!v) problem(c, "no root attribute %s (a string)%s", names[i],
-                        i == 0 ? "; the file predates results format 1.0" : "");
+        if (!v)
+            problem(c, "no root attribute %s (a string)%s", names[i],
+                    i == 0 ? "; the file predates results format 1.0" : "");
         if (v && i == 4) snprintf(c->status, sizeof c->status, "%s", v);
         int major;
         if (v && i == 0 && results_check_format_version(v, &major, &c->format_minor) != RESULTS_VERSION_OK)
@@ -130,7 +131,8 @@ static void check_root(Checker *c) {
     c->run = run_status_parse(c->status);
     if (c->status[0] && c->run == RUN_NONE)
         problem(c, "status '%s' is none of %s, %s, %s, %s", c->status, run_status_name(RUN_COMPLETE),
-                run_status_name(RUN_DIVERGED), run_status_name(RUN_INTERRUPTED), run_status_name(RUN_RUNNING));
+                run_status_name(RUN_DIVERGED), run_status_name(RUN_INTERRUPTED),
+                run_status_name(RUN_RUNNING));
 }
 
 typedef struct {
@@ -147,7 +149,8 @@ static int is_bool_type(hid_t type) {
         char *name = H5Tget_member_name(type, i);
         int8_t value[8] = {0}; /* in the enum's base type, one byte here (checked below) */
         H5Tget_member_value(type, i, value);
-        ok = ok && name && ((value[0] == 0 && !strcmp(name, "FALSE")) || (value[0] == 1 && !strcmp(name, "TRUE")));
+        ok = ok && name &&
+             ((value[0] == 0 && !strcmp(name, "FALSE")) || (value[0] == 1 && !strcmp(name, "TRUE")));
         H5free_memory(name);
     }
     return ok && H5Tget_size(type) == 1;
@@ -173,9 +176,11 @@ static void check_config_attr(void *ctx, const char *section, const char *key, C
         problem(cc->c, "/config %s is not an HDF5 boolean (enum FALSE/TRUE of int8)", name);
     else if (type == CONFIG_BOOL && (H5Aread(attr, ftype, &b) < 0 || b != ival))
         problem(cc->c, "/config %s differs from config_yaml (%s)", name, ival ? "true" : "false");
-    else if (type == CONFIG_INT && (cls != H5T_INTEGER || H5Aread(attr, H5T_NATIVE_INT64, &i) < 0 || i != ival))
+    else if (type == CONFIG_INT &&
+             (cls != H5T_INTEGER || H5Aread(attr, H5T_NATIVE_INT64, &i) < 0 || i != ival))
         problem(cc->c, "/config %s is not the integer %lld of config_yaml", name, (long long)ival);
-    else if (type == CONFIG_FLOAT && (cls != H5T_FLOAT || H5Aread(attr, H5T_NATIVE_DOUBLE, &f) < 0 || f != fval))
+    else if (type == CONFIG_FLOAT &&
+             (cls != H5T_FLOAT || H5Aread(attr, H5T_NATIVE_DOUBLE, &f) < 0 || f != fval))
         problem(cc->c, "/config %s is not the float %.17g of config_yaml", name, fval);
     else if (type == CONFIG_STRING && (!(s = results_attr_string(cc->group, name)) || strcmp(s, sval)))
         problem(cc->c, "/config %s is not the string '%.60s' of config_yaml", name, sval);
@@ -214,12 +219,14 @@ static void check_labels(Checker *c, hid_t ds, const char *name, const DatasetDo
         char label[64] = "";
         H5DSget_label(ds, (unsigned)d, label, sizeof label);
         if (!doc->dims[d] || strcmp(label, doc->dims[d]))
-            problem(c, "%s dimension %d is labelled '%s', not '%s'", name, d, label, doc->dims[d] ? doc->dims[d] : "");
+            problem(c, "%s dimension %d is labelled '%s', not '%s'", name, d, label,
+                    doc->dims[d] ? doc->dims[d] : "");
     }
     if (doc->scale_of && H5DSis_scale(ds) <= 0) problem(c, "%s is not a dimension scale", name);
     if (doc->attach && exists(c, doc->attach)) {
         hid_t scale = H5Dopen2(c->file, doc->attach, H5P_DEFAULT);
-        if (H5DSis_attached(ds, scale, 0) <= 0) problem(c, "%s dimension 0 is not attached to %s", name, doc->attach);
+        if (H5DSis_attached(ds, scale, 0) <= 0)
+            problem(c, "%s dimension 0 is not attached to %s", name, doc->attach);
         H5Dclose(scale);
     }
 }
@@ -250,7 +257,8 @@ static herr_t check_object(hid_t file, const char *rel, const ResultsLinkInfo *i
     char *description = results_attr_string(ds, "description"), *units = results_attr_string(ds, "units");
     /* A file of an earlier minor version may word a description differently (1.1's pos_emb) */
     if (!description || (strcmp(description, doc->description) && c->format_minor >= RESULTS_FORMAT_MINOR))
-        problem(c, "%s: attribute description is %s, not the format's", name, description ? "different" : "missing");
+        problem(c, "%s: attribute description is %s, not the format's", name,
+                description ? "different" : "missing");
     if (!units || strcmp(units, doc->units))
         problem(c, "%s: attribute units is '%s', not '%s'", name, units ? units : "missing", doc->units);
     check_labels(c, ds, name, doc);
@@ -290,11 +298,11 @@ static void check_logs(Checker *c) {
     if (m >= 0) expect_shape(c, "/eval/loss", 1, &dm);
     if (c->run != RUN_COMPLETE || c->cfg.steps == 0) return;
     if (n >= 0 && last_train != c->cfg.steps - 1)
-        problem(c, "/train/step ends at %lld, but a complete run of %d steps logs step %d last", (long long)last_train,
-                c->cfg.steps, c->cfg.steps - 1);
+        problem(c, "/train/step ends at %lld, but a complete run of %d steps logs step %d last",
+                (long long)last_train, c->cfg.steps, c->cfg.steps - 1);
     if (m >= 0 && last_eval != c->cfg.steps)
-        problem(c, "/eval/step ends at %lld, but a complete run evaluates after its %d steps", (long long)last_eval,
-                c->cfg.steps);
+        problem(c, "/eval/step ends at %lld, but a complete run evaluates after its %d steps",
+                (long long)last_eval, c->cfg.steps);
     double *loss = n > 0 ? read_all(c, "/train/loss", H5T_NATIVE_DOUBLE, sizeof(double), dn) : NULL;
     for (int64_t i = 0; loss && i < n; i++)
         if (!isfinite(loss[i])) {
@@ -308,7 +316,8 @@ static void check_logs(Checker *c) {
 static int legacy_pos_emb(Checker *c, const Model *m, const char *group) {
     char name[256];
     snprintf(name, sizeof name, "%s/pos_emb", group);
-    return c->format_minor < 2 && m->shape.pos != POS_LEARNED && m->shape.pos != POS_SHORTFORMER && exists(c, name);
+    return c->format_minor < 2 && m->shape.pos != POS_LEARNED && m->shape.pos != POS_SHORTFORMER &&
+           exists(c, name);
 }
 
 /* Every tensor of the model's table under group, with its shape, and nothing else. */
@@ -328,7 +337,8 @@ static void check_params(Checker *c) {
     const Config *g = &c->cfg; /* config_yaml holds the resolved widths; a hand-made one may not */
     if (g->d_head < 1 || g->n_kv_head < 1 || g->n_head % g->n_kv_head ||
         (g->pos == POS_ROPE && (g->rope_dims % 2 || g->rope_dims > g->d_head))) {
-        problem(c, "config_yaml is not a resolved config (d_head, n_kv_head or rope_dims unset or inconsistent)");
+        problem(
+            c, "config_yaml is not a resolved config (d_head, n_kv_head or rope_dims unset or inconsistent)");
         return;
     }
     Model m;
@@ -373,8 +383,11 @@ static void check_rows(Checker *c, int s, const float *maps) {
         if (!(err <= ROW_TOLERANCE)) bad_sum++;
         if (!(err <= worst)) worst = err;
     }
-    if (bad_future) problem(c, "/attn/maps snapshot %d: %d weights on future keys are not 0 (attention must be causal)", s, bad_future);
-    if (bad_range) problem(c, "/attn/maps snapshot %d: %d weights outside [0, 1] or not finite", s, bad_range);
+    if (bad_future)
+        problem(c, "/attn/maps snapshot %d: %d weights on future keys are not 0 (attention must be causal)",
+                s, bad_future);
+    if (bad_range)
+        problem(c, "/attn/maps snapshot %d: %d weights outside [0, 1] or not finite", s, bad_range);
     if (bad_sum)
         problem(c, "/attn/maps snapshot %d: %d rows sum %s (worst by %.2g; tolerance %g)", s, bad_sum,
                 c->cfg.sink ? "above 1 with model.sink" : "to other than 1", worst, ROW_TOLERANCE);
@@ -411,8 +424,8 @@ static void check_classes(Checker *c, const double *final) {
     for (size_t i = 0; cls && i < LH; i++) {
         const char *want = analysis_class_name(analysis_classify(final + i, (int)LH));
         if (!cls[i] || strcmp(cls[i], want))
-            problem(c, "/scores/class layer %zu head %zu is '%s', but its scores make it '%s'", i / c->H, i % c->H,
-                    cls[i] ? cls[i] : "", want);
+            problem(c, "/scores/class layer %zu head %zu is '%s', but its scores make it '%s'", i / c->H,
+                    i % c->H, cls[i] ? cls[i] : "", want);
     }
     if (cls) {
         hsize_t n = LH;
@@ -428,7 +441,8 @@ static void check_classes(Checker *c, const double *final) {
  * per token id, no more pieces than the vocabulary. */
 static void check_tokenizer(Checker *c) {
     hsize_t d[8], n[3];
-    if (shape_of(c, "/tokenizer/model", d) != 1 || d[0] == 0) problem(c, "/tokenizer/model is missing or empty");
+    if (shape_of(c, "/tokenizer/model", d) != 1 || d[0] == 0)
+        problem(c, "/tokenizer/model is missing or empty");
     int ok = shape_of(c, "/tokenizer/pieces", n) == 1 && shape_of(c, "/tokenizer/scores", n + 1) == 1 &&
              shape_of(c, "/tokenizer/type", n + 2) == 1;
     if (!ok || n[0] != n[1] || n[0] != n[2])
@@ -448,14 +462,17 @@ static int check_probes(Checker *c) {
     }
     c->P = (int)d[0], c->T = (int)d[1];
     int want_T = c->cfg.probe_len ? c->cfg.probe_len : c->cfg.seq_len;
-    if (c->P != c->cfg.probes) problem(c, "/probe/tokens holds %d probes, but output.probes is %d", c->P, c->cfg.probes);
+    if (c->P != c->cfg.probes)
+        problem(c, "/probe/tokens holds %d probes, but output.probes is %d", c->P, c->cfg.probes);
     if (c->T < 1 || c->T > want_T || (c->cfg.task != TASK_TEXT && c->T != want_T))
         problem(c, "/probe/tokens has length %d; the config implies %d%s", c->T, want_T,
                 c->cfg.task == TASK_TEXT ? " or less (the shortest probe text)" : "");
     hsize_t p = (hsize_t)c->P;
     if (c->cfg.task == TASK_TEXT || c->cfg.tokenizer[0]) expect_shape(c, "/probe/labels", 1, &p);
     else if (exists(c, "/probe/labels"))
-        problem(c, "/probe/labels exists, but only the text task and tokens runs with a tokenizer have probe texts");
+        problem(
+            c,
+            "/probe/labels exists, but only the text task and tokens runs with a tokenizer have probe texts");
     if (c->cfg.tokenizer[0]) check_tokenizer(c);
     else if (exists(c, "/tokenizer")) problem(c, "/tokenizer exists, but data.tokenizer is empty");
     return c->T >= 1 && c->T <= c->cfg.seq_len;
@@ -464,14 +481,16 @@ static int check_probes(Checker *c) {
 /* Every snapshot: rows, then scores recomputed; classes from the last. */
 static void check_maps(Checker *c, const int *tokens) {
     size_t snap = (size_t)c->L * c->H * c->P * c->T * c->T, LH = (size_t)c->L * c->H;
-    hsize_t dims[6] = {(hsize_t)c->S, (hsize_t)c->L, (hsize_t)c->H, (hsize_t)c->P, (hsize_t)c->T, (hsize_t)c->T};
+    hsize_t dims[6] = {(hsize_t)c->S, (hsize_t)c->L, (hsize_t)c->H,
+                       (hsize_t)c->P, (hsize_t)c->T, (hsize_t)c->T};
     if (!expect_shape(c, "/attn/maps", 6, dims)) return;
     float *maps = xcalloc(snap, sizeof(float));
     double *scores = xcalloc((size_t)c->S * N_PATTERNS * LH, sizeof(double));
     hid_t ds = H5Dopen2(c->file, "/attn/maps", H5P_DEFAULT), space = H5Dget_space(ds);
     hid_t mem = H5Screate_simple(1, (hsize_t[]){snap}, NULL);
     for (int s = 0; s < c->S; s++) {
-        hsize_t start[6] = {(hsize_t)s, 0, 0, 0, 0, 0}, count[6] = {1, dims[1], dims[2], dims[3], dims[4], dims[5]};
+        hsize_t start[6] = {(hsize_t)s, 0, 0, 0, 0, 0},
+                count[6] = {1, dims[1], dims[2], dims[3], dims[4], dims[5]};
         H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
         if (H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, maps) < 0) {
             problem(c, "/attn/maps snapshot %d cannot be read", s);
@@ -498,8 +517,8 @@ static void check_analysis(Checker *c) {
     if (S <= 0) return;
     c->S = (int)S;
     if (complete && last != c->cfg.steps)
-        problem(c, "/attn/step ends at %lld, but a complete run takes its last snapshot after step %d", (long long)last,
-                c->cfg.steps);
+        problem(c, "/attn/step ends at %lld, but a complete run takes its last snapshot after step %d",
+                (long long)last, c->cfg.steps);
     int *tokens = read_all(c, "/probe/tokens", H5T_NATIVE_INT, sizeof(int), (size_t)c->P * c->T);
     for (size_t i = 0; tokens && i < (size_t)c->P * c->T; i++)
         if (tokens[i] < 0 || tokens[i] >= c->cfg.vocab_size) {
@@ -517,7 +536,8 @@ static void check_heads(Checker *c) {
     const char *names[] = {"/heads/ablation_delta", "/heads/importance", "/heads/importance_normalized"};
     float *v[3] = {NULL, NULL, NULL};
     for (int k = 0; k < 3; k++)
-        if (expect_shape(c, names[k], 2, dims)) v[k] = read_all(c, names[k], H5T_NATIVE_FLOAT, sizeof(float), LH);
+        if (expect_shape(c, names[k], 2, dims))
+            v[k] = read_all(c, names[k], H5T_NATIVE_FLOAT, sizeof(float), LH);
     for (int l = 0; v[1] && v[2] && l < c->L; l++) {
         double norm = 0, worst = 0;
         for (int h = 0; h < c->H; h++) norm += (double)v[1][l * c->H + h] * v[1][l * c->H + h];
@@ -526,11 +546,14 @@ static void check_heads(Checker *c) {
             double want = norm > 0 ? v[1][l * c->H + h] / norm : 0, d = fabs(v[2][l * c->H + h] - want);
             if (!(d <= worst)) worst = d;
         }
-        if (!(worst <= 1e-5)) problem(c, "/heads/importance_normalized layer %d is not importance / its L2 norm (off by %.2g)", l, worst);
+        if (!(worst <= 1e-5))
+            problem(c, "/heads/importance_normalized layer %d is not importance / its L2 norm (off by %.2g)",
+                    l, worst);
     }
     for (size_t i = 0; v[0] && v[1] && i < LH; i++)
         if (!isfinite(v[0][i]) || !(v[1][i] >= 0)) {
-            problem(c, "/heads layer %zu head %zu: ablation_delta or importance is not finite and >= 0", i / c->H, i % c->H);
+            problem(c, "/heads layer %zu head %zu: ablation_delta or importance is not finite and >= 0",
+                    i / c->H, i % c->H);
             break;
         }
     for (int k = 0; k < 3; k++) free(v[k]);
@@ -546,11 +569,13 @@ static int not_there_yet(const char *path) {
     results_run_files(path, &rf);
     results_run_files_describe(&rf, what, sizeof what);
     if (running)
-        fprintf(stderr, "%s: a run in progress, not a results file yet: being written by %s%s%s%s\n", path, holder,
-                rf.checkpoint.exists ? "; its last checkpoint is " : "", rf.checkpoint.exists ? what : "",
+        fprintf(stderr, "%s: a run in progress, not a results file yet: being written by %s%s%s%s\n", path,
+                holder, rf.checkpoint.exists ? "; its last checkpoint is " : "",
+                rf.checkpoint.exists ? what : "",
                 rf.checkpoint.exists ? " (harness check, scripts/plot and scripts/report read it)" : "");
     else if (results_run_files_any(&rf))
-        fprintf(stderr, "%s: no results file, but the run left %s: harness --resume CONFIG finishes it\n", path, what);
+        fprintf(stderr, "%s: no results file, but the run left %s: harness --resume CONFIG finishes it\n",
+                path, what);
     return running || results_run_files_any(&rf);
 }
 
@@ -562,8 +587,10 @@ static const char *stranded_note(const char *path) {
     char target[CONFIG_PATH_MAX + 32], found[CONFIG_PATH_MAX + 32];
     snprintf(target, sizeof target, "%.*s", (int)(dot - path), path);
     if (results_find_stranded(target, found, sizeof found) == RUN_NONE) return "";
-    snprintf(note, sizeof note, "; a temporary kept because it could not be moved into place as %.1000s: "
-             "harness --resume moves it", target);
+    snprintf(note, sizeof note,
+             "; a temporary kept because it could not be moved into place as %.1000s: "
+             "harness --resume moves it",
+             target);
     return note;
 }
 
@@ -636,6 +663,8 @@ static int check_file(void *arg, char *msg, int size) {
     }
     results_reader_close(&rd);
     if (c.problems) printf("%s: %d problem%s\n", c.path, c.problems, c.problems == 1 ? "" : "s");
-    else printf("%s: ok (%s run, format %s)%s\n", c.path, c.status, RESULTS_FORMAT_VERSION, stranded_note(c.path));
+    else
+        printf("%s: ok (%s run, format %s)%s\n", c.path, c.status, RESULTS_FORMAT_VERSION,
+               stranded_note(c.path));
     return c.problems ? 1 : 0;
 }

@@ -14,9 +14,9 @@ const char *const circuits_names[N_COMPOSE] = {"q_composition", "k_composition",
 /* One head's folded factors, each stored d_head-major: reading q, k, v as (d_head, D) (the
  * columns of W), writing o as (d_head, D) (the rows of W_O); and their Gram matrices. */
 typedef struct {
-    double *q, *k, *v, *o;      /* (dh, D) each */
-    double *gq, *gk, *gv, *go;  /* (dh, dh) each */
-    double norm_ov, norm_qk;    /* ‖W_OV‖, ‖W_QK‖ */
+    double *q, *k, *v, *o;     /* (dh, D) each */
+    double *gq, *gk, *gv, *go; /* (dh, dh) each */
+    double norm_ov, norm_qk;   /* ‖W_OV‖, ‖W_QK‖ */
 } HeadFactors;
 
 /* Column c of a (D, W) matrix, times the LayerNorm gain, centred over D. */
@@ -70,8 +70,8 @@ static void head_factors(HeadFactors *f, ModelShape s, const float *w_qkv, const
 }
 
 /* ‖V_A·O_A·X·Yᵀ‖ for the d_head-major factors x (X) and the Gram gy = YᵀY. */
-static double composed_norm(const HeadFactors *a, const double *x, const double *gy, int dh, int D,
-                            double *m, double *t1, double *t2) {
+static double composed_norm(const HeadFactors *a, const double *x, const double *gy, int dh, int D, double *m,
+                            double *t1, double *t2) {
     for (int i = 0; i < dh; i++) /* m = O_A · X (dh × dh) */
         for (int j = 0; j < dh; j++) {
             double sum = 0.0;
@@ -173,14 +173,16 @@ void circuits_compute(Circuits *c, ModelShape s, const ParamTensors *p, uint64_t
     c->n_layer = s.n_layer;
     c->n_head = s.n_head;
     if (s.output_gate) {
-        snprintf(c->note, sizeof c->note, "no composition scores: with model.output_gate a head's "
+        snprintf(c->note, sizeof c->note,
+                 "no composition scores: with model.output_gate a head's "
                  "output is gated by its input, so W_OV is not one matrix");
         return;
     }
     for (int k = 0; k < N_COMPOSE; k++) c->has[k] = 1;
     if (s.pos == POS_ROPE) {
         c->has[COMPOSE_Q] = c->has[COMPOSE_K] = 0;
-        snprintf(c->note, sizeof c->note, "no Q- or K-composition: with model.pos rope, W_QK "
+        snprintf(c->note, sizeof c->note,
+                 "no Q- or K-composition: with model.pos rope, W_QK "
                  "depends on the distance between query and key; V-composition only");
     }
     size_t LH = (size_t)s.n_layer * s.n_head;

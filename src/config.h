@@ -20,7 +20,6 @@
 /* data.path of the text task when none is given: a text every Debian machine has (--keys says so) */
 #define CONFIG_DEFAULT_TEXT_PATH "/usr/share/common-licenses/GPL-3"
 
-
 typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
 typedef enum { LR_COSINE = 0, LR_CONSTANT } LrSchedule;
 typedef enum { ORDER_RANDOM = 0, ORDER_SEQUENTIAL } DataOrder;
@@ -36,12 +35,13 @@ typedef struct {
 typedef struct {
     /* model: */
     int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
-    int n_kv_head;          /* grouped K/V heads (n_head = MHA, 1 = MQA); 0 in a file = n_head */
-    PositionKind pos;       /* learned positions added to h0, rotary on Q/K, learned on the Q/K input only, or none */
-    int rope_dims;          /* rotate the first rope_dims dims of each head; 0 in a file = d_head */
+    int n_kv_head; /* grouped K/V heads (n_head = MHA, 1 = MQA); 0 in a file = n_head */
+    PositionKind
+        pos;       /* learned positions added to h0, rotary on Q/K, learned on the Q/K input only, or none */
+    int rope_dims; /* rotate the first rope_dims dims of each head; 0 in a file = d_head */
     double rope_base;
-    int output_gate;        /* O_cat *= sigmoid(z · W_gate + b_gate), elementwise (Qwen's gated attention) */
-    int sink;               /* a learnable per-head logit in every softmax denominator */
+    int output_gate; /* O_cat *= sigmoid(z · W_gate + b_gate), elementwise (Qwen's gated attention) */
+    int sink;        /* a learnable per-head logit in every softmax denominator */
     /* train: */
     int steps, batch_size, warmup_steps, threads;
     double lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
@@ -51,8 +51,9 @@ typedef struct {
     /* data: */
     TaskKind task;
     char data_path[CONFIG_PATH_MAX];
-    char val_path[CONFIG_PATH_MAX];  /* file tasks: a separate held-out file ("" = the tail of data_path) */
-    char tokenizer[CONFIG_PATH_MAX]; /* tokens task: the SentencePiece model that made data_path ("" = none) */
+    char val_path[CONFIG_PATH_MAX]; /* file tasks: a separate held-out file ("" = the tail of data_path) */
+    char
+        tokenizer[CONFIG_PATH_MAX]; /* tokens task: the SentencePiece model that made data_path ("" = none) */
     DataOrder order;
     double eval_fraction;
     int min_period, max_period; /* induction: segment length drawn per sequence */
@@ -60,10 +61,10 @@ typedef struct {
     /* output: */
     char out_path[CONFIG_PATH_MAX];
     int log_every, eval_every, eval_batches, attn_every, probes, probe_len, checkpoint_every;
-    int max_memory; /* MiB the estimated peak must fit; 0: MemAvailable */
+    int max_memory;                               /* MiB the estimated peak must fit; 0: MemAvailable */
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
-    double prune_step;      /* pruning curves: fraction of all heads removed per step; 0 = none */
-    int prune_batches;      /* held-out batches the pruning criteria are measured on; 0 = all */
+    double prune_step; /* pruning curves: fraction of all heads removed per step; 0 = none */
+    int prune_batches; /* held-out batches the pruning criteria are measured on; 0 = all */
     int n_probe_text;
 
     /* bookkeeping, not config keys */
@@ -99,18 +100,18 @@ int config_yaml_diff(const char *was, const char *now, char *out, size_t size);
 ConfigMark config_mark(const Config *cfg, const char *dotted_key);
 /* A user error placed at a mark (line 1, column 1 of its file for a default; "(defaults)" when
  * no file): how every module reports a bad value of a key. Returns ERR_USER. */
-__attribute__((format(printf, 3, 4)))
-int config_error_at(ConfigMark mark, UserError *err, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) int config_error_at(ConfigMark mark, UserError *err, const char *fmt,
+                                                          ...);
 /* The same at the mark of a key ("data.path"), the message prefixed with the key's name. */
-__attribute__((format(printf, 4, 5)))
-int config_key_error(const Config *cfg, const char *dotted_key, UserError *err, const char *fmt, ...);
+__attribute__((format(printf, 4, 5))) int config_key_error(const Config *cfg, const char *dotted_key,
+                                                           UserError *err, const char *fmt, ...);
 
 /* Walk every key with its typed value (for HDF5 /config attributes). Enums are visited as
  * CONFIG_STRING with their name, booleans (false/true keys) as CONFIG_BOOL with ival 0 or 1;
  * output.probe_text as one string joined with '\n'. */
 typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_STRING, CONFIG_BOOL } ConfigValueType;
-typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key,
-                              ConfigValueType type, int64_t ival, double fval, const char *sval);
+typedef void (*ConfigVisitor)(void *ctx, const char *section, const char *key, ConfigValueType type,
+                              int64_t ival, double fval, const char *sval);
 void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx);
 
 /* Every key as a tab-separated table (harness --keys; format in docs/command-line.md). */

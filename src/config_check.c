@@ -39,8 +39,8 @@ ConfigMark config_mark(const Config *cfg, const char *dotted_key) {
 int config_error_at(ConfigMark mark, UserError *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = user_error_v(err, mark.file && mark.file[0] ? mark.file : "(defaults)", mark.line ? mark.line : 1,
-                          mark.line ? mark.col : 1, fmt, ap);
+    int rc = user_error_v(err, mark.file && mark.file[0] ? mark.file : "(defaults)",
+                          mark.line ? mark.line : 1, mark.line ? mark.col : 1, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -90,18 +90,25 @@ static int validate_data_extras(const Config *cfg, UserError *err) {
     int val_path = key_id("data", "val_path"), tokenizer = key_id("data", "tokenizer");
     const char *why;
     if (cfg->val_path[0] && cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS)
-        return key_fail(cfg, err, val_path, "data.val_path is a held-out file for the text and tokens tasks, "
-                        "not for data.task %s; remove it", config_task_name(cfg->task));
+        return key_fail(cfg, err, val_path,
+                        "data.val_path is a held-out file for the text and tokens tasks, "
+                        "not for data.task %s; remove it",
+                        config_task_name(cfg->task));
     if (cfg->val_path[0] && (why = unreadable(cfg->val_path)))
-        return key_fail(cfg, err, val_path, "data.val_path '%s' cannot be read: %s; point it at the held-out "
+        return key_fail(cfg, err, val_path,
+                        "data.val_path '%s' cannot be read: %s; point it at the held-out "
                         "file (nanoGPT's val.bin) or remove it to hold out the tail of data.path",
                         cfg->val_path, why);
     if (cfg->tokenizer[0] && cfg->task != TASK_TOKENS)
-        return key_fail(cfg, err, tokenizer, "data.tokenizer names the SentencePiece model of a tokens file; "
-                        "data.task %s does not use one, remove it", config_task_name(cfg->task));
+        return key_fail(cfg, err, tokenizer,
+                        "data.tokenizer names the SentencePiece model of a tokens file; "
+                        "data.task %s does not use one, remove it",
+                        config_task_name(cfg->task));
     if (cfg->tokenizer[0] && (why = unreadable(cfg->tokenizer)))
-        return key_fail(cfg, err, tokenizer, "data.tokenizer '%s' cannot be read: %s; point it at the "
-                        "tokenizer.model scripts/tokenize wrote beside train.bin", cfg->tokenizer, why);
+        return key_fail(cfg, err, tokenizer,
+                        "data.tokenizer '%s' cannot be read: %s; point it at the "
+                        "tokenizer.model scripts/tokenize wrote beside train.bin",
+                        cfg->tokenizer, why);
     return ERR_OK;
 }
 
@@ -115,7 +122,8 @@ static int default_probe_len(const Config *cfg) {
     double per_position2 = sizeof(float) * snapshots * cfg->n_layer * cfg->n_head * cfg->probes;
     double fit = floor(sqrt(MAPS_DEFAULT_BYTES / per_position2));
     double floor_len = 64;
-    if ((cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) && 2.0 * cfg->max_period + 1 > floor_len)
+    if ((cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) &&
+        2.0 * cfg->max_period + 1 > floor_len)
         floor_len = 2.0 * cfg->max_period + 1;
     if (fit < floor_len) fit = floor_len;
     return fit < cfg->seq_len ? (int)fit : cfg->seq_len;
@@ -153,11 +161,13 @@ int config_validate(const Config *cfg, UserError *err) {
     if (cfg->n_head % cfg->n_kv_head)
         return key_fail(cfg, err, later_key(cfg, n_kv_head, n_head),
                         "n_head %d is not a multiple of n_kv_head %d; each K/V head serves a whole "
-                        "group of query heads", cfg->n_head, cfg->n_kv_head);
+                        "group of query heads",
+                        cfg->n_head, cfg->n_kv_head);
     if (cfg->pos == POS_ROPE && (cfg->rope_dims % 2 || cfg->rope_dims > cfg->d_head))
         return key_fail(cfg, err, rope_dims,
                         "model.rope_dims %d must be even and at most d_head %d (rotary turns pairs of "
-                        "dimensions)", cfg->rope_dims, cfg->d_head);
+                        "dimensions)",
+                        cfg->rope_dims, cfg->d_head);
     if (cfg->task == TASK_TEXT && cfg->vocab_size < 256)
         return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
                         "data.task text reads bytes, so model.vocab_size must be >= 256, got %d",
@@ -166,21 +176,24 @@ int config_validate(const Config *cfg, UserError *err) {
         return key_fail(cfg, err, task, "data.task tokens needs data.path, the token file to train on");
     if ((cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) && (why = unreadable(cfg->data_path)))
         return key_fail(cfg, err, cfg->marks[path].line ? path : task,
-                        "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path, why);
+                        "data.path '%s' cannot be read: %s; point it at a readable file", cfg->data_path,
+                        why);
     if (validate_data_extras(cfg, err) != ERR_OK) return ERR_USER;
     if (cfg->init_from[0] && (why = unreadable(cfg->init_from)))
-        return key_fail(cfg, err, init_from, "train.init_from '%s' cannot be read: %s; point it at a saved run",
-                        cfg->init_from, why);
+        return key_fail(cfg, err, init_from,
+                        "train.init_from '%s' cannot be read: %s; point it at a saved run", cfg->init_from,
+                        why);
     if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
         if (cfg->min_period > cfg->max_period)
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),
                             "data.min_period %d is larger than data.max_period %d; it must be <= max_period",
                             cfg->min_period, cfg->max_period);
         if (cfg->seq_len < 2 * (int64_t)cfg->min_period + 1) /* int64: min_period may be near INT_MAX */
-            return key_fail(cfg, err, later_key(cfg, seq_len, min_period),
-                            "model.seq_len %d is too short for data.min_period %d: a sequence holds BOS and two "
-                            "copies of a segment, so seq_len must be >= 2*min_period+1 = %" PRId64,
-                            cfg->seq_len, cfg->min_period, 2 * (int64_t)cfg->min_period + 1);
+            return key_fail(
+                cfg, err, later_key(cfg, seq_len, min_period),
+                "model.seq_len %d is too short for data.min_period %d: a sequence holds BOS and two "
+                "copies of a segment, so seq_len must be >= 2*min_period+1 = %" PRId64,
+                cfg->seq_len, cfg->min_period, 2 * (int64_t)cfg->min_period + 1);
         if (cfg->vocab_size < 3)
             return key_fail(cfg, err, cfg->marks[vocab].line ? vocab : task,
                             "model.vocab_size must be >= 3 for data.task %s (BOS plus two symbols), got %d",

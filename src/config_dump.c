@@ -56,8 +56,9 @@ static void buf_quoted(Buf *b, const char *s) {
             cp &= 0x3Fu >> (n - 1);
             for (int i = 1; i < n && (p[i] & 0xC0) == 0x80; i++) cp = (cp << 6) | (p[i] & 0x3Fu);
         }
-        int printable = (cp >= 0x20 && cp < 0x7F) || (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 &&
-                        cp != 0x2029) || (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
+        int printable = (cp >= 0x20 && cp < 0x7F) ||
+                        (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 && cp != 0x2029) ||
+                        (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
         if (cp == '"' || cp == '\\') buf_printf(b, "\\%c", (char)cp);
         else if (cp == '\n') buf_printf(b, "\\n");
         else if (cp == '\t') buf_printf(b, "\\t");
@@ -137,7 +138,8 @@ static int yaml_entries(const char *text, YamlEntry *out, int cap) {
         } else if (strncmp(line, "    - ", 6) == 0 && n > 0) {
             YamlEntry *e = &out[n - 1];
             size_t used = strlen(e->value);
-            snprintf(e->value + used, sizeof e->value - used, "%s%.*s", used > 1 ? ", " : "", len - 6, line + 6);
+            snprintf(e->value + used, sizeof e->value - used, "%s%.*s", used > 1 ? ", " : "", len - 6,
+                     line + 6);
         } else if (n < cap) {
             const char *colon = memchr(line, ':', (size_t)len);
             if (!colon) continue;
@@ -151,7 +153,8 @@ static int yaml_entries(const char *text, YamlEntry *out, int cap) {
         }
     }
     for (int i = 0; i < n; i++) /* close the lists */
-        if (out[i].value[0] == '[') strncat(out[i].value, "]", sizeof out[i].value - strlen(out[i].value) - 1);
+        if (out[i].value[0] == '[')
+            strncat(out[i].value, "]", sizeof out[i].value - strlen(out[i].value) - 1);
     return n;
 }
 
@@ -187,12 +190,17 @@ void config_visit(const Config *cfg, ConfigVisitor visit, void *ctx) {
         const char *field = (const char *)cfg + key->offset;
         switch (key->type) {
         case KEY_INT: visit(ctx, key->section, key->name, CONFIG_INT, *(const int *)field, 0, NULL); break;
-        case KEY_INT64: visit(ctx, key->section, key->name, CONFIG_INT, *(const int64_t *)field, 0, NULL); break;
-        case KEY_FLOAT: visit(ctx, key->section, key->name, CONFIG_FLOAT, 0, *(const double *)field, NULL); break;
+        case KEY_INT64:
+            visit(ctx, key->section, key->name, CONFIG_INT, *(const int64_t *)field, 0, NULL);
+            break;
+        case KEY_FLOAT:
+            visit(ctx, key->section, key->name, CONFIG_FLOAT, 0, *(const double *)field, NULL);
+            break;
         case KEY_ENUM:
             if (key->choices == config_bool_names)
                 visit(ctx, key->section, key->name, CONFIG_BOOL, *(const int *)field, 0, NULL);
-            else visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, enum_name(key, *(const int *)field));
+            else
+                visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, enum_name(key, *(const int *)field));
             break;
         case KEY_STRING: visit(ctx, key->section, key->name, CONFIG_STRING, 0, 0, field); break;
         case KEY_STRLIST: {
@@ -215,13 +223,16 @@ static void print_key_row(FILE *out, int k) {
     char def[300] = "", range[256] = "";
     int is_bool = key->type == KEY_ENUM && key->choices == config_bool_names;
     switch (key->type) {
-    case KEY_INT: case KEY_INT64: snprintf(def, sizeof def, "%" PRId64, key->idef); break;
+    case KEY_INT:
+    case KEY_INT64: snprintf(def, sizeof def, "%" PRId64, key->idef); break;
     case KEY_FLOAT: format_double(def, sizeof def, key->fdef); break;
     case KEY_ENUM: snprintf(def, sizeof def, "%s", enum_name(key, (int)key->idef)); break;
-    case KEY_STRING: case KEY_STRLIST: snprintf(def, sizeof def, "%s", key->sdef); break;
+    case KEY_STRING:
+    case KEY_STRLIST: snprintf(def, sizeof def, "%s", key->sdef); break;
     }
     if (key->type == KEY_ENUM)
-        for (int i = 0; key->choices[i]; i++) config_append(range, sizeof range, "%s%s", i ? "|" : "", key->choices[i]);
+        for (int i = 0; key->choices[i]; i++)
+            config_append(range, sizeof range, "%s%s", i ? "|" : "", key->choices[i]);
     else if (key->type == KEY_STRLIST)
         snprintf(range, sizeof range, "1 to %" PRId64 " strings of < %zu bytes", key->imax, key->size);
     else if (key->type == KEY_STRING) snprintf(range, sizeof range, "< %zu bytes", key->size);

@@ -31,7 +31,7 @@ typedef struct {
     const char *sdef;           /* string, string list (one entry) */
     const char *const *choices; /* enum names, NULL-terminated, index = enum value */
     const char *note;           /* meaning of a special value, shown with range errors */
-    const char *help;           /* one line: what the key means (harness --keys, docs/configuration.md table) */
+    const char *help; /* one line: what the key means (harness --keys, docs/configuration.md table) */
 } ConfigKey;
 
 /* Every key, grouped by section in the order the dump writes them (config_keys.c). */

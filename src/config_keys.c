@@ -24,118 +24,128 @@ const char *const config_bool_names[] = {"false", "true", NULL};
 
 /* Enum fields are written through an int pointer. */
 _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(int) &&
-               sizeof(DataOrder) == sizeof(int), "config enums must be int-sized");
+                   sizeof(DataOrder) == sizeof(int),
+               "config enums must be int-sized");
 
 #define FIELD(f) .offset = offsetof(Config, f), .size = sizeof(((Config *)0)->f)
-#define INT_KEY(sec, key, f, def, lo, hi, why, meaning)                                                   \
-    {.section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi, .note = why, \
-     .help = meaning}
-#define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why, meaning)                         \
-    {.section = sec, .name = key, .type = KEY_FLOAT, FIELD(f), .fdef = def, .fmin = lo, .fmax = hi, \
-     .fmin_open = lo_open, .fmax_open = hi_open, .note = why, .help = meaning}
-#define ENUM_KEY(sec, key, f, def, names, meaning) \
-    {.section = sec, .name = key, .type = KEY_ENUM, FIELD(f), .idef = def, .choices = names, .help = meaning}
-#define STRING_KEY(sec, key, f, def, meaning) \
-    {.section = sec, .name = key, .type = KEY_STRING, FIELD(f), .sdef = def, .help = meaning}
+#define INT_KEY(sec, key, f, def, lo, hi, why, meaning)                                                      \
+    {                                                                                                        \
+        .section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi,         \
+        .note = why, .help = meaning                                                                         \
+    }
+#define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why, meaning)                                  \
+    {                                                                                                        \
+        .section = sec, .name = key, .type = KEY_FLOAT, FIELD(f), .fdef = def, .fmin = lo, .fmax = hi,       \
+        .fmin_open = lo_open, .fmax_open = hi_open, .note = why, .help = meaning                             \
+    }
+#define ENUM_KEY(sec, key, f, def, names, meaning)                                                           \
+    {                                                                                                        \
+        .section = sec, .name = key, .type = KEY_ENUM, FIELD(f), .idef = def, .choices = names,              \
+        .help = meaning                                                                                      \
+    }
+#define STRING_KEY(sec, key, f, def, meaning)                                                                \
+    { .section = sec, .name = key, .type = KEY_STRING, FIELD(f), .sdef = def, .help = meaning }
 #define OPEN 1
 #define CLOSED 0
 
 const ConfigKey config_keys[] = {
     INT_KEY("model", "vocab_size", vocab_size, 64, 2, 1048576, NULL,
             "tokens in the vocabulary V; the text task needs >= 256 (bytes)"),
-    INT_KEY("model", "d_model", d_model, 96, 1, 65536, NULL,
-            "width D of the residual stream"),
-    INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL,
-            "query heads H per layer"),
+    INT_KEY("model", "d_model", d_model, 96, 1, 65536, NULL, "width D of the residual stream"),
+    INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL, "query heads H per layer"),
     INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head",
             "width of each head; E = n_head * d_head may differ from d_model"),
-    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL,
-            "layers L"),
-    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL,
-            "context length T (also the rows of pos_emb)"),
-    INT_KEY("model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head",
-            "K/V heads H_kv: n_head = multi-head, fewer = grouped-query, 1 = multi-query; must divide n_head"),
+    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL, "layers L"),
+    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL, "context length T (also the rows of pos_emb)"),
+    INT_KEY(
+        "model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head",
+        "K/V heads H_kv: n_head = multi-head, fewer = grouped-query, 1 = multi-query; must divide n_head"),
     ENUM_KEY("model", "pos", pos, POS_LEARNED, POS_NAMES,
-            "positions: learned (W_pos added to h0), rope (rotary on Q and K), shortformer (W_pos on the Q/K input only), none"),
+             "positions: learned (W_pos added to h0), rope (rotary on Q and K), shortformer (W_pos on the "
+             "Q/K input only), none"),
     INT_KEY("model", "rope_dims", rope_dims, 0, 0, 65536, "0 = d_head",
             "rotary: rotate only the first rope_dims dims of each head (even)"),
     FLOAT_KEY("model", "rope_base", rope_base, 10000.0, 0, OPEN, INFINITY, OPEN, NULL,
-            "rotary: base of the angles"),
+              "rotary: base of the angles"),
     ENUM_KEY("model", "output_gate", output_gate, 0, config_bool_names,
-            "multiply O_cat by sigmoid(z W_gate + b_gate), elementwise (gated attention)"),
+             "multiply O_cat by sigmoid(z W_gate + b_gate), elementwise (gated attention)"),
     ENUM_KEY("model", "sink", sink, 0, config_bool_names,
-            "a learnable logit per head in every softmax denominator: a head may attend to nothing"),
+             "a learnable logit per head in every softmax denominator: a head may attend to nothing"),
     INT_KEY("train", "steps", steps, 2000, 0, 1000000000, NULL,
             "optimisation steps (0 writes the initial parameters)"),
     INT_KEY("train", "batch_size", batch_size, 32, 1, 1 << 20, NULL,
             "sequences per step (and per held-out batch)"),
-    FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL,
-            "peak learning rate"),
+    FLOAT_KEY("train", "lr", lr, 1e-3, 0, OPEN, INFINITY, OPEN, NULL, "peak learning rate"),
     FLOAT_KEY("train", "min_lr_ratio", min_lr_ratio, 0.1, 0, CLOSED, 1, CLOSED, NULL,
-            "floor of the cosine schedule, as a fraction of lr"),
+              "floor of the cosine schedule, as a fraction of lr"),
     INT_KEY("train", "warmup_steps", warmup_steps, 100, 0, INT_MAX, NULL,
             "linear warmup: lr * (s+1) / warmup_steps at step s"),
     ENUM_KEY("train", "lr_schedule", lr_schedule, LR_COSINE, SCHEDULE_NAMES,
-            "cosine (to min_lr_ratio * lr at the last step) or constant"),
+             "cosine (to min_lr_ratio * lr at the last step) or constant"),
     FLOAT_KEY("train", "weight_decay", weight_decay, 0.1, 0, CLOSED, INFINITY, OPEN, NULL,
-            "AdamW decoupled weight decay of the 2-D tensors"),
-    FLOAT_KEY("train", "beta1", beta1, 0.9, 0, CLOSED, 1, OPEN, NULL,
-            "AdamW first-moment decay"),
-    FLOAT_KEY("train", "beta2", beta2, 0.99, 0, CLOSED, 1, OPEN, NULL,
-            "AdamW second-moment decay"),
-    FLOAT_KEY("train", "eps", eps, 1e-8, 0, OPEN, INFINITY, OPEN, NULL,
-            "AdamW denominator epsilon"),
+              "AdamW decoupled weight decay of the 2-D tensors"),
+    FLOAT_KEY("train", "beta1", beta1, 0.9, 0, CLOSED, 1, OPEN, NULL, "AdamW first-moment decay"),
+    FLOAT_KEY("train", "beta2", beta2, 0.99, 0, CLOSED, 1, OPEN, NULL, "AdamW second-moment decay"),
+    FLOAT_KEY("train", "eps", eps, 1e-8, 0, OPEN, INFINITY, OPEN, NULL, "AdamW denominator epsilon"),
     FLOAT_KEY("train", "grad_clip", grad_clip, 1.0, 0, CLOSED, INFINITY, OPEN, "0 disables clipping",
-            "global-norm gradient clipping threshold"),
-    {.section = "train", .name = "seed", .type = KEY_INT64, FIELD(seed), .imin = 0, .imax = (int64_t)1 << 62,
+              "global-norm gradient clipping threshold"),
+    {.section = "train",
+     .name = "seed",
+     .type = KEY_INT64,
+     FIELD(seed),
+     .imin = 0,
+     .imax = (int64_t)1 << 62,
      .help = "seed of the initialisation, batches and probes"},
-    INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores",
-            "OpenMP threads"),
+    INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores", "OpenMP threads"),
     STRING_KEY("train", "init_from", init_from, "",
-            "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
+               "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
     ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES,
-            "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
+             "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
     STRING_KEY("data", "path", data_path, "",
-            "text task: the text file (empty = " CONFIG_DEFAULT_TEXT_PATH "); tokens task: the uint16 token file"),
+               "text task: the text file (empty = " CONFIG_DEFAULT_TEXT_PATH
+               "); tokens task: the uint16 token file"),
     STRING_KEY("data", "val_path", val_path, "",
-            "file tasks: a separate held-out file (nanoGPT's val.bin); empty = the tail of data.path"),
-    STRING_KEY("data", "tokenizer", tokenizer, "",
-            "tokens task: the SentencePiece model that made the file (scripts/tokenize); stored in the run"),
+               "file tasks: a separate held-out file (nanoGPT's val.bin); empty = the tail of data.path"),
+    STRING_KEY(
+        "data", "tokenizer", tokenizer, "",
+        "tokens task: the SentencePiece model that made the file (scripts/tokenize); stored in the run"),
     ENUM_KEY("data", "order", order, ORDER_RANDOM, ORDER_NAMES,
-            "file tasks: random windows or sequential windows"),
+             "file tasks: random windows or sequential windows"),
     FLOAT_KEY("data", "eval_fraction", eval_fraction, 0.1, 0, OPEN, 1, OPEN, NULL,
-            "file tasks without val_path: the held-out tail of the file, as a fraction"),
+              "file tasks without val_path: the held-out tail of the file, as a fraction"),
     INT_KEY("data", "min_period", min_period, 4, 1, INT_MAX, NULL,
             "induction, two_source: shortest segment drawn per sequence"),
     INT_KEY("data", "max_period", max_period, 16, 1, INT_MAX, NULL,
             "induction, two_source: longest segment drawn per sequence"),
     INT_KEY("data", "max_prefix", max_prefix, 0, 0, INT_MAX, NULL,
             "induction: up to this many random tokens between BOS and the segment"),
-    STRING_KEY("output", "path", out_path, "results/run.h5",
-            "the results file"),
+    STRING_KEY("output", "path", out_path, "results/run.h5", "the results file"),
     INT_KEY("output", "log_every", log_every, 10, 1, INT_MAX, NULL,
             "training-loss logging and progress interval, in steps"),
     INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL,
             "held-out evaluation interval, in steps (and at the end)"),
-    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL,
-            "held-out batches per evaluation"),
+    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL, "held-out batches per evaluation"),
     INT_KEY("output", "attn_every", attn_every, 0, 0, INT_MAX, "0 = only at the end",
             "attention-map snapshot interval, in steps"),
     INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints",
             "periodic checkpoint (<path>.ckpt) interval, in steps"),
     INT_KEY("output", "max_memory", max_memory, 0, 0, INT_MAX, "0 = MemAvailable",
             "MiB the run's estimated peak memory must fit, else it is refused at start (harness --shapes)"),
-    INT_KEY("output", "probes", probes, 4, 1, 1024, NULL,
-            "probe sequences for maps and pattern scores"),
-    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX, "0 = seq_len, or less to keep /attn/maps under 100 MiB",
-            "probe length"),
+    INT_KEY("output", "probes", probes, 4, 1, 1024, NULL, "probe sequences for maps and pattern scores"),
+    INT_KEY("output", "probe_len", probe_len, 0, 0, INT_MAX,
+            "0 = seq_len, or less to keep /attn/maps under 100 MiB", "probe length"),
     FLOAT_KEY("output", "prune_step", prune_step, 0.1, 0, CLOSED, 1, CLOSED, "0 = no pruning curves",
-            "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
+              "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
     INT_KEY("output", "prune_batches", prune_batches, 1, 0, INT_MAX, "0 = all eval_batches",
             "held-out batches the pruning criteria are measured on (curve points use all)"),
-    {.section = "output", .name = "probe_text", .type = KEY_STRLIST, .offset = offsetof(Config, probe_text),
-     .size = sizeof(((Config *)0)->probe_text[0]), .count = offsetof(Config, n_probe_text),
-     .imax = CONFIG_MAX_PROBE_TEXTS, .sdef = "The cat sat on the mat because it was",
+    {.section = "output",
+     .name = "probe_text",
+     .type = KEY_STRLIST,
+     .offset = offsetof(Config, probe_text),
+     .size = sizeof(((Config *)0)->probe_text[0]),
+     .count = offsetof(Config, n_probe_text),
+     .imax = CONFIG_MAX_PROBE_TEXTS,
+     .sdef = "The cat sat on the mat because it was",
      .help = "text task: fixed probe strings (up to 8), then held-out windows"},
 };
 const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
@@ -230,7 +240,8 @@ void config_describe_unknown_key(const char *section, const char *name, char *ou
     if (out[0]) {
         char where[64];
         config_copy_span(where, sizeof where, out, strlen(out));
-        snprintf(out, size, "unknown key '%s' in section '%s'; it belongs in section %s", name, section, where);
+        snprintf(out, size, "unknown key '%s' in section '%s'; it belongs in section %s", name, section,
+                 where);
         return;
     }
     char known[512];
@@ -275,15 +286,18 @@ int config_resolve_key(const char *key, size_t len, char *message, size_t size) 
     const char *suggest = NULL;
     for (int k = 0; k < config_n_keys; k++) {
         if (!strcmp(config_keys[k].name, name)) {
-            config_append(owners, sizeof owners, "%s%s.%s", n_owners++ ? ", " : "", config_keys[k].section, name);
+            config_append(owners, sizeof owners, "%s%s.%s", n_owners++ ? ", " : "", config_keys[k].section,
+                          name);
             found = k;
         } else if (better_suggestion(name, config_keys[k].name, &best)) suggest = config_keys[k].name;
     }
     if (n_owners == 1) return found;
-    if (n_owners > 1) snprintf(message, size, "'%s' is in several sections (%s); write section.key", name, owners);
+    if (n_owners > 1)
+        snprintf(message, size, "'%s' is in several sections (%s); write section.key", name, owners);
     else
-        snprintf(message, size, "unknown config key '%s'%s%s%s; write section.key, e.g. model.n_head or train.lr",
-                 name, suggest ? " (did you mean '" : "", suggest ? suggest : "", suggest ? "'?)" : "");
+        snprintf(message, size,
+                 "unknown config key '%s'%s%s%s; write section.key, e.g. model.n_head or train.lr", name,
+                 suggest ? " (did you mean '" : "", suggest ? suggest : "", suggest ? "'?)" : "");
     return -1;
 }
 
@@ -294,10 +308,8 @@ void config_describe_range(const ConfigKey *key, char *out, size_t size) {
     else if (key->type == KEY_FLOAT)
         snprintf(out, size, "in %c%g, %g%c", key->fmin_open ? '(' : '[', key->fmin, key->fmax,
                  key->fmax_open ? ')' : ']');
-    else if (key->imax == INT_MAX)
-        snprintf(out, size, ">= %" PRId64, key->imin);
-    else
-        snprintf(out, size, "in [%" PRId64 ", %" PRId64 "]", key->imin, key->imax);
+    else if (key->imax == INT_MAX) snprintf(out, size, ">= %" PRId64, key->imin);
+    else snprintf(out, size, "in [%" PRId64 ", %" PRId64 "]", key->imin, key->imax);
     if (key->note) config_append(out, size, " (%s)", key->note);
 }
 
@@ -310,7 +322,8 @@ void config_defaults(Config *cfg) {
         const ConfigKey *key = &config_keys[k];
         char *field = (char *)cfg + key->offset;
         switch (key->type) {
-        case KEY_INT: case KEY_ENUM: *(int *)field = (int)key->idef; break;
+        case KEY_INT:
+        case KEY_ENUM: *(int *)field = (int)key->idef; break;
         case KEY_INT64: *(int64_t *)field = key->idef; break;
         case KEY_FLOAT: *(double *)field = key->fdef; break;
         case KEY_STRING: config_copy_span(field, key->size, key->sdef, strlen(key->sdef)); break;

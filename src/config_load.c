@@ -120,8 +120,8 @@ PRINTF_LIKE(3, 4) static int load_fail(Loader *L, yaml_mark_t mark, const char *
          * shape for tools and for the eye. */
         char what[1800];
         vsnprintf(what, sizeof what, fmt, ap);
-        rc = user_error(L->err, config_set_file, L->cfg->n_set + 1, (int)set_column(L, mark), "'%.200s%s': %s", L->assignment,
-                        strlen(L->assignment) > 200 ? "..." : "", what);
+        rc = user_error(L->err, config_set_file, L->cfg->n_set + 1, (int)set_column(L, mark),
+                        "'%.200s%s': %s", L->assignment, strlen(L->assignment) > 200 ? "..." : "", what);
     } else rc = user_error_v(L->err, L->file, (int)mark.line + 1, (int)mark.column + 1, fmt, ap);
     va_end(ap);
     return rc;
@@ -154,8 +154,8 @@ static int syntax_error(Loader *L) {
     if (p->context && L->assignment)
         snprintf(context, sizeof context, " (%s at column %zu)", p->context, set_column(L, p->context_mark));
     else if (p->context)
-        snprintf(context, sizeof context, " (%s at line %zu, column %zu)", p->context, p->context_mark.line + 1,
-                 p->context_mark.column + 1);
+        snprintf(context, sizeof context, " (%s at line %zu, column %zu)", p->context,
+                 p->context_mark.line + 1, p->context_mark.column + 1);
     return load_fail(L, mark, "YAML syntax error: %s%s%s", problem, context, hint);
 }
 
@@ -179,7 +179,8 @@ static int advance(Loader *L) {
         return load_fail(L, ev->start_mark, "YAML anchors (&%.40s) are not supported; write each value out",
                          (const char *)anchor);
     if (tag)
-        return load_fail(L, ev->start_mark, "YAML tags (%.40s) are not supported; remove the tag", (const char *)tag);
+        return load_fail(L, ev->start_mark, "YAML tags (%.40s) are not supported; remove the tag",
+                         (const char *)tag);
     return ERR_OK;
 }
 
@@ -194,8 +195,8 @@ static int set_string(Loader *L, int k, char *dest, const char *text, size_t len
     if (memchr(text, '\0', len))
         return load_fail(L, mark, "%s.%s must not contain NUL bytes", key->section, key->name);
     if (len >= key->size)
-        return load_fail(L, mark, "%s.%s is too long (%zu bytes); at most %zu bytes are allowed", key->section,
-                         key->name, len, key->size - 1);
+        return load_fail(L, mark, "%s.%s is too long (%zu bytes); at most %zu bytes are allowed",
+                         key->section, key->name, len, key->size - 1);
     memcpy(dest, text, len);
     dest[len] = '\0';
     return ERR_OK;
@@ -254,11 +255,8 @@ static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain
         }
         return load_fail(L, mark, "%s must be one of %s; got %s", name, choices, shown);
     }
-    case KEY_STRING:
-        return set_string(L, k, field, text, plain && is_null(text) ? 0 : len, mark);
-    case KEY_STRLIST:
-        *(int *)((char *)L->cfg + key->count) = 0;
-        return add_list_entry(L, k, text, len, mark);
+    case KEY_STRING: return set_string(L, k, field, text, plain && is_null(text) ? 0 : len, mark);
+    case KEY_STRLIST: *(int *)((char *)L->cfg + key->count) = 0; return add_list_entry(L, k, text, len, mark);
     }
     return ERR_USER;
 }
@@ -272,7 +270,8 @@ static int load_value(Loader *L, int k) {
                            ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE, ev->start_mark);
     if (key->type != KEY_STRLIST || ev->type != YAML_SEQUENCE_START_EVENT)
         return load_fail(L, ev->start_mark, "%s.%s must be a single value, got %s%s", key->section, key->name,
-                         event_kind(ev), key->type == KEY_STRLIST ? "; use a string or a list of strings" : "");
+                         event_kind(ev),
+                         key->type == KEY_STRLIST ? "; use a string or a list of strings" : "");
     int *count = (int *)((char *)L->cfg + key->count);
     yaml_mark_t start = ev->start_mark;
     *count = 0;
@@ -280,12 +279,13 @@ static int load_value(Loader *L, int k) {
         if (advance(L)) return ERR_USER;
         if (ev->type == YAML_SEQUENCE_END_EVENT) break;
         if (ev->type != YAML_SCALAR_EVENT)
-            return load_fail(L, ev->start_mark, "%s.%s entries must be strings, got %s", key->section, key->name,
-                             event_kind(ev));
+            return load_fail(L, ev->start_mark, "%s.%s entries must be strings, got %s", key->section,
+                             key->name, event_kind(ev));
         if (add_list_entry(L, k, (const char *)ev->data.scalar.value, ev->data.scalar.length, ev->start_mark))
             return ERR_USER;
     }
-    if (*count == 0) return load_fail(L, start, "%s.%s must list at least one string", key->section, key->name);
+    if (*count == 0)
+        return load_fail(L, start, "%s.%s must list at least one string", key->section, key->name);
     return ERR_OK;
 }
 
@@ -306,8 +306,8 @@ static int load_section(Loader *L, const char *section) {
             return load_fail(L, mark, "%s", message);
         }
         if (L->key_line[k])
-            return load_fail(L, mark, "duplicate key '%s.%s' (first set at line %d); keep only one", section, name,
-                             L->key_line[k]);
+            return load_fail(L, mark, "duplicate key '%s.%s' (first set at line %d); keep only one", section,
+                             name, L->key_line[k]);
         L->key_line[k] = (int)mark.line + 1;
         if (advance(L) || load_value(L, k)) return ERR_USER;
         L->cfg->marks[k] = (ConfigMark){L->cfg->source_path, (int)mark.line + 1, (int)mark.column + 1};
@@ -325,7 +325,8 @@ static int load_sections(Loader *L) {
             return load_fail(L, ev->start_mark, "a section name must be a plain word like 'model', got %s",
                              event_kind(ev));
         char section[64], message[1024];
-        config_copy_span(section, sizeof section, (const char *)ev->data.scalar.value, ev->data.scalar.length);
+        config_copy_span(section, sizeof section, (const char *)ev->data.scalar.value,
+                         ev->data.scalar.length);
         yaml_mark_t mark = ev->start_mark;
         int s = config_find_section(section);
         if (s < 0) {
@@ -341,8 +342,9 @@ static int load_sections(Loader *L) {
             is_null((const char *)ev->data.scalar.value))
             continue; /* "model:" with nothing under it: keep the defaults */
         if (ev->type != YAML_MAPPING_START_EVENT)
-            return load_fail(L, ev->start_mark, "section '%s' must be a mapping of 'key: value' lines, got %s",
-                             section, event_kind(ev));
+            return load_fail(L, ev->start_mark,
+                             "section '%s' must be a mapping of 'key: value' lines, got %s", section,
+                             event_kind(ev));
         if (load_section(L, section)) return ERR_USER;
     }
 }
@@ -358,9 +360,10 @@ static int load_document(Loader *L) {
         is_null((const char *)ev->data.scalar.value))
         return load_fail(L, origin, "%s", empty);
     if (ev->type != YAML_MAPPING_START_EVENT)
-        return load_fail(L, ev->start_mark,
-                         "the top level must be a mapping of sections (model:, train:, data:, output:), got %s",
-                         event_kind(ev));
+        return load_fail(
+            L, ev->start_mark,
+            "the top level must be a mapping of sections (model:, train:, data:, output:), got %s",
+            event_kind(ev));
     if (load_sections(L) || advance(L) || advance(L)) return ERR_USER; /* ..., DOCUMENT-END, next */
     if (ev->type != YAML_STREAM_END_EVENT)
         return load_fail(L, ev->start_mark, "only one YAML document is allowed; remove the second '---'");
@@ -426,7 +429,9 @@ int config_load(Config *cfg, const char *path, UserError *err) {
         return file_fail(err, path, "cannot read the config: %s", strerror(EISDIR));
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return file_fail(err, path, "cannot read the config: it is %s, not a regular file",
-                         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+                         S_ISFIFO(st.st_mode)   ? "a FIFO"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                                                : "a device");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* replaced by a FIFO since: no wait */
     FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
     if (!f && fd >= 0) {
@@ -445,7 +450,8 @@ int config_load(Config *cfg, const char *path, UserError *err) {
     fclose(f);
     int rc = ERR_USER;
     if (failed) file_fail(err, path, "cannot read the config: %s", strerror(read_errno));
-    else if (len > MAX_CONFIG_BYTES) file_fail(err, path, "the config is larger than 1 MiB; is this the right file?");
+    else if (len > MAX_CONFIG_BYTES)
+        file_fail(err, path, "the config is larger than 1 MiB; is this the right file?");
     else rc = load_text(cfg, text, len, err);
     free(text);
     return rc;
@@ -460,7 +466,8 @@ int config_set(Config *cfg, const char *assignment, UserError *err) {
     const char *eq = strchr(assignment, '=');
     const char *value = eq ? eq + 1 : "";
     char message[1024];
-    int rc = ERR_USER, k = eq ? config_resolve_key(assignment, (size_t)(eq - assignment), message, sizeof message) : -1;
+    int rc = ERR_USER,
+        k = eq ? config_resolve_key(assignment, (size_t)(eq - assignment), message, sizeof message) : -1;
     Config scratch = *cfg; /* a failed override (say, a bad 3rd probe text) must leave cfg whole */
     Loader L;
     loader_start(&L, &scratch, err, value, strlen(value));
@@ -482,7 +489,8 @@ int config_set(Config *cfg, const char *assignment, UserError *err) {
     }
     loader_free(&L);
     if (rc == ERR_OK) {
-        scratch.marks[k] = (ConfigMark){config_set_file, ++scratch.n_set, 1}; /* later errors name this --set */
+        scratch.marks[k] =
+            (ConfigMark){config_set_file, ++scratch.n_set, 1}; /* later errors name this --set */
         *cfg = scratch;
     }
     return rc;

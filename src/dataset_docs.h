@@ -20,8 +20,8 @@ typedef struct {
     const char *description; /* one line: what the values are */
     const char *units;       /* "nats", "s", "steps", "1" (dimensionless), "token id", "none" */
     const char *dims[DATASET_MAX_DIMS + 1]; /* a label per dimension, then NULL */
-    const char *scale_of;    /* this dataset is the dimension scale with this name, or NULL */
-    const char *attach;      /* the dimension scale attached to dimension 0, or NULL */
+    const char *scale_of;                   /* this dataset is the dimension scale with this name, or NULL */
+    const char *attach;                     /* the dimension scale attached to dimension 0, or NULL */
 } DatasetDoc;
 
 /* The row for a dataset path ("/params/layer3/w_qkv"), with the description of a tensor under

@@ -23,8 +23,8 @@ typedef struct {
 
 /* Fill err (file, position, message from fmt; control characters become '?', so the text is
  * one printable line whatever the input held) and return ERR_USER. */
-__attribute__((format(printf, 5, 6)))
-int user_error(UserError *err, const char *file, int line, int col, const char *fmt, ...);
+__attribute__((format(printf, 5, 6))) int user_error(UserError *err, const char *file, int line, int col,
+                                                     const char *fmt, ...);
 int user_error_v(UserError *err, const char *file, int line, int col, const char *fmt, va_list ap);
 
 /* "file:line:col: message", "file: message" (line 0) or "message" (no file): the only place the

@@ -34,7 +34,7 @@ void evaluate_collect_maps(float *maps, const Model *m) {
     size_t TT = (size_t)T * T;
     for (int l = 0; l < L; l++) {
         const float *pattern = model_hook(m, HOOK_PATTERN, l); /* (B, H, T, T) */
-        CHECK(pattern); /* else thin heads' maps were never written */
+        CHECK(pattern);                                        /* else thin heads' maps were never written */
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
                 memcpy(maps + (((size_t)l * H + h) * B + b) * TT, pattern + ((size_t)b * H + h) * TT,

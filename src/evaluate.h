@@ -19,7 +19,7 @@ typedef struct Evaluator {
     float (*forward_batch)(struct Evaluator *ev, Model *m, int k);
     const Task *task; /* the held-out evaluator's; unused by others */
     Batch batch;
-    void *ctx;        /* free for other evaluators */
+    void *ctx; /* free for other evaluators */
 } Evaluator;
 
 /* The task's held-out batches: cfg->eval_batches of cfg->batch_size sequences (task_eval_batch). */

@@ -71,8 +71,9 @@ static void note_crash(int sig, siginfo_t *info, void *context) {
     remove_pending();
     const char *where = crash_site(context);
     fprintf(stderr, "harness: %s inside %s%s; no earlier result was replaced\n", strsignal(sig),
-            where ? where : "the harness", where && strstr(where, "hdf5")
-                ? " (HDF5 crashes in some error paths, e.g. when memory runs out)" : "");
+            where ? where : "the harness",
+            where && strstr(where, "hdf5") ? " (HDF5 crashes in some error paths, e.g. when memory runs out)"
+                                           : "");
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -83,7 +84,7 @@ void fatal_install(void) {
     return; /* AddressSanitizer's own SIGSEGV report says more (make SAN=1) */
 #endif
     void *warm[1];
-    backtrace(warm, 1); /* loads the unwinder now, not in a crash with memory gone */
+    backtrace(warm, 1);             /* loads the unwinder now, not in a crash with memory gone */
     static char alt_stack[1 << 16]; /* a stack overflow still gets its line */
     stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack, .ss_flags = 0};
     sigaltstack(&ss, NULL);

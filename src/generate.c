@@ -61,8 +61,8 @@ void kv_cache_init(KVCache *c, const Model *m, int capacity) {
 }
 
 void kv_cache_free(KVCache *c) {
-    float *blocks[] = {c->k, c->v, c->rope, c->h, c->z, c->z_qk, c->mean, c->rstd, c->qkv,
-                       c->qkv_v, c->att, c->gate, c->mixed, c->scores, c->logits};
+    float *blocks[] = {c->k,   c->v,     c->rope, c->h,    c->z,     c->z_qk,   c->mean,  c->rstd,
+                       c->qkv, c->qkv_v, c->att,  c->gate, c->mixed, c->scores, c->logits};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) free(blocks[i]);
     memset(c, 0, sizeof *c);
 }
@@ -83,8 +83,8 @@ static void rope_row(float *qkv, const float *angles, int n_rot_heads, int d_hea
 
 /* Each query head of the new position over the n cached keys of its K/V head: softmax of
  * q·k_j / sqrt(d_head) (with the sink's exp in the denominator), times the values. */
-static void attend_cached(float *out, float *scores, const float *qkv, const float *k,
-                          const float *v, const float *sink, int n, ModelShape s) {
+static void attend_cached(float *out, float *scores, const float *qkv, const float *k, const float *v,
+                          const float *sink, int n, ModelShape s) {
     const int H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)dh);
     for (int h = 0; h < H; h++) {
@@ -124,7 +124,8 @@ static void step_layer(KVCache *c, int l, int t) {
     layernorm_forward(c->z, c->mean, c->rstd, c->h, p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, 1, D);
     if (s.pos == POS_SHORTFORMER) { /* Q and K read LN(h + W_pos[t]), V reads LN(h) */
         position_add_forward(c->z_qk, c->h, p->pos_emb + (size_t)t * D, 1, 1, D);
-        layernorm_forward(c->z_qk, c->mean, c->rstd, c->z_qk, p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, 1, D);
+        layernorm_forward(c->z_qk, c->mean, c->rstd, c->z_qk, p->ln_g + (size_t)l * D,
+                          p->ln_b + (size_t)l * D, 1, D);
         linear_forward(c->qkv, c->z_qk, w_qkv, b_qkv, 1, D, W);
         linear_forward(c->qkv_v, c->z, w_qkv, b_qkv, 1, D, W);
         column_merge_forward(c->qkv, c->qkv, c->qkv_v, 1, W, E + Ekv);
@@ -153,7 +154,8 @@ const float *kv_cache_step(KVCache *c, int token) {
     const ParamTensors *p = &m->params;
     const int t = c->len, D = s.d_model;
     CHECK(t < c->capacity && token >= 0 && token < s.vocab_size);
-    embedding_forward(c->h, &token, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb + (size_t)t * D : NULL, 1, 1, D);
+    embedding_forward(c->h, &token, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb + (size_t)t * D : NULL, 1,
+                      1, D);
     for (int l = 0; l < s.n_layer; l++) step_layer(c, l, t);
     layernorm_forward(c->z, c->mean, c->rstd, c->h, p->lnf_g, p->lnf_b, 1, D);
     linear_forward(c->logits, c->z, p->w_unembed, NULL, 1, D, s.vocab_size);
@@ -192,9 +194,10 @@ typedef struct {
     int integer;
 } NumberOption;
 enum { OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, N_NUMBER_OPTIONS };
-static const NumberOption number_options[N_NUMBER_OPTIONS] = {
-    {"--max-new", 0, 1 << 30, 1}, {"--temperature", 1e-6, 1e6, 0}, {"--top-k", 1, 1 << 30, 1},
-    {"--seed", 0, 9007199254740992.0, 1}};
+static const NumberOption number_options[N_NUMBER_OPTIONS] = {{"--max-new", 0, 1 << 30, 1},
+                                                              {"--temperature", 1e-6, 1e6, 0},
+                                                              {"--top-k", 1, 1 << 30, 1},
+                                                              {"--seed", 0, 9007199254740992.0, 1}};
 
 /* The value of a numeric option; 0 when it is not a number in its range (an integer where it must be). */
 static int parse_number(const NumberOption *o, const char *text, double *out) {
@@ -230,7 +233,9 @@ static int parse_args(int argc, char **argv, GenerateArgs *a) {
             const NumberOption *o = &number_options[number];
             if (!parse_number(o, value, &x)) {
                 fprintf(stderr, "harness generate: %s '%s': expected %s\n%s", opt, value,
-                        !o->integer ? "a number above 0" : o->lo > 0 ? "a positive integer" : "a non-negative integer",
+                        !o->integer ? "a number above 0"
+                        : o->lo > 0 ? "a positive integer"
+                                    : "a non-negative integer",
                         generate_usage);
                 return 2;
             }
@@ -242,15 +247,16 @@ static int parse_args(int argc, char **argv, GenerateArgs *a) {
             else a->seed = (long long)x;
         } else if (opt[0] != '-' && !a->path) a->path = opt;
         else {
-            fprintf(stderr, "harness generate: %s '%s'\n%s", opt[0] == '-' ? "unknown option" : "unexpected argument",
-                    opt, generate_usage);
+            fprintf(stderr, "harness generate: %s '%s'\n%s",
+                    opt[0] == '-' ? "unknown option" : "unexpected argument", opt, generate_usage);
             return 2;
         }
     }
-    const char *problem = !a->path ? "no results file given"
-                        : (!a->prompt) == (!a->token_list) ? "give exactly one of --prompt and --tokens"
-                        : (given[OPT_TOP_K] || given[OPT_SEED]) && !given[OPT_TEMPERATURE] ? "--top-k and --seed sample: give --temperature too"
-                        : NULL;
+    const char *problem = !a->path                           ? "no results file given"
+                          : (!a->prompt) == (!a->token_list) ? "give exactly one of --prompt and --tokens"
+                          : (given[OPT_TOP_K] || given[OPT_SEED]) && !given[OPT_TEMPERATURE]
+                              ? "--top-k and --seed sample: give --temperature too"
+                              : NULL;
     if (problem) {
         fprintf(stderr, "harness generate: %s\n%s", problem, generate_usage);
         return 2;
@@ -301,9 +307,10 @@ static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *vo
     int rc = run_vocab_input(a->path, cfg, voc, a->prompt, a->token_list, tokens, &n, err);
     int learned = cfg->pos == POS_LEARNED || cfg->pos == POS_SHORTFORMER;
     if (rc == ERR_OK && learned && n + a->max_new > cfg->seq_len)
-        rc = user_error(err, a->path, 0, 0, "the model has learned positions for %d tokens only (seq_len): "
-                        "%d input tokens + --max-new %d = %d; give --max-new %d or less", cfg->seq_len, n,
-                        a->max_new, n + a->max_new, cfg->seq_len - n);
+        rc = user_error(err, a->path, 0, 0,
+                        "the model has learned positions for %d tokens only (seq_len): "
+                        "%d input tokens + --max-new %d = %d; give --max-new %d or less",
+                        cfg->seq_len, n, a->max_new, n + a->max_new, cfg->seq_len - n);
     if (rc != ERR_OK) {
         free(tokens);
         return rc;

@@ -17,11 +17,11 @@
 #include "model.h"
 
 typedef struct {
-    const Model *m;   /* parameters only (read, never written): its activations are not used */
-    int capacity;     /* positions the cache has room for */
-    int len;          /* tokens fed so far: the next token's position */
-    float *k, *v;     /* (L, capacity, H_kv, d_head) each */
-    float *rope;      /* (capacity, rope_dims): cos of each pair's angle, then sin (rotary only) */
+    const Model *m; /* parameters only (read, never written): its activations are not used */
+    int capacity;   /* positions the cache has room for */
+    int len;        /* tokens fed so far: the next token's position */
+    float *k, *v;   /* (L, capacity, H_kv, d_head) each */
+    float *rope;    /* (capacity, rope_dims): cos of each pair's angle, then sin (rotary only) */
     float *h, *z, *z_qk, *mean, *rstd, *qkv, *qkv_v, *att, *gate, *mixed, *scores, *logits;
 } KVCache;
 

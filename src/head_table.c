@@ -8,7 +8,8 @@
 void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, const int *classes,
                       const double *delta, const double *delta_mean, const double *importance) {
     int L = n_layer, H = n_head, LH = L * H;
-    fprintf(out, "\nlayer  head  class      top score         Δloss zeroed  Δloss mean-ablated  importance\n");
+    fprintf(out,
+            "\nlayer  head  class      top score         Δloss zeroed  Δloss mean-ablated  importance\n");
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < H; h++) {
             int i = l * H + h, top = 0;
@@ -19,8 +20,8 @@ void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, 
                     delta[i], delta_mean[i], importance[i]);
         }
     }
-    static const int order[] = {PATTERN_PREV, PATTERN_INDUCTION, PATTERN_DUPLICATE, PATTERN_SELF,
-                                PATTERN_FIRST, CLASS_MIXED};
+    static const int order[] = {PATTERN_PREV, PATTERN_INDUCTION, PATTERN_DUPLICATE,
+                                PATTERN_SELF, PATTERN_FIRST,     CLASS_MIXED};
     fprintf(out, "\n");
     for (int k = 0; k < N_CLASSES; k++) {
         int count = 0;

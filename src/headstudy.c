@@ -74,23 +74,25 @@ static void top_k_composition(const Circuits *c, char *out, size_t size) {
         return;
     }
     int later = (int)(best / LH), earlier = (int)(best % LH), H = c->n_head;
-    snprintf(out, size, "L%dH%d <- L%dH%d %.3f (random matrices: %.3f)", later / H, later % H,
-             earlier / H, earlier % H, c->score[COMPOSE_K][best], c->baseline[COMPOSE_K]);
+    snprintf(out, size, "L%dH%d <- L%dH%d %.3f (random matrices: %.3f)", later / H, later % H, earlier / H,
+             earlier % H, c->score[COMPOSE_K][best], c->baseline[COMPOSE_K]);
 }
 
 void head_study_print(const HeadStudy *hs, FILE *out) {
     const int LH = hs->n_layer * hs->n_head;
     if (hs->step_heads) {
-        fprintf(out, "\npruning (%d head%s a step, importance measured again after each): heads needed "
-                "for an eval loss within max(%g%% of %.4f, %g nats) of it:", hs->step_heads,
-                hs->step_heads == 1 ? "" : "s", 100 * PRUNE_TOLERANCE_RELATIVE, hs->eval_loss,
+        fprintf(out,
+                "\npruning (%d head%s a step, importance measured again after each): heads needed "
+                "for an eval loss within max(%g%% of %.4f, %g nats) of it:",
+                hs->step_heads, hs->step_heads == 1 ? "" : "s", 100 * PRUNE_TOLERANCE_RELATIVE, hs->eval_loss,
                 PRUNE_TOLERANCE_FLOOR);
         for (int c = 0; c < N_PRUNE_CRITERIA; c++)
             fprintf(out, " %d of %d (%s)%s",
                     prune_heads_needed(&hs->curve[c], PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR), LH,
                     prune_criterion_names[c], c + 1 < N_PRUNE_CRITERIA ? "," : "\n");
         if (hs->eval_loss < PRUNE_TOLERANCE_FLOOR)
-            fprintf(out, "warning: the eval loss %.4f is below the %g-nat floor of the tolerance: heads needed "
+            fprintf(out,
+                    "warning: the eval loss %.4f is below the %g-nat floor of the tolerance: heads needed "
                     "counts the heads whose removal costs more than the floor, a coarse count here\n",
                     hs->eval_loss, PRUNE_TOLERANCE_FLOOR);
         fprintf(out, "one head per layer (the best one kept, the layer's others ablated): ");
@@ -122,12 +124,13 @@ static int check_prunable(const char *path, UserError *err) {
     RunStatus status = results_read_status(path, name, sizeof name);
     if (!name[0])
         return user_error(err, path, 0, 0, "not a harness results file (%s)",
-                 access(path, R_OK) != 0 ? strerror(errno)
-                                         : "not HDF5, truncated, or without a status attribute");
+                          access(path, R_OK) != 0 ? strerror(errno)
+                                                  : "not HDF5, truncated, or without a status attribute");
     else if (status != RUN_COMPLETE)
         return user_error(err, path, 0, 0, "the run is %s; prune needs a complete run%s", name,
-                 status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
-                 : status == RUN_DIVERGED ? " (a diverged run has no trained model to prune)" : "");
+                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
+                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to prune)"
+                                                    : "");
     return ERR_OK;
 }
 

@@ -22,9 +22,9 @@ typedef struct {
     double *importance;              /* (L·H) Michel et al.: mean |d loss / d gate| at gate 1 */
     double *importance_normalized;   /* (L·H) the same divided by its layer's L2 norm */
     PruneCurve curve[N_PRUNE_CRITERIA];
-    double *one_delta;               /* (L·H) Δloss keeping only head h in layer l */
-    int *one_best;                   /* (L) */
-    double *one_best_delta;          /* (L) */
+    double *one_delta;      /* (L·H) Δloss keeping only head h in layer l */
+    int *one_best;          /* (L) */
+    double *one_best_delta; /* (L) */
     Circuits circuits;
 } HeadStudy;
 

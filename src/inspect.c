@@ -87,8 +87,10 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
     *a = (InspectArgs){NULL, NULL, NULL, -1, -1, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int *number = !strcmp(opt, "--layer") ? &a->layer : !strcmp(opt, "--head") ? &a->head
-                                                         : !strcmp(opt, "--top") ? &a->top : NULL;
+        int *number = !strcmp(opt, "--layer")  ? &a->layer
+                      : !strcmp(opt, "--head") ? &a->head
+                      : !strcmp(opt, "--top")  ? &a->top
+                                               : NULL;
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
             fputs(inspect_usage, stdout);
             return 1;
@@ -103,13 +105,17 @@ static int parse_args(int argc, char **argv, InspectArgs *a) {
         } else if (opt[0] != '-' && !a->path) a->path = opt;
         else {
             int known = number || !strcmp(opt, "--prompt") || !strcmp(opt, "--tokens");
-            fprintf(stderr, "harness inspect: %s '%s'\n%s", known ? "no value for" : opt[0] == '-' ? "unknown option"
-                                                                                     : "unexpected argument", opt, inspect_usage);
+            fprintf(stderr, "harness inspect: %s '%s'\n%s",
+                    known           ? "no value for"
+                    : opt[0] == '-' ? "unknown option"
+                                    : "unexpected argument",
+                    opt, inspect_usage);
             return 2;
         }
     }
     if (!a->path || (!a->prompt) == (!a->token_list)) {
-        fprintf(stderr, "harness inspect: %s\n%s", !a->path ? "no results file given" : "give exactly one of --prompt and --tokens",
+        fprintf(stderr, "harness inspect: %s\n%s",
+                !a->path ? "no results file given" : "give exactly one of --prompt and --tokens",
                 inspect_usage);
         return 2;
     }
@@ -123,11 +129,13 @@ int run_vocab_input(const char *path, const Config *cfg, const RunVocab *voc, co
         T = tokenizer_encode(&voc->tok, prompt, tokens, cfg->seq_len + 1);
     } else if (prompt) {
         if (!voc->is_bytes) {
-            return user_error(err, path, 0, 0, "this model was trained on the %s task %s; use --tokens",
-                              config_task_name(cfg->task), cfg->task == TASK_TOKENS
-                                  ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it "
-                                    "cannot encode text"
-                                  : "whose tokens are not bytes");
+            return user_error(
+                err, path, 0, 0, "this model was trained on the %s task %s; use --tokens",
+                config_task_name(cfg->task),
+                cfg->task == TASK_TOKENS
+                    ? "without a tokenizer (no /tokenizer/model: data.tokenizer was not set), so it "
+                      "cannot encode text"
+                    : "whose tokens are not bytes");
         }
         for (const char *c = prompt; *c && T <= cfg->seq_len; c++) tokens[T++] = (unsigned char)*c;
     } else {
@@ -144,8 +152,8 @@ int run_vocab_input(const char *path, const Config *cfg, const RunVocab *voc, co
         }
     }
     if (T < 1 || T > cfg->seq_len)
-        return user_error(err, path, 0, 0, "the input must hold 1 to seq_len = %d tokens, not %d%s", cfg->seq_len,
-                          T, T > cfg->seq_len ? " (or more)" : "");
+        return user_error(err, path, 0, 0, "the input must hold 1 to seq_len = %d tokens, not %d%s",
+                          cfg->seq_len, T, T > cfg->seq_len ? " (or more)" : "");
     *n = T;
     return ERR_OK;
 }
@@ -186,7 +194,9 @@ static void print_top(const float *logits, int V, int K, const RunVocab *voc) {
     for (int v = 1; v < V; v++) max = logits[v] > max ? logits[v] : max;
     for (int v = 0; v < V; v++) sum += exp(logits[v] - max);
     int *taken = xcalloc((size_t)V, sizeof(int));
-    printf(K == 1 ? "next token predicted after the last input:" : "the %d most likely next tokens after the last input:", K);
+    printf(K == 1 ? "next token predicted after the last input:"
+                  : "the %d most likely next tokens after the last input:",
+           K);
     for (int k = 0; k < K && k < V; k++) {
         int best = -1;
         for (int v = 0; v < V; v++)
@@ -202,9 +212,11 @@ static void print_top(const float *logits, int V, int K, const RunVocab *voc) {
 /* Which layers and heads to print: an error if --layer, --head or --top is out of range. */
 static int check_selection(const InspectArgs *a, const Config *cfg, UserError *err) {
     if (a->layer >= cfg->n_layer || a->head >= cfg->n_head || a->top > cfg->vocab_size)
-        return user_error(err, a->path, 0, 0, "the model has %d layers, %d heads per layer and %d tokens; --layer "
-                          "must be below %d, --head below %d, --top at most %d", cfg->n_layer, cfg->n_head,
-                          cfg->vocab_size, cfg->n_layer, cfg->n_head, cfg->vocab_size);
+        return user_error(err, a->path, 0, 0,
+                          "the model has %d layers, %d heads per layer and %d tokens; --layer "
+                          "must be below %d, --head below %d, --top at most %d",
+                          cfg->n_layer, cfg->n_head, cfg->vocab_size, cfg->n_layer, cfg->n_head,
+                          cfg->vocab_size);
     return ERR_OK;
 }
 

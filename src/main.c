@@ -124,8 +124,8 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
     model_init(&model, model_shape_from_config(&cfg), max_batch);
     model_init_weights(&model, (uint64_t)cfg.seed);
     int exit_code = 0;
-    if (cfg.init_from[0] &&
-        results_read_tensors(cfg.init_from, "/params", &model, model.param_block, config_mark(&cfg, "train.init_from"), &err) != ERR_OK) {
+    if (cfg.init_from[0] && results_read_tensors(cfg.init_from, "/params", &model, model.param_block,
+                                                 config_mark(&cfg, "train.init_from"), &err) != ERR_OK) {
         exit_code = report(&err);
     } else if (dump_path) {
         exit_code = dump_grads(&model, &task, &cfg, dump_path);
@@ -139,7 +139,9 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
                 exit_code = report(&err);
             else {
                 fprintf(stderr, "%s: %s\n", cfg.out_path, run_status_name(status));
-                exit_code = status == RUN_COMPLETE ? 0 : status == RUN_DIVERGED ? EXIT_DIVERGED : EXIT_INTERRUPTED;
+                exit_code = status == RUN_COMPLETE   ? 0
+                            : status == RUN_DIVERGED ? EXIT_DIVERGED
+                                                     : EXIT_INTERRUPTED;
             }
         }
     }
@@ -215,7 +217,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         return EXIT_USER_ERROR;
     }
     if (a->overwrite && a->resume) {
-        fprintf(stderr, "harness: --resume continues what is at output.path and --overwrite discards it: give one\n");
+        fprintf(stderr,
+                "harness: --resume continues what is at output.path and --overwrite discards it: give one\n");
         return EXIT_USER_ERROR;
     }
     return -1;
@@ -232,17 +235,21 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
     RunFiles rf;
     results_run_files(cfg->out_path, &rf);
     if (rf.result.is_dir)
-        return config_key_error(cfg, "output.path", err, "'%s' is a directory; output.path names the results "
-                               "file (e.g. %s/run.h5)", cfg->out_path, cfg->out_path);
+        return config_key_error(cfg, "output.path", err,
+                                "'%s' is a directory; output.path names the results "
+                                "file (e.g. %s/run.h5)",
+                                cfg->out_path, cfg->out_path);
     struct statvfs fs;
     char dir[CONFIG_PATH_MAX + 8];
     snprintf(dir, sizeof dir, "%s", cfg->out_path);
     double need = shapes_disk_bytes(cfg);
     if (statvfs(dirname(dir), &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
-        return config_key_error(cfg, "output.path", err, "the run needs up to %.1f MiB on the disk of '%s' (the results "
-                               "file and two checkpoints, maps uncompressed), but only %.1f MiB are free; refused "
-                               "before step 1: free some space or set output.path elsewhere", need / 1048576.0,
-                               cfg->out_path, (double)fs.f_bavail * fs.f_frsize / 1048576.0);
+        return config_key_error(
+            cfg, "output.path", err,
+            "the run needs up to %.1f MiB on the disk of '%s' (the results "
+            "file and two checkpoints, maps uncompressed), but only %.1f MiB are free; refused "
+            "before step 1: free some space or set output.path elsewhere",
+            need / 1048576.0, cfg->out_path, (double)fs.f_bavail * fs.f_frsize / 1048576.0);
     if (resume || !results_run_files_any(&rf)) return ERR_OK;
     char what[2400];
     results_run_files_describe(&rf, what, sizeof what);
@@ -253,11 +260,14 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
         results_remove_temps(rf.checkpoint.path);
         return ERR_OK;
     }
-    return config_key_error(cfg, "output.path", err, "'%s' holds %s; nothing was changed: %s--overwrite "
-                           "discards it and trains afresh (or set output.path elsewhere)", cfg->out_path, what,
-                           !can_resume ? "" : source.place ? "harness --resume moves it into place, " :
-                           source.status == RUN_TRAINED ? "harness --resume runs only the study, " :
-                           "harness --resume continues it, ");
+    return config_key_error(cfg, "output.path", err,
+                            "'%s' holds %s; nothing was changed: %s--overwrite "
+                            "discards it and trains afresh (or set output.path elsewhere)",
+                            cfg->out_path, what,
+                            !can_resume                    ? ""
+                            : source.place                 ? "harness --resume moves it into place, "
+                            : source.status == RUN_TRAINED ? "harness --resume runs only the study, "
+                                                           : "harness --resume continues it, ");
 }
 
 /* train.threads (0: every processor) for everything after: training, the study, and the
@@ -277,8 +287,9 @@ static void warn_threads(const Config *cfg) {
 #ifdef _OPENMP
     if (cfg->threads > omp_get_num_procs()) {
         ConfigMark at = config_mark(cfg, "train.threads");
-        fprintf(stderr, "warning: %s:%d:%d: train.threads is %d, but this process may use %d CPUs; "
-                        "the extra threads share them and slow every step down (0 = one per CPU)\n",
+        fprintf(stderr,
+                "warning: %s:%d:%d: train.threads is %d, but this process may use %d CPUs; "
+                "the extra threads share them and slow every step down (0 = one per CPU)\n",
                 at.file && at.file[0] ? at.file : "(defaults)", at.line ? at.line : 1, at.line ? at.col : 1,
                 cfg->threads, omp_get_num_procs());
     }
@@ -318,7 +329,8 @@ static int locked_run(const Config *cfg, const char *dump_path, int overwrite, i
 static int analyze_main(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-') {
         int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        fprintf(help ? stdout : stderr, "usage: harness analyze RUN.h5\nRuns the end-of-run study (ablations, "
+        fprintf(help ? stdout : stderr,
+                "usage: harness analyze RUN.h5\nRuns the end-of-run study (ablations, "
                 "importance, pruning, composition) of a run whose training is done but whose study did not "
                 "finish (RUN.h5.ckpt has status trained), with no training step, and writes RUN.h5.\n");
         return help ? 0 : EXIT_USER_ERROR;
@@ -327,12 +339,14 @@ static int analyze_main(int argc, char **argv) {
     RunFiles rf;
     results_run_files(path, &rf);
     const RunFile *from = rf.checkpoint.status == RUN_TRAINED ? &rf.checkpoint
-                          : rf.stranded.status == RUN_TRAINED ? &rf.stranded : NULL;
+                          : rf.stranded.status == RUN_TRAINED ? &rf.stranded
+                                                              : NULL;
     if (!from) {
         char what[2400];
         results_run_files_describe(&rf, what, sizeof what);
-        fprintf(stderr, "harness analyze: %s: no trained run whose study is pending there (it holds %s)%s\n", path,
-                what, rf.result.status == RUN_COMPLETE ? "; harness prune adds curves to a complete run" : "");
+        fprintf(stderr, "harness analyze: %s: no trained run whose study is pending there (it holds %s)%s\n",
+                path, what,
+                rf.result.status == RUN_COMPLETE ? "; harness prune adds curves to a complete run" : "");
         return EXIT_USER_ERROR;
     }
     Config cfg;

@@ -15,22 +15,19 @@
 
 ModelShape model_shape_from_config(const Config *cfg) {
     CHECK(cfg->resolved); /* d_head, n_kv_head and rope_dims are config_resolve's */
-    ModelShape s = {cfg->vocab_size, cfg->d_model, cfg->n_head, cfg->d_head, cfg->n_layer,
-                    cfg->seq_len, cfg->n_kv_head, cfg->pos, cfg->rope_dims, cfg->rope_base,
-                    cfg->output_gate, cfg->sink};
+    ModelShape s = {cfg->vocab_size, cfg->d_model,   cfg->n_head,      cfg->d_head,
+                    cfg->n_layer,    cfg->seq_len,   cfg->n_kv_head,   cfg->pos,
+                    cfg->rope_dims,  cfg->rope_base, cfg->output_gate, cfg->sink};
     return s;
 }
 
 static int uses_pos_emb(ModelShape s) { return s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER; }
 
 /* Width of the fused projection: Q for every head, K and V for every K/V head. */
-static size_t qkv_width(ModelShape s) {
-    return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head;
-}
+static size_t qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head; }
 
 /* Append one tensor (or one layer's slice of a per-layer tensor) to the table. */
-static void add_tensor(Model *m, const char *name, int layer, size_t rows, size_t cols,
-                       size_t offset) {
+static void add_tensor(Model *m, const char *name, int layer, size_t rows, size_t cols, size_t offset) {
     CHECK(m->n_tensors < MODEL_MAX_TENSORS);
     TensorSpec *t = &m->tensors[m->n_tensors++];
     if (layer >= 0) snprintf(t->name, sizeof t->name, "layer%d/%s", layer, name);
@@ -74,7 +71,7 @@ static void build_tensor_table(Model *m) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, E = (size_t)s.n_head * s.d_head;
     size_t W = qkv_width(s);
     const ParamTensors *p = &m->params;
-#define OFF(ptr) ((size_t)((ptr) - m->param_block))
+#define OFF(ptr) ((size_t)((ptr)-m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
     if (uses_pos_emb(s)) add_tensor(m, "pos_emb", -1, T, D, OFF(p->pos_emb));
     for (int l = 0; l < s.n_layer; l++) {
@@ -231,8 +228,8 @@ typedef struct {
     Model *m;
     const Interventions *iv; /* the forward's */
     int l, B, T, BT;
-    float *d;                /* backward: the gradient at the output of the stage being run */
-    GradWrite d_z_write;     /* backward: the first stage to reach z = LN(h) sets its gradient,
+    float *d;            /* backward: the gradient at the output of the stage being run */
+    GradWrite d_z_write; /* backward: the first stage to reach z = LN(h) sets its gradient,
                               * the next adds to it */
 } Pass;
 
@@ -255,8 +252,8 @@ static float *slice(const Pass *p, float *tensor, size_t width) {
 size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps) {
     Activations unused;
     size_t maps = (size_t)s.n_layer * B * s.n_head * T * T;
-    int keeps = keep_maps || (attention_reads_maps(s.d_head) &&
-                              maps <= point_activations(&unused, NULL, s, max_batch));
+    int keeps = keep_maps ||
+                (attention_reads_maps(s.d_head) && maps <= point_activations(&unused, NULL, s, max_batch));
     return keeps ? maps : 0;
 }
 
@@ -305,8 +302,8 @@ static void layernorm_fwd(Pass *p) {
     const Model *m = p->m;
     const size_t D = m->shape.d_model;
     layernorm_forward(slice(p, m->act.ln_out, D), slice(p, m->act.ln_mean, 1), slice(p, m->act.ln_rstd, 1),
-                      slice(p, m->act.residual, D), m->params.ln_g + p->l * D, m->params.ln_b + p->l * D, p->BT,
-                      (int)D);
+                      slice(p, m->act.residual, D), m->params.ln_g + p->l * D, m->params.ln_b + p->l * D,
+                      p->BT, (int)D);
 }
 static void layernorm_bwd(Pass *p) {
     Model *m = p->m;
@@ -361,8 +358,8 @@ static void project_shortformer_bwd(Pass *p) {
     float *dw = m->grads.w_qkv + p->l * D * W, *db = m->grads.b_qkv + p->l * W;
     Activations *a = &m->act;
     column_merge_backward(NULL, a->d_qkv_part, p->d, p->BT, (int)W, VOFF); /* the V part, through z */
-    linear_backward(a->d_ln_out, p->d_z_write, dw, db, a->d_qkv_part, slice(p, a->ln_out, D), w, p->BT, (int)D,
-                    (int)W);
+    linear_backward(a->d_ln_out, p->d_z_write, dw, db, a->d_qkv_part, slice(p, a->ln_out, D), w, p->BT,
+                    (int)D, (int)W);
     p->d_z_write = GRAD_ADD;
     column_merge_backward(a->d_qkv_part, NULL, p->d, p->BT, (int)W, VOFF); /* Q|K, through LN(h + W_pos) */
     linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, slice(p, a->ln_qk_out, D), w, p->BT, (int)D,
@@ -377,8 +374,8 @@ static void project_shortformer_bwd(Pass *p) {
 /* ---- rotary: Q and K rotated in place */
 static void rotary_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    rope_forward(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, s.n_head, s.n_kv_head, s.d_head, s.rope_dims,
-                 s.rope_base);
+    rope_forward(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, s.n_head, s.n_kv_head, s.d_head,
+                 s.rope_dims, s.rope_base);
 }
 static void rotary_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
@@ -404,7 +401,8 @@ static void kv_repeat_bwd(Pass *p) {
 static const float *attend_input(const Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
-    return s.n_kv_head < s.n_head ? slice(p, p->m->act.qkv_full, 3 * E) : slice(p, p->m->act.qkv, qkv_width(s));
+    return s.n_kv_head < s.n_head ? slice(p, p->m->act.qkv_full, 3 * E)
+                                  : slice(p, p->m->act.qkv, qkv_width(s));
 }
 static float *attend_lse(const Pass *p) {
     const ModelShape s = p->m->shape;
@@ -416,19 +414,21 @@ static void attend_fwd(Pass *p) {
     const size_t E = (size_t)s.n_head * s.d_head;
     int keep = keeps_maps(m);
     if (keep) reserve_maps(m);
-    attention_forward(slice(p, m->act.att_out, E), keep ? layer_maps(m, p->l) : NULL, attend_lse(p), attend_input(p),
-                      s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T, s.n_head, s.d_head);
+    attention_forward(slice(p, m->act.att_out, E), keep ? layer_maps(m, p->l) : NULL, attend_lse(p),
+                      attend_input(p), s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T,
+                      s.n_head, s.d_head);
 }
 static void attend_bwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
     const size_t E = (size_t)s.n_head * s.d_head, H = s.n_head;
     const float *att = slice(p, m->act.att_out, E);
-    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, model_hook(m, HOOK_PATTERN, p->l), attend_lse(p),
-                       s.sink ? m->params.sink + p->l * H : NULL, p->B, p->T, s.n_head, s.d_head);
+    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, model_hook(m, HOOK_PATTERN, p->l),
+                       attend_lse(p), s.sink ? m->params.sink + p->l * H : NULL, p->B, p->T, s.n_head,
+                       s.d_head);
     if (s.sink)
-        attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H, p->B,
-                                p->T, s.n_head, s.d_head);
+        attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H,
+                                p->B, p->T, s.n_head, s.d_head);
     p->d = m->act.d_qkv;
 }
 
@@ -437,8 +437,8 @@ static void output_gate_fwd(Pass *p) {
     Model *m = p->m;
     const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
     float *gate = slice(p, m->act.gate, E);
-    linear_forward(gate, slice(p, m->act.ln_out, D), m->params.w_gate + p->l * D * E, m->params.b_gate + p->l * E,
-                   p->BT, (int)D, (int)E);
+    linear_forward(gate, slice(p, m->act.ln_out, D), m->params.w_gate + p->l * D * E,
+                   m->params.b_gate + p->l * E, p->BT, (int)D, (int)E);
     sigmoid_gate_forward(slice(p, m->act.att_gated, E), gate, slice(p, m->act.att_out, E), p->BT * E);
 }
 static void output_gate_bwd(Pass *p) {
@@ -448,8 +448,9 @@ static void output_gate_bwd(Pass *p) {
     memset(a->d_o, 0, sizeof(float) * p->BT * E);
     memset(a->d_gate, 0, sizeof(float) * p->BT * E);
     sigmoid_gate_backward(a->d_o, a->d_gate, p->d, slice(p, a->att_out, E), slice(p, a->gate, E), p->BT * E);
-    linear_backward(a->d_ln_out, p->d_z_write, m->grads.w_gate + p->l * D * E, m->grads.b_gate + p->l * E, a->d_gate,
-                    slice(p, a->ln_out, D), m->params.w_gate + p->l * D * E, p->BT, (int)D, (int)E);
+    linear_backward(a->d_ln_out, p->d_z_write, m->grads.w_gate + p->l * D * E, m->grads.b_gate + p->l * E,
+                    a->d_gate, slice(p, a->ln_out, D), m->params.w_gate + p->l * D * E, p->BT, (int)D,
+                    (int)E);
     p->d_z_write = GRAD_ADD;
     p->d = a->d_o;
 }
@@ -459,8 +460,9 @@ static void output_gate_bwd(Pass *p) {
 static const float *layer_fill(const Pass *p) {
     const HeadFill *f = &p->iv->fill;
     const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
-    return f->kind == HEAD_FILL_PER_HEAD ? f->values + p->l * E
-           : f->kind == HEAD_FILL_PER_TOKEN ? f->values + (size_t)p->l * p->BT * E : NULL;
+    return f->kind == HEAD_FILL_PER_HEAD    ? f->values + p->l * E
+           : f->kind == HEAD_FILL_PER_TOKEN ? f->values + (size_t)p->l * p->BT * E
+                                            : NULL;
 }
 /* The input of W_o: hook_head_mix. */
 static const float *head_mix_output(const Pass *p) {
@@ -516,7 +518,8 @@ static void w_o_bwd(Pass *p) {
     Model *m = p->m;
     const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
     linear_backward(m->act.d_att_out, GRAD_SET, m->grads.w_o + p->l * E * D, m->grads.b_o + p->l * D,
-                    m->act.d_residual, head_mix_output(p), m->params.w_o + p->l * E * D, p->BT, (int)E, (int)D);
+                    m->act.d_residual, head_mix_output(p), m->params.w_o + p->l * E * D, p->BT, (int)E,
+                    (int)D);
     p->d = m->act.d_att_out;
 }
 
@@ -566,8 +569,7 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
     const int reused = iv->start_layer > 0 && !iv->start_state; /* the layers before it */
-    if (reused)
-        CHECK(m->last.whole && m->last.batch == B && m->last.seq == T && m->last.tokens == tokens);
+    if (reused) CHECK(m->last.whole && m->last.batch == B && m->last.seq == T && m->last.tokens == tokens);
     m->last.batch = B;
     m->last.seq = T;
     m->last.tokens = tokens;
@@ -581,7 +583,8 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
-    for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++) m->plan.stage[i]->forward(&p);
+    for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
+        m->plan.stage[i]->forward(&p);
 }
 
 float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
@@ -600,8 +603,8 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
     for (int l = first; l < L; l++) forward_layer(m, l, iv->start_state && l == first);
-    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g, p->lnf_b,
-                      BT, D);
+    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
+                      p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
     if (!targets) {
         m->last.loss = NAN;
@@ -627,10 +630,11 @@ void model_backward(Model *m) {
     Activations *a = &m->act;
 
     crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
-    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D, V);
+    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D,
+                    V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
-    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out, a->residual + (size_t)L * BT * D, p->lnf_g,
-                       a->lnf_mean, a->lnf_rstd, BT, D);
+    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out, a->residual + (size_t)L * BT * D,
+                       p->lnf_g, a->lnf_mean, a->lnf_rstd, BT, D);
     for (int l = L - 1; l >= 0; l--) {
         Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
         for (int i = m->plan.n_stages - 1; i >= 0; i--) {
@@ -638,15 +642,15 @@ void model_backward(Model *m) {
             if (!params && l == 0 && i == m->plan.head_mix) return; /* nothing below moves a gate */
         }
     }
-    embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual, m->last.tokens, B, T,
-                       D, V);
+    embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual, m->last.tokens, B,
+                       T, D, V);
 }
 
 /* ---------------------------------------------------------------- hook points */
 
 static const char *const hook_names[N_HOOKS] = {
-    [HOOK_RESID_PRE] = "blocks.{l}.hook_resid_pre", [HOOK_QKV] = "blocks.{l}.attn.hook_qkv",
-    [HOOK_PATTERN] = "blocks.{l}.attn.hook_pattern", [HOOK_Z] = "blocks.{l}.attn.hook_z",
+    [HOOK_RESID_PRE] = "blocks.{l}.hook_resid_pre",    [HOOK_QKV] = "blocks.{l}.attn.hook_qkv",
+    [HOOK_PATTERN] = "blocks.{l}.attn.hook_pattern",   [HOOK_Z] = "blocks.{l}.attn.hook_z",
     [HOOK_HEAD_MIX] = "blocks.{l}.attn.hook_head_mix", [HOOK_RESID_POST] = "blocks.{l}.hook_resid_post",
 };
 
@@ -689,7 +693,8 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     const int first = m->last.iv.start_layer;
     /* a forward from a HeadState has nothing of the layers before it, and of its own layer
      * only the state and what follows the head mix */
-    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN)))) return NULL;
+    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
+        return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
     switch (p) {
     case HOOK_RESID_PRE: return m->act.residual + layer * BT * D;
@@ -724,8 +729,8 @@ ModelCost model_cost(ModelShape s) {
                      L * (c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_sink +
                           c.params_layer_ln) +
                      c.params_final;
-    c.flops_forward = L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) +
-                      c.flops_unembed;
+    c.flops_forward =
+        L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) + c.flops_unembed;
     c.kv_cache_values = 2 * s.n_kv_head * (double)s.d_head * L; /* per token */
     return c;
 }

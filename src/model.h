@@ -20,12 +20,12 @@
 
 typedef struct {
     int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
-    int n_kv_head;            /* K/V heads; n_head = MHA, fewer = GQA, 1 = MQA */
-    PositionKind pos;         /* learned positions, rotary, or none */
+    int n_kv_head;    /* K/V heads; n_head = MHA, fewer = GQA, 1 = MQA */
+    PositionKind pos; /* learned positions, rotary, or none */
     int rope_dims;
     double rope_base;
-    int output_gate;          /* O_cat ⊙ σ(z · W_gate + b_gate) */
-    int sink;                 /* a learnable logit per head in each softmax denominator */
+    int output_gate; /* O_cat ⊙ σ(z · W_gate + b_gate) */
+    int sink;        /* a learnable logit per head in each softmax denominator */
 } ModelShape;
 
 /* Pointers into a parameter-shaped block (parameters, gradients or AdamW moments). */
@@ -49,61 +49,62 @@ typedef struct {
 #define MODEL_MAX_TENSORS (5 + 8 * 64)
 
 typedef struct {
-    char name[32];    // HDF5 name below /params, e.g. "layer0/w_qkv"
+    char name[32]; // HDF5 name below /params, e.g. "layer0/w_qkv"
     int ndim;
     size_t shape[2];
-    size_t offset;    // into the parameter block
+    size_t offset; // into the parameter block
     size_t size;
-    int decay;        // AdamW weight decay applies (2-D tensors only)
+    int decay; // AdamW weight decay applies (2-D tensors only)
 } TensorSpec;
 
 /* The activations, grouped by the stage of a layer's attention (model.c's plan) that writes them;
  * a stage reads only its own slice and its input's. Per-layer tensors are [L, ...]. */
 typedef struct {
-    float *residual;  // (L+1, B, T, D) residual stream at each layer input, then the final one
+    float *residual; // (L+1, B, T, D) residual stream at each layer input, then the final one
     /* layernorm: z = LN(h) */
-    float *ln_out;    // (L, B, T, D)
-    float *ln_mean;   // (L, B, T)
-    float *ln_rstd;   // (L, B, T)
+    float *ln_out;  // (L, B, T, D)
+    float *ln_mean; // (L, B, T)
+    float *ln_rstd; // (L, B, T)
     /* project (shortformer): Q|K from LN(h + W_pos[t]), V from z */
-    float *h_pos;     // (L, B, T, D) h + W_pos[t]
-    float *ln_qk_out; // (L, B, T, D) LN(h + W_pos[t])
+    float *h_pos;      // (L, B, T, D) h + W_pos[t]
+    float *ln_qk_out;  // (L, B, T, D) LN(h + W_pos[t])
     float *ln_qk_mean; // (L, B, T)
     float *ln_qk_rstd; // (L, B, T)
-    float *qkv_v;     // (B, T, W) scratch: the projection of z, whose V part is kept
+    float *qkv_v;      // (B, T, W) scratch: the projection of z, whose V part is kept
     /* project, then rotary in place */
-    float *qkv;       // (L, B, T, W)
+    float *qkv; // (L, B, T, W)
     /* kv_repeat (grouped K/V only) */
-    float *qkv_full;  // (L, B, T, 3E) K/V repeated per query head
+    float *qkv_full; // (L, B, T, 3E) K/V repeated per query head
     /* attend */
-    float *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
-    float *att_lse;   // (L, B, H, T) log of each softmax denominator
-    float *att_out;   // (L, B, T, E) concatenated head outputs O_cat
+    float
+        *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
+    float *att_lse; // (L, B, H, T) log of each softmax denominator
+    float *att_out; // (L, B, T, E) concatenated head outputs O_cat
     /* output_gate (output gate only) */
     float *gate;      // (L, B, T, E) σ(z · W_gate + b_gate)
     float *att_gated; // (L, B, T, E) O_cat ⊙ gate
     /* head_mix: the head-gated input of W_o (only for layers whose gates are not all 1) */
     float *head_mixed; // (L, B, T, E)
     /* the final LayerNorm, the unembedding and the loss */
-    float *lnf_out;   // (B, T, D)
-    float *lnf_mean;  // (B, T)
-    float *lnf_rstd;  // (B, T)
-    float *logits;    // (B, T, V)
-    float *probs;     // (B, T, V)
-    float *losses;    // (B, T)
+    float *lnf_out;     // (B, T, D)
+    float *lnf_mean;    // (B, T)
+    float *lnf_rstd;    // (B, T)
+    float *logits;      // (B, T, V)
+    float *probs;       // (B, T, V)
+    float *losses;      // (B, T)
     float *loss_weight; // (B, T) mask / n_marked
     /* backward scratch, reused by every layer */
-    float *d_residual; // (B, T, D)
-    float *d_ln_out;   // (B, T, D)
-    float *d_qkv;      // (B, T, 3E)
-    float *d_qkv_grouped; // (B, T, W) grouped K/V only
-    float *d_qkv_part;    // (B, T, W) shortformer: the Q|K or the V part of the gradient
-    float *d_ln_qk;       // (B, T, D) shortformer
-    float *d_h_pos;       // (B, T, D) shortformer
-    float *d_att_out;  // (B, T, E) gradient at the input of W_o
-    float *d_o;        // (B, T, E) gradient at O_cat (output gate only)
-    float *d_gate;     // (B, T, E) gradient at the gate's pre-activation (output gate only)
-    float *d_logits;   // (B, T, V)
+    float *d_residual;     // (B, T, D)
+    float *d_ln_out;       // (B, T, D)
+    float *d_qkv;          // (B, T, 3E)
+    float *d_qkv_grouped;  // (B, T, W) grouped K/V only
+    float *d_qkv_part;     // (B, T, W) shortformer: the Q|K or the V part of the gradient
+    float *d_ln_qk;        // (B, T, D) shortformer
+    float *d_h_pos;        // (B, T, D) shortformer
+    float *d_att_out;      // (B, T, E) gradient at the input of W_o
+    float *d_o;            // (B, T, E) gradient at O_cat (output gate only)
+    float *d_gate;         // (B, T, E) gradient at the gate's pre-activation (output gate only)
+    float *d_logits;       // (B, T, V)
     size_t forward_floats; /* the block's first floats, up to d_residual: all a forward writes */
 } Activations;
 
@@ -165,10 +166,10 @@ typedef struct {
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
-    int keep_maps;     /* write hook_pattern (else only where the maps are small and the backward reads them) */
-    ModelGrads grads;  /* what model_backward may return: parameters need a whole forward on a model
+    int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
+    ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
-    float *gate_grad;  /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
+    float *gate_grad; /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
 } Interventions;
 
 /* The plan of a layer's attention: its stages in forward order, built once from the shape
@@ -196,7 +197,7 @@ typedef struct {
     int max_batch;
     size_t n_params;
     float *param_block, *grad_block, *m_block, *v_block; /* a view: no grad, m, v blocks */
-    int is_view;                                        /* the parameters are another model's */
+    int is_view;                                         /* the parameters are another model's */
     ParamTensors params, grads;
     TensorSpec tensors[MODEL_MAX_TENSORS];
     int n_tensors;
@@ -253,7 +254,8 @@ const char *model_stage_name(const Model *m, int i);
 
 /* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */
 typedef struct {
-    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_sink, params_layer_ln;
+    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_sink,
+        params_layer_ln;
     double params_final;
     double flops_qkv, flops_scores, flops_mix, flops_o, flops_gate, flops_unembed; /* per token, per layer */
     double params_total, flops_forward; /* per token, whole model, full context of seq_len */

@@ -84,13 +84,15 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
     snprintf(lk->path, sizeof lk->path, "%s.lock", out_path);
     make_holder(lk);
     if (make_parents(lk->path) != 0)
-        return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)", out_path,
-                               strerror(errno));
+        return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)",
+                               out_path, strerror(errno));
     for (int attempt = 0; attempt < 100; attempt++) {
         int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
-            return config_error_at(mk, err, "output.path: cannot create '%.1100s' (%s); is the directory there "
-                                   "and writable?", lk->path, strerror(errno));
+            return config_error_at(mk, err,
+                                   "output.path: cannot create '%.1100s' (%s); is the directory there "
+                                   "and writable?",
+                                   lk->path, strerror(errno));
         }
         int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
         /* `sweep --status` peeks with a shared lock for an instant: give it a second */
@@ -105,12 +107,15 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
             if (e == EWOULDBLOCK || e == EINTR) {
                 char holder[400];
                 read_holder(lk->path, holder, sizeof holder);
-                return config_error_at(mk, err, "output.path: %.600s is being written by %.300s (lock %.600s); "
+                return config_error_at(mk, err,
+                                       "output.path: %.600s is being written by %.300s (lock %.600s); "
                                        "wait for that run to end or stop it, or set output.path elsewhere",
                                        out_path, holder, lk->path);
             }
-            fprintf(stderr, "warning: %s: no file locks on this file system (%s); running "
-                            "without the one-writer check\n", lk->path, strerror(e));
+            fprintf(stderr,
+                    "warning: %s: no file locks on this file system (%s); running "
+                    "without the one-writer check\n",
+                    lk->path, strerror(e));
             return ERR_OK;
         }
         /* the previous holder may have deleted the file between our open and flock */

@@ -21,8 +21,7 @@ void prune_normalize_importance(const double *importance, const float *left, int
         for (int h = 0; h < H; h++)
             if (!left || left[l * H + h] == 1.0f) norm += importance[l * H + h] * importance[l * H + h];
         norm = sqrt(norm);
-        for (int h = 0; h < H; h++)
-            normalized[l * H + h] = norm > 0 ? importance[l * H + h] / norm : 0.0;
+        for (int h = 0; h < H; h++) normalized[l * H + h] = norm > 0 ? importance[l * H + h] / norm : 0.0;
     }
 }
 
@@ -54,8 +53,7 @@ static void delta_scores(Ablation *a, const float *mask, int rank_batches, doubl
     free(loss);
 }
 
-void prune_curve(PruneCurve *c, Ablation *a, PruneCriterion criterion, int step_heads,
-                 int rank_batches) {
+void prune_curve(PruneCurve *c, Ablation *a, PruneCriterion criterion, int step_heads, int rank_batches) {
     const int LH = a->n_layer * a->n_head;
     CHECK(step_heads >= 1);
     memset(c, 0, sizeof *c);

@@ -32,8 +32,7 @@ void prune_normalize_importance(const double *importance, const float *left, int
                                 double *normalized);
 /* Heads removed per step for a fraction of all heads (at least 1). */
 int prune_step_heads(int n_heads, double fraction);
-void prune_curve(PruneCurve *c, Ablation *a, PruneCriterion criterion, int step_heads,
-                 int rank_batches);
+void prune_curve(PruneCurve *c, Ablation *a, PruneCriterion criterion, int step_heads, int rank_batches);
 void prune_curve_free(PruneCurve *c);
 
 /* For each layer l and head h: the Δloss of keeping only head h in layer l (every other head of

@@ -25,7 +25,13 @@
  * "diverged", "interrupted", the strings of format 1.0, and "trained": every step done and on
  * disk, the end-of-run study still to run). RUN_NONE: no file, or no status. */
 typedef enum {
-    RUN_NONE = -1, RUN_RUNNING = 0, RUN_COMPLETE, RUN_DIVERGED, RUN_INTERRUPTED, RUN_TRAINED, RUN_N_STATUS
+    RUN_NONE = -1,
+    RUN_RUNNING = 0,
+    RUN_COMPLETE,
+    RUN_DIVERGED,
+    RUN_INTERRUPTED,
+    RUN_TRAINED,
+    RUN_N_STATUS
 } RunStatus;
 const char *run_status_name(RunStatus status);
 /* The status of a name; RUN_NONE for an unknown or empty one. */
@@ -67,23 +73,20 @@ int results_write_ints(Results *r, const char *path, const int64_t *x, int n, Us
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
                         const uint64_t *dims, UserError *err);
 /* A 1-D uint8 dataset (a file stored verbatim, e.g. /tokenizer/model). */
-int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
-                        UserError *err);
+int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n, UserError *err);
 /* A dataset of strings with the given dims (row-major array of char pointers). */
 int results_write_strings(Results *r, const char *path, const char *const *strings, int ndim,
                           const uint64_t *dims, UserError *err);
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
                               UserError *err);
-int results_write_attr_double(Results *r, const char *object, const char *name, double value,
-                              UserError *err);
+int results_write_attr_double(Results *r, const char *object, const char *name, double value, UserError *err);
 
 /* Every tensor of the model's table, from block (params or grads), under group (e.g. "/params"). */
-int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
-                          UserError *err);
+int results_write_tensors(Results *r, const char *group, const Model *m, const float *block, UserError *err);
 
 /* Attention maps (S, L, H, P, T, T) in one dataset, chunked per head and deflate-compressed. */
-int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
-                       int T, UserError *err);
+int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P, int T,
+                       UserError *err);
 
 /* What the analysis returns, in the layout of docs/results-format.md: */
 /* /probe/tokens and (text runs) /probe/labels. */
@@ -92,8 +95,8 @@ int results_write_probes(Results *r, const Probes *probes, UserError *err);
  * nothing without snapshots. */
 int results_write_snapshots(Results *r, const Snapshots *s, UserError *err);
 /* /heads/ablation_delta, /heads/importance, /heads/importance_normalized, each (L, H). */
-int results_write_heads(Results *r, int n_layer, int n_head, const double *delta,
-                        const double *importance, const double *normalized, UserError *err);
+int results_write_heads(Results *r, int n_layer, int n_head, const double *delta, const double *importance,
+                        const double *normalized, UserError *err);
 /* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and
  * /circuits/... */
 int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
@@ -103,8 +106,8 @@ int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
 
 /* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
  * block; shapes must match. `where` is the config key that named the file, for messages. */
-int results_read_tensors(const char *path, const char *group, Model *m, float *block,
-                         ConfigMark where, UserError *err);
+int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
+                         UserError *err);
 
 /* Reading datasets back (resume). Each returns ERR_USER with a message if the dataset is
  * missing or has another number of elements than `count`. */
@@ -116,12 +119,9 @@ int results_reader_open(ResultsReader *rd, const char *path, UserError *err);
 void results_reader_close(ResultsReader *rd);
 /* Number of elements of a dataset, -1 if there is none. */
 int64_t results_reader_count(ResultsReader *rd, const char *name);
-int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
-                           UserError *err);
-int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
-                          UserError *err);
-int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
-                          UserError *err);
+int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count, UserError *err);
+int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count, UserError *err);
+int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count, UserError *err);
 /* A whole 1-D uint8 dataset, malloc'd into *out (*n bytes). */
 int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
                          UserError *err);
@@ -176,13 +176,12 @@ void results_trust(const char *path);
  * object, an attribute, the links) stops the walk: 1 and "damaged: ..." in msg. A dataset whose
  * values cannot be read (a chunk's checksum) goes to bad_data(ctx, name, why) when given, and the
  * walk goes on; without bad_data it stops the walk like metadata. */
-int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why),
-                 void *ctx, char *msg, int size);
+int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why), void *ctx,
+                 char *msg, int size);
 /* Run fn(arg, msg, size) in a forked child (HDF5 may crash or hang on a damaged file; what the
  * child prints reaches stdout as usual): its exit status (0..126), msg as err's message when it
  * wrote one; -1 and "damaged: ..." in err when it died of a signal or ran out of time. */
-int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg,
-                    UserError *err);
+int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg, UserError *err);
 
 /* The status of an existing results file (RUN_NONE if none, unknown, unreadable or damaged); its
  * status attribute as written into name (if not NULL; "" if none, "damaged" if damaged). */

@@ -26,7 +26,6 @@
 #include "results_internal.h"
 #include "util.h"
 
-
 #ifndef HARNESS_VERSION
 #define HARNESS_VERSION "0.1.0"
 #endif
@@ -45,8 +44,8 @@ void results_config_attr_name(const char *section, const char *key, char *name, 
     else snprintf(name, (size_t)size, "%s", key);
 }
 
-static void write_config_attr(void *ctx, const char *section, const char *key,
-                              ConfigValueType type, int64_t ival, double fval, const char *sval) {
+static void write_config_attr(void *ctx, const char *section, const char *key, ConfigValueType type,
+                              int64_t ival, double fval, const char *sval) {
     ConfigAttrWriter *w = ctx;
     if (w->rc != ERR_OK) return;
     char name[96];
@@ -62,8 +61,10 @@ static void write_config_attr(void *ctx, const char *section, const char *key,
         }
         w->rc = results_write_attr_number(w->r, "/config", name, t, &b, w->err);
         H5Tclose(t);
-    } else if (type == CONFIG_INT) w->rc = results_write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
-    else if (type == CONFIG_FLOAT) w->rc = results_write_attr_number(w->r, "/config", name, H5T_NATIVE_DOUBLE, &fval, w->err);
+    } else if (type == CONFIG_INT)
+        w->rc = results_write_attr_number(w->r, "/config", name, H5T_NATIVE_INT64, &ival, w->err);
+    else if (type == CONFIG_FLOAT)
+        w->rc = results_write_attr_number(w->r, "/config", name, H5T_NATIVE_DOUBLE, &fval, w->err);
     else w->rc = results_write_attr_string(w->r, "/config", name, sval, w->err);
 }
 
@@ -118,9 +119,7 @@ static void visit_temps(const char *path, TempVisitor visit, void *ctx) {
 
 /* A temporary that holds a finished state: results_close kept it because it could not be moved
  * into place. A killed writer's says "running", or cannot be read. */
-static int is_stranded(RunStatus status) {
-    return status != RUN_NONE && status != RUN_RUNNING;
-}
+static int is_stranded(RunStatus status) { return status != RUN_NONE && status != RUN_RUNNING; }
 
 static void remove_unfinished(const char *temp, void *ctx) {
     (void)ctx;
@@ -132,9 +131,7 @@ static void remove_any(const char *temp, void *ctx) {
     unlink(temp);
 }
 
-void results_remove_temps(const char *path) {
-    visit_temps(path, remove_any, NULL);
-}
+void results_remove_temps(const char *path) { visit_temps(path, remove_any, NULL); }
 
 typedef struct {
     char *out;
@@ -148,8 +145,9 @@ static void note_stranded(const char *temp, void *ctx) {
     struct stat st;
     RunStatus status = results_read_status(temp, NULL, 0);
     if (!is_stranded(status) || stat(temp, &st) != 0) return;
-    if (s->status != RUN_NONE && (st.st_mtim.tv_sec < s->mtime.tv_sec ||
-                                  (st.st_mtim.tv_sec == s->mtime.tv_sec && st.st_mtim.tv_nsec <= s->mtime.tv_nsec)))
+    if (s->status != RUN_NONE &&
+        (st.st_mtim.tv_sec < s->mtime.tv_sec ||
+         (st.st_mtim.tv_sec == s->mtime.tv_sec && st.st_mtim.tv_nsec <= s->mtime.tv_nsec)))
         return;
     snprintf(s->out, s->size, "%s", temp);
     s->status = status;
@@ -200,8 +198,10 @@ static hid_t checksummed_metadata(void) {
  * systems refuse) is reported, not fatal. */
 static void warn_unsynced_parent(const char *path) {
     if (sync_parent(path) != 0)
-        fprintf(stderr, "warning: %s: the directory could not be synced (%s); the file is in "
-                        "place but may not survive a power loss\n", path, strerror(errno));
+        fprintf(stderr,
+                "warning: %s: the directory could not be synced (%s); the file is in "
+                "place but may not survive a power loss\n",
+                path, strerror(errno));
 }
 
 void results_library_init(void) {
@@ -217,23 +217,26 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     if (!force && access(path, F_OK) == 0) {
         UserError damage;
         if (results_verify(path, &damage) != ERR_OK)
-            return user_error(err, path, 0, 0, "the result there is %s; pass --overwrite to replace it, or "
-                             "set output.path elsewhere", damage.message);
+            return user_error(err, path, 0, 0,
+                              "the result there is %s; pass --overwrite to replace it, or "
+                              "set output.path elsewhere",
+                              damage.message);
         if (results_read_status(path, NULL, 0) == RUN_COMPLETE)
-            return user_error(err, path, 0, 0, "a complete result exists already; pass --force to replace it, or "
-                             "set output.path elsewhere");
+            return user_error(err, path, 0, 0,
+                              "a complete result exists already; pass --force to replace it, or "
+                              "set output.path elsewhere");
     }
     visit_temps(path, remove_unfinished, NULL);
     errno = 0;
     hid_t fapl = checksummed_metadata();
-    if (create_temp(r) != 0 ||
-        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
+    if (create_temp(r) != 0 || (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
         H5Pclose(fapl);
         int e = errno ? errno : EACCES;
         if (r->tmp_path[0]) unlink(r->tmp_path);
-        return config_key_error(cfg, "output.path", err, "cannot create '%s' (%s); "
-                               "is the directory there and writable?", r->tmp_path[0] ? r->tmp_path : path,
-                               strerror(e));
+        return config_key_error(cfg, "output.path", err,
+                                "cannot create '%s' (%s); "
+                                "is the directory there and writable?",
+                                r->tmp_path[0] ? r->tmp_path : path, strerror(e));
     }
     H5Pclose(fapl);
     fatal_remove_on_death(r->tmp_path);
@@ -259,7 +262,8 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
         rc = w.rc;
     }
     errno = 0;
-    if (rc == ERR_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = results_write_fail(r, "the header", err);
+    if (rc == ERR_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
+        rc = results_write_fail(r, "the header", err);
     if (rc != ERR_OK) results_discard(r);
     return rc;
 }
@@ -273,17 +277,18 @@ int results_close(Results *r, RunStatus status, UserError *err) {
     /* The durable order: data written and flushed, the file fsync'ed, renamed over the target,
      * the directory fsync'ed (until then the rename itself may not survive a power loss). */
     if (rc == ERR_OK && sync_file(r->tmp_path) != 0)
-        rc = user_error(err, r->path, 0, 0, "cannot write %s to disk (fsync: %s)", r->tmp_path, strerror(errno));
+        rc = user_error(err, r->path, 0, 0, "cannot write %s to disk (fsync: %s)", r->tmp_path,
+                        strerror(errno));
     /* written, flushed and on disk: a run's only copy of its result (a copy's original stays) */
     int keep = rc == ERR_OK && !r->is_copy && is_stranded(status);
     if (rc == ERR_OK && rename(r->tmp_path, r->path) != 0) {
         int e = errno;
         if (keep)
-            rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s; the %s run is kept whole in it: "
+            rc = user_error(err, r->path, 0, 0,
+                            "cannot move %s into place: %s; the %s run is kept whole in it: "
                             "once that is fixed, harness --resume (the same config) moves it into place",
                             r->tmp_path, strerror(e), run_status_name(status));
-        else
-            rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s", r->tmp_path, strerror(e));
+        else rc = user_error(err, r->path, 0, 0, "cannot move %s into place: %s", r->tmp_path, strerror(e));
     }
     if (rc != ERR_OK && !keep) unlink(r->tmp_path);
     fatal_forget(r->tmp_path);
@@ -300,11 +305,8 @@ void results_discard(Results *r) {
 }
 
 static const char *const RUN_STATUS_NAMES[RUN_N_STATUS] = {
-    [RUN_RUNNING] = "running",
-    [RUN_COMPLETE] = "complete",
-    [RUN_DIVERGED] = "diverged",
-    [RUN_INTERRUPTED] = "interrupted",
-    [RUN_TRAINED] = "trained",
+    [RUN_RUNNING] = "running",         [RUN_COMPLETE] = "complete", [RUN_DIVERGED] = "diverged",
+    [RUN_INTERRUPTED] = "interrupted", [RUN_TRAINED] = "trained",
 };
 
 const char *run_status_name(RunStatus status) {
@@ -367,7 +369,8 @@ static void read_run_file(const char *path, RunFile *f) {
     }
     char *status = results_reader_attr_string(&rd, "status");
     f->status = status ? run_status_parse(status) : RUN_NONE;
-    if (f->status == RUN_NONE) snprintf(f->why, sizeof f->why, "its status is '%.100s'", status ? status : "");
+    if (f->status == RUN_NONE)
+        snprintf(f->why, sizeof f->why, "its status is '%.100s'", status ? status : "");
     free(status);
     if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
         results_reader_attr_int(&rd, "/checkpoint", "step", &f->step, &err) != ERR_OK)
@@ -377,7 +380,8 @@ static void read_run_file(const char *path, RunFile *f) {
 }
 
 void results_run_files(const char *path, RunFiles *rf) {
-    char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "", ckpt_stranded[CONFIG_PATH_MAX + 32] = "";
+    char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "",
+                                                                ckpt_stranded[CONFIG_PATH_MAX + 32] = "";
     snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
     read_run_file(path, &rf->result);
     read_run_file(ckpt, &rf->checkpoint);
@@ -404,10 +408,12 @@ static size_t describe_file(const RunFile *f, int is_checkpoint, char *out, size
         return (size_t)snprintf(out, size, "%s that no harness run can continue (%s)",
                                 is_checkpoint ? "a checkpoint" : "a file", f->why);
     if (f->status == RUN_TRAINED)
-        return (size_t)snprintf(out, size, "a trained run whose end-of-run study is pending (every step%s done)", steps);
+        return (size_t)snprintf(out, size,
+                                "a trained run whose end-of-run study is pending (every step%s done)", steps);
     if (is_checkpoint || f->status == RUN_INTERRUPTED)
-        return (size_t)snprintf(out, size, "%s at step %lld%s", is_checkpoint ? "a checkpoint" : "an interrupted run",
-                                (long long)f->step, steps);
+        return (size_t)snprintf(out, size, "%s at step %lld%s",
+                                is_checkpoint ? "a checkpoint" : "an interrupted run", (long long)f->step,
+                                steps);
     return (size_t)snprintf(out, size, "a %s run", run_status_name(f->status));
 }
 
@@ -420,8 +426,9 @@ void results_run_files_describe(const RunFiles *rf, char *out, size_t size) {
         if (!parts[i]->exists || used >= size) continue;
         if (n++) used += (size_t)snprintf(out + used, size - used, n == 2 ? " (and " : ", and ");
         if (used < size) used += describe_file(parts[i], i == 1, out + used, size - used);
-        if (used < size && i > 0) used += (size_t)snprintf(out + used, size - used, " in %s%s", parts[i]->path,
-                                                        i == 2 ? ", kept there because it could not be moved into place" : "");
+        if (used < size && i > 0)
+            used += (size_t)snprintf(out + used, size - used, " in %s%s", parts[i]->path,
+                                     i == 2 ? ", kept there because it could not be moved into place" : "");
     }
     if (n > 1 && used < size) snprintf(out + used, size - used, ")");
     if (!n) snprintf(out, size, "nothing");

@@ -26,7 +26,6 @@
 #include "results_internal.h"
 #include "util.h"
 
-
 /* A failed write into the results file (the target itself is untouched): errno says why when
  * the system said (ENOSPC, EFBIG, EIO, ENOMEM); callers clear it before they start. */
 int results_write_fail(const Results *r, const char *what, UserError *err) {
@@ -83,8 +82,8 @@ int results_write_attr_string(Results *r, const char *object, const char *name, 
     int ok = type >= 0 && space >= 0;
     if (ok && H5Aexists_by_name(r->file, object, name, H5P_DEFAULT) > 0)
         ok = H5Adelete_by_name(r->file, object, name, H5P_DEFAULT) >= 0;
-    if (ok) attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
-                                     H5P_DEFAULT);
+    if (ok)
+        attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     ok = ok && attr >= 0 && H5Awrite(attr, type, &value) >= 0;
     if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
@@ -107,12 +106,11 @@ hid_t results_bool_type(void) {
     return t;
 }
 
-int results_write_attr_number(Results *r, const char *object, const char *name, hid_t type,
-                             const void *value, UserError *err) {
+int results_write_attr_number(Results *r, const char *object, const char *name, hid_t type, const void *value,
+                              UserError *err) {
     errno = 0;
     hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
-                                   H5P_DEFAULT);
+    hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
     if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
     H5Sclose(space);
@@ -145,13 +143,16 @@ static int describe_dataset(hid_t file, hid_t ds, const char *path, int ndim) {
     char text[512];
     const DatasetDoc *doc = dataset_doc(path, &buf, text, sizeof text);
     if (!doc) {
-        fprintf(stderr, "internal error: %s has no row in src/dataset_docs.c; describe it there and in "
-                        "docs/results-format.md\n", path);
+        fprintf(stderr,
+                "internal error: %s has no row in src/dataset_docs.c; describe it there and in "
+                "docs/results-format.md\n",
+                path);
         abort();
     }
     int ok = set_string_attr(ds, "description", doc->description) == 0 &&
              set_string_attr(ds, "units", doc->units) == 0;
-    for (int d = 0; ok && d < ndim && doc->dims[d]; d++) ok = H5DSset_label(ds, (unsigned)d, doc->dims[d]) >= 0;
+    for (int d = 0; ok && d < ndim && doc->dims[d]; d++)
+        ok = H5DSset_label(ds, (unsigned)d, doc->dims[d]) >= 0;
     if (ok && doc->scale_of) ok = H5DSset_scale(ds, doc->scale_of) >= 0;
     htri_t has_scale = ok && doc->attach ? H5Lexists(file, doc->attach, H5P_DEFAULT) : 0;
     if (has_scale < 0) ok = 0; /* not "absent": the lookup itself failed */
@@ -186,9 +187,8 @@ static hid_t checksummed_dcpl(int ndim, const hsize_t *dims, size_t elem) {
     return dcpl;
 }
 
-static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type,
-                         const void *data, int ndim, const hsize_t *dims, hid_t dcpl,
-                         UserError *err) {
+static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type, const void *data,
+                         int ndim, const hsize_t *dims, hid_t dcpl, UserError *err) {
     errno = 0;
     if (ensure_parents(r->file, path) < 0) return results_write_fail(r, path, err);
     hid_t own = -1; /* strings (variable-length: a checksum would cover pointers only) excepted */
@@ -226,8 +226,7 @@ int results_write_array(Results *r, const char *path, const void *data, int is_i
                          is_int ? H5T_STD_I32LE : H5T_IEEE_F32LE, data, ndim, d, H5P_DEFAULT, err);
 }
 
-int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n,
-                        UserError *err) {
+int results_write_bytes(Results *r, const char *path, const unsigned char *data, size_t n, UserError *err) {
     hsize_t d[1] = {(hsize_t)n};
     return write_dataset(r, path, H5T_NATIVE_UCHAR, H5T_STD_U8LE, data, 1, d, H5P_DEFAULT, err);
 }
@@ -243,8 +242,7 @@ int results_write_strings(Results *r, const char *path, const char *const *strin
     return rc;
 }
 
-int results_write_tensors(Results *r, const char *group, const Model *m, const float *block,
-                          UserError *err) {
+int results_write_tensors(Results *r, const char *group, const Model *m, const float *block, UserError *err) {
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorSpec *t = &m->tensors[i];
         char path[256];
@@ -256,8 +254,8 @@ int results_write_tensors(Results *r, const char *group, const Model *m, const f
     return ERR_OK;
 }
 
-int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P,
-                       int T, UserError *err) {
+int results_write_maps(Results *r, const char *path, const float *maps, int S, int L, int H, int P, int T,
+                       UserError *err) {
     hsize_t dims[6] = {(hsize_t)S, (hsize_t)L, (hsize_t)H, (hsize_t)P, (hsize_t)T, (hsize_t)T};
     /* chunks of at most MAP_CHUNK_BYTES (deflate's buffers, and HDF5's chunk cache, are a chunk
      * each): all probes of a head while their maps fit, else one map, else rows of one map */
@@ -297,8 +295,10 @@ int results_read_attr_string(hid_t file, const char *name, char **out) {
         } else {
             size_t n = H5Tget_size(ftype);
             char *value = xcalloc(n + 1, 1);
-            if (H5Aread(attr, ftype, value) >= 0) { *out = value; rc = 0; }
-            else free(value);
+            if (H5Aread(attr, ftype, value) >= 0) {
+                *out = value;
+                rc = 0;
+            } else free(value);
         }
     }
     H5Tclose(ftype);
@@ -335,21 +335,30 @@ static hid_t open_results(const char *path, const ConfigMark *at, UserError *err
         return user_error(err, where.file, where.line, where.col, "%s is %s", who, damage.message), -1;
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) {
-        if (access(path, R_OK) != 0) return user_error(err, where.file, where.line, where.col, "%s cannot be read: %s", who, strerror(errno)), -1;
-        return user_error(err, where.file, where.line, where.col, "%s is not an HDF5 results file (not HDF5 at all, or truncated)", who), -1;
+        if (access(path, R_OK) != 0)
+            return user_error(err, where.file, where.line, where.col, "%s cannot be read: %s", who,
+                              strerror(errno)),
+                   -1;
+        return user_error(err, where.file, where.line, where.col,
+                          "%s is not an HDF5 results file (not HDF5 at all, or truncated)", who),
+               -1;
     }
     char *version = NULL;
     int major = 0, minor = 0;
     if (H5Aexists(file, "format_version") > 0) {
         int rc = results_read_attr_string(file, "format_version", &version) == 0
-                     ? results_check_format_version(version, &major, &minor) : RESULTS_VERSION_BAD;
+                     ? results_check_format_version(version, &major, &minor)
+                     : RESULTS_VERSION_BAD;
         if (rc != RESULTS_VERSION_OK) {
             if (rc == RESULTS_VERSION_BAD)
-                user_error(err, where.file, where.line, where.col, "%s has a format_version attribute that is not MAJOR.MINOR ('%.40s')", who,
-                     version ? version : "not a string");
+                user_error(err, where.file, where.line, where.col,
+                           "%s has a format_version attribute that is not MAJOR.MINOR ('%.40s')", who,
+                           version ? version : "not a string");
             else
-                user_error(err, where.file, where.line, where.col, "%s is results format %s, but this harness reads format %d.x only; use a "
-                          "harness that reads %d.x", who, version, RESULTS_FORMAT_MAJOR, major);
+                user_error(err, where.file, where.line, where.col,
+                           "%s is results format %s, but this harness reads format %d.x only; use a "
+                           "harness that reads %d.x",
+                           who, version, RESULTS_FORMAT_MAJOR, major);
             free(version);
             H5Fclose(file);
             return -1;
@@ -359,8 +368,8 @@ static hid_t open_results(const char *path, const ConfigMark *at, UserError *err
     return file;
 }
 
-int results_read_tensors(const char *path, const char *group, Model *m, float *block,
-                         ConfigMark where, UserError *err) {
+int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
+                         UserError *err) {
     hid_t file = open_results(path, &where, err);
     if (file < 0) return ERR_USER;
     int rc = ERR_OK;
@@ -369,9 +378,11 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
         char name[256];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
         hid_t ds = H5Lexists(file, group, H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0
-                       ? H5Dopen2(file, name, H5P_DEFAULT) : -1;
+                       ? H5Dopen2(file, name, H5P_DEFAULT)
+                       : -1;
         if (ds < 0) {
-            rc = config_error_at(where, err, "'%s' has no %s; it must come from a run of the same model", path, name);
+            rc = config_error_at(where, err, "'%s' has no %s; it must come from a run of the same model",
+                                 path, name);
             break;
         }
         hid_t space = H5Dget_space(ds);
@@ -380,10 +391,10 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
         if (nd >= 1 && nd <= 8) H5Sget_simple_extent_dims(space, dims, NULL);
         int match = nd == t->ndim && dims[0] == t->shape[0] && (nd == 1 || dims[1] == t->shape[1]);
         if (!match)
-            rc = config_error_at(where, err, "%s in '%s' has shape (%llu%s%llu), but this config needs (%zu%s%zu)",
-                      name, path, (unsigned long long)dims[0], nd > 1 ? ", " : "",
-                      nd > 1 ? (unsigned long long)dims[1] : 0ull, t->shape[0], t->ndim > 1 ? ", " : "",
-                      t->ndim > 1 ? t->shape[1] : 0);
+            rc = config_error_at(
+                where, err, "%s in '%s' has shape (%llu%s%llu), but this config needs (%zu%s%zu)", name, path,
+                (unsigned long long)dims[0], nd > 1 ? ", " : "", nd > 1 ? (unsigned long long)dims[1] : 0ull,
+                t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0);
         else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, block + t->offset) < 0)
             rc = config_error_at(where, err, "cannot read %s from '%s'", name, path);
         H5Sclose(space);
@@ -415,29 +426,26 @@ int64_t results_reader_count(ResultsReader *rd, const char *name) {
     return n;
 }
 
-static int reader_read(ResultsReader *rd, const char *name, hid_t mem_type, void *out,
-                       int64_t count, UserError *err) {
+static int reader_read(ResultsReader *rd, const char *name, hid_t mem_type, void *out, int64_t count,
+                       UserError *err) {
     if (results_reader_count(rd, name) != count)
         return user_error(err, rd->path, 1, 1, "%s is missing or does not hold %lld values", name,
-                    (long long)count);
+                          (long long)count);
     hid_t ds = H5Dopen2(rd->file, name, H5P_DEFAULT);
     int ok = count == 0 || H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
     H5Dclose(ds);
     return ok ? ERR_OK : user_error(err, rd->path, 1, 1, "cannot read %s", name);
 }
 
-int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count,
-                           UserError *err) {
+int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count, UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_DOUBLE, out, count, err);
 }
 
-int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count,
-                          UserError *err) {
+int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count, UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_INT64, out, count, err);
 }
 
-int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count,
-                          UserError *err) {
+int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count, UserError *err) {
     return reader_read(rd, name, H5T_NATIVE_FLOAT, out, count, err);
 }
 
@@ -462,13 +470,13 @@ int results_reader_attr_int(ResultsReader *rd, const char *object, const char *n
     return ok ? ERR_OK : user_error(err, rd->path, 1, 1, "cannot read attribute %s of %s", name, object);
 }
 
-
 int results_read_config_yaml(const char *path, char **yaml_out, UserError *err) {
     hid_t file = open_results(path, NULL, err);
     if (file < 0) return ERR_USER;
     int rc = results_read_attr_string(file, "config_yaml", yaml_out);
     H5Fclose(file);
-    return rc == 0 ? ERR_OK : user_error(err, path, 1, 1, "no config_yaml attribute; not a harness results file");
+    return rc == 0 ? ERR_OK
+                   : user_error(err, path, 1, 1, "no config_yaml attribute; not a harness results file");
 }
 
 int results_read_run_config(const char *path, Config *cfg, UserError *err) {

@@ -56,8 +56,8 @@ int results_write_snapshots(Results *r, const Snapshots *s, UserError *err) {
 }
 
 /* Doubles stored as the layout's float32. */
-static int write_floats(Results *res, const char *path, const double *x, int ndim,
-                        const uint64_t *dims, UserError *err) {
+static int write_floats(Results *res, const char *path, const double *x, int ndim, const uint64_t *dims,
+                        UserError *err) {
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= dims[i];
     float *out = xcalloc(n, sizeof(float));
@@ -67,8 +67,7 @@ static int write_floats(Results *res, const char *path, const double *x, int ndi
     return rc;
 }
 
-static int write_curve(const PruneCurve *c, const char *name, int step_heads, Results *res,
-                       UserError *err) {
+static int write_curve(const PruneCurve *c, const char *name, int step_heads, Results *res, UserError *err) {
     char path[128];
     int64_t *left = xcalloc((size_t)c->n_points, sizeof(int64_t));
     for (int p = 0; p < c->n_points; p++) left[p] = c->heads_left[p];
@@ -86,8 +85,7 @@ static int write_curve(const PruneCurve *c, const char *name, int step_heads, Re
 }
 
 static int write_circuits(const Circuits *c, Results *res, UserError *err) {
-    uint64_t dims[4] = {(uint64_t)c->n_layer, (uint64_t)c->n_head, (uint64_t)c->n_layer,
-                        (uint64_t)c->n_head};
+    uint64_t dims[4] = {(uint64_t)c->n_layer, (uint64_t)c->n_head, (uint64_t)c->n_layer, (uint64_t)c->n_head};
     int rc = ERR_OK;
     for (int k = 0; k < N_COMPOSE && rc == ERR_OK; k++) {
         if (!c->has[k]) continue;
@@ -109,17 +107,20 @@ int results_write_study(Results *res, const HeadStudy *hs, UserError *err) {
     if (rc == ERR_OK && hs->step_heads) {
         rc = write_floats(res, "/prune/one_head_per_layer/delta_loss", hs->one_delta, 2, dims_lh, err);
         if (rc == ERR_OK)
-            rc = results_write_array(res, "/prune/one_head_per_layer/best_head", hs->one_best, 1, 1, &dims_l, err);
+            rc = results_write_array(res, "/prune/one_head_per_layer/best_head", hs->one_best, 1, 1, &dims_l,
+                                     err);
         if (rc == ERR_OK)
-            rc = results_write_doubles(res, "/prune/one_head_per_layer/best_delta_loss", hs->one_best_delta, L, err);
-        if (rc == ERR_OK) rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
+            rc = results_write_doubles(res, "/prune/one_head_per_layer/best_delta_loss", hs->one_best_delta,
+                                       L, err);
+        if (rc == ERR_OK)
+            rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
     }
     if (rc == ERR_OK) rc = write_circuits(&hs->circuits, res, err);
     return rc;
 }
 
-int results_write_heads(Results *r, int n_layer, int n_head, const double *delta,
-                        const double *importance, const double *normalized, UserError *err) {
+int results_write_heads(Results *r, int n_layer, int n_head, const double *delta, const double *importance,
+                        const double *normalized, UserError *err) {
     static const char *const names[] = {"/heads/ablation_delta", "/heads/importance",
                                         "/heads/importance_normalized"};
     const double *values[] = {delta, importance, normalized};

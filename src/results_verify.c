@@ -36,11 +36,11 @@ static unsigned guard_seconds(const char *path) {
     return 60 + (stat(path, &st) == 0 ? (unsigned)(st.st_size / (20 << 20)) : 0);
 }
 
-int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg,
-                    UserError *err) {
+int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg, UserError *err) {
     int fds[2];
     fflush(NULL);
-    if (pipe(fds) != 0) return user_error(err, path, 0, 0, "cannot read it safely (pipe: %s)", strerror(errno));
+    if (pipe(fds) != 0)
+        return user_error(err, path, 0, 0, "cannot read it safely (pipe: %s)", strerror(errno));
     unsigned seconds = guard_seconds(path);
     pid_t pid = fork();
     if (pid < 0) {
@@ -77,14 +77,20 @@ int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size),
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-        return user_error(err, path, 0, 0, "damaged: reading it did not finish in %u s (the HDF5 "
-                          "library is stuck in its metadata)", seconds), -1;
+        return user_error(err, path, 0, 0,
+                          "damaged: reading it did not finish in %u s (the HDF5 "
+                          "library is stuck in its metadata)",
+                          seconds),
+               -1;
     if (WIFSIGNALED(status))
         return user_error(err, path, 0, 0, "damaged: the HDF5 library crashed reading it (%s)",
-                          strsignal(WTERMSIG(status))), -1;
+                          strsignal(WTERMSIG(status))),
+               -1;
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     if (rc == 255 || rc == 0x7f)
-        return user_error(err, path, 0, 0, "damaged: the HDF5 library stopped reading it (exit status %d)", rc), -1;
+        return user_error(err, path, 0, 0, "damaged: the HDF5 library stopped reading it (exit status %d)",
+                          rc),
+               -1;
     if (msg[0]) user_error(err, path, 0, 0, "%s", msg);
     return rc;
 }
@@ -215,9 +221,9 @@ static herr_t visit_nothing(hid_t object, const char *name, const ObjectInfo *in
     return 0;
 }
 
-int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why),
-                 void *ctx, char *msg, int size) {
-    char inner[sizeof ((UserError *)0)->message] = "";
+int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, const char *why), void *ctx,
+                 char *msg, int size) {
+    char inner[sizeof((UserError *)0)->message] = "";
     Walk w = {inner, (int)sizeof inner, bad_data, ctx};
     int ok = H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, walk_attr, &w) >= 0;
     if (ok && results_visit_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, walk_object, &w) < 0) {

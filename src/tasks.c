@@ -26,8 +26,8 @@ static int read_ids(const Config *cfg, const char *key, const char *path, uint16
     int is_tokens = cfg->task == TASK_TOKENS;
     if (is_tokens && size % 2 != 0) {
         fclose(f);
-        return config_key_error(cfg, key, err, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids",
-                       path, size);
+        return config_key_error(
+            cfg, key, err, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids", path, size);
     }
     *n = is_tokens ? size / 2 : size;
     unsigned char *raw = xcalloc((size_t)size + 1, 1);
@@ -39,12 +39,15 @@ static int read_ids(const Config *cfg, const char *key, const char *path, uint16
         return config_key_error(cfg, key, err, "error reading '%s' (%zu of %ld bytes read)", path, got, size);
     }
     *out = xcalloc((size_t)*n + 1, sizeof(uint16_t));
-    for (int64_t i = 0; i < *n; i++) (*out)[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
+    for (int64_t i = 0; i < *n; i++)
+        (*out)[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
     free(raw);
     for (int64_t i = 0; i < *n; i++)
         if ((*out)[i] >= cfg->vocab_size)
-            return config_key_error(cfg, key, err, "'%s' holds token id %d at index %lld; ids must be below "
-                           "model.vocab_size = %d", path, (*out)[i], (long long)i, cfg->vocab_size);
+            return config_key_error(cfg, key, err,
+                                    "'%s' holds token id %d at index %lld; ids must be below "
+                                    "model.vocab_size = %d",
+                                    path, (*out)[i], (long long)i, cfg->vocab_size);
     return ERR_OK;
 }
 
@@ -54,7 +57,8 @@ static int load_file(Task *task, const Config *cfg, UserError *err) {
     uint16_t *train = NULL, *val = NULL;
     int64_t n_train = 0, n_val = 0, need = cfg->seq_len + 1;
     int rc = read_ids(cfg, "data.path", cfg->data_path, &train, &n_train, err);
-    if (rc == ERR_OK && cfg->val_path[0]) rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
+    if (rc == ERR_OK && cfg->val_path[0])
+        rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
     if (rc == ERR_OK && !cfg->val_path[0]) {
         n_val = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
         n_train -= n_val;
@@ -72,14 +76,14 @@ static int load_file(Task *task, const Config *cfg, UserError *err) {
     task->n_train = n_train;
     if (cfg->val_path[0] && (n_train < need || n_val < need))
         return config_key_error(cfg, n_train < need ? "data.path" : "data.val_path", err,
-                       "'%s' is too short: %lld tokens, but it needs at least seq_len + 1 = %lld",
-                       n_train < need ? cfg->data_path : cfg->val_path,
-                       (long long)(n_train < need ? n_train : n_val), (long long)need);
+                                "'%s' is too short: %lld tokens, but it needs at least seq_len + 1 = %lld",
+                                n_train < need ? cfg->data_path : cfg->val_path,
+                                (long long)(n_train < need ? n_train : n_val), (long long)need);
     if (n_train < need || n_val < need)
         return config_key_error(cfg, "data.path", err,
-                       "'%s' is too short: %lld tokens, but both the training and the held-out part "
-                       "(data.eval_fraction) need at least seq_len + 1 = %lld",
-                       cfg->data_path, (long long)task->n_tokens, (long long)need);
+                                "'%s' is too short: %lld tokens, but both the training and the held-out part "
+                                "(data.eval_fraction) need at least seq_len + 1 = %lld",
+                                cfg->data_path, (long long)task->n_tokens, (long long)need);
     return ERR_OK;
 }
 
@@ -94,9 +98,11 @@ static int load_tokenizer(Task *task, const Config *cfg, UserError *err) {
         return config_key_error(cfg, "data.tokenizer", err, "%s", why.text);
     }
     if (task->tokenizer->n_pieces > cfg->vocab_size)
-        return config_key_error(cfg, "data.tokenizer", err, "'%s' has %d pieces, more than model.vocab_size = %d; "
-                       "set model.vocab_size to at least %d", cfg->tokenizer, task->tokenizer->n_pieces,
-                       cfg->vocab_size, task->tokenizer->n_pieces);
+        return config_key_error(cfg, "data.tokenizer", err,
+                                "'%s' has %d pieces, more than model.vocab_size = %d; "
+                                "set model.vocab_size to at least %d",
+                                cfg->tokenizer, task->tokenizer->n_pieces, cfg->vocab_size,
+                                task->tokenizer->n_pieces);
     return ERR_OK;
 }
 
@@ -104,7 +110,8 @@ int task_open(Task *task, const Config *cfg, UserError *err) {
     memset(task, 0, sizeof *task);
     task->cfg = cfg;
     if (cfg->task == TASK_TEXT || cfg->task == TASK_TOKENS) {
-        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err) : ERR_OK; /* it explains a vocab mismatch best */
+        int rc = cfg->tokenizer[0] ? load_tokenizer(task, cfg, err)
+                                   : ERR_OK; /* it explains a vocab mismatch best */
         if (rc == ERR_OK) rc = load_file(task, cfg, err);
         if (rc != ERR_OK) task_close(task);
         return rc;
@@ -114,7 +121,7 @@ int task_open(Task *task, const Config *cfg, UserError *err) {
         while (2 + 2 * (s + 1) + (s + 1) * (s + 1) <= cfg->vocab_size) s++;
         if (2 + 2 * s + s * s > cfg->vocab_size || cfg->seq_len < 5)
             return config_key_error(cfg, "model.vocab_size", err,
-                           "the two_source task needs vocab_size >= 6 and seq_len >= 5");
+                                    "the two_source task needs vocab_size >= 6 and seq_len >= 5");
         task->pair_symbols = s;
     }
     return ERR_OK;
@@ -182,14 +189,20 @@ static void synthetic_row(const Task *task, int *in, int *tg, float *mask, int T
         int prefix = max_prefix > 0 ? (int)rng_below(rng, (uint64_t)max_prefix + 1) : 0;
         induction_sequence(seq, T + 1, prefix, p, cfg->vocab_size, rng);
         for (int t = 0; t < T; t++) mask[t] = t >= prefix + p; /* seq[t+1] repeats seq[t+1-p] */
-    } else { /* two_source: BOS, (a, b, SEP, pair)* */
+    } else {                                                   /* two_source: BOS, (a, b, SEP, pair)* */
         int s = task->pair_symbols;
         seq[0] = BOS;
         int a = 0, b = 0;
         for (int t = 1; t <= T; t++) {
             switch ((t - 1) % 4) {
-            case 0: a = (int)rng_below(rng, s); seq[t] = 2 + a; break;
-            case 1: b = (int)rng_below(rng, s); seq[t] = 2 + s + b; break;
+            case 0:
+                a = (int)rng_below(rng, s);
+                seq[t] = 2 + a;
+                break;
+            case 1:
+                b = (int)rng_below(rng, s);
+                seq[t] = 2 + s + b;
+                break;
             case 2: seq[t] = SEP; break;
             default: seq[t] = 2 + 2 * s + a * s + b; break;
             }

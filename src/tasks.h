@@ -20,17 +20,17 @@
 
 typedef struct {
     int B, T;
-    int *inputs;   // (B, T)
-    int *targets;  // (B, T)
-    float *mask;   // (B, T) 1 where the loss is taken
+    int *inputs;  // (B, T)
+    int *targets; // (B, T)
+    float *mask;  // (B, T) 1 where the loss is taken
 } Batch;
 
 typedef struct {
     const Config *cfg;
     uint16_t *file_tokens; /* text/tokens: the whole file as ids */
     int64_t n_tokens, n_train;
-    int pair_symbols;      /* two_source: symbols per slot */
-    Tokenizer *tokenizer;  /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
+    int pair_symbols;     /* two_source: symbols per slot */
+    Tokenizer *tokenizer; /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
 } Task;
 
 int task_open(Task *task, const Config *cfg, UserError *err);

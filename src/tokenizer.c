@@ -68,7 +68,8 @@ static void read_piece(Tokenizer *tok, Wire w, int id) {
 
 /* TrainerSpec (model_type = 3, byte_fallback = 35) and NormalizerSpec (name = 1,
  * add_dummy_prefix = 3, remove_extra_whitespaces = 4, escape_whitespaces = 5). */
-static void read_spec(Tokenizer *tok, Wire w, int is_normalizer, int *model_type, char *name, size_t name_size) {
+static void read_spec(Tokenizer *tok, Wire w, int is_normalizer, int *model_type, char *name,
+                      size_t name_size) {
     int number, type;
     Wire payload;
     uint32_t v = 0;
@@ -77,7 +78,8 @@ static void read_spec(Tokenizer *tok, Wire w, int is_normalizer, int *model_type
         else if (!is_normalizer && number == 35 && type == 0) tok->byte_fallback = v != 0;
         else if (is_normalizer && number == 1 && type == 2) {
             size_t len = (size_t)(payload.end - payload.p);
-            snprintf(name, name_size, "%.*s", (int)(len < name_size ? len : name_size - 1), (const char *)payload.p);
+            snprintf(name, name_size, "%.*s", (int)(len < name_size ? len : name_size - 1),
+                     (const char *)payload.p);
         } else if (is_normalizer && number == 3 && type == 0) tok->add_dummy_prefix = v != 0;
         else if (is_normalizer && number == 4 && type == 0) tok->remove_extra_whitespaces = v != 0;
         else if (is_normalizer && number == 5 && type == 0) tok->escape_whitespaces = v != 0;
@@ -114,7 +116,8 @@ static void build_index(Tokenizer *tok) {
         const char *p = tok->pieces[id];
         unsigned byte;
         if (tok->types[id] == PIECE_UNKNOWN && tok->unk_id < 0) tok->unk_id = id;
-        if (tok->types[id] == PIECE_BYTE && sscanf(p, "<0x%2X>", &byte) == 1 && byte < 256) tok->byte_ids[byte] = id;
+        if (tok->types[id] == PIECE_BYTE && sscanf(p, "<0x%2X>", &byte) == 1 && byte < 256)
+            tok->byte_ids[byte] = id;
         if (piece_id(tok, p, strlen(p)) >= 0) continue; /* first one wins, as in SentencePiece */
         size_t i = hash_bytes(p, strlen(p)) & (tok->table_size - 1);
         while (tok->table[i] >= 0) i = (i + 1) & (tok->table_size - 1);
@@ -139,15 +142,21 @@ static int count_pieces(const unsigned char *bytes, size_t len, int *n) {
 static int check_model(const Tokenizer *tok, int model_type, const char *normalizer, const char *what,
                        UserError *err) {
     if (model_type != 2)
-        return user_error(err, what, 0, 0, "a SentencePiece model of type %d, but the harness encodes only BPE models "
-                        "(model_type 2); make it with scripts/tokenize", model_type);
+        return user_error(err, what, 0, 0,
+                          "a SentencePiece model of type %d, but the harness encodes only BPE models "
+                          "(model_type 2); make it with scripts/tokenize",
+                          model_type);
     if (normalizer[0] && strcmp(normalizer, "identity") != 0)
-        return user_error(err, what, 0, 0, "its normalizer is '%s'; the harness supports only 'identity' "
-                        "(scripts/tokenize trains with it)", normalizer);
+        return user_error(err, what, 0, 0,
+                          "its normalizer is '%s'; the harness supports only 'identity' "
+                          "(scripts/tokenize trains with it)",
+                          normalizer);
     for (int id = 0; id < tok->n_pieces; id++)
         if (tok->types[id] == PIECE_USER_DEFINED)
-            return user_error(err, what, 0, 0, "piece %d '%s' is a user-defined symbol, which the harness's encoder "
-                            "does not support", id, tok->pieces[id]);
+            return user_error(err, what, 0, 0,
+                              "piece %d '%s' is a user-defined symbol, which the harness's encoder "
+                              "does not support",
+                              id, tok->pieces[id]);
     if (tok->unk_id < 0) return user_error(err, what, 0, 0, "the model has no unknown piece (<unk>)");
     return ERR_OK;
 }
@@ -157,7 +166,8 @@ int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len,
     memset(tok, 0, sizeof *tok);
     int n = 0;
     if (!count_pieces(bytes, len, &n))
-        return user_error(err, what, 0, 0, "not a SentencePiece model (%zu bytes of truncated or corrupt protobuf)", len);
+        return user_error(err, what, 0, 0,
+                          "not a SentencePiece model (%zu bytes of truncated or corrupt protobuf)", len);
     if (n == 0) return user_error(err, what, 0, 0, "not a SentencePiece model (no pieces in %zu bytes)", len);
     tok->n_pieces = n;
     tok->pieces = xcalloc((size_t)n, sizeof(char *));
@@ -314,15 +324,16 @@ void tokenizer_label(const Tokenizer *tok, int id, char *out, size_t size) {
         return;
     }
     unsigned byte;
-    if (tok->types[id] == PIECE_BYTE && sscanf(tok->pieces[id], "<0x%2X>", &byte) == 1 && byte >= 0x20 && byte < 0x7f)
+    if (tok->types[id] == PIECE_BYTE && sscanf(tok->pieces[id], "<0x%2X>", &byte) == 1 && byte >= 0x20 &&
+        byte < 0x7f)
         snprintf(out, size, "%c", (char)byte);
-    else
-        snprintf(out, size, "%s", tok->pieces[id]);
+    else snprintf(out, size, "%s", tok->pieces[id]);
 }
 
 char *tokenizer_decode(const Tokenizer *tok, const int *ids, int n) {
     size_t cap = 16;
-    for (int i = 0; i < n; i++) cap += ids[i] >= 0 && ids[i] < tok->n_pieces ? strlen(tok->pieces[ids[i]]) : 8;
+    for (int i = 0; i < n; i++)
+        cap += ids[i] >= 0 && ids[i] < tok->n_pieces ? strlen(tok->pieces[ids[i]]) : 8;
     char *out = xcalloc(cap, 1);
     size_t o = 0;
     for (int i = 0; i < n; i++) {

@@ -21,14 +21,20 @@
 #include "error.h"
 
 /* SentencePiece's piece types (ModelProto.SentencePiece.Type). */
-enum { PIECE_NORMAL = 1, PIECE_UNKNOWN = 2, PIECE_CONTROL = 3, PIECE_USER_DEFINED = 4,
-       PIECE_UNUSED = 5, PIECE_BYTE = 6 };
+enum {
+    PIECE_NORMAL = 1,
+    PIECE_UNKNOWN = 2,
+    PIECE_CONTROL = 3,
+    PIECE_USER_DEFINED = 4,
+    PIECE_UNUSED = 5,
+    PIECE_BYTE = 6
+};
 
 typedef struct {
     int n_pieces;
-    char **pieces;  /* UTF-8, as in the model ("▁the", "<0x41>", "<unk>") */
+    char **pieces; /* UTF-8, as in the model ("▁the", "<0x41>", "<unk>") */
     float *scores;
-    int *types;     /* PIECE_* */
+    int *types; /* PIECE_* */
     int unk_id;
     int byte_fallback, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int byte_ids[256]; /* id of piece <0xXX>, -1 if absent */

@@ -27,8 +27,8 @@ double train_lr_at(const Config *cfg, int step) {
     int decay_steps = cfg->steps - cfg->warmup_steps;
     double progress = (double)(step - cfg->warmup_steps) / (decay_steps > 1 ? decay_steps : 1);
     if (progress > 1.0) progress = 1.0;
-    return cfg->lr * (cfg->min_lr_ratio +
-                      (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
+    return cfg->lr *
+           (cfg->min_lr_ratio + (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
 }
 
 /* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
@@ -53,8 +53,8 @@ typedef struct {
     const Tokenizer *tokenizer; /* the task's, written with the state (NULL: none) */
     Evaluator heldout;          /* the held-out batches */
     float *maps;                /* (L, H, P, T, T) scratch for one snapshot */
-    int step;              /* parameter updates done */
-    double elapsed_before; /* wall seconds of the sessions before a resume */
+    int step;                   /* parameter updates done */
+    double elapsed_before;      /* wall seconds of the sessions before a resume */
 } RunState;
 
 /* The progress line: a bar on a terminal, plain lines otherwise. */
@@ -66,11 +66,11 @@ static void report_progress(int step, int steps, double loss, double eval_loss, 
         int filled = steps ? (int)(30.0 * step / steps) : 30;
         for (int i = 0; i < 30; i++) bar[i] = i < filled ? '#' : '.';
         bar[30] = '\0';
-        fprintf(stderr, "\r\033[Kstep %d/%d [%s] loss %.4f  eval %.4f  %.1fk tok/s  ETA %dm%02ds",
-                step, steps, bar, loss, eval_loss, tok_per_s / 1000, (int)eta / 60, (int)eta % 60);
+        fprintf(stderr, "\r\033[Kstep %d/%d [%s] loss %.4f  eval %.4f  %.1fk tok/s  ETA %dm%02ds", step,
+                steps, bar, loss, eval_loss, tok_per_s / 1000, (int)eta / 60, (int)eta % 60);
     } else {
-        fprintf(stderr, "step %d/%d  loss %.4f  eval %.4f  %.1fk tok/s  elapsed %.1fs  ETA %.0fs\n",
-                step, steps, loss, eval_loss, tok_per_s / 1000, elapsed, eta);
+        fprintf(stderr, "step %d/%d  loss %.4f  eval %.4f  %.1fk tok/s  elapsed %.1fs  ETA %.0fs\n", step,
+                steps, loss, eval_loss, tok_per_s / 1000, elapsed, eta);
     }
     fflush(stderr);
 }
@@ -100,7 +100,8 @@ static int write_state(Results *res, const Model *m, const RunState *st, int wit
         if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
         if (rc == ERR_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
         if (rc == ERR_OK)
-            rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before), err);
+            rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before),
+                                           err);
     }
     return rc;
 }
@@ -143,8 +144,10 @@ int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
     memset(src, 0, sizeof *src);
     RunFiles rf;
     results_run_files(cfg->out_path, &rf);
-    if (rf.result.status == RUN_COMPLETE && rf.checkpoint.exists && older(rf.checkpoint.path, cfg->out_path)) {
-        unlink(rf.checkpoint.path); /* left by a run killed after its result was in place (we hold the lock) */
+    if (rf.result.status == RUN_COMPLETE && rf.checkpoint.exists &&
+        older(rf.checkpoint.path, cfg->out_path)) {
+        unlink(
+            rf.checkpoint.path); /* left by a run killed after its result was in place (we hold the lock) */
         rf.checkpoint.exists = 0;
     }
     const RunFile *from = NULL, *candidates[3] = {&rf.result, &rf.stranded, &rf.checkpoint};
@@ -157,14 +160,19 @@ int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
     if (!from) {
         const RunFile *r = &rf.result, *c = &rf.checkpoint;
         char what[800];
-        if (r->exists && r->status == RUN_NONE) snprintf(what, sizeof what, "cannot be read (%.600s)", r->why);
+        if (r->exists && r->status == RUN_NONE)
+            snprintf(what, sizeof what, "cannot be read (%.600s)", r->why);
         else snprintf(what, sizeof what, "is %s", r->exists ? run_status_name(r->status) : "not there");
         if (c->exists)
-            return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' %s and its checkpoint "
-                                   "'%.600s' cannot be continued (%.600s)", cfg->out_path, what, c->path,
-                                   c->why[0] ? c->why : "it holds no /checkpoint state");
-        return config_key_error(cfg, "output.path", err, "nothing to resume: '%.600s' %s and there is no "
-                               "checkpoint '%.600s'", cfg->out_path, what, c->path);
+            return config_key_error(cfg, "output.path", err,
+                                    "nothing to resume: '%.600s' %s and its checkpoint "
+                                    "'%.600s' cannot be continued (%.600s)",
+                                    cfg->out_path, what, c->path,
+                                    c->why[0] ? c->why : "it holds no /checkpoint state");
+        return config_key_error(cfg, "output.path", err,
+                                "nothing to resume: '%.600s' %s and there is no "
+                                "checkpoint '%.600s'",
+                                cfg->out_path, what, c->path);
     }
     for (int i = 0; i < 3; i++) /* a damaged candidate (a checksum fails) is named, not used */
         if (candidates[i] != from && candidates[i]->exists && strstr(candidates[i]->why, "damaged"))
@@ -183,20 +191,22 @@ static int same_config(ResultsReader *rd, const Config *cfg, UserError *err) {
      * `harness analyze` naming the path another way, still resumes) */
     Config here = *cfg, was;
     UserError ignored;
-    if (results_read_config(rd->path, &was, &ignored) == ERR_OK) snprintf(here.out_path, sizeof here.out_path, "%s", was.out_path);
+    if (results_read_config(rd->path, &was, &ignored) == ERR_OK)
+        snprintf(here.out_path, sizeof here.out_path, "%s", was.out_path);
     char *wanted = config_to_yaml(&here);
     char differ[1200];
     int n = stored ? config_yaml_diff(stored, wanted, differ, sizeof differ) : -1;
     free(stored);
     free(wanted);
     if (n == 0) return ERR_OK;
-    return user_error(err, rd->path, 1, 1, "was made with another config (%s); --resume needs the same config and "
-                      "--set values as the interrupted run", n < 0 ? "it records none" : differ);
+    return user_error(err, rd->path, 1, 1,
+                      "was made with another config (%s); --resume needs the same config and "
+                      "--set values as the interrupted run",
+                      n < 0 ? "it records none" : differ);
 }
 
 /* Load a run's state from a file with a /checkpoint group. */
-static int load_state(const char *path, const Config *cfg, Model *m, RunState *st,
-                      UserError *err) {
+static int load_state(const char *path, const Config *cfg, Model *m, RunState *st, UserError *err) {
     ResultsReader rd;
     if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
     int rc = same_config(&rd, cfg, err);
@@ -211,8 +221,10 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
         size_t map_floats = st->snapshots.map_floats;
         float *maps = xcalloc((size_t)n_snap * map_floats, sizeof(float));
         rc = results_reader_int64s(&rd, "/attn/step", steps, n_snap, err);
-        if (rc == ERR_OK) rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)map_floats, err);
-        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++) snapshots_add(&st->snapshots, steps[s], maps + s * map_floats);
+        if (rc == ERR_OK)
+            rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)map_floats, err);
+        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++)
+            snapshots_add(&st->snapshots, steps[s], maps + s * map_floats);
         free(steps);
         free(maps);
     }
@@ -228,22 +240,19 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
 
 /* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
  * gradient norm before clipping. */
-static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
-                        double *norm) {
+static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step, double *norm) {
     task_train_batch(task, batch, step);
     float loss = model_forward(m, NULL, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
     *norm = global_norm(m->grad_block, m->n_params);
     if (!isfinite(loss) || !isfinite(*norm)) return loss;
-    float clip_scale =
-        cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
+    float clip_scale = cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
     float lr = (float)train_lr_at(cfg, step);
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorSpec *t = &m->tensors[i];
         adamw_update(m->param_block + t->offset, m->m_block + t->offset, m->v_block + t->offset,
-                     m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1,
-                     (float)cfg->beta2,
+                     m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1, (float)cfg->beta2,
                      (float)cfg->eps, t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
     }
     return loss;
@@ -251,9 +260,9 @@ static float train_step(Model *m, const Task *task, const Config *cfg, Batch *ba
 
 /* This session's share of the wall and CPU time, for the time line. */
 typedef struct {
-    double start;                   /* wall clock at step 0 of the run (earlier sessions included) */
+    double start;                    /* wall clock at step 0 of the run (earlier sessions included) */
     double step_s, eval_s, step_cpu; /* training steps, periodic evaluations; the steps' CPU time */
-    int first;                      /* the step this session started at */
+    int first;                       /* the step this session started at */
     int on_terminal;
 } Session;
 
@@ -280,15 +289,18 @@ static void state_free(RunState *st) {
 }
 
 /* Open the results file and, with resume_from, load the state to continue from. */
-static int run_open(Results *res, RunState *st, Model *m, const Config *cfg, int force, const char *resume_from,
-                    UserError *err) {
+static int run_open(Results *res, RunState *st, Model *m, const Config *cfg, int force,
+                    const char *resume_from, UserError *err) {
     int rc = results_open(res, cfg->out_path, cfg, force || resume_from, err);
     if (rc != ERR_OK || !resume_from) return rc;
     rc = load_state(resume_from, cfg, m, st, err);
     if (rc == ERR_OK && st->step >= cfg->steps)
-        fprintf(stderr, "resuming from %s at step %d of %d: training is done, no training step is repeated; "
-                        "only the end-of-run study runs\n", resume_from, st->step, cfg->steps);
-    else if (rc == ERR_OK) fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st->step, cfg->steps);
+        fprintf(stderr,
+                "resuming from %s at step %d of %d: training is done, no training step is repeated; "
+                "only the end-of-run study runs\n",
+                resume_from, st->step, cfg->steps);
+    else if (rc == ERR_OK)
+        fprintf(stderr, "resuming from %s at step %d of %d\n", resume_from, st->step, cfg->steps);
     else results_discard(res);
     return rc;
 }
@@ -312,14 +324,16 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
         st->elapsed_before = now_seconds() - ses->start;
         UserError why;
         if (write_checkpoint(cfg, m, st, RUN_RUNNING, &why) != ERR_OK)
-            fprintf(stderr, "%swarning: the checkpoint of step %d was not written (%s); training goes on, and an "
-                    "earlier checkpoint stays as it was\n", ses->on_terminal ? "\n" : "", step, why.text);
+            fprintf(stderr,
+                    "%swarning: the checkpoint of step %d was not written (%s); training goes on, and an "
+                    "earlier checkpoint stays as it was\n",
+                    ses->on_terminal ? "\n" : "", step, why.text);
     }
 }
 
 /* One training step and its log row; RUN_DIVERGED on a non-finite loss or gradient. */
-static RunStatus step_once(RunState *st, Model *m, const Task *task, const Config *cfg, Batch *batch, int step,
-                           Session *ses) {
+static RunStatus step_once(RunState *st, Model *m, const Task *task, const Config *cfg, Batch *batch,
+                           int step, Session *ses) {
     double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
     float loss = train_step(m, task, cfg, batch, step, &norm);
     double elapsed = now_seconds() - ses->start, lr = train_lr_at(cfg, step);
@@ -327,8 +341,9 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
     ses->step_cpu += cpu_seconds() - cpu_start;
     if (!isfinite(loss) || !isfinite(norm)) {
         const char *where = first_nonfinite_grad(m);
-        fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n", ses->on_terminal ? "\n" : "",
-                step, loss, norm, where ? "; first non-finite gradient in " : "", where ? where : "");
+        fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
+                ses->on_terminal ? "\n" : "", step, loss, norm,
+                where ? "; first non-finite gradient in " : "", where ? where : "");
         train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         return RUN_DIVERGED;
     }
@@ -338,7 +353,8 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
         /* tokens/s of the training steps alone, as the time line counts them: evaluations,
          * snapshots and checkpoints in between do not dilute it */
         report_progress(step + 1, cfg->steps, loss, last_eval,
-                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len / (ses->step_s + 1e-9),
+                        (double)(step + 1 - ses->first) * cfg->batch_size * cfg->seq_len /
+                            (ses->step_s + 1e-9),
                         elapsed, ses->on_terminal);
         if (train_on_progress) train_on_progress(step + 1, cfg->steps);
     }
@@ -347,7 +363,8 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
 
 /* The step loop from st->step to cfg->steps, or until a stop request or divergence. A resumed
  * run has the observations of its first step already. */
-static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Config *cfg, int resumed, Session *ses) {
+static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Config *cfg, int resumed,
+                           Session *ses) {
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     RunStatus status = RUN_COMPLETE;
@@ -367,9 +384,11 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
 }
 
 /* The end-of-run analysis of a complete run, written: /heads, the study; the tables printed. */
-static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study, Results *res, UserError *err) {
+static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study, Results *res,
+                          UserError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head;
-    int rc = results_write_heads(res, L, H, study->delta_zero, study->importance, study->importance_normalized, err);
+    int rc = results_write_heads(res, L, H, study->delta_zero, study->importance,
+                                 study->importance_normalized, err);
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
                          study->delta_zero, study->delta_mean, study->importance);
@@ -381,18 +400,21 @@ static int write_analysis(const RunState *st, const Model *m, const HeadStudy *s
 /* Before the study of a complete run: the trained state made durable in a "trained" checkpoint
  * (unless it came from one), so that whatever stops the study costs no training step. One that
  * cannot be written is a warning: the study and the results file are still tried. */
-static void keep_trained(const RunState *st, const Model *m, const Config *cfg, const Session *ses, int resumed) {
+static void keep_trained(const RunState *st, const Model *m, const Config *cfg, const Session *ses,
+                         int resumed) {
     if (resumed && ses->first == cfg->steps) return;
     UserError why;
     if (write_checkpoint(cfg, m, st, RUN_TRAINED, &why) != ERR_OK)
-        fprintf(stderr, "warning: the trained state could not be kept before the end-of-run study (%s); the "
-                        "study goes on with it in memory only\n", why.text);
+        fprintf(stderr,
+                "warning: the trained state could not be kept before the end-of-run study (%s); the "
+                "study goes on with it in memory only\n",
+                why.text);
 }
 
 /* Write the state, analyse a complete run, close the file; the time line; the checkpoint
  * superseded by the file goes. */
-static int run_finish(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res, RunStatus status,
-                      int resumed, Session *ses, UserError *err) {
+static int run_finish(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res,
+                      RunStatus status, int resumed, Session *ses, UserError *err) {
     st->elapsed_before = now_seconds() - ses->start;
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
     HeadStudy study;
@@ -409,14 +431,20 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     else results_discard(res);
     int steps_run = st->step - ses->first;
     if (rc == ERR_OK && steps_run > 0)
-        fprintf(stderr, "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
-                "analysis and writing %.2f s (ablations, importance, pruning and composition %.2f s; CPU time "
-                "%.1f%% of the steps')\n", steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
-                (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
-                now_seconds() - finish_start, study_seconds, 100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);
+        fprintf(
+            stderr,
+            "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
+            "analysis and writing %.2f s (ablations, importance, pruning and composition %.2f s; CPU time "
+            "%.1f%% of the steps')\n",
+            steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
+            (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
+            now_seconds() - finish_start, study_seconds,
+            100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);
     else if (rc == ERR_OK)
-        fprintf(stderr, "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
-                "composition %.2f s)\n", now_seconds() - finish_start, study_seconds);
+        fprintf(stderr,
+                "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
+                "composition %.2f s)\n",
+                now_seconds() - finish_start, study_seconds);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
@@ -428,8 +456,8 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
 /* A stranded finished result (results.h) moved into place; the checkpoint it supersedes goes. */
 static int place_stranded(const Config *cfg, const ResumeSource *src, RunStatus *status, UserError *err) {
     if (results_place_stranded(src->path, cfg->out_path, err) != ERR_OK) return ERR_USER;
-    fprintf(stderr, "moved the %s run kept in %s into place; nothing was trained\n", run_status_name(src->status),
-            src->path);
+    fprintf(stderr, "moved the %s run kept in %s into place; nothing was trained\n",
+            run_status_name(src->status), src->path);
     if (src->status == RUN_COMPLETE) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
@@ -447,7 +475,8 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const Re
     Results res;
     int rc = run_open(&res, &st, m, cfg, force, resume ? resume->path : NULL, err);
     if (rc == ERR_OK) {
-        Session ses = {.start = now_seconds() - st.elapsed_before, .first = st.step,
+        Session ses = {.start = now_seconds() - st.elapsed_before,
+                       .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};
         *status = run_steps(&st, m, task, cfg, resume != NULL, &ses);
         rc = run_finish(&st, m, task, cfg, &res, *status, resume != NULL, &ses, err);

@@ -24,7 +24,8 @@ static void reserve(TrainLog *g, int n) {
     if (n <= g->cap) return;
     while (g->cap < n) g->cap = g->cap ? 2 * g->cap : 256;
     g->step = xrealloc(g->step, sizeof(int64_t) * g->cap);
-    for (int c = 0; c < g->columns->n_columns; c++) g->values[c] = xrealloc(g->values[c], sizeof(double) * g->cap);
+    for (int c = 0; c < g->columns->n_columns; c++)
+        g->values[c] = xrealloc(g->values[c], sizeof(double) * g->cap);
 }
 
 void train_log_append(TrainLog *g, int64_t step, const double *row) {

@@ -15,7 +15,7 @@ enum { TRAIN_LOG_MAX_COLUMNS = 4 };
 
 /* The columns after "step" (int64), each a double dataset "<group>/<name>". */
 typedef struct {
-    const char *group;                          /* "/train" or "/eval" */
+    const char *group; /* "/train" or "/eval" */
     int n_columns;
     const char *names[TRAIN_LOG_MAX_COLUMNS];
 } TrainLogColumns;
@@ -29,7 +29,7 @@ typedef struct {
     const TrainLogColumns *columns;
     int n, cap;
     int64_t *step;
-    double *values[TRAIN_LOG_MAX_COLUMNS];      /* values[c][row], c in the table's order */
+    double *values[TRAIN_LOG_MAX_COLUMNS]; /* values[c][row], c in the table's order */
 } TrainLog;
 
 void train_log_init(TrainLog *g, const TrainLogColumns *columns);

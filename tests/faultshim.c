@@ -61,8 +61,7 @@ static void parse(const char *name, int *kind, long *value) {
             return;
         }
     }
-    fprintf(stderr, "faultshim: %s=%s: expected KIND:N with KIND write, fsync, rename or malloc\n",
-            name, v);
+    fprintf(stderr, "faultshim: %s=%s: expected KIND:N with KIND write, fsync, rename or malloc\n", name, v);
     _exit(99);
 }
 
@@ -106,8 +105,8 @@ typedef int (*renameat_fn)(int, const char *, int, const char *);
 typedef int (*renameat2_fn)(int, const char *, int, const char *, unsigned);
 
 /* The next definition of `name` (libc's), looked up once. */
-#define REAL(name, type)                                                 \
-    static type real_##name;                                             \
+#define REAL(name, type)                                                                                     \
+    static type real_##name;                                                                                 \
     if (!real_##name) real_##name = (type)dlsym(RTLD_NEXT, #name);
 
 ssize_t write(int fd, const void *buf, size_t n) {

@@ -158,7 +158,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(&before, &cfg, sizeof cfg); /* with the padding: compared byte for byte below */
     if (config_set(&cfg, assignment, &err) != ERR_OK) {
         check_message(&err, "config_set");
-        if (memcmp(&before, &cfg, sizeof cfg) != 0) fuzz_fail("a failed config_set changed the Config", assignment);
+        if (memcmp(&before, &cfg, sizeof cfg) != 0)
+            fuzz_fail("a failed config_set changed the Config", assignment);
     } else {
         last_context = "config_set";
         round_trip(&cfg, &reloaded, "after config_set");

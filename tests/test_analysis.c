@@ -84,14 +84,15 @@ static void test_simple_maps(void) {
     put(map, T, 0, 0, 1.0f);
     for (int i = 1; i < T; i++) put(map, T, i, i - 1, 1.0f);
     analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
-    expect_scores("scores: pure previous-token map: prev 1, self 0, first 1/(T-1), no repeats -> 0",
-                  s, 0, 1, (double[]){1.0, 0.0, 1.0 / (T - 1), 0.0, 0.0});
+    expect_scores("scores: pure previous-token map: prev 1, self 0, first 1/(T-1), no repeats -> 0", s, 0, 1,
+                  (double[]){1.0, 0.0, 1.0 / (T - 1), 0.0, 0.0});
 
     /* self: row i on i */
     memset(map, 0, sizeof map);
     for (int i = 0; i < T; i++) put(map, T, i, i, 1.0f);
     analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
-    expect_scores("scores: pure self map: prev 0, self 1, first 0", s, 0, 1, (double[]){0.0, 1.0, 0.0, 0.0, 0.0});
+    expect_scores("scores: pure self map: prev 0, self 1, first 0", s, 0, 1,
+                  (double[]){0.0, 1.0, 0.0, 0.0, 0.0});
 
     /* first token: row i on 0. Row 1's key 0 is also its previous token: prev = 1/(T-1). */
     memset(map, 0, sizeof map);
@@ -111,7 +112,8 @@ static void test_uniform_map(void) {
         for (int j = 0; j <= i; j++) put(map, T, i, j, 1.0f / (float)(i + 1));
     double s[N_PATTERNS], u = 481.0 / 1960.0;
     analysis_pattern_scores(s, map, tokens, 1, 1, 1, T);
-    expect_scores("scores: uniform causal map: prev = self = first = 481/1960", s, 0, 1, (double[]){u, u, u, 0.0, 0.0});
+    expect_scores("scores: uniform causal map: prev = self = first = 481/1960", s, 0, 1,
+                  (double[]){u, u, u, 0.0, 0.0});
 }
 
 /* [BOS, a b c d, a b c d]: the repeat at i (i = 5..8) saw its token at j = i - 4 and puts 1 on
@@ -182,8 +184,8 @@ static void test_pooling(void) {
     put(m1, T, 3, 1, 1.0f), put(m1, T, 4, 2, 1.0f), put(m1, T, 5, 3, 1.0f);
     double s[N_PATTERNS];
     analysis_pattern_scores(s, maps, tokens, 1, 1, P, T);
-    expect_scores("scores: pooled over probes with 1 and 3 repeat positions: induction 1/4, duplicate 3/4", s, 0, 1,
-                  (double[]){0.0, 6.0 / 10, 0.0, 0.25, 0.75});
+    expect_scores("scores: pooled over probes with 1 and 3 repeat positions: induction 1/4, duplicate 3/4", s,
+                  0, 1, (double[]){0.0, 6.0 / 10, 0.0, 0.25, 0.75});
 }
 
 /* Maps (L=2, H=3, P=2, T=5), a different kind per head (the same on both probes); scores
@@ -200,52 +202,57 @@ static void test_layout_and_classes(void) {
             for (int i = 0; i < T; i++) {
                 if (kind[lh] == 3)
                     for (int j = 0; j <= i; j++) put(map, T, i, j, 1.0f / (float)(i + 1));
-                else
-                    put(map, T, i, kind[lh] == 0 ? (i ? i - 1 : 0) : kind[lh] == 1 ? i : 0, 1.0f);
+                else put(map, T, i, kind[lh] == 0 ? (i ? i - 1 : 0) : kind[lh] == 1 ? i : 0, 1.0f);
             }
         }
     }
     double s[N_PATTERNS * LH];
     analysis_pattern_scores(s, maps, tokens, L, H, P, T);
     /* uniform, T = 5: (1/2 + 1/3 + 1/4 + 1/5) / 4 = 77/240 */
-    const double expected[4][N_PATTERNS] = {{1, 0, 0.25, 0, 0}, {0, 1, 0, 0, 0}, {0.25, 0, 1, 0, 0},
-                                            {77.0 / 240, 77.0 / 240, 77.0 / 240, 0, 0}};
+    const double expected[4][N_PATTERNS] = {
+        {1, 0, 0.25, 0, 0}, {0, 1, 0, 0, 0}, {0.25, 0, 1, 0, 0}, {77.0 / 240, 77.0 / 240, 77.0 / 240, 0, 0}};
     const char *classes[4] = {"prev", "self", "first", "mixed"};
     int ok_scores = 1, ok_classes = 1;
     char details[256] = "";
     for (int lh = 0; lh < LH; lh++) {
         for (int k = 0; k < N_PATTERNS; k++)
             if (!(fabs(s[k * LH + lh] - expected[kind[lh]][k]) <= SCORE_TOL)) {
-                if (ok_scores) snprintf(details, sizeof details, "layer %d head %d %s = %.9g, expected %.9g",
-                                        lh / H, lh % H, score_names[k], s[k * LH + lh], expected[kind[lh]][k]);
+                if (ok_scores)
+                    snprintf(details, sizeof details, "layer %d head %d %s = %.9g, expected %.9g", lh / H,
+                             lh % H, score_names[k], s[k * LH + lh], expected[kind[lh]][k]);
                 ok_scores = 0;
             }
         ok_classes &= strcmp(analysis_class_name(analysis_classify(s + lh, LH)), classes[kind[lh]]) == 0;
     }
-    test_check("scores: maps (L, H, P, T, T) -> scores (pattern, L, H) for 2 layers, 3 heads, 2 probes", ok_scores, "%s", details);
-    test_check("classify: stride L*H over the score block gives prev/self/first/mixed per head", ok_classes,
-               "got %s %s %s %s %s %s", analysis_class_name(analysis_classify(s + 0, LH)), analysis_class_name(analysis_classify(s + 1, LH)),
-               analysis_class_name(analysis_classify(s + 2, LH)), analysis_class_name(analysis_classify(s + 3, LH)), analysis_class_name(analysis_classify(s + 4, LH)),
-               analysis_class_name(analysis_classify(s + 5, LH)));
+    test_check("scores: maps (L, H, P, T, T) -> scores (pattern, L, H) for 2 layers, 3 heads, 2 probes",
+               ok_scores, "%s", details);
+    test_check(
+        "classify: stride L*H over the score block gives prev/self/first/mixed per head", ok_classes,
+        "got %s %s %s %s %s %s", analysis_class_name(analysis_classify(s + 0, LH)),
+        analysis_class_name(analysis_classify(s + 1, LH)), analysis_class_name(analysis_classify(s + 2, LH)),
+        analysis_class_name(analysis_classify(s + 3, LH)), analysis_class_name(analysis_classify(s + 4, LH)),
+        analysis_class_name(analysis_classify(s + 5, LH)));
 }
 
 /* ---- 2. classification ---- */
 
 static void expect_class(const char *name, const double *scores, int stride, const char *expected) {
     const char *got = analysis_class_name(analysis_classify(scores, stride));
-    test_check(name, got && strcmp(got, expected) == 0, "got '%s', expected '%s'", got ? got : "(null)", expected);
+    test_check(name, got && strcmp(got, expected) == 0, "got '%s', expected '%s'", got ? got : "(null)",
+               expected);
 }
 
 static void test_classify(void) {
     expect_class("classify: two above 0.5, the highest wins (induction 0.7 over prev 0.6)",
                  (double[]){0.6, 0.2, 0.1, 0.7, 0.3}, 1, "induction");
     expect_class("classify: none above 0.5 -> mixed", (double[]){0.4, 0.3, 0.2, 0.1, 0.45}, 1, "mixed");
-    expect_class("classify: exactly 0.5 everywhere -> mixed", (double[]){0.5, 0.5, 0.5, 0.5, 0.5}, 1, "mixed");
+    expect_class("classify: exactly 0.5 everywhere -> mixed", (double[]){0.5, 0.5, 0.5, 0.5, 0.5}, 1,
+                 "mixed");
     expect_class("classify: just above 0.5 counts", (double[]){0.5, 0.0, 0.0, 0.0, nextafter(0.5, 1.0)}, 1,
                  "duplicate");
     expect_class("classify: each pattern can win (first)", (double[]){0.1, 0.2, 0.95, 0.0, 0.0}, 1, "first");
     /* stride 3: head 1 of a (pattern, 3) block */
-    const double block[N_PATTERNS * 3] = {0.9, 0.1, 0.2, /* prev */ 0.0, 0.8, 0.3, /* self */
+    const double block[N_PATTERNS * 3] = {0.9, 0.1, 0.2, /* prev */ 0.0,  0.8, 0.3, /* self */
                                           0.0, 0.0, 0.4, /* first */ 0.0, 0.0, 0.1, /* induction */
                                           0.0, 0.0, 0.0 /* duplicate */};
     expect_class("classify: stride 3, head 0 -> prev", block + 0, 3, "prev");
@@ -276,12 +283,12 @@ static void test_handmade_prev_head(void) {
     memset(p->b_qkv, 0, sizeof(float) * 3 * E);
     const float s = 6.0f;
     for (int r = 0; r < D; r++) {
-        float *w = p->w_qkv + (size_t)r * 3 * E; /* row r of W_qkv: what z = e_r produces */
-        w[0 * DH + r] = s;                       /* head 0 Q */
+        float *w = p->w_qkv + (size_t)r * 3 * E;   /* row r of W_qkv: what z = e_r produces */
+        w[0 * DH + r] = s;                         /* head 0 Q */
         if (r + 1 < DH) w[E + 0 * DH + r + 1] = s; /* head 0 K: shifted by one */
-        w[1 * DH + r] = s;                       /* head 1 Q */
-        w[E + 1 * DH + r] = s;                   /* head 1 K */
-        w[2 * E + 0 * DH + r] = 1.0f;            /* V: identity, any values would do */
+        w[1 * DH + r] = s;                         /* head 1 Q */
+        w[E + 1 * DH + r] = s;                     /* head 1 K */
+        w[2 * E + 0 * DH + r] = 1.0f;              /* V: identity, any values would do */
         w[2 * E + 1 * DH + r] = 1.0f;
     }
     int tokens[B * T] = {0, 3, 7, 3, 7, 3, 7, 3, /* repeats: the induction positions exist */
@@ -292,13 +299,16 @@ static void test_handmade_prev_head(void) {
     evaluate_collect_maps(maps, &m);
     double scores[N_PATTERNS * H];
     analysis_pattern_scores(scores, maps, tokens, 1, H, B, T);
-    const char *c0 = analysis_class_name(analysis_classify(scores + 0, H)), *c1 = analysis_class_name(analysis_classify(scores + 1, H));
+    const char *c0 = analysis_class_name(analysis_classify(scores + 0, H)),
+               *c1 = analysis_class_name(analysis_classify(scores + 1, H));
     test_check("hand-built model: head 0 is a previous-token head (prev > 0.95, class prev)",
-               scores[PATTERN_PREV * H + 0] > 0.95 && !strcmp(c0, "prev"), "prev = %.6f, self = %.6f, class %s",
-               scores[PATTERN_PREV * H + 0], scores[PATTERN_SELF * H + 0], c0);
+               scores[PATTERN_PREV * H + 0] > 0.95 && !strcmp(c0, "prev"),
+               "prev = %.6f, self = %.6f, class %s", scores[PATTERN_PREV * H + 0],
+               scores[PATTERN_SELF * H + 0], c0);
     test_check("hand-built model: head 1 is a self head (self > 0.95, class self)",
-               scores[PATTERN_SELF * H + 1] > 0.95 && !strcmp(c1, "self"), "prev = %.6f, self = %.6f, class %s",
-               scores[PATTERN_PREV * H + 1], scores[PATTERN_SELF * H + 1], c1);
+               scores[PATTERN_SELF * H + 1] > 0.95 && !strcmp(c1, "self"),
+               "prev = %.6f, self = %.6f, class %s", scores[PATTERN_PREV * H + 1],
+               scores[PATTERN_SELF * H + 1], c1);
     free(maps);
     model_free(&m);
 }
@@ -325,8 +335,9 @@ static void test_collect_maps_layout(void) {
                 bad += memcmp(maps + (((size_t)l * H + h) * B + b) * T * T,
                               m.act.att_probs + (size_t)l * B * H * T * T + ((size_t)b * H + h) * T * T,
                               sizeof(float) * T * T) != 0;
-    test_check("collect_maps: (L, B, H, T, T) of the forward -> (L, H, B, T, T), with B < max_batch, T < seq_len",
-               bad == 0, "%ld of %d (layer, batch, head) maps misplaced", bad, L * B * H);
+    test_check(
+        "collect_maps: (L, B, H, T, T) of the forward -> (L, H, B, T, T), with B < max_batch, T < seq_len",
+        bad == 0, "%ld of %d (layer, batch, head) maps misplaced", bad, L * B * H);
     free(maps);
     model_free(&m);
 }
@@ -362,8 +373,8 @@ static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t s
 
 /* A forward started at layer l (the layers before it reused) after gating a layer-l head: the
  * same bits as a whole forward. */
-static void check_partial_forward(Model *m, float *gates, const int *tokens, const int *targets, const float *mask,
-                                  int B, int T) {
+static void check_partial_forward(Model *m, float *gates, const int *tokens, const int *targets,
+                                  const float *mask, int B, int T) {
     const int L = m->shape.n_layer, H = m->shape.n_head;
     Interventions whole_iv = {.head_gate = gates};
     int same = 1;
@@ -376,17 +387,19 @@ static void check_partial_forward(Model *m, float *gates, const int *tokens, con
             model_forward(m, &whole_iv, tokens, targets, mask, B, T);
             for (int l2 = L - 1; l2 > l; l2--) { /* leave later layers' activations ablated */
                 gates[l2 * H] = 0.0f;
-                model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l2}, tokens, targets, mask, B, T);
+                model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l2}, tokens, targets,
+                              mask, B, T);
                 gates[l2 * H] = 1.0f;
             }
             gates[l * H + h] = 0.0f;
-            float partial = model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l}, tokens, targets,
-                                          mask, B, T);
+            float partial = model_forward(m, &(Interventions){.head_gate = gates, .start_layer = l}, tokens,
+                                          targets, mask, B, T);
             gates[l * H + h] = 1.0f;
             same &= memcmp(&whole, &partial, sizeof whole) == 0;
         }
-    test_check("ablation: a forward started at layer l after gating a layer-l head = a whole forward, bit for bit",
-               same, "a partial forward gave other bits");
+    test_check(
+        "ablation: a forward started at layer l after gating a layer-l head = a whole forward, bit for bit",
+        same, "a partial forward gave other bits");
 }
 
 static void test_ablation(void) {
@@ -410,7 +423,8 @@ static void test_ablation(void) {
     }
     float gates[L * H], gate_grad[L * H] = {0};
     for (int i = 0; i < L * H; i++) gates[i] = 1.0f;
-    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    Interventions iv = {
+        .head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
     float base = model_forward(&m, &iv, tokens, targets, mask, B, T);
     model_zero_grad(&m);
     model_backward(&m);
@@ -420,12 +434,16 @@ static void test_ablation(void) {
         gates[gate] = 0.0f;
         float ablated = model_forward(&m, &iv, tokens, targets, mask, B, T);
         gates[gate] = 1.0f;
-        snprintf(name, sizeof name, "ablation: gating off layer %d head %d, whose W_o rows are zero, changes the loss by exactly 0",
-                 dead[k][0], dead[k][1]);
-        test_check(name, memcmp(&ablated, &base, sizeof base) == 0, "loss %.9g with the gate at 0, %.9g at 1 (diff %.3g)",
-                   ablated, base, (double)ablated - base);
-        snprintf(name, sizeof name, "importance: the gate gradient of that head (layer %d head %d) is exactly 0",
-                 dead[k][0], dead[k][1]);
+        snprintf(
+            name, sizeof name,
+            "ablation: gating off layer %d head %d, whose W_o rows are zero, changes the loss by exactly 0",
+            dead[k][0], dead[k][1]);
+        test_check(name, memcmp(&ablated, &base, sizeof base) == 0,
+                   "loss %.9g with the gate at 0, %.9g at 1 (diff %.3g)", ablated, base,
+                   (double)ablated - base);
+        snprintf(name, sizeof name,
+                 "importance: the gate gradient of that head (layer %d head %d) is exactly 0", dead[k][0],
+                 dead[k][1]);
         test_check(name, gate_grad[gate] == 0.0f, "gate_grad = %.9g", gate_grad[gate]);
     }
     check_partial_forward(&m, gates, tokens, targets, mask, B, T);
@@ -433,11 +451,12 @@ static void test_ablation(void) {
     gates[0] = 0.0f;
     float live = model_forward(&m, &iv, tokens, targets, mask, B, T);
     gates[0] = 1.0f;
-    test_check("ablation: gating off a live head (layer 0 head 0) changes the loss", fabs((double)live - base) > 1e-4,
-               "loss %.9g with the gate at 0, %.9g at 1", live, base);
+    test_check("ablation: gating off a live head (layer 0 head 0) changes the loss",
+               fabs((double)live - base) > 1e-4, "loss %.9g with the gate at 0, %.9g at 1", live, base);
     float again = model_forward(&m, &iv, tokens, targets, mask, B, T);
-    test_check("ablation: restoring the gate restores the loss bit for bit", memcmp(&again, &base, sizeof base) == 0,
-               "loss %.9g after restoring, %.9g before", again, base);
+    test_check("ablation: restoring the gate restores the loss bit for bit",
+               memcmp(&again, &base, sizeof base) == 0, "loss %.9g after restoring, %.9g before", again,
+               base);
     model_free(&m);
 }
 
@@ -448,8 +467,10 @@ static void test_ablation(void) {
 static int open_induction(Config *cfg, Task *task, int64_t seed, int eval_batches) {
     config_defaults(cfg);
     cfg->task = TASK_INDUCTION;
-    cfg->vocab_size = 16, cfg->d_model = 16, cfg->n_head = 4, cfg->d_head = 4, cfg->n_layer = 2, cfg->seq_len = 12;
-    cfg->batch_size = 4, cfg->min_period = 2, cfg->max_period = 4, cfg->seed = seed, cfg->eval_batches = eval_batches;
+    cfg->vocab_size = 16, cfg->d_model = 16, cfg->n_head = 4, cfg->d_head = 4, cfg->n_layer = 2,
+    cfg->seq_len = 12;
+    cfg->batch_size = 4, cfg->min_period = 2, cfg->max_period = 4, cfg->seed = seed,
+    cfg->eval_batches = eval_batches;
     UserError err;
     if (config_resolve(cfg, &err) == ERR_OK && task_open(task, cfg, &err) == ERR_OK) return 1;
     test_check("importance: open the induction task", 0, "%s", err.text);
@@ -486,11 +507,13 @@ static void test_importance(void) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    test_compare_report("importance: gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
-                        &cmp);
+    test_compare_report(
+        "importance: gate_grad = finite difference of the loss in each gate (induction batch, 8 heads)",
+        &cmp);
     int all_one = 1;
     for (int i = 0; i < LH; i++) all_one &= gates[i] == 1.0f;
-    test_check("importance: the finite differences leave every gate at exactly 1", all_one, "a gate was not restored");
+    test_check("importance: the finite differences leave every gate at exactly 1", all_one,
+               "a gate was not restored");
     free(grad), free(gates);
     model_free(&m);
     batch_free(&batch);
@@ -504,10 +527,10 @@ static void test_snapshots(void) {
     const int tokens[T] = {0, 1, 2, 3};
     float maps[2][L * H * P * T * T] = {{0}};
     for (int i = 0; i < T; i++) {
-        put(maps[0], T, i, i ? i - 1 : 0, 1.0f);         /* snapshot 0, head 0: prev */
-        put(maps[0] + T * T, T, i, 0, 1.0f);             /* snapshot 0, head 1: first */
-        put(maps[1], T, i, i, 1.0f);                     /* snapshot 1, head 0: self */
-        put(maps[1] + T * T, T, i, 0, 1.0f);             /* snapshot 1, head 1: first */
+        put(maps[0], T, i, i ? i - 1 : 0, 1.0f); /* snapshot 0, head 0: prev */
+        put(maps[0] + T * T, T, i, 0, 1.0f);     /* snapshot 0, head 1: first */
+        put(maps[1], T, i, i, 1.0f);             /* snapshot 1, head 0: self */
+        put(maps[1] + T * T, T, i, 0, 1.0f);     /* snapshot 1, head 1: first */
     }
     Snapshots snap;
     snapshots_init(&snap, L, H, tokens, P, T);
@@ -517,14 +540,17 @@ static void test_snapshots(void) {
     double want[2][N_PATTERNS * L * H];
     analysis_pattern_scores(want[0], maps[0], tokens, L, H, P, T);
     analysis_pattern_scores(want[1], maps[1], tokens, L, H, P, T);
-    int same_scores = !memcmp(snap.scores, want, sizeof want), same_maps = !memcmp(snap.maps, maps, sizeof maps);
-    test_check("snapshots: each snapshot's scores are analysis_pattern_scores of its maps, maps kept verbatim",
-               snap.n == 2 && snap.steps[0] == 0 && snap.steps[1] == 50 && same_scores && same_maps,
-               "n %d, steps %lld %lld, scores %s, maps %s", snap.n, (long long)snap.steps[0],
-               (long long)snap.steps[1], same_scores ? "same" : "differ", same_maps ? "same" : "differ");
+    int same_scores = !memcmp(snap.scores, want, sizeof want),
+        same_maps = !memcmp(snap.maps, maps, sizeof maps);
+    test_check(
+        "snapshots: each snapshot's scores are analysis_pattern_scores of its maps, maps kept verbatim",
+        snap.n == 2 && snap.steps[0] == 0 && snap.steps[1] == 50 && same_scores && same_maps,
+        "n %d, steps %lld %lld, scores %s, maps %s", snap.n, (long long)snap.steps[0],
+        (long long)snap.steps[1], same_scores ? "same" : "differ", same_maps ? "same" : "differ");
     test_check("snapshots: classes are the last snapshot's (prev then self for head 0, first for head 1)",
-               after_first[0] == PATTERN_PREV && after_first[1] == PATTERN_FIRST && snap.classes[0] == PATTERN_SELF &&
-                   snap.classes[1] == PATTERN_FIRST && snapshots_final_scores(&snap) == snap.scores + N_PATTERNS * L * H,
+               after_first[0] == PATTERN_PREV && after_first[1] == PATTERN_FIRST &&
+                   snap.classes[0] == PATTERN_SELF && snap.classes[1] == PATTERN_FIRST &&
+                   snapshots_final_scores(&snap) == snap.scores + N_PATTERNS * L * H,
                "classes %s %s after the first, %s %s after the second", analysis_class_name(after_first[0]),
                analysis_class_name(after_first[1]), analysis_class_name(snap.classes[0]),
                analysis_class_name(snap.classes[1]));
@@ -547,7 +573,8 @@ static void test_importance_evaluator(void) {
     batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
     float gates[LH], gate_grad[LH];
     for (int i = 0; i < LH; i++) gates[i] = 1.0f;
-    Interventions iv = {.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    Interventions iv = {
+        .head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
     for (int k = 0; k < 3; k++) {
         task_eval_batch(&task, &batch, k);
         want_loss += model_forward(&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
@@ -575,13 +602,14 @@ static void test_importance_evaluator(void) {
     double after = evaluate_loss(&ev, &m); /* the study leaves nothing of its gates on the model */
     test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
                "%.17g, by hand %.17g", loss, want_loss);
-    test_check("importance: mean |dL/dgate| over the held-out batches, bit for bit; the loss after it unchanged",
-               !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss), "head 0: %.17g, by hand %.17g",
-               got[0], want[0]);
+    test_check(
+        "importance: mean |dL/dgate| over the held-out batches, bit for bit; the loss after it unchanged",
+        !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss),
+        "head 0: %.17g, by hand %.17g", got[0], want[0]);
     int close = 1;
     for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
-    test_check("prune_normalize_importance: divided by each layer's L2 norm", close, "head 0: %.17g, expected %.17g",
-               got_norm[0], want_norm[0]);
+    test_check("prune_normalize_importance: divided by each layer's L2 norm", close,
+               "head 0: %.17g, expected %.17g", got_norm[0], want_norm[0]);
     evaluator_free(&ev);
     batch_free(&batch);
     model_free(&m);
@@ -633,7 +661,8 @@ static void test_interventions(void) {
     task_eval_batch(&task, &a, 0);
     task_eval_batch(&task, &b, 1);
     const size_t BTE = (size_t)a.B * a.T * E;
-    float *z_a = test_alloc(L * BTE), *z_b = test_alloc(L * BTE), *gates = test_alloc(LH), *grad = test_alloc(LH);
+    float *z_a = test_alloc(L * BTE), *z_b = test_alloc(L * BTE), *gates = test_alloc(LH),
+          *grad = test_alloc(LH);
     /* each run's hook_z, layer by layer */
     model_forward(&m, NULL, b.inputs, b.targets, b.mask, b.B, b.T);
     for (int l = 0; l < L; l++) memcpy(z_b + l * BTE, model_hook(&m, HOOK_Z, l), sizeof(float) * BTE);
@@ -646,7 +675,8 @@ static void test_interventions(void) {
                    (model_hook(&m, HOOK_PATTERN, 0) != NULL) == attention_reads_maps(cfg.d_head) &&
                    model_hook_floats(&m, HOOK_PATTERN, a.B, a.T) == (size_t)a.B * H * a.T * a.T &&
                    !strcmp(model_hook_name(HOOK_Z), "blocks.{l}.attn.hook_z");
-    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no pattern of thin "
+    test_check("hooks: resid_post of layer l is resid_pre of l+1; head_mix is z with every gate 1; no "
+               "pattern of thin "
                "heads unless kept",
                hooks_ok, "a hook point is not where docs/model.md puts it");
 
@@ -654,30 +684,33 @@ static void test_interventions(void) {
     for (int i = 0; i < LH; i++) gates[i] = 0.0f;
     Interventions self = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_a}};
     float patched = model_forward(&m, &self, a.inputs, a.targets, a.mask, a.B, a.T);
-    test_check("patching: every head's output replaced by its own hook_z (gate 0) gives the plain loss, bit for bit",
-               !memcmp(&patched, &plain, sizeof plain), "%.9g vs %.9g", patched, plain);
+    test_check(
+        "patching: every head's output replaced by its own hook_z (gate 0) gives the plain loss, bit for bit",
+        !memcmp(&patched, &plain, sizeof plain), "%.9g vs %.9g", patched, plain);
     /* another run's activations in layer 1 only: the loss moves, and equals W_o applied to them */
     for (int i = 0; i < LH; i++) gates[i] = i < H ? 1.0f : 0.0f;
     Interventions other = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, z_b}};
     float from_b = model_forward(&m, &other, a.inputs, a.targets, a.mask, a.B, a.T);
     int head_mix_is_b = !memcmp(model_hook(&m, HOOK_HEAD_MIX, 1), z_b + BTE, sizeof(float) * BTE);
-    test_check("patching: layer 1's heads from another batch's run: W_o reads that run's hook_z, and the loss moves",
-               head_mix_is_b && fabs((double)from_b - plain) > 1e-4, "head_mix %s, loss %.9g vs %.9g",
-               head_mix_is_b ? "is the other run's" : "differs", from_b, plain);
+    test_check(
+        "patching: layer 1's heads from another batch's run: W_o reads that run's hook_z, and the loss moves",
+        head_mix_is_b && fabs((double)from_b - plain) > 1e-4, "head_mix %s, loss %.9g vs %.9g",
+        head_mix_is_b ? "is the other run's" : "differs", from_b, plain);
 
     /* a per-token fill whose rows are all one vector = that vector as a per-head fill */
     float *mean = test_alloc(L * E), *rows = test_alloc(L * BTE);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < E; i++) mean[l * E + i] = 0.1f * (float)(i % 7) - 0.3f;
     for (int l = 0; l < L; l++)
-        for (size_t n = 0; n < (size_t)a.B * a.T; n++) memcpy(rows + l * BTE + n * E, mean + l * E, sizeof(float) * E);
+        for (size_t n = 0; n < (size_t)a.B * a.T; n++)
+            memcpy(rows + l * BTE + n * E, mean + l * E, sizeof(float) * E);
     for (int i = 0; i < LH; i++) gates[i] = i % 3 == 0 ? 0.25f : 1.0f;
     Interventions per_head = {.head_gate = gates, .fill = {HEAD_FILL_PER_HEAD, mean}};
     Interventions per_token = {.head_gate = gates, .fill = {HEAD_FILL_PER_TOKEN, rows}};
     float lh = model_forward(&m, &per_head, a.inputs, a.targets, a.mask, a.B, a.T);
     float lt = model_forward(&m, &per_token, a.inputs, a.targets, a.mask, a.B, a.T);
-    test_check("fills: a per-token fill of identical rows = the per-head fill, bit for bit", !memcmp(&lh, &lt, sizeof lh),
-               "%.9g vs %.9g", lt, lh);
+    test_check("fills: a per-token fill of identical rows = the per-head fill, bit for bit",
+               !memcmp(&lh, &lt, sizeof lh), "%.9g vs %.9g", lt, lh);
 
     /* gate gradients through a per-token fill (another run's hook_z) = finite differences */
     for (int i = 0; i < LH; i++) gates[i] = 1.0f, grad[i] = 0.0f;
@@ -687,8 +720,10 @@ static void test_interventions(void) {
     loss_of(&c);
     model_backward(&m);
     TestCompare cmp = test_compare_start(1e-5, 1e-2);
-    for (int i = 0; i < LH; i++) test_compare(&cmp, grad[i], test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f), "gate_grad", i);
-    test_compare_report("patching: d loss / d gate towards another run's activations = finite differences", &cmp);
+    for (int i = 0; i < LH; i++)
+        test_compare(&cmp, grad[i], test_fd(loss_of, &c, &gates[i], 1.0f / 64.0f), "gate_grad", i);
+    test_compare_report("patching: d loss / d gate towards another run's activations = finite differences",
+                        &cmp);
 
     /* a forward from a HeadState of layer 1 (saved from a gated forward) = the whole forward */
     for (int i = 0; i < LH; i++) gates[i] = i % 2 ? 0.0f : 1.0f;
@@ -705,11 +740,12 @@ static void test_interventions(void) {
     restart.start_layer = 1;
     restart.start_state = &state;
     float restarted = model_forward(&m, &restart, a.inputs, a.targets, a.mask, a.B, a.T);
-    test_check("start: a forward from layer 1's HeadState = a whole forward with the same gates, bit for bit; "
-               "the layers before it have no hook points",
-               !memcmp(&whole, &restarted, sizeof whole) && model_hook(&m, HOOK_Z, 0) == NULL &&
-                   model_hook(&m, HOOK_QKV, 1) == NULL && model_hook(&m, HOOK_Z, 1) != NULL,
-               "%.9g vs %.9g", restarted, whole);
+    test_check(
+        "start: a forward from layer 1's HeadState = a whole forward with the same gates, bit for bit; "
+        "the layers before it have no hook points",
+        !memcmp(&whole, &restarted, sizeof whole) && model_hook(&m, HOOK_Z, 0) == NULL &&
+            model_hook(&m, HOOK_QKV, 1) == NULL && model_hook(&m, HOOK_Z, 1) != NULL,
+        "%.9g vs %.9g", restarted, whole);
 
     /* the pairings the model refuses */
     Interventions none = {0}, params_from_state = restart, gates_from_layer1 = restart;
@@ -725,9 +761,10 @@ static void test_interventions(void) {
     Pairing on_view = {&view, NULL, &a};
     refused_all &= backward_refused(&on_view);
     model_free(&view);
-    test_check("pairings: no backward after a forward that asked for no gradients, parameter gradients only after a "
-               "whole forward, gate gradients only from layer 0, none on a view",
-               refused_all, "a backward ran where it must not");
+    test_check(
+        "pairings: no backward after a forward that asked for no gradients, parameter gradients only after a "
+        "whole forward, gate gradients only from layer 0, none on a view",
+        refused_all, "a backward ran where it must not");
 
     /* the plan of stages follows the shape */
     char plain_plan[160] = "", qwen_plan[160] = "";
@@ -736,7 +773,8 @@ static void test_interventions(void) {
     ModelShape qwen = {16, 16, 4, 4, 1, 8, 2, POS_ROPE, 2, 10000.0, 1, 1}; /* GQA, rotary, gate, sink */
     Model q;
     model_init(&q, qwen, 1);
-    for (int i = 0; model_stage_name(&q, i); i++) strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
+    for (int i = 0; model_stage_name(&q, i); i++)
+        strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
     model_free(&q);
     test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
                !strcmp(plain_plan, "layernorm project attend head_mix w_o ") &&

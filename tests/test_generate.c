@@ -127,15 +127,16 @@ static void check_layout(const Layout *lay, uint64_t seed) {
     }
     int same = 1;
     for (int t = prompt; t < T; t++) same &= by_cache[t] == by_full[t];
-    snprintf(name, sizeof name, "%s: greedy continuation by the cache = by full forwards (%d tokens)", lay->name,
-             T - prompt);
+    snprintf(name, sizeof name, "%s: greedy continuation by the cache = by full forwards (%d tokens)",
+             lay->name, T - prompt);
     test_check(name, same, "they differ");
     kv_cache_free(&cache);
 
     /* 3. the cache's size: the K/V heads only */
     size_t expected = sizeof(float) * 2 * (size_t)lay->n_kv_head * lay->d_head * m.shape.n_layer;
     snprintf(name, sizeof name, "%s: cache bytes per token = 4*2*H_kv*d_head*L = %zu", lay->name, expected);
-    test_check(name, kv_cache_bytes_per_token(m.shape) == expected, "got %zu", kv_cache_bytes_per_token(m.shape));
+    test_check(name, kv_cache_bytes_per_token(m.shape) == expected, "got %zu",
+               kv_cache_bytes_per_token(m.shape));
     free(by_cache);
     free(by_full);
     free(tokens);
@@ -156,7 +157,8 @@ static void check_independent_caches(void) {
     const float *again = kv_cache_step(&b, 1);
     int same = 1;
     for (int v = 0; v < V; v++) same &= first[v] == again[v];
-    test_check("two caches over one model are independent (same first step, bit for bit)", same, "they differ");
+    test_check("two caches over one model are independent (same first step, bit for bit)", same,
+               "they differ");
     free(first);
     kv_cache_free(&a);
     kv_cache_free(&b);

@@ -112,27 +112,27 @@ static double dot(const float *r, const float *x, size_t n) {
 typedef struct Op Op;
 typedef struct {
     const Op *op;
-    int d[OP_MAX_DIMS];                              /* the case's sizes, named by Op.dims */
-    float *in[OP_MAX_IN], *grad[OP_MAX_IN];          /* grad NULL: input not differentiated */
+    int d[OP_MAX_DIMS];                     /* the case's sizes, named by Op.dims */
+    float *in[OP_MAX_IN], *grad[OP_MAX_IN]; /* grad NULL: input not differentiated */
     size_t n_in[OP_MAX_IN];
-    int no_grad[OP_MAX_IN];                          /* set by sizes(): do not differentiate */
-    float *out, *r;                                  /* forward output; d_out = r */
+    int no_grad[OP_MAX_IN]; /* set by sizes(): do not differentiate */
+    float *out, *r;         /* forward output; d_out = r */
     size_t n_out;
-    float *tmp[2];                                   /* scratch: saved for backward, copies */
+    float *tmp[2]; /* scratch: saved for backward, copies */
     size_t n_tmp[2];
-    int *ints;                                       /* tokens or targets */
+    int *ints; /* tokens or targets */
     size_t n_ints;
 } OpCtx;
 
 struct Op {
-    const char *name, *dims;                         /* dims: the names of d[], e.g. "B T D" */
-    const char *in_names[OP_MAX_IN];                 /* NULL ends the list */
-    double in_mean[OP_MAX_IN], in_std[OP_MAX_IN];    /* std 0 means 1 */
-    void (*sizes)(OpCtx *c);                         /* n_in, n_out, n_tmp, n_ints, no_grad */
-    void (*init)(OpCtx *c, Rng *rng);                /* optional: ints, special inputs, r */
+    const char *name, *dims;                      /* dims: the names of d[], e.g. "B T D" */
+    const char *in_names[OP_MAX_IN];              /* NULL ends the list */
+    double in_mean[OP_MAX_IN], in_std[OP_MAX_IN]; /* std 0 means 1 */
+    void (*sizes)(OpCtx *c);                      /* n_in, n_out, n_tmp, n_ints, no_grad */
+    void (*init)(OpCtx *c, Rng *rng);             /* optional: ints, special inputs, r */
     void (*forward)(OpCtx *c);
-    void (*backward)(OpCtx *c);                      /* after forward, with d_out = r */
-    unsigned overwrites;                             /* bit k: the backward writes (=) grad[k] */
+    void (*backward)(OpCtx *c); /* after forward, with d_out = r */
+    unsigned overwrites;        /* bit k: the backward writes (=) grad[k] */
 };
 
 typedef struct {
@@ -152,22 +152,29 @@ static void embedding_init(OpCtx *c, Rng *rng) { /* tokens from [0, V-2): repeat
     int V = c->d[3];
     for (size_t i = 0; i < c->n_ints; i++) c->ints[i] = (int)rng_below(rng, (uint64_t)(V > 2 ? V - 2 : V));
 }
-static void embedding_fwd(OpCtx *c) { embedding_forward(c->out, c->ints, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]); }
+static void embedding_fwd(OpCtx *c) {
+    embedding_forward(c->out, c->ints, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]);
+}
 static void embedding_bwd(OpCtx *c) {
     embedding_backward(c->grad[0], c->grad[1], c->r, c->ints, c->d[0], c->d[1], c->d[2], c->d[3]);
 }
-static const Op OP_EMBEDDING = {"embedding", "B T D V T_max", {"tok_emb", "pos_emb"}, {0}, {0},
-                                embedding_sizes, embedding_init, embedding_fwd, embedding_bwd, 0};
+static const Op OP_EMBEDDING = {"embedding",     "B T D V T_max", {"tok_emb", "pos_emb"}, {0},           {0},
+                                embedding_sizes, embedding_init,  embedding_fwd,          embedding_bwd, 0};
 
 /* position_add: d = B T D T_max */
 static void position_add_sizes(OpCtx *c) {
     c->n_in[0] = c->n_out = (size_t)c->d[0] * c->d[1] * c->d[2];
     c->n_in[1] = (size_t)c->d[3] * c->d[2];
 }
-static void position_add_fwd(OpCtx *c) { position_add_forward(c->out, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]); }
-static void position_add_bwd(OpCtx *c) { position_add_backward(c->grad[0], c->grad[1], c->r, c->d[0], c->d[1], c->d[2]); }
-static const Op OP_POSITION_ADD = {"position_add", "B T D T_max", {"inp", "pos_emb"}, {0}, {0},
-                                   position_add_sizes, NULL, position_add_fwd, position_add_bwd, 0};
+static void position_add_fwd(OpCtx *c) {
+    position_add_forward(c->out, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]);
+}
+static void position_add_bwd(OpCtx *c) {
+    position_add_backward(c->grad[0], c->grad[1], c->r, c->d[0], c->d[1], c->d[2]);
+}
+static const Op OP_POSITION_ADD = {
+    "position_add", "B T D T_max",    {"inp", "pos_emb"}, {0}, {0}, position_add_sizes,
+    NULL,           position_add_fwd, position_add_bwd,   0};
 
 /* layernorm: d = N D */
 static void layernorm_sizes(OpCtx *c) {
@@ -182,8 +189,9 @@ static void layernorm_bwd(OpCtx *c) {
                        c->d[0], c->d[1]);
 }
 /* inputs with a mean far from 0: the centring matters */
-static const Op OP_LAYERNORM = {"layernorm", "N D", {"inp", "gain", "bias"}, {3.0, 1.0, 0.0}, {1.0, 0.3, 0.3},
-                                layernorm_sizes, NULL, layernorm_fwd, layernorm_bwd, 0};
+static const Op OP_LAYERNORM = {
+    "layernorm",     "N D", {"inp", "gain", "bias"}, {3.0, 1.0, 0.0}, {1.0, 0.3, 0.3},
+    layernorm_sizes, NULL,  layernorm_fwd,           layernorm_bwd,   0};
 
 /* linear: d = N C OC with_bias with_d_inp; the bias and d_inp are NULL when their flag is 0 */
 static void linear_sizes(OpCtx *c) {
@@ -198,8 +206,16 @@ static void linear_bwd(OpCtx *c) {
     linear_backward(c->grad[0], GRAD_ADD, c->grad[1], c->d[3] ? c->grad[2] : NULL, c->r, c->in[0], c->in[1],
                     c->d[0], c->d[1], c->d[2]);
 }
-static const Op OP_LINEAR = {"linear", "N C OC with_bias with_d_inp", {"inp", "weight", "bias"}, {0}, {0},
-                             linear_sizes, NULL, linear_fwd, linear_bwd, 0};
+static const Op OP_LINEAR = {"linear",
+                             "N C OC with_bias with_d_inp",
+                             {"inp", "weight", "bias"},
+                             {0},
+                             {0},
+                             linear_sizes,
+                             NULL,
+                             linear_fwd,
+                             linear_bwd,
+                             0};
 
 /* attention: d = B T H d_head with_sink; qkv of std 1.5: scores of a few units, so the maps are
  * far from uniform and from one-hot. d_qkv is overwritten, d_sink accumulated. */
@@ -210,17 +226,26 @@ static void attention_sizes(OpCtx *c) {
 }
 /* no maps, as the model trains */
 static void attention_fwd(OpCtx *c) {
-    attention_forward(c->out, NULL, c->tmp[1], c->in[0], c->d[4] ? c->in[1] : NULL, c->d[0], c->d[1],
-                      c->d[2], c->d[3]);
+    attention_forward(c->out, NULL, c->tmp[1], c->in[0], c->d[4] ? c->in[1] : NULL, c->d[0], c->d[1], c->d[2],
+                      c->d[3]);
 }
 static void attention_bwd(OpCtx *c) {
     attention_backward(c->grad[0], c->r, c->in[0], c->out, NULL, c->tmp[1], c->d[4] ? c->in[1] : NULL,
                        c->d[0], c->d[1], c->d[2], c->d[3]);
     if (c->d[4])
-        attention_sink_backward(c->grad[1], c->r, c->out, c->tmp[1], c->in[1], c->d[0], c->d[1], c->d[2], c->d[3]);
+        attention_sink_backward(c->grad[1], c->r, c->out, c->tmp[1], c->in[1], c->d[0], c->d[1], c->d[2],
+                                c->d[3]);
 }
-static const Op OP_ATTENTION = {"attention", "B T H d_head with_sink", {"qkv", "sink"}, {0.0, 0.5}, {1.5, 1.0},
-                                attention_sizes, NULL, attention_fwd, attention_bwd, 1u};
+static const Op OP_ATTENTION = {"attention",
+                                "B T H d_head with_sink",
+                                {"qkv", "sink"},
+                                {0.0, 0.5},
+                                {1.5, 1.0},
+                                attention_sizes,
+                                NULL,
+                                attention_fwd,
+                                attention_bwd,
+                                1u};
 
 /* crossentropy: d = N V. The loss is Σ weight · losses: r holds the weights, a third of them 0. */
 static void crossentropy_sizes(OpCtx *c) {
@@ -233,10 +258,22 @@ static void crossentropy_init(OpCtx *c, Rng *rng) {
         c->r[n] = n % 3 == 1 ? 0.0f : test_quantize(0.1 + rng_uniform(rng));
     }
 }
-static void crossentropy_fwd(OpCtx *c) { crossentropy_forward(c->out, c->tmp[0], c->in[0], c->ints, c->d[0], c->d[1]); }
-static void crossentropy_bwd(OpCtx *c) { crossentropy_backward(c->grad[0], c->tmp[0], c->ints, c->r, c->d[0], c->d[1]); }
-static const Op OP_CROSSENTROPY = {"crossentropy", "N V", {"logits"}, {0.0}, {2.0}, crossentropy_sizes,
-                                   crossentropy_init, crossentropy_fwd, crossentropy_bwd, 1u};
+static void crossentropy_fwd(OpCtx *c) {
+    crossentropy_forward(c->out, c->tmp[0], c->in[0], c->ints, c->d[0], c->d[1]);
+}
+static void crossentropy_bwd(OpCtx *c) {
+    crossentropy_backward(c->grad[0], c->tmp[0], c->ints, c->r, c->d[0], c->d[1]);
+}
+static const Op OP_CROSSENTROPY = {"crossentropy",
+                                   "N V",
+                                   {"logits"},
+                                   {0.0},
+                                   {2.0},
+                                   crossentropy_sizes,
+                                   crossentropy_init,
+                                   crossentropy_fwd,
+                                   crossentropy_bwd,
+                                   1u};
 
 /* rope: d = B T H H_kv d_head rope_dims, base 100 (angles that turn far within T). In place on
  * qkv and on d_qkv: the forward copies the input first, the backward turns a copy of d_out and
@@ -252,18 +289,22 @@ static void rope_bwd(OpCtx *c) {
     memcpy(c->grad[0], c->r, sizeof(float) * c->n_out);
     rope_backward(c->grad[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->d[5], 100.0);
 }
-static const Op OP_ROPE = {"rope", "B T H H_kv d_head rope_dims", {"qkv"}, {0}, {0}, rope_sizes, NULL,
-                           rope_fwd, rope_bwd, 1u};
+static const Op OP_ROPE = {
+    "rope", "B T H H_kv d_head rope_dims", {"qkv"}, {0}, {0}, rope_sizes, NULL, rope_fwd, rope_bwd, 1u};
 
 /* kv_repeat: d = B T H H_kv d_head */
 static void kv_repeat_sizes(OpCtx *c) {
     size_t BT = (size_t)c->d[0] * c->d[1];
     c->n_in[0] = BT * (c->d[2] + 2 * c->d[3]) * c->d[4], c->n_out = BT * 3 * c->d[2] * c->d[4];
 }
-static void kv_repeat_fwd(OpCtx *c) { kv_repeat_forward(c->out, c->in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]); }
-static void kv_repeat_bwd(OpCtx *c) { kv_repeat_backward(c->grad[0], c->r, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]); }
-static const Op OP_KV_REPEAT = {"kv_repeat", "B T H H_kv d_head", {"qkv_grouped"}, {0}, {0},
-                                kv_repeat_sizes, NULL, kv_repeat_fwd, kv_repeat_bwd, 0};
+static void kv_repeat_fwd(OpCtx *c) {
+    kv_repeat_forward(c->out, c->in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static void kv_repeat_bwd(OpCtx *c) {
+    kv_repeat_backward(c->grad[0], c->r, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static const Op OP_KV_REPEAT = {"kv_repeat", "B T H H_kv d_head", {"qkv_grouped"}, {0}, {0}, kv_repeat_sizes,
+                                NULL,        kv_repeat_fwd,       kv_repeat_bwd,   0};
 
 /* sigmoid_gate: d = N; the forward turns its pre-activation into σ in place: it works on a copy */
 static void sigmoid_gate_sizes(OpCtx *c) { c->n_in[0] = c->n_in[1] = c->n_out = c->n_tmp[0] = c->d[0]; }
@@ -271,16 +312,23 @@ static void sigmoid_gate_fwd(OpCtx *c) {
     memcpy(c->tmp[0], c->in[1], sizeof(float) * c->n_out);
     sigmoid_gate_forward(c->out, c->tmp[0], c->in[0], c->n_out);
 }
-static void sigmoid_gate_bwd(OpCtx *c) { sigmoid_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->tmp[0], c->n_out); }
-static const Op OP_SIGMOID_GATE = {"sigmoid_gate", "N", {"o", "pre"}, {0.0, 0.0}, {1.0, 2.0},
+static void sigmoid_gate_bwd(OpCtx *c) {
+    sigmoid_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->tmp[0], c->n_out);
+}
+static const Op OP_SIGMOID_GATE = {"sigmoid_gate",     "N",  {"o", "pre"},     {0.0, 0.0},       {1.0, 2.0},
                                    sigmoid_gate_sizes, NULL, sigmoid_gate_fwd, sigmoid_gate_bwd, 0};
 
 /* column_merge: d = N W split; both gradients overwritten */
 static void column_merge_sizes(OpCtx *c) { c->n_in[0] = c->n_in[1] = c->n_out = (size_t)c->d[0] * c->d[1]; }
-static void column_merge_fwd(OpCtx *c) { column_merge_forward(c->out, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]); }
-static void column_merge_bwd(OpCtx *c) { column_merge_backward(c->grad[0], c->grad[1], c->r, c->d[0], c->d[1], c->d[2]); }
-static const Op OP_COLUMN_MERGE = {"column_merge", "N W split", {"left", "right"}, {0}, {0},
-                                   column_merge_sizes, NULL, column_merge_fwd, column_merge_bwd, 3u};
+static void column_merge_fwd(OpCtx *c) {
+    column_merge_forward(c->out, c->in[0], c->in[1], c->d[0], c->d[1], c->d[2]);
+}
+static void column_merge_bwd(OpCtx *c) {
+    column_merge_backward(c->grad[0], c->grad[1], c->r, c->d[0], c->d[1], c->d[2]);
+}
+static const Op OP_COLUMN_MERGE = {
+    "column_merge", "N W split",      {"left", "right"}, {0}, {0}, column_merge_sizes,
+    NULL,           column_merge_fwd, column_merge_bwd,  3u};
 
 /* head_gate: d = N H d_head fill; gates around 0.5, not all 1 (gate 1 keeps a head whole); with
  * fill = 1 each head is gated towards a replacement value (mean ablation), which is a constant
@@ -295,11 +343,19 @@ static void head_gate_fwd(OpCtx *c) {
     head_gate_forward(c->out, c->in[0], c->in[1], head_gate_fill(c), c->d[0], c->d[1], c->d[2]);
 }
 static void head_gate_bwd(OpCtx *c) {
-    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], head_gate_fill(c), c->d[0],
-                       c->d[1], c->d[2]);
+    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], head_gate_fill(c), c->d[0], c->d[1],
+                       c->d[2]);
 }
-static const Op OP_HEAD_GATE = {"head_gate", "N H d_head fill", {"inp", "gate", "fill"}, {0.0, 0.5, 0.3},
-                                {1.0, 0.5, 1.0}, head_gate_sizes, NULL, head_gate_fwd, head_gate_bwd, 1u};
+static const Op OP_HEAD_GATE = {"head_gate",
+                                "N H d_head fill",
+                                {"inp", "gate", "fill"},
+                                {0.0, 0.5, 0.3},
+                                {1.0, 0.5, 1.0},
+                                head_gate_sizes,
+                                NULL,
+                                head_gate_fwd,
+                                head_gate_bwd,
+                                1u};
 
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
 #define LONG_T_TOL LONG_T_ATOL, KERNEL_RTOL
@@ -330,7 +386,10 @@ static const OpCase op_cases[] = {
     {&OP_ATTENTION, {2, 19, 1, 4, 1}, LONG_T_TOL, "T = 19, d_head = 4, with a sink"},
     {&OP_ATTENTION, {1, 21, 2, 8, 1}, LONG_T_TOL, "T = 21, d_head = 8 (the widest thin head), with a sink"},
     {&OP_ATTENTION, {1, 18, 1, 9, 1}, LONG_T_TOL, "T = 18, d_head = 9 (the general path), with a sink"},
-    {&OP_ATTENTION, {1, 251, 1, 9, 1}, VERY_LONG_T_TOL, "T = 251 (two query blocks of the general backward), d_head = 9, with a sink"},
+    {&OP_ATTENTION,
+     {1, 251, 1, 9, 1},
+     VERY_LONG_T_TOL,
+     "T = 251 (two query blocks of the general backward), d_head = 9, with a sink"},
     {&OP_ATTENTION, {2, 13, 2, 16, 1}, LONG_T_TOL, "T = 13, d_head = 16 (one vector), with a sink"},
     {&OP_ATTENTION, {1, 14, 1, 33, 0}, LONG_T_TOL, "T = 14, d_head = 33 (past the register tile's width)"},
     {&OP_CROSSENTROPY, {7, 6}, K_TOL, "weights with zeros"},
@@ -417,8 +476,11 @@ static void check_op_accumulates(const Op *op, OpCtx *c, int n_in, const char *c
         free(saved[k]);
         free(prefill[k]);
     }
-    snprintf(name, sizeof name, op->overwrites ? "%s: backward accumulates (c + 2 calls = c + 2g) or overwrites (= g) as documented"
-                                               : "%s: backward accumulates (c + 2 calls = c + 2g)", case_name);
+    snprintf(name, sizeof name,
+             op->overwrites
+                 ? "%s: backward accumulates (c + 2 calls = c + 2g) or overwrites (= g) as documented"
+                 : "%s: backward accumulates (c + 2 calls = c + 2g)",
+             case_name);
     test_compare_report(name, &acc);
 }
 
@@ -485,7 +547,9 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
             double err = fabs(out[(size_t)n * OC + j] - ref) / ((C + 2) * u * mag + 1e-30);
             checked++;
             if (!(err <= 1.0)) bad++;
-            if (!(err <= worst)) worst = err, snprintf(where, sizeof where, "out[%d,%d] = %.9g, reference %.9g", n, j, out[(size_t)n * OC + j], ref);
+            if (!(err <= worst))
+                worst = err, snprintf(where, sizeof where, "out[%d,%d] = %.9g, reference %.9g", n, j,
+                                      out[(size_t)n * OC + j], ref);
         }
         for (int k = 0; k < C; k++) { /* d_inp[n, k] = Σ_j g[n, j] w[k, j] */
             double ref = 0.0, mag = 0.0;
@@ -497,7 +561,9 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
             double err = fabs(d_inp[(size_t)n * C + k] - ref) / ((OC + 2) * u * mag + 1e-30);
             checked++;
             if (!(err <= 1.0)) bad++;
-            if (!(err <= worst)) worst = err, snprintf(where, sizeof where, "d_inp[%d,%d] = %.9g, reference %.9g", n, k, d_inp[(size_t)n * C + k], ref);
+            if (!(err <= worst))
+                worst = err, snprintf(where, sizeof where, "d_inp[%d,%d] = %.9g, reference %.9g", n, k,
+                                      d_inp[(size_t)n * C + k], ref);
         }
     }
     for (int k = 0; k < C; k++) { /* d_w[k, j] = Σ_n inp[n, k] g[n, j] */
@@ -511,7 +577,9 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
             double err = fabs(d_w[(size_t)k * OC + j] - ref) / ((N + 2) * u * mag + 1e-30);
             checked++;
             if (!(err <= 1.0)) bad++;
-            if (!(err <= worst)) worst = err, snprintf(where, sizeof where, "d_weight[%d,%d] = %.9g, reference %.9g", k, j, d_w[(size_t)k * OC + j], ref);
+            if (!(err <= worst))
+                worst = err, snprintf(where, sizeof where, "d_weight[%d,%d] = %.9g, reference %.9g", k, j,
+                                      d_w[(size_t)k * OC + j], ref);
         }
     }
     for (int j = 0; j < OC; j++) { /* d_b[j] = Σ_n g[n, j] */
@@ -520,13 +588,14 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
         double err = fabs(d_b[j] - ref) / ((N + 2) * u * mag + 1e-30);
         checked++;
         if (!(err <= 1.0)) bad++;
-        if (!(err <= worst)) worst = err, snprintf(where, sizeof where, "d_bias[%d] = %.9g, reference %.9g", j, d_b[j], ref);
+        if (!(err <= worst))
+            worst = err, snprintf(where, sizeof where, "d_bias[%d] = %.9g, reference %.9g", j, d_b[j], ref);
     }
     char name[128];
     snprintf(name, sizeof name, "linear N=%d C=%d OC=%d: forward and backward = double reference", N, C, OC);
     if (getenv("TEST_VERBOSE")) printf("# %s: worst %.3f x bound at %s\n", name, worst, where);
-    test_check(name, bad == 0, "%ld of %ld elements beyond the rounding bound; worst %.3g x bound at %s",
-               bad, checked, worst, where);
+    test_check(name, bad == 0, "%ld of %ld elements beyond the rounding bound; worst %.3g x bound at %s", bad,
+               checked, worst, where);
 #ifdef _OPENMP
     /* the same bits at every thread count (kernels.h promises it) */
     float *out2 = test_alloc((size_t)N * OC), *d_inp2 = test_alloc((size_t)N * C);
@@ -535,14 +604,16 @@ static void test_linear_reference(int N, int C, int OC, uint64_t seed) {
     int at = 0;
     for (int k = 0; k < N_THREAD_COUNTS && !differs; k++) {
         set_threads(thread_counts[k]);
-        memset(d_inp2, 0, sizeof(float) * N * C), memset(d_w2, 0, sizeof(float) * C * OC), memset(d_b2, 0, sizeof(float) * OC);
+        memset(d_inp2, 0, sizeof(float) * N * C), memset(d_w2, 0, sizeof(float) * C * OC),
+            memset(d_b2, 0, sizeof(float) * OC);
         linear_forward(out2, inp, w, b, N, C, OC);
         linear_backward(d_inp2, GRAD_ADD, d_w2, d_b2, g, inp, w, N, C, OC);
         at = thread_counts[k];
-        differs = memcmp(out2, out, sizeof(float) * N * OC) ? "out"
+        differs = memcmp(out2, out, sizeof(float) * N * OC)      ? "out"
                   : memcmp(d_inp2, d_inp, sizeof(float) * N * C) ? "d_inp"
-                  : memcmp(d_w2, d_w, sizeof(float) * C * OC) ? "d_weight"
-                  : memcmp(d_b2, d_b, sizeof(float) * OC) ? "d_bias" : NULL;
+                  : memcmp(d_w2, d_w, sizeof(float) * C * OC)    ? "d_weight"
+                  : memcmp(d_b2, d_b, sizeof(float) * OC)        ? "d_bias"
+                                                                 : NULL;
     }
     set_threads(default_threads);
     snprintf(name, sizeof name, "linear N=%d C=%d OC=%d: bit-identical at 1, 2, 3, 4, 7 threads", N, C, OC);
@@ -561,8 +632,15 @@ typedef struct {
 
 static AttentionCtx attention_ctx(int B, int T, int H, int d_head, Rng *rng) {
     size_t E = (size_t)H * d_head, BT = (size_t)B * T;
-    AttentionCtx c = {B, T, H, d_head, test_alloc(BT * 3 * E), test_alloc(BT * E),
-                      test_alloc((size_t)B * H * T * T), test_alloc((size_t)B * H * T), test_alloc(BT * E),
+    AttentionCtx c = {B,
+                      T,
+                      H,
+                      d_head,
+                      test_alloc(BT * 3 * E),
+                      test_alloc(BT * E),
+                      test_alloc((size_t)B * H * T * T),
+                      test_alloc((size_t)B * H * T),
+                      test_alloc(BT * E),
                       test_alloc(BT * 3 * E)};
     /* std 1.5: scores of a few units, so the maps are far from uniform and from one-hot */
     test_fill_normal(c.qkv, BT * 3 * E, rng, 0.0, 1.5);
@@ -590,8 +668,8 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
     const int general = d_head > ATTENTION_THIN_MAX;
     float *out0 = test_alloc((size_t)B * T * E), *lse0 = test_alloc((size_t)B * H * T);
     attention_forward(out0, NULL, lse0, c.qkv, NULL, B, T, H, d_head);
-    int same_without_maps = !memcmp(out0, c.out, sizeof(float) * B * T * E) &&
-                            !memcmp(lse0, c.lse, sizeof(float) * B * H * T);
+    int same_without_maps =
+        !memcmp(out0, c.out, sizeof(float) * B * T * E) && !memcmp(lse0, c.lse, sizeof(float) * B * H * T);
     free(out0), free(lse0);
     for (size_t i = 0; i < (size_t)B * T * row; i++) c.d_qkv[i] = NAN; /* all must be written */
     attention_backward(c.d_qkv, c.r, c.qkv, c.out, NULL, c.lse, NULL, B, T, H, d_head);
@@ -627,7 +705,8 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
                 for (int j = 0; j < T; j++) {
                     if (j <= t) {
                         p[j] /= sum;
-                        test_compare(&cmp, P[(size_t)t * T + j], p[j], "probs", (long)(((size_t)b * H + h) * T + t) * T + j);
+                        test_compare(&cmp, P[(size_t)t * T + j], p[j], "probs",
+                                     (long)(((size_t)b * H + h) * T + t) * T + j);
                         row_sum += P[(size_t)t * T + j];
                     } else {
                         above_diagonal += !(P[(size_t)t * T + j] == 0.0f);
@@ -645,13 +724,15 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
                 double weighted = 0.0;
                 for (int j = 0; j <= t; j++) {
                     dp[j] = 0.0;
-                    for (int i = 0; i < d_head; i++) dp[j] += (double)g[i] * base[(size_t)j * row + 2 * E + h * d_head + i];
+                    for (int i = 0; i < d_head; i++)
+                        dp[j] += (double)g[i] * base[(size_t)j * row + 2 * E + h * d_head + i];
                     weighted += p[j] * dp[j];
                 }
                 for (int j = 0; j <= t; j++) {
                     double ds = p[j] * (dp[j] - weighted) * scale;
                     for (int i = 0; i < d_head; i++) {
-                        dbase[(size_t)t * row + h * d_head + i] += ds * base[(size_t)j * row + E + h * d_head + i];
+                        dbase[(size_t)t * row + h * d_head + i] +=
+                            ds * base[(size_t)j * row + E + h * d_head + i];
                         dbase[(size_t)j * row + E + h * d_head + i] += ds * q[i];
                         dbase[(size_t)j * row + 2 * E + h * d_head + i] += p[j] * g[i];
                     }
@@ -659,19 +740,26 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
             }
         }
     }
-    for (size_t i = 0; i < (size_t)B * T * row; i++) test_compare(&cmp, c.d_qkv[i], ref_d[i], "d_qkv", (long)i);
+    for (size_t i = 0; i < (size_t)B * T * row; i++)
+        test_compare(&cmp, c.d_qkv[i], ref_d[i], "d_qkv", (long)i);
     char name[160];
-    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d (%s path): maps, out, lse, d_qkv = double reference",
-             B, T, H, d_head, general ? "general" : "thin");
+    snprintf(name, sizeof name,
+             "attention B=%d T=%d H=%d d_head=%d (%s path): maps, out, lse, d_qkv = double reference", B, T,
+             H, d_head, general ? "general" : "thin");
     test_compare_report(name, &cmp);
-    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: map rows sum to 1, zero above the diagonal", B, T, H, d_head);
+    snprintf(name, sizeof name,
+             "attention B=%d T=%d H=%d d_head=%d: map rows sum to 1, zero above the diagonal", B, T, H,
+             d_head);
     test_check(name, above_diagonal == 0 && worst_row_sum <= 1e-5,
-               "%ld nonzero entries above the diagonal; worst |row sum - 1| = %.3g", above_diagonal, worst_row_sum);
-    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: out and lse without the maps = with them, bit for bit",
-             B, T, H, d_head);
+               "%ld nonzero entries above the diagonal; worst |row sum - 1| = %.3g", above_diagonal,
+               worst_row_sum);
+    snprintf(name, sizeof name,
+             "attention B=%d T=%d H=%d d_head=%d: out and lse without the maps = with them, bit for bit", B,
+             T, H, d_head);
     test_check(name, same_without_maps, "the forward's results depend on whether it writes the maps");
-    snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: d_qkv reading the maps = recomputing them, bit for bit",
-             B, T, H, d_head);
+    snprintf(name, sizeof name,
+             "attention B=%d T=%d H=%d d_head=%d: d_qkv reading the maps = recomputing them, bit for bit", B,
+             T, H, d_head);
     test_check(name, same_reading_maps, "the backward's results depend on whether it is given the maps");
 #ifdef _OPENMP
     {
@@ -685,12 +773,15 @@ static void test_attention_reference(int B, int T, int H, int d_head, uint64_t s
             attention_forward(out2, probs2, lse2, c.qkv, NULL, B, T, H, d_head);
             attention_backward(d2, c.r, c.qkv, out2, NULL, lse2, NULL, B, T, H, d_head);
             at = thread_counts[k];
-            differs = memcmp(out2, c.out, sizeof(float) * B * T * E) ? "out"
+            differs = memcmp(out2, c.out, sizeof(float) * B * T * E)           ? "out"
                       : memcmp(probs2, c.probs, sizeof(float) * B * H * T * T) ? "probs"
-                      : memcmp(d2, c.d_qkv, sizeof(float) * B * T * row) ? "d_qkv" : NULL;
+                      : memcmp(d2, c.d_qkv, sizeof(float) * B * T * row)       ? "d_qkv"
+                                                                               : NULL;
         }
         set_threads(default_threads);
-        snprintf(name, sizeof name, "attention B=%d T=%d H=%d d_head=%d: bit-identical at 1, 2, 3, 4, 7 threads", B, T, H, d_head);
+        snprintf(name, sizeof name,
+                 "attention B=%d T=%d H=%d d_head=%d: bit-identical at 1, 2, 3, 4, 7 threads", B, T, H,
+                 d_head);
         test_check(name, !differs, "%s at %d threads differs from %d threads", differs, at, default_threads);
         free(out2), free(probs2), free(d2), free(lse2);
     }
@@ -726,9 +817,9 @@ static void test_crossentropy_mask(int N, int V, uint64_t seed) {
 /* The forward on extreme logits: the loss stays exact (log-sum-exp) when p[target] underflows. */
 static void test_crossentropy_extreme(void) {
     enum { N = 3, V = 5 };
-    float logits[N * V] = {0, -120, 50, 3, -7,      /* target 1: p underflows, loss ~170 */
-                           100, 100, 100, 100, 100, /* uniform: loss log 5 */
-                           -80, 0, 0.5f, 88, -88};  /* target 3 dominant: loss ~e^-87.5 */
+    float logits[N * V] = {0,   -120, 50,   3,   -7,   /* target 1: p underflows, loss ~170 */
+                           100, 100,  100,  100, 100,  /* uniform: loss log 5 */
+                           -80, 0,    0.5f, 88,  -88}; /* target 3 dominant: loss ~e^-87.5 */
     int targets[N] = {1, 2, 3};
     float losses[N], probs[N * V];
     crossentropy_forward(losses, probs, logits, targets, N, V);
@@ -743,7 +834,8 @@ static void test_crossentropy_extreme(void) {
         for (int i = 0; i < V; i++) psum += probs[n * V + i];
         test_compare(&cmp, psum, 1.0, "probs row sum", n);
     }
-    test_compare_report("crossentropy forward on extreme logits (underflowing p[target]) = double log-sum-exp", &cmp);
+    test_compare_report(
+        "crossentropy forward on extreme logits (underflowing p[target]) = double log-sum-exp", &cmp);
 }
 
 /* ---- global_norm: a reduction documented as thread-count independent ---- */
@@ -757,7 +849,8 @@ static void test_global_norm(void) {
     for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
     ref = sqrt(ref);
     double got = global_norm(x, n);
-    test_check("global_norm = double reference", fabs(got - ref) <= 1e-12 * ref, "got %.17g, reference %.17g", got, ref);
+    test_check("global_norm = double reference", fabs(got - ref) <= 1e-12 * ref, "got %.17g, reference %.17g",
+               got, ref);
 #ifdef _OPENMP
     int same = 1;
     for (int k = 0; k < N_THREAD_COUNTS; k++) {
@@ -766,7 +859,8 @@ static void test_global_norm(void) {
         same &= memcmp(&v, &got, sizeof v) == 0;
     }
     set_threads(default_threads);
-    test_check("global_norm is bit-identical at 1, 2, 3, 4, 7 threads", same, "results differ with the thread count");
+    test_check("global_norm is bit-identical at 1, 2, 3, 4, 7 threads", same,
+               "results differ with the thread count");
 #endif
     free(x);
 }
@@ -810,7 +904,7 @@ static void make_batch(const Layout *ly, Rng *rng, int *tokens, int *targets, fl
         targets[i] = (int)rng_below(rng, (uint64_t)V);
         mask[i] = (i % ly->T == 1 || rng_uniform(rng) < 0.25) ? 0.0f : 1.0f;
     }
-    mask[0] = 1.0f;               /* at least one marked position */
+    mask[0] = 1.0f;                  /* at least one marked position */
     if (BT > 1) mask[BT - 1] = 0.0f; /* and at least one unmarked, also when T = 1 */
 }
 
@@ -828,7 +922,8 @@ static void init_model(Model *m, const Layout *ly, uint64_t seed) {
  * analysis's importance: checked here too); gates and gate_grad hold L·H floats. */
 static Interventions all_gradients(float *gates, float *gate_grad, int LH) {
     for (int i = 0; i < LH; i++) gates[i] = 1.0f, gate_grad[i] = 0.0f;
-    return (Interventions){.head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    return (Interventions){
+        .head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
 }
 
 static void test_model_layout(const Layout *ly, uint64_t seed) {
@@ -870,7 +965,8 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
         }
     }
     char name[256];
-    snprintf(name, sizeof name, "model %s: d loss / d params = finite differences (%d tensors)", ly->name, m.n_tensors);
+    snprintf(name, sizeof name, "model %s: d loss / d params = finite differences (%d tensors)", ly->name,
+             m.n_tensors);
     test_compare_report(name, &cmp);
 
     /* the head gates: FD with forward only */
@@ -893,7 +989,8 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
     int has_pos_emb = ly->shape.pos == POS_LEARNED || ly->shape.pos == POS_SHORTFORMER; /* else none stored */
     for (size_t i = (size_t)ly->T * D; i < (size_t)ly->shape.seq_len * D && has_pos_emb; i++)
         nonzero += m.grads.pos_emb[i] != 0.0f;
-    snprintf(name, sizeof name, "model %s: unused tok_emb rows and pos_emb rows t >= T get zero gradient", ly->name);
+    snprintf(name, sizeof name, "model %s: unused tok_emb rows and pos_emb rows t >= T get zero gradient",
+             ly->name);
     test_check(name, nonzero == 0, "%ld nonzero gradient entries in rows the forward never read", nonzero);
 
     free(grad), free(gates), free(gate_grad), free(tokens), free(targets), free(mask);
@@ -933,20 +1030,24 @@ static void test_thread_independence(Layout ly) {
             memcpy(maps1, m.act.att_probs, sizeof(float) * n_maps);
             continue;
         }
-        const char *what = memcmp(&loss, &loss1, sizeof loss) ? "loss"
+        const char *what = memcmp(&loss, &loss1, sizeof loss)                        ? "loss"
                            : memcmp(logits1, m.act.logits, sizeof(float) * n_logits) ? "logits"
-                           : memcmp(maps1, m.act.att_probs, sizeof(float) * n_maps) ? "attention maps"
+                           : memcmp(maps1, m.act.att_probs, sizeof(float) * n_maps)  ? "attention maps"
                            : memcmp(grad1, m.grad_block, sizeof(float) * m.n_params) ? "parameter gradients"
-                           : memcmp(gate1, gate_grad, sizeof(float) * LH) ? "gate_grad" : NULL;
+                           : memcmp(gate1, gate_grad, sizeof(float) * LH)            ? "gate_grad"
+                                                                                     : NULL;
         if (what && !differs[0]) {
             size_t first = 0;
             if (!strcmp(what, "parameter gradients")) {
-                while (first < m.n_params && !memcmp(&grad1[first], &m.grad_block[first], sizeof(float))) first++;
+                while (first < m.n_params && !memcmp(&grad1[first], &m.grad_block[first], sizeof(float)))
+                    first++;
                 const char *tensor = "?";
                 for (int t = 0; t < m.n_tensors; t++)
-                    if (first >= m.tensors[t].offset && first < m.tensors[t].offset + m.tensors[t].size) tensor = m.tensors[t].name;
-                snprintf(differs, sizeof differs, "%s at %d threads differ from 1 thread, first in %s (%.9g vs %.9g)",
-                         what, counts[k], tensor, m.grad_block[first], grad1[first]);
+                    if (first >= m.tensors[t].offset && first < m.tensors[t].offset + m.tensors[t].size)
+                        tensor = m.tensors[t].name;
+                snprintf(differs, sizeof differs,
+                         "%s at %d threads differ from 1 thread, first in %s (%.9g vs %.9g)", what, counts[k],
+                         tensor, m.grad_block[first], grad1[first]);
             } else {
                 snprintf(differs, sizeof differs, "%s at %d threads differ from 1 thread", what, counts[k]);
             }
@@ -956,8 +1057,8 @@ static void test_thread_independence(Layout ly) {
     char name[256];
     snprintf(name, sizeof name, "model %s: forward+backward bit-identical at 1, 2, 3, 4, 7 threads", ly.name);
     test_check(name, !differs[0], "%s", differs);
-    free(grad1), free(gate1), free(logits1), free(maps1), free(tokens), free(targets), free(mask), free(gates),
-        free(gate_grad);
+    free(grad1), free(gate1), free(logits1), free(maps1), free(tokens), free(targets), free(mask),
+        free(gates), free(gate_grad);
     model_free(&m);
 #else
     printf("# thread-count independence of model %s: skipped (built without OpenMP)\n", ly.name);
@@ -977,8 +1078,7 @@ static void test_head_gate_in_place(void) {
     head_gate_backward(apart, dg_apart, d_out, inp, gate, fill, N, H, dh);
     head_gate_backward(d_out, dg_in, d_out, inp, gate, fill, N, H, dh);
     test_check("head_gate backward in place (d_inp = d_out) = into a separate buffer, bit for bit",
-               !memcmp(apart, d_out, sizeof(float) * n) && !memcmp(dg_apart, dg_in, sizeof dg_in),
-               "differs");
+               !memcmp(apart, d_out, sizeof(float) * n) && !memcmp(dg_apart, dg_in, sizeof dg_in), "differs");
     free(inp), free(d_out), free(fill), free(apart);
 }
 
@@ -993,13 +1093,13 @@ int main(void) {
     test_crossentropy_extreme();
     /* ragged edges of every block size seen so far: rows 4 / 12 / 144, columns 32 / 64 / 512 /
      * 1024, and inner dimensions past 256 for each product (C forward, OC for d_inp, N for d_w) */
-    const int linear_shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {4, 4, 512},   {5, 3, 513},
-                                    {17, 33, 65},  {9, 6, 1030},  {64, 96, 288}, {130, 24, 77},
+    const int linear_shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {4, 4, 512},    {5, 3, 513},
+                                    {17, 33, 65},  {9, 6, 1030},  {64, 96, 288},  {130, 24, 77},
                                     {13, 260, 33}, {300, 37, 45}, {150, 20, 1100}};
     for (size_t i = 0; i < sizeof linear_shapes / sizeof linear_shapes[0]; i++)
         test_linear_reference(linear_shapes[i][0], linear_shapes[i][1], linear_shapes[i][2], 100 + i);
-    const int attention_shapes[][4] = {{1, 1, 1, 1},   {2, 37, 3, 5}, {1, 64, 2, 16}, {3, 17, 5, 7},
-                                       {1, 130, 1, 64}, {2, 9, 12, 2}, {1, 300, 2, 8}, {2, 33, 3, 33},
+    const int attention_shapes[][4] = {{1, 1, 1, 1},    {2, 37, 3, 5},    {1, 64, 2, 16},  {3, 17, 5, 7},
+                                       {1, 130, 1, 64}, {2, 9, 12, 2},    {1, 300, 2, 8},  {2, 33, 3, 33},
                                        {1, 700, 1, 16}, {1, 1000, 2, 12}, {1, 1024, 1, 32}};
     for (size_t i = 0; i < sizeof attention_shapes / sizeof attention_shapes[0]; i++)
         test_attention_reference(attention_shapes[i][0], attention_shapes[i][1], attention_shapes[i][2],
@@ -1011,30 +1111,62 @@ int main(void) {
     const Layout layouts[] = {
         {"1 head (D=16 H=1 d_head=16)", {11, 16, 1, 16, 2, 6, 1, POS_LEARNED, 16, 10000.0, 0, 0}, 2, 6, 2},
         {"12 heads (D=24 H=12 d_head=2)", {10, 24, 12, 2, 2, 6, 12, POS_LEARNED, 2, 10000.0, 0, 0}, 2, 6, 2},
-        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len", {9, 8, 4, 6, 2, 8, 4, POS_LEARNED, 6, 10000.0, 0, 0}, 2, 6, 3},
+        {"E > D (D=8 H=4 d_head=6), B < max_batch, T < seq_len",
+         {9, 8, 4, 6, 2, 8, 4, POS_LEARNED, 6, 10000.0, 0, 0},
+         2,
+         6,
+         3},
         {"E < D (D=20 H=3 d_head=5)", {12, 20, 3, 5, 2, 7, 3, POS_LEARNED, 5, 10000.0, 0, 0}, 2, 7, 2},
-        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)", {13, 7, 3, 3, 2, 5, 3, POS_LEARNED, 3, 10000.0, 0, 0}, 3, 5, 3},
+        {"odd sizes (V=13 D=7 H=3 d_head=3 T=5 B=3)",
+         {13, 7, 3, 3, 2, 5, 3, POS_LEARNED, 3, 10000.0, 0, 0},
+         3,
+         5,
+         3},
         {"T=1 (B=3)", {8, 12, 2, 6, 2, 1, 2, POS_LEARNED, 6, 10000.0, 0, 0}, 3, 1, 3},
         {"n_layer 1", {10, 12, 3, 4, 1, 6, 3, POS_LEARNED, 4, 10000.0, 0, 0}, 2, 6, 2},
         {"n_layer 3", {10, 12, 2, 6, 3, 6, 2, POS_LEARNED, 6, 10000.0, 0, 0}, 2, 6, 2},
         {"GQA (H=4 H_kv=2 D=16 d_head=4)", {10, 16, 4, 4, 2, 6, 2, POS_LEARNED, 4, 10000.0, 0, 0}, 2, 6, 2},
-        {"MQA + partial rotary (H=3 H_kv=1 d_head=6 rope_dims=4)", {10, 12, 3, 6, 2, 7, 1, POS_ROPE, 4, 100.0, 0, 0}, 2, 7, 2},
+        {"MQA + partial rotary (H=3 H_kv=1 d_head=6 rope_dims=4)",
+         {10, 12, 3, 6, 2, 7, 1, POS_ROPE, 4, 100.0, 0, 0},
+         2,
+         7,
+         2},
         {"full rotary, T=1", {8, 12, 2, 6, 2, 1, 2, POS_ROPE, 6, 10000.0, 0, 0}, 3, 1, 3},
         {"no positions + output gate, E > D", {9, 8, 4, 6, 2, 8, 4, POS_NONE, 6, 10000.0, 1, 0}, 2, 6, 3},
         {"GQA + rotary + output gate", {11, 12, 4, 4, 2, 6, 2, POS_ROPE, 2, 10000.0, 1, 0}, 2, 6, 2},
         {"attention sink", {10, 12, 3, 4, 2, 6, 3, POS_LEARNED, 4, 10000.0, 0, 1}, 2, 6, 2},
         {"sink + GQA + rotary + gate, T=1", {9, 12, 4, 3, 2, 5, 2, POS_ROPE, 2, 10000.0, 1, 1}, 3, 1, 3},
         {"shortformer positions", {10, 12, 3, 4, 2, 6, 3, POS_SHORTFORMER, 4, 10000.0, 0, 0}, 2, 6, 2},
-        {"shortformer + MQA + gate, T < seq_len", {10, 12, 4, 3, 2, 8, 1, POS_SHORTFORMER, 3, 10000.0, 1, 0}, 2, 6, 3},
+        {"shortformer + MQA + gate, T < seq_len",
+         {10, 12, 4, 3, 2, 8, 1, POS_SHORTFORMER, 3, 10000.0, 1, 0},
+         2,
+         6,
+         3},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) test_model_layout(&layouts[i], 300 + i);
 
     /* 3. thread-count independence */
     /* sizes that split unevenly over threads and cross the kernels' blocks (rows 4 / 12 / 144,
      * columns 16 / 32 / 64 / 512, inner dimension 256) */
-    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19", {517, 80, 5, 12, 2, 19, 5, POS_LEARNED, 12, 10000.0, 0, 0}, 3, 19, 3});
-    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40", {300, 272, 4, 70, 2, 40, 4, POS_LEARNED, 70, 10000.0, 0, 0}, 4, 40, 4});
-    test_thread_independence((Layout){"sink V=40 D=24 H=3 d_head=8 T=17", {40, 24, 3, 8, 2, 17, 3, POS_LEARNED, 8, 10000.0, 0, 1}, 3, 17, 3});
-    test_thread_independence((Layout){"GQA + rotary + gate V=50 D=40 H=6 H_kv=2 d_head=8 T=21", {50, 40, 6, 8, 2, 21, 2, POS_ROPE, 6, 10000.0, 1, 0}, 3, 21, 3});
+    test_thread_independence((Layout){"V=517 D=80 H=5 d_head=12 L=2 B=3 T=19",
+                                      {517, 80, 5, 12, 2, 19, 5, POS_LEARNED, 12, 10000.0, 0, 0},
+                                      3,
+                                      19,
+                                      3});
+    test_thread_independence((Layout){"V=300 D=272 H=4 d_head=70 L=2 B=4 T=40",
+                                      {300, 272, 4, 70, 2, 40, 4, POS_LEARNED, 70, 10000.0, 0, 0},
+                                      4,
+                                      40,
+                                      4});
+    test_thread_independence((Layout){"sink V=40 D=24 H=3 d_head=8 T=17",
+                                      {40, 24, 3, 8, 2, 17, 3, POS_LEARNED, 8, 10000.0, 0, 1},
+                                      3,
+                                      17,
+                                      3});
+    test_thread_independence((Layout){"GQA + rotary + gate V=50 D=40 H=6 H_kv=2 d_head=8 T=21",
+                                      {50, 40, 6, 8, 2, 21, 2, POS_ROPE, 6, 10000.0, 1, 0},
+                                      3,
+                                      21,
+                                      3});
     return test_finish();
 }

@@ -108,7 +108,9 @@ static double brute_loss_on(Setup *s, const float *mask, const float *mean, int 
     return loss;
 }
 
-static double brute_loss(Setup *s, const float *mask, const float *mean) { return brute_loss_on(s, mask, mean, 0); }
+static double brute_loss(Setup *s, const float *mask, const float *mean) {
+    return brute_loss_on(s, mask, mean, 0);
+}
 
 static int close_enough(double a, double b) { return fabs(a - b) <= LOSS_TOL * fmax(1.0, fabs(b)); }
 
@@ -144,7 +146,8 @@ static void test_mean_ablation(Setup *sp, Ablation *ap, const float *sets, const
         worst = fmax(worst, fabs(delta[j] - hand));
         moved |= fabs(delta[j]) > 1e-3;
     }
-    test_check("mean ablation = W_o rows zeroed and mean·W_o added to b_o, the mean summed by hand over every held-out token",
+    test_check("mean ablation = W_o rows zeroed and mean·W_o added to b_o, the mean summed by hand over "
+               "every held-out token",
                ok_m && moved, "worst difference %.3g (some head moved the loss: %d)", worst, moved);
     free(mean), free(delta), free(sum);
     *ap = a;
@@ -179,9 +182,10 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
             double fd = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
             test_compare(&cmp, grad[i], fabs(fd), "abs gate grad", i);
         }
-        test_compare_report(kind == ABLATE_ZERO
-                                ? "gate gradients with two heads pruned (zero ablation) = finite differences of the held-out loss"
-                                : "gate gradients with two heads pruned (mean ablation) = finite differences of the held-out loss",
+        test_compare_report(kind == ABLATE_ZERO ? "gate gradients with two heads pruned (zero ablation) = "
+                                                  "finite differences of the held-out loss"
+                                                : "gate gradients with two heads pruned (mean ablation) = "
+                                                  "finite differences of the held-out loss",
                             &cmp);
     }
     /* the evaluator's gate gradients (restarted at layer 0's head state, backward stopped at its
@@ -193,7 +197,8 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
         batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
         task_eval_batch(&s.task, &b, 0);
         float *gate_grad = test_alloc(s.LH);
-        Interventions iv = {.head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+        Interventions iv = {
+            .head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
         if (kind == ABLATE_MEAN) iv.fill = (HeadFill){HEAD_FILL_PER_HEAD, a.mean};
         model_forward(&s.m, &iv, b.inputs, b.targets, b.mask, b.B, b.T);
         model_zero_grad(&s.m);
@@ -205,7 +210,8 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
         free(gate_grad);
         batch_free(&b);
     }
-    test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward and backward's, bit for bit (zero and mean)",
+    test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward "
+               "and backward's, bit for bit (zero and mean)",
                same, "differs");
     free(grad), free(mask);
     *ap = a;
@@ -236,10 +242,12 @@ static void test_gates_are_weights(void) {
         worst = fmax(worst, fabs(loss[j] - brute));
         ok_b &= memcmp(&loss[j], &whole, sizeof whole) == 0 || close_enough(loss[j], whole);
     }
-    test_check("zero ablation through gates = the W_o rows zeroed, re-evaluated from scratch (every head, and two at once)",
+    test_check("zero ablation through gates = the W_o rows zeroed, re-evaluated from scratch (every head, "
+               "and two at once)",
                ok_w, "worst difference %.3g", worst);
-    test_check("batched ablation_losses (attention reused, later layers first) = one whole forward per setting",
-               ok_b, "a batched loss differs");
+    test_check(
+        "batched ablation_losses (attention reused, later layers first) = one whole forward per setting",
+        ok_b, "a batched loss differs");
     test_mean_ablation(&s, &a, sets, ones);
     test_gate_grads(&s, &a, ones);
     free(loss), free(ones), free(sets);
@@ -287,14 +295,18 @@ static void check_delta_curve(Setup *sp, Ablation *ap, int rank_batches) {
         same_loss &= close_enough(c.eval_loss[p], losses[p]) && c.heads_left[p] == s.LH - p;
         worst = fmax(worst, fabs(c.eval_loss[p] - losses[p]));
     }
-    snprintf(name, sizeof name, "delta_loss pruning, one head a step, %d heads, ranked on %s: the order of brute-force re-evaluation",
-             s.LH, rank_batches ? "batch 0" : "both batches");
+    snprintf(
+        name, sizeof name,
+        "delta_loss pruning, one head a step, %d heads, ranked on %s: the order of brute-force re-evaluation",
+        s.LH, rank_batches ? "batch 0" : "both batches");
     test_check(name, same_order, "first removal %d, brute force %d", c.order[0], order[0]); /* LH may be 2 */
-    snprintf(name, sizeof name, "delta_loss pruning, %d heads: every point's loss = brute force (heads_left LH … 0)", s.LH);
+    snprintf(name, sizeof name,
+             "delta_loss pruning, %d heads: every point's loss = brute force (heads_left LH … 0)", s.LH);
     test_check(name, same_loss, "worst difference %.3g", worst);
     double run_loss = heldout_loss(&s.m, &s.task, &s.cfg);
     test_check("the pruning curve's first point is the run's held-out loss, bit for bit",
-               memcmp(&run_loss, &c.eval_loss[0], sizeof run_loss) == 0, "%.17g vs %.17g", c.eval_loss[0], run_loss);
+               memcmp(&run_loss, &c.eval_loss[0], sizeof run_loss) == 0, "%.17g vs %.17g", c.eval_loss[0],
+               run_loss);
     prune_curve_free(&c);
 
     free(order), free(losses);
@@ -305,7 +317,8 @@ static double gated_batch_loss(Setup *s, const float *gates, int k) {
     Batch b;
     batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
     task_eval_batch(&s->task, &b, k);
-    double loss = model_forward(&s->m, &(Interventions){.head_gate = gates}, b.inputs, b.targets, b.mask, b.B, b.T);
+    double loss =
+        model_forward(&s->m, &(Interventions){.head_gate = gates}, b.inputs, b.targets, b.mask, b.B, b.T);
     batch_free(&b);
     return loss;
 }
@@ -330,7 +343,10 @@ static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
         /* the choice: the lowest |dL/dg| / (its layer's L2 norm over the heads left), by FD */
         double score[64];
         for (int i = 0; i < s.LH; i++) {
-            if (mask[i] == 0.0f) { score[i] = INFINITY; continue; }
+            if (mask[i] == 0.0f) {
+                score[i] = INFINITY;
+                continue;
+            }
             const float h = 1.0f / 64.0f;
             double up, down; /* per batch: importance is E|dL/dg|, a mean of per-batch |gradients| */
             score[i] = 0;
@@ -348,7 +364,8 @@ static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
             for (int h = 0; h < s.H; h++)
                 if (mask[l * s.H + h] == 1.0f) norm += score[l * s.H + h] * score[l * s.H + h];
             for (int h = 0; h < s.H; h++)
-                if (mask[l * s.H + h] == 1.0f) score[l * s.H + h] = norm > 0 ? score[l * s.H + h] / sqrt(norm) : 0;
+                if (mask[l * s.H + h] == 1.0f)
+                    score[l * s.H + h] = norm > 0 ? score[l * s.H + h] / sqrt(norm) : 0;
         }
         int lo = -1, second = -1;
         for (int i = 0; i < s.LH; i++) {
@@ -362,9 +379,13 @@ static void check_importance_curve(Setup *sp, Ablation *ap, int rank_batches) {
         }
         mask[c.order[p]] = 0.0f;
     }
-    snprintf(name, sizeof name, "importance pruning, one head a step, %d heads: every point's loss = brute-force re-evaluation", s.LH);
+    snprintf(name, sizeof name,
+             "importance pruning, one head a step, %d heads: every point's loss = brute-force re-evaluation",
+             s.LH);
     test_check(name, points_ok, "worst difference %.3g", worst);
-    snprintf(name, sizeof name, "importance pruning, %d heads: each step removes the lowest per-layer-normalised |dL/dgate| by finite differences (%d steps without near-ties)",
+    snprintf(name, sizeof name,
+             "importance pruning, %d heads: each step removes the lowest per-layer-normalised |dL/dgate| by "
+             "finite differences (%d steps without near-ties)",
              s.LH, checked);
     test_check(name, choice_ok && checked > 0, "a step removed another head");
     prune_curve_free(&c);
@@ -398,7 +419,10 @@ static void check_one_head_per_layer(Setup *sp, Ablation *ap, int rank_batches) 
         for (int g = 0; g < s.H; g++) mask[l * s.H + g] = 1.0f;
         ok &= best[l] == brute_best && fabs(best_delta[l] - best_full) <= LOSS_TOL * fmax(1.0, full_base);
     }
-    snprintf(name, sizeof name, "one head per layer, %d heads: each layer's Δloss keeping one head (ranking batches), the best and its Δloss on all batches = brute force", s.LH);
+    snprintf(name, sizeof name,
+             "one head per layer, %d heads: each layer's Δloss keeping one head (ranking batches), the best "
+             "and its Δloss on all batches = brute force",
+             s.LH);
     test_check(name, ok, "differs");
     free(delta), free(mask);
 }
@@ -461,18 +485,21 @@ static void test_thread_independence(void) {
         study_at_threads(&s, counts[i], ABLATION_STATE_BUDGET, many);
         same &= memcmp(one, many, sizeof(double) * n) == 0;
     }
-    test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is bit-identical at 1, 2 and 3 threads",
+    test_check("the head study (single-head zero and mean Δloss, both curves, one head per layer) is "
+               "bit-identical at 1, 2 and 3 threads",
                same, "differs");
     /* past the memory budget batches rerun whole forwards: none kept, or only the first */
     size_t one_batch = (size_t)s.L *
                        (model_hook_floats(&s.m, HOOK_RESID_PRE, s.cfg.batch_size, s.cfg.seq_len) +
-                        model_hook_floats(&s.m, HOOK_Z, s.cfg.batch_size, s.cfg.seq_len)) * sizeof(float);
+                        model_hook_floats(&s.m, HOOK_Z, s.cfg.batch_size, s.cfg.seq_len)) *
+                       sizeof(float);
     int same_budget = 1;
     for (int i = 0; i < 2; i++) {
         study_at_threads(&s, 2, i * one_batch, many);
         same_budget &= memcmp(one, many, sizeof(double) * n) == 0;
     }
-    test_check("the head study is bit-identical with no batch's head states kept, or only the first's (the memory budget)",
+    test_check("the head study is bit-identical with no batch's head states kept, or only the first's (the "
+               "memory budget)",
                same_budget, "differs");
     free(one), free(many);
     teardown(&s);
@@ -480,14 +507,18 @@ static void test_thread_independence(void) {
 
 static void test_step_and_heads_needed(void) {
     test_check("prune_step_heads: 10% of 24 heads is 2, of 4 heads 1 (at least one), of 128 heads 13",
-               prune_step_heads(24, 0.1) == 2 && prune_step_heads(4, 0.1) == 1 && prune_step_heads(128, 0.1) == 13,
+               prune_step_heads(24, 0.1) == 2 && prune_step_heads(4, 0.1) == 1 &&
+                   prune_step_heads(128, 0.1) == 13,
                "%d %d %d", prune_step_heads(24, 0.1), prune_step_heads(4, 0.1), prune_step_heads(128, 0.1));
     int left[] = {8, 6, 4, 2, 0};
     double loss[] = {2.0, 2.05, 2.09, 2.2, 3.0};
     PruneCurve c = {8, 5, NULL, left, loss};
-    test_check("heads needed: fewest heads left with the loss within 5% of the unpruned (2.09 <= 2.1, 2.2 > 2.1)",
-               prune_heads_needed(&c, 0.05, 0) == 4 && prune_heads_needed(&c, 0.01, 0) == 8 && prune_heads_needed(&c, 0.6, 0) == 0,
-               "%d %d %d", prune_heads_needed(&c, 0.05, 0), prune_heads_needed(&c, 0.01, 0), prune_heads_needed(&c, 0.6, 0));
+    test_check(
+        "heads needed: fewest heads left with the loss within 5% of the unpruned (2.09 <= 2.1, 2.2 > 2.1)",
+        prune_heads_needed(&c, 0.05, 0) == 4 && prune_heads_needed(&c, 0.01, 0) == 8 &&
+            prune_heads_needed(&c, 0.6, 0) == 0,
+        "%d %d %d", prune_heads_needed(&c, 0.05, 0), prune_heads_needed(&c, 0.01, 0),
+        prune_heads_needed(&c, 0.6, 0));
     test_check("heads needed: a floor below 5% of the loss changes nothing (2.0 x 5% = 0.1 > 0.01)",
                prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 4, "%d",
                prune_heads_needed(&c, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
@@ -497,9 +528,12 @@ static void test_step_and_heads_needed(void) {
     double tiny[] = {0.0012, 0.0013, 0.0061, 0.0105, 3.74};
     PruneCurve z = {24, 5, NULL, left24, tiny};
     test_check("heads needed near zero loss: 24 with 5% alone, 1 with the 0.01-nat floor (0.0105 <= 0.0112)",
-               prune_heads_needed(&z, 0.05, 0) == 24 && prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 1
-               && prune_loss_limit(0.0012, 0.05, 0.01) == 0.0012 + 0.01 && prune_loss_limit(2.0, 0.05, 0.01) == 2.0 + 0.05 * 2.0,
-               "%d %d", prune_heads_needed(&z, 0.05, 0), prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
+               prune_heads_needed(&z, 0.05, 0) == 24 &&
+                   prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) == 1 &&
+                   prune_loss_limit(0.0012, 0.05, 0.01) == 0.0012 + 0.01 &&
+                   prune_loss_limit(2.0, 0.05, 0.01) == 2.0 + 0.05 * 2.0,
+               "%d %d", prune_heads_needed(&z, 0.05, 0),
+               prune_heads_needed(&z, PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR));
 }
 
 int main(void) {

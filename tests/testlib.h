@@ -114,14 +114,14 @@ static inline void test_compare(TestCompare *c, double a, double b, const char *
  * as a "# ..." line, which is how the tolerances were calibrated. */
 static inline int test_compare_report(const char *name, const TestCompare *c) {
     if (getenv("TEST_VERBOSE"))
-        printf("# %s: worst %s[%ld] analytic %.9g expected %.9g |diff| %.3g (%.3f x tolerance)\n",
-               name, c->worst_what, c->worst_index, c->worst_a, c->worst_b,
-               fabs(c->worst_a - c->worst_b), c->worst_ratio);
+        printf("# %s: worst %s[%ld] analytic %.9g expected %.9g |diff| %.3g (%.3f x tolerance)\n", name,
+               c->worst_what, c->worst_index, c->worst_a, c->worst_b, fabs(c->worst_a - c->worst_b),
+               c->worst_ratio);
     return test_check(name, c->n > 0 && c->n_bad == 0,
                       "%ld of %ld elements out of tolerance (atol %.1e, rtol %.1e); worst %s[%ld]: "
                       "analytic %.9g vs expected %.9g (|diff| %.3g = %.2f x tolerance)",
-                      c->n_bad, c->n, c->atol, c->rtol, c->worst_what, c->worst_index, c->worst_a,
-                      c->worst_b, fabs(c->worst_a - c->worst_b), c->worst_ratio);
+                      c->n_bad, c->n, c->atol, c->rtol, c->worst_what, c->worst_index, c->worst_a, c->worst_b,
+                      fabs(c->worst_a - c->worst_b), c->worst_ratio);
 }
 
 #endif
