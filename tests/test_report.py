@@ -544,8 +544,8 @@ def test_bad_input():
     notes = write(os.path.join(TMP, "notes.h5"), "not hdf5")
     empty = os.path.join(TMP, "empty_dir")
     os.makedirs(empty, exist_ok=True)
-    for target, pattern in ((os.path.join(TMP, "missing.h5"), r"missing\.h5: no such file"),
-                            (notes, r"notes\.h5: cannot open as an HDF5 results file"),
+    for target, pattern in ((os.path.join(TMP, "missing.h5"), r"missing\.h5: no such results file"),
+                            (notes, r"notes\.h5: not an HDF5 results file"),
                             (empty, r"summary\.h5: not found")):
         out = os.path.join(TMP, "bad.html")
         p = report(target, "-o", out)
