@@ -19,37 +19,17 @@
 #endif
 #include "generate.h"
 #include "kernels.h"
+#include "bench_model.h"
 #include "model.h"
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int positive(const char *s) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    return *end == '\0' && v > 0 && v < 1 << 20 ? (int)v : 0;
-}
 
 int main(int argc, char **argv) {
     int v[5];
-    for (int i = 0; i < 5 && i + 1 < argc; i++) v[i] = positive(argv[i + 1]);
+    for (int i = 0; i < 5 && i + 1 < argc; i++) v[i] = bench_positive(argv[i + 1]);
     if (argc != 6 || !v[0] || !v[1] || !v[2] || !v[3] || !v[4]) {
         fprintf(stderr, "usage: bench_generate D H D_HEAD T REPEATS (positive integers)\n");
         return 2;
     }
-    ModelShape s = {.vocab_size = 256,
-                    .d_model = v[0],
-                    .n_head = v[1],
-                    .d_head = v[2],
-                    .n_layer = 2,
-                    .seq_len = v[3],
-                    .n_kv_head = v[1],
-                    .pos = POS_LEARNED,
-                    .rope_dims = v[2],
-                    .rope_base = 10000.0};
+    ModelShape s = bench_shape(v[0], v[1], v[2], v[3]);
     int T = s.seq_len, repeats = v[4];
 #ifdef _OPENMP
     omp_set_num_threads(1);
@@ -71,14 +51,14 @@ int main(int argc, char **argv) {
             kv_cache_init(&cache, &m, T);
             for (int t = 0; t <= p; t++) kv_cache_step(&cache, tokens[t]);
             cache.len = p; /* the step again, warm: its memory touched once already */
-            double c0 = cpu_s();
+            double c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
             kv_cache_step(&cache, tokens[p]);
-            double dt = cpu_s() - c0;
+            double dt = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
             cached[k] = dt < cached[k] ? dt : cached[k];
             kv_cache_free(&cache);
-            c0 = cpu_s();
+            c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
             model_forward(&m, NULL, tokens, NULL, NULL, 1, p + 1);
-            dt = cpu_s() - c0;
+            dt = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
             full[k] = dt < full[k] ? dt : full[k];
         }
     }

@@ -17,43 +17,23 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "bench_model.h"
 #include "model.h"
 #include "kernels.h"
-
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static int positive(const char *s) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    return *end == '\0' && v > 0 && v < 1 << 20 ? (int)v : 0;
-}
-
 int main(int argc, char **argv) {
     int v[7];
-    for (int i = 0; i < 7 && i + 1 < argc; i++) v[i] = positive(argv[i + 1]);
+    for (int i = 0; i < 7 && i + 1 < argc; i++) v[i] = bench_positive(argv[i + 1]);
     if (argc != 8 || !v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !v[5] || !v[6]) {
         fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS (positive integers)\n");
         return 2;
     }
-    ModelShape s = {.vocab_size = 256,
-                    .d_model = v[0],
-                    .n_head = v[1],
-                    .d_head = v[2],
-                    .n_layer = 2,
-                    .seq_len = v[3],
-                    .n_kv_head = v[1],
-                    .pos = POS_LEARNED,
-                    .rope_dims = v[2],
-                    .rope_base = 10000.0};
+    ModelShape s = bench_shape(v[0], v[1], v[2], v[3]);
     int B = v[4], steps = v[5], threads = v[6], n = B * s.seq_len;
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -76,14 +56,14 @@ int main(int argc, char **argv) {
     }
     double norm = 0.0;
     for (int it = -2; it < steps; it++) { /* two warm-up steps: first touch of the activations */
-        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+        double c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID), w0 = bench_clock(CLOCK_MONOTONIC);
         model_zero_grad(&m);
         model_forward(&m, NULL, tokens, targets, mask, B, s.seq_len);
         model_backward(&m);
         norm = global_norm(m.grad_block, m.n_params);
         if (it >= 0) {
-            cpu[it] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-            wall[it] = clock_s(CLOCK_MONOTONIC) - w0;
+            cpu[it] = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            wall[it] = bench_clock(CLOCK_MONOTONIC) - w0;
         }
     }
     char kernels[256];
