@@ -34,6 +34,7 @@ typedef struct {
     float *noise, *gate, *gate_grad;    /* (L, H) the last step's u, sampled gates, d loss / d gate */
     float *p_open;                      /* (L, H) scratch: P(g ≠ 0) */
     float *saved_w_o;                   /* (L, E, D) W_o while head_l0_close has zeroed rows of it */
+    int *zeroed;                        /* (L, H) the heads whose rows head_l0_close zeroed */
     int closed;                         /* W_o is in the closed state */
     int n_log, cap;                     /* the trajectory: one row per /train row */
     int64_t *log_step;
