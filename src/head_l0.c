@@ -98,6 +98,19 @@ int head_l0_kept(const HeadL0 *g, int *kept) {
     return open;
 }
 
+void head_l0_print(const HeadL0 *g, FILE *out) {
+    if (!g->on) return;
+    int *kept = xcalloc((size_t)g->L * g->H, sizeof(int));
+    int open = head_l0_kept(g, kept);
+    fprintf(out, "learned head gates (train.head_l0 %g): %d of %d heads open:", g->lambda, open, g->L * g->H);
+    for (int l = 0; l < g->L; l++) {
+        fprintf(out, "  L%d ", l);
+        for (int h = 0; h < g->H; h++) fputc(kept[l * g->H + h] ? '1' : '0', out);
+    }
+    fputc('\n', out);
+    free(kept);
+}
+
 void head_l0_log(HeadL0 *g, int64_t step) {
     if (!g->on) return;
     size_t LH = (size_t)g->L * g->H;
