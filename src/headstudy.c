@@ -150,10 +150,8 @@ static int prune_file(const char *path, double step, int threads, UserError *err
 #endif
     Task task;
     if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
-    Model m;
-    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
-    ConfigMark here = {path, 1, 1};
-    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
+    Model m; /* freed on failure, so model_free below is safe either way */
+    int rc = results_load_model(path, &cfg, cfg.batch_size, &m, err);
     HeadStudy hs;
     memset(&hs, 0, sizeof hs);
     if (rc == ERR_OK) head_study_run(&hs, &m, &task, &cfg);
