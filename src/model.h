@@ -144,6 +144,22 @@ typedef struct {
     const float *z;
 } HeadState;
 
+/* Which of a head's three attention inputs an InputDelta reaches. */
+typedef enum { QKV_PART_Q, QKV_PART_K, QKV_PART_V, N_QKV_PARTS } QkvPart;
+
+/* A change to a layer's input h that only one head's Q, K or V projection reads (path patching:
+ * an earlier head's clean-minus-corrupted output through its W_O, seen by one receiver alone).
+ * That head's columns of hook_qkv are projected from LN(h + delta) (the shortformer's Q and K
+ * from LN(h + delta + W_pos[t])), with the layer's own LayerNorm recomputed on it; every other
+ * column, the output gate and the residual stream still read h. `head` is a query head for Q, a
+ * K/V head for K and V (grouped K/V: every query head of its group reads the change). */
+typedef struct {
+    int layer;
+    QkvPart part;
+    int head;
+    const float *delta; /* (B, T, D) */
+} InputDelta;
+
 /* Which gradients model_backward returns (flags). */
 typedef enum {
     MODEL_GRAD_NONE = 0,
@@ -166,6 +182,11 @@ typedef struct {
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in a layer the forward
+     * runs from its LayerNorm (start_layer or later; past start_layer with a start_state).
+     * Forward only: a forward with any asks for no gradients. */
+    const InputDelta *input_deltas;
+    int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
