@@ -17,6 +17,7 @@
 #include "analysis.h"
 #include "config.h"
 #include "headstudy.h"
+#include "patch_heads.h"
 #include "model.h"
 #include "tasks.h"
 #include "tokenizer.h"
@@ -100,6 +101,8 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
 /* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and
  * /circuits/... */
 int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
+/* /patching: the clean and corrupted set, the metric's values, the exact and AtP effects per head. */
+int results_write_patching(Results *r, const HeadPatching *hp, UserError *err);
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);

@@ -62,8 +62,8 @@ static size_t qkv_cols(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_hea
 
 /* The first column of a head's part in hook_qkv (Q of every head, then K, then V of every K/V
  * head: docs/model.md's layout). */
-static size_t first_column(ModelShape s, QkvPart part, int head) {
-    int before = part == QKV_PART_Q ? 0 : part == QKV_PART_K ? s.n_head : s.n_head + s.n_kv_head;
+static size_t first_column(ModelShape s, HeadInput part, int head) {
+    int before = part == HEAD_INPUT_Q ? 0 : part == HEAD_INPUT_K ? s.n_head : s.n_head + s.n_kv_head;
     return (size_t)(before + head) * s.d_head;
 }
 
@@ -148,9 +148,9 @@ static void test_zero_delta(const Layout *lay) {
     float *hooks = all_hooks(&m, &n_hooks);
     int same = 1, cases = 0;
     for (int l = 0; l < s.n_layer; l++)
-        for (int part = 0; part < N_QKV_PARTS; part++)
-            for (int h = 0; h < (part == QKV_PART_Q ? s.n_head : s.n_kv_head); h++) {
-                InputDelta d = {l, (QkvPart)part, h, zero};
+        for (int part = 0; part < HEAD_INPUT_PATTERN; part++)
+            for (int h = 0; h < (part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head); h++) {
+                InputDelta d = {l, (HeadInput)part, h, zero};
                 Interventions iv = {.input_deltas = &d, .n_input_deltas = 1};
                 float loss = model_forward(&m, &iv, tokens, targets, NULL, B, T);
                 size_t n;
@@ -166,7 +166,7 @@ static void test_zero_delta(const Layout *lay) {
 }
 
 /* One delta on (l, part, head): the head's columns by hand, everything else the plain bits. */
-static void test_one_delta(const Layout *lay, int l, QkvPart part, int head) {
+static void test_one_delta(const Layout *lay, int l, HeadInput part, int head) {
     const ModelShape s = lay->shape;
     const size_t W = qkv_cols(s), E = (size_t)s.n_head * s.d_head, BT = (size_t)B * T;
     const int dh = s.d_head, group = s.n_head / s.n_kv_head;
@@ -187,10 +187,10 @@ static void test_one_delta(const Layout *lay, int l, QkvPart part, int head) {
     const float *qkv = model_hook(&m, HOOK_QKV, l), *z = model_hook(&m, HOOK_Z, l);
     const size_t c0 = first_column(s, part, head);
     double *want = calloc(BT * dh, sizeof(double));
-    int positions = s.pos == POS_SHORTFORMER && part != QKV_PART_V;
+    int positions = s.pos == POS_SHORTFORMER && part != HEAD_INPUT_V;
     columns_by_hand(want, &m, l, h, delta, positions, c0);
     /* rotary turns Q and K after the projection: the by-hand columns are compared unrotated */
-    int rotated = s.pos == POS_ROPE && part != QKV_PART_V;
+    int rotated = s.pos == POS_ROPE && part != HEAD_INPUT_V;
     TestCompare cmp = test_compare_start(1e-5, 1e-5);
     int others_same = 1, moved = 0;
     for (size_t n = 0; n < BT; n++)
@@ -204,7 +204,7 @@ static void test_one_delta(const Layout *lay, int l, QkvPart part, int head) {
     /* the heads that read the changed columns: the head itself for Q, its group for K and V */
     int heads_ok = 1;
     for (int q = 0; q < s.n_head; q++) {
-        int reads = part == QKV_PART_Q ? q == head : q / group == head;
+        int reads = part == HEAD_INPUT_Q ? q == head : q / group == head;
         int differs = 0;
         for (size_t n = 0; n < BT; n++)
             differs |= memcmp(z + n * E + q * dh, z0 + n * E + q * dh, sizeof(float) * dh);
@@ -245,7 +245,7 @@ static void test_two_deltas(void) {
     float *delta = test_alloc(BT * s.d_model), *delta2 = test_alloc(BT * s.d_model);
     random_inputs(tokens, targets, delta, s, 32);
     for (size_t i = 0; i < BT * s.d_model; i++) delta2[i] = 0.5f * delta[(i * 7) % (BT * s.d_model)];
-    InputDelta d[2] = {{0, QKV_PART_V, 2, delta}, {1, QKV_PART_K, 1, delta2}};
+    InputDelta d[2] = {{0, HEAD_INPUT_V, 2, delta}, {1, HEAD_INPUT_K, 1, delta2}};
     Interventions iv = {.input_deltas = d, .n_input_deltas = 2};
     model_forward(&m, &iv, tokens, targets, NULL, B, T);
     TestCompare cmp = test_compare_start(1e-5, 1e-5);
@@ -302,8 +302,8 @@ static void test_refusals(void) {
     memcpy(resid, model_hook(&m, HOOK_RESID_PRE, 1), sizeof(float) * BT * s.d_model);
     memcpy(z, model_hook(&m, HOOK_Z, 1), sizeof(float) * BT * s.n_head * s.d_head);
     HeadState state = {resid, z};
-    InputDelta layer0 = {0, QKV_PART_Q, 0, delta}, layer1 = {1, QKV_PART_K, 0, delta};
-    InputDelta past_kv = {1, QKV_PART_V, 2, delta}; /* K/V heads are 0 and 1 */
+    InputDelta layer0 = {0, HEAD_INPUT_Q, 0, delta}, layer1 = {1, HEAD_INPUT_K, 0, delta};
+    InputDelta past_kv = {1, HEAD_INPUT_V, 2, delta}; /* K/V heads are 0 and 1 */
     Interventions below_start = {.input_deltas = &layer0, .n_input_deltas = 1, .start_layer = 1};
     Interventions at_state = {
         .input_deltas = &layer1, .n_input_deltas = 1, .start_layer = 1, .start_state = &state};
@@ -337,10 +337,10 @@ int main(void) {
         test_zero_delta(&named);
     }
     for (int k = 0; k < N_LAYOUTS; k++)
-        for (int part = 0; part < N_QKV_PARTS; part++) {
+        for (int part = 0; part < HEAD_INPUT_PATTERN; part++) {
             int l = layouts[k].shape.n_layer - 1, head = layouts[k].shape.n_kv_head - 1;
-            test_one_delta(&layouts[k], l, (QkvPart)part, head);
-            if (k == 2) test_one_delta(&layouts[k], 1, (QkvPart)part, 0); /* a middle layer */
+            test_one_delta(&layouts[k], l, (HeadInput)part, head);
+            if (k == 2) test_one_delta(&layouts[k], 1, (HeadInput)part, 0); /* a middle layer */
         }
     test_two_deltas();
     test_refusals();
