@@ -487,7 +487,7 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     for (int i = 0; i < iv->n_input_deltas; i++) { /* in a layer that runs its projection */
         const InputDelta *d = &iv->input_deltas[i];
         CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
-        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer + (iv->start_state != NULL));
+        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer + (iv->start_state && iv->start_state->z));
         CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
     }
     for (int k = 0; k < N_HEAD_INPUTS; k++) {
@@ -525,14 +525,15 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
+    const int from_head_mix = iv->start_state && iv->start_state->z;
     if (iv->start_state) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
-        memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+        if (from_head_mix) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
-    for (int l = first; l < L; l++) forward_layer(m, l, iv->start_state && l == first);
+    for (int l = first; l < L; l++) forward_layer(m, l, from_head_mix && l == first);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -609,7 +610,8 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
     const int first = m->last.iv.start_layer;
     /* a forward from a HeadState has nothing of the layers before it, and of its own layer
-     * only the state and what follows the head mix */
+     * only the state and what follows the head mix (all of it when the state had no z: the
+     * pointer to it may be gone, so its layer is told as for a state with one) */
     if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
