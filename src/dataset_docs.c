@@ -133,7 +133,8 @@ static const DocRow ROWS[] = {
       "differ between clean and corrupted), else 0",
       "1", DIMS("sequence", "position"), NULL, NULL}},
     {"/patching/clean_answer",
-     {"activation patching, one-answer tasks: the clean sequence's next token (the loss's target)",
+     {"activation patching: the clean sequence's next token, the loss's target (and the right answer of "
+      "one-answer tasks)",
       "token id", DIMS("sequence", "position"), NULL, NULL}},
     {"/patching/corrupt_answer",
      {"activation patching, one-answer tasks: the corrupted sequence's next token", "token id",

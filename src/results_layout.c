@@ -165,7 +165,7 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
     if (rc == ERR_OK)
         rc = results_write_array(res, "/patching/corrupt_tokens", ps->tokens[PATCH_CORRUPT], 1, 2, nt, err);
     if (rc == ERR_OK) rc = results_write_array(res, "/patching/positions", positions, 1, 2, nt, err);
-    if (rc == ERR_OK && ps->one_answer)
+    if (rc == ERR_OK)
         rc = results_write_array(res, "/patching/clean_answer", ps->answer[PATCH_CLEAN], 1, 2, nt, err);
     if (rc == ERR_OK && ps->one_answer)
         rc = results_write_array(res, "/patching/corrupt_answer", ps->answer[PATCH_CORRUPT], 1, 2, nt, err);
