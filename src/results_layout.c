@@ -151,8 +151,6 @@ static int write_path_patching(Results *res, const PathPatching *pp, UserError *
         rc = results_write_attr_double(res, "/patching", "path_patch_heads", (double)pp->top_heads, err);
     if (rc == ERR_OK)
         rc = results_write_attr_double(res, "/patching", "path_forwards", (double)pp->n_forwards, err);
-    if (rc == ERR_OK)
-        rc = results_write_attr_double(res, "/patching", "path_cpu_seconds", pp->cpu_seconds, err);
     return rc;
 }
 
