@@ -236,10 +236,12 @@ void column_gate_backward(float *d_x,        // (N, W) in place, or NULL
                           const float *gate, // (G)
                           int N, int W, int offset, int G, int d_head);
 /* out[b, t, h] = Σ_j probs[b, h, t, j] · V[b, j, h]: a head's output from given maps (patching a
- * pattern); forward only, nothing is differentiated through it. */
+ * pattern), for the heads whose gate is not 1 (the others' columns untouched); forward only,
+ * nothing is differentiated through it. */
 void attention_values_forward(float *out,         // (B, T, E)
                               const float *probs, // (B, H, T, T)
                               const float *qkv,   // (B, T, 3E): V at 2E + h·d_head
+                              const float *gate,  // (H)
                               int B, int T, int H, int d_head);
 
 #endif

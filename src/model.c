@@ -310,13 +310,16 @@ static void qkv_patch_bwd(Pass *p) {
 /* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
  * (activation patching); nothing where every pattern gate of the layer is 1 */
 static const float *attend_input(const Pass *p);
-/* P_fill·V of the layer, every head, into a new (B, T, E) block. */
-static float *filled_values(const Pass *p) {
+/* P_fill·V of the layer's heads whose gate is not 1 (all of them where gate is the all-1 NULL of
+ * a gradient at gate 1), into a new (B, T, E) block. */
+static float *filled_values(const Pass *p, const float *gate) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
     float *pv = xcalloc((size_t)p->BT * E, sizeof(float));
     const float *maps = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * p->BT * s.n_head * p->T;
-    attention_values_forward(pv, maps, attend_input(p), p->B, p->T, s.n_head, s.d_head);
+    float *every = xcalloc((size_t)s.n_head, sizeof(float)); /* 0: not 1, computed */
+    attention_values_forward(pv, maps, attend_input(p), gate ? gate : every, p->B, p->T, s.n_head, s.d_head);
+    free(every);
     return pv;
 }
 static void pattern_patch_fwd(Pass *p) {
@@ -324,7 +327,7 @@ static void pattern_patch_fwd(Pass *p) {
     const size_t E = (size_t)s.n_head * s.d_head;
     const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
     if (!gate) return;
-    float *pv = filled_values(p);
+    float *pv = filled_values(p, gate);
     column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
 }
@@ -336,7 +339,7 @@ static void pattern_patch_bwd(Pass *p) {
      * intervention (begin_forward), its gate's gradient taken at gate 1 */
     CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
     if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
-    float *pv = filled_values(p);
+    float *pv = filled_values(p, NULL);
     column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
                          slice(p, p->m->act.att_out, E), pv, NULL, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
@@ -508,6 +511,7 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     m->last.has_targets = targets != NULL;
     m->last.iv = *iv;
     m->last.whole = !iv->start_state;
+    m->last.from_head_mix = iv->start_state && iv->start_state->z;
 }
 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
@@ -525,15 +529,14 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
-    const int from_head_mix = iv->start_state && iv->start_state->z;
     if (iv->start_state) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
-        if (from_head_mix) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+        if (iv->start_state->z) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
-    for (int l = first; l < L; l++) forward_layer(m, l, from_head_mix && l == first);
+    for (int l = first; l < L; l++) forward_layer(m, l, m->last.from_head_mix && l == first);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -609,10 +612,10 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     CHECK(layer >= 0 && layer < m->shape.n_layer && m->last.batch > 0);
     const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
     const int first = m->last.iv.start_layer;
-    /* a forward from a HeadState has nothing of the layers before it, and of its own layer
-     * only the state and what follows the head mix (all of it when the state had no z: the
-     * pointer to it may be gone, so its layer is told as for a state with one) */
-    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
+    /* a forward from a HeadState has nothing of the layers before it, and from a head mix of its
+     * own layer only the state and what follows */
+    if (!m->last.whole &&
+        (layer < first || (layer == first && m->last.from_head_mix && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
     switch (p) {

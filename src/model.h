@@ -138,8 +138,8 @@ typedef struct {
 } HeadFill;
 
 /* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
- * (B, T, D) and hook_z (B, T, E). Without z, the state at the layer's LayerNorm: a forward from
- * it runs the whole layer from that input. */
+ * (B, T, D) and hook_z (B, T, E). With z NULL, the layer's input alone: a forward from it runs
+ * the whole layer (a patch of the layer's Q, K, V or pattern on another forward's layers below). */
 typedef struct {
     const float *resid_pre;
     const float *z;
@@ -188,9 +188,9 @@ typedef struct {
     const float *head_gate;
     HeadFill fill;
     /* Where the forward starts. start_layer 0 without start_state: a whole forward. With
-     * start_state: the layer's head mix from that state (its LayerNorm when the state has no z;
-     * made with the same gates and fill in the layers before it, it gives the bits of a whole
-     * forward); without: layer start_layer
+     * start_state: the layer's head mix from that state, or the whole layer from its input when
+     * the state has no z (made with the same interventions in the layers before it, it gives the
+     * bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
@@ -234,7 +234,8 @@ typedef struct {
     const int *tokens, *targets;
     const float *mask;
     Interventions iv;
-    int whole; /* from the embedding: every activation is there */
+    int whole;         /* from the embedding: every activation is there */
+    int from_head_mix; /* started at start_layer's head mix (a HeadState with z) */
     float loss;
 } ForwardState;
 

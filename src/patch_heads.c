@@ -73,14 +73,14 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
     const int n = hp->n_layer * hp->heads[k], layer = head / hp->heads[k];
     for (int i = 0; i < n; i++) gates[i] = i == head ? 0.0f : 1.0f;
     Interventions iv = patched(r, k, gates, c);
-    HeadState state;
-    if (k == PATCH_HEAD_OUT) { /* the layers below are the corrupted run's: start at the head mix */
-        state.resid_pre =
-            patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE];
-        state.z = patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z];
-        iv.start_layer = layer;
-        iv.start_state = &state;
-    }
+    /* the layers below are the corrupted run's: the output starts at its layer's head mix, an
+     * input at its layer */
+    HeadState state = {
+        patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE],
+        k == PATCH_HEAD_OUT ? patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z]
+                            : NULL};
+    iv.start_layer = layer;
+    iv.start_state = &state;
     double sums[N_PATCH_METRICS] = {0};
     patch_forward(v, &iv, &hp->set, c, PATCH_CORRUPT, sums);
     return sums[hp->metric];
@@ -219,11 +219,12 @@ void head_patching_free(HeadPatching *hp) {
 
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
     const size_t views = (size_t)thread_count() * model_forward_activation_floats(shape, cfg->batch_size);
-    const size_t set =
-        (size_t)cfg->patch_batches * cfg->batch_size * cfg->seq_len * (4 * sizeof(int) + sizeof(float));
+    const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
+    const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
+    const size_t logit_grad = BT * shape.vocab_size * sizeof(float);
     const size_t paths = path_patching_bytes(shape, cfg->batch_size, cfg->seq_len); /* after the views */
     return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
-           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set;
+           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set + logit_grad;
 }
 
 void head_patching_print(const HeadPatching *hp, FILE *out) {

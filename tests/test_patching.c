@@ -16,6 +16,9 @@
  *     attention's, 1e-6); on the corrupted input, every gate 1 with the clean fills gives the
  *     corrupted metric bit for bit, effect 0. For grouped K/V too.
  *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads).
+ *  6. A layer-1 head's Q, K, V or pattern patched by a forward from layer 1's input (a HeadState
+ *     without z: the corrupted run's hook_resid_pre) = the same patch in a whole forward, bit for
+ *     bit, and hook_qkv of that layer is there.
  * Tolerances: metrics 1e-6 relative (float logits, summed in another order). */
 #include <math.h>
 #include <stdio.h>
@@ -251,6 +254,39 @@ static void test_own_values(int n_kv_head) {
     teardown(&s);
 }
 
+static void test_start_at_input(void) {
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, 2, 19)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 1, 3);
+    PatchRuns r;
+    patch_runs_init(&r, &s.m, &ps);
+    for (int kind = PATCH_Q; kind < N_PATCH_KINDS; kind++) {
+        float gates[16];
+        for (int i = 0; i < 16; i++)
+            gates[i] = i == (kind == PATCH_K || kind == PATCH_V ? 2 + 1 : 4 + 2) ? 0.0f : 1.0f;
+        double whole[N_PATCH_METRICS] = {0}, from[N_PATCH_METRICS] = {0};
+        Interventions iv = every_head(&r, kind, gates, 0);
+        patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, whole);
+        HeadState state = {patch_runs_hook(&r, PATCH_CORRUPT, HOOK_RESID_PRE, 0) + r.floats[HOOK_RESID_PRE],
+                           NULL};
+        iv.start_layer = 1;
+        iv.start_state = &state;
+        patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, from);
+        char what[160];
+        snprintf(what, sizeof what,
+                 "%s of a layer-1 head from layer 1's input = in a whole forward, bit for bit",
+                 patch_kind_names[kind]);
+        test_check(what,
+                   !memcmp(whole, from, sizeof whole) && model_hook(&s.m, HOOK_QKV, 1) &&
+                       !model_hook(&s.m, HOOK_QKV, 0),
+                   "%.9g vs %.9g", whole[PATCH_LOGIT_DIFF], from[PATCH_LOGIT_DIFF]);
+    }
+    patch_runs_free(&r);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
 static void test_threads(void) {
 #ifdef _OPENMP
     Setup s;
@@ -281,6 +317,7 @@ int main(void) {
     test_metric_and_runs(TASK_TWO_SOURCE, 30, 2);
     test_own_values(4);
     test_own_values(2);
+    test_start_at_input();
     test_threads();
     return test_finish();
 }
