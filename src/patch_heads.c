@@ -251,9 +251,10 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
 
 static const char *patch_usage =
     "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
-    "  Runs activation patching per head (output, Q, K, V, pattern) and its attribution-patching\n"
-    "  estimate on a complete results file and writes them into the file (/patching), replacing\n"
-    "  any earlier ones. The file is rewritten atomically.\n"
+    "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
+    "  estimate and path patching (among the run's output.path_patch_heads) on a complete results\n"
+    "  file and writes them into the file (/patching), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
     "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
     "               output.patch_batches, or the key's default 1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
