@@ -195,10 +195,11 @@ typedef struct {
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
-    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in a layer the forward
-     * runs from its LayerNorm (start_layer or later; past start_layer with a start_state that
-     * has a z).
-     * Forward only: a forward with any asks for no gradients. */
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in start_layer or
+     * later. In a start_layer begun at its head mix (a start_state with z) at most one, whose
+     * heads are recomputed from the state's resid_pre alone (their attention; the others keep
+     * the state's z): the values of the whole layer run on that input. Forward only: a forward
+     * with any asks for no gradients. */
     const InputDelta *input_deltas;
     int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */

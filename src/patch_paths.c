@@ -80,9 +80,12 @@ static double setting_sum(const Model *m, const PatchRuns *r, PatchMetric metric
                           int c, Model *v, float *delta, float *zdiff) {
     sender_delta(delta, zdiff, m, r, c, st->sender_layer, st->sender_head);
     const InputDelta d = {st->receiver_layer, (HeadInput)st->kind, st->receiver_head, delta};
+    /* the corrupted run's state at the receiver's head mix: the forward recomputes the heads that
+     * read the delta and keeps every other head's corrupted output */
+    const int l = st->receiver_layer;
     const HeadState from = {patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) +
-                                st->receiver_layer * r->floats[HOOK_RESID_PRE],
-                            NULL};
+                                l * r->floats[HOOK_RESID_PRE],
+                            patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + l * r->floats[HOOK_Z]};
     const Interventions iv = {
         .start_layer = st->receiver_layer, .start_state = &from, .input_deltas = &d, .n_input_deltas = 1};
     double sums[N_PATCH_METRICS] = {0};
