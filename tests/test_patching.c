@@ -17,6 +17,8 @@
  *     corrupted metric bit for bit, effect 0. For grouped K/V too.
  *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads), path
  *     patching's included.
+ *  7. Without room for maps (budget 0) the clean run keeps no hook_pattern, every other hook the
+ *     same bits.
  *  6. A layer-1 head's Q, K, V or pattern patched by a forward from layer 1's input (a HeadState
  *     without z: the corrupted run's hook_resid_pre) = the same patch in a whole forward, bit for
  *     bit, and hook_qkv of that layer is there.
@@ -185,6 +187,7 @@ static void test_metric_and_runs(TaskKind task, int vocab, int n_kv_head) {
         int same = 1;
         const HookPoint hooks[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_PATTERN, HOOK_Z, HOOK_RESID_POST};
         for (int i = 0; i < 5; i++) {
+            if (hooks[i] == HOOK_PATTERN && in != PATCH_CLEAN) continue;
             const float *kept = patch_runs_hook(&r, (PatchInput)in, hooks[i], 1) + r.floats[hooks[i]];
             same &= !memcmp(kept, model_hook(&s.m, hooks[i], 1), sizeof(float) * r.floats[hooks[i]]);
         }
@@ -288,6 +291,32 @@ static void test_start_at_input(void) {
     teardown(&s);
 }
 
+static void test_no_maps(void) {
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, 2, 23)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 2, 3);
+    PatchRuns with, without;
+    patch_runs_init(&with, &s.m, &ps);
+    patch_runs_init_budget(&without, &s.m, &ps, 0);
+    int same = 1;
+    const HookPoint hooks[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
+    for (int in = 0; in < N_PATCH_INPUTS; in++)
+        for (int i = 0; i < 4; i++)
+            same &= !memcmp(with.act[in][hooks[i]], without.act[in][hooks[i]],
+                            sizeof(float) * with.floats[hooks[i]] * with.n_layer * ps.n_chunks);
+    test_check(
+        "maps budget 0: no hook_pattern kept (and of the corrupted run never), the other hooks the same bits",
+        same && !without.act[PATCH_CLEAN][HOOK_PATTERN] && with.act[PATCH_CLEAN][HOOK_PATTERN] &&
+            !with.act[PATCH_CORRUPT][HOOK_PATTERN] &&
+            !memcmp(with.metric, without.metric, sizeof with.metric),
+        "differ");
+    patch_runs_free(&with);
+    patch_runs_free(&without);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
 static void test_threads(void) {
 #ifdef _OPENMP
     Setup s;
@@ -324,6 +353,7 @@ int main(void) {
     test_own_values(4);
     test_own_values(2);
     test_start_at_input();
+    test_no_maps();
     test_threads();
     return test_finish();
 }
