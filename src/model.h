@@ -291,6 +291,8 @@ size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The scratch floats a forward with one input delta allocates on top of the activations. */
+size_t model_input_delta_floats(ModelShape shape, int B, int T);
 /* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
  * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
  * the activations for max_batch; 0 when it keeps none. */

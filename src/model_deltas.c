@@ -115,3 +115,10 @@ void model_delta_heads(Model *m, int l, int B, int T, float *heads) {
     for (int i = 0; i < iv->n_input_deltas; i++)
         if (iv->input_deltas[i].layer == l) recompute_heads(m, l, B, T, &iv->input_deltas[i], heads);
 }
+
+size_t model_input_delta_floats(ModelShape s, int B, int T) {
+    const size_t BT = (size_t)B * T, D = s.d_model, W = qkv_width(s), E = (size_t)s.n_head * s.d_head;
+    /* recompute_heads at most (model_delta_columns takes less): the inputs, qkv, the packed heads
+     * and their output, the log-sum-exps, the gate */
+    return BT * (5 * D + 2 + W + 4 * E + 1) + (s.output_gate ? 2 * BT * E : 0);
+}
