@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "patch_heads.h"
+#include "headstudy.h"
 #include "results.h"
 #include "util.h"
 #ifdef _OPENMP
@@ -16,22 +17,6 @@
 #endif
 
 const char *const patch_kind_names[N_PATCH_KINDS] = {"head_out", "q", "k", "v", "pattern"};
-
-static int thread_index(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static double process_cpu_seconds(void) {
     struct timespec t;
@@ -275,26 +260,15 @@ static const char *patch_usage =
     "               output.patch_batches, or the key's default 1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
 
-/* The run must be a complete results file: anything else is reported and left alone. */
-static int check_patchable(const char *path, UserError *err) {
-    char name[64];
-    RunStatus status = results_read_status(path, name, sizeof name);
-    if (!name[0])
-        return user_error(err, path, 0, 0, "not a harness results file (%s)",
-                          access(path, R_OK) != 0 ? strerror(errno)
-                                                  : "not HDF5, truncated, or without a status attribute");
-    if (status != RUN_COMPLETE)
-        return user_error(err, path, 0, 0, "the run is %s; patch needs a complete run%s", name,
-                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
-                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to patch)"
-                                                    : "");
-    return ERR_OK;
+static int write_patching(Results *res, const void *hp, UserError *err) {
+    return results_write_patching(res, hp, err);
 }
 
 static int patch_file(const char *path, int batches, int threads, UserError *err) {
     Config cfg;
-    if (check_patchable(path, err) != ERR_OK) return ERR_USER;
-    if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
+    Task task;
+    Model m;
+    if (head_study_open_run(path, "patch", threads, &cfg, &task, &m, err) != ERR_OK) return ERR_USER;
     if (batches > 0) {
         cfg.patch_batches = batches;
     } else if (cfg.patch_batches == 0) { /* the run skipped patching: patch is asked for it */
@@ -302,26 +276,10 @@ static int patch_file(const char *path, int batches, int threads, UserError *err
         config_defaults(&defaults);
         cfg.patch_batches = defaults.patch_batches;
     }
-#ifdef _OPENMP
-    omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
-#endif
-    Task task;
-    if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
-    Model m;
-    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
-    ConfigMark here = {path, 1, 1};
-    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
     HeadPatching hp;
-    memset(&hp, 0, sizeof hp);
-    if (rc == ERR_OK) head_patching_run(&hp, &m, &task, &cfg);
-    Results res;
-    if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
-    if (rc == ERR_OK) {
-        rc = results_remove(&res, "/patching", err);
-        if (rc == ERR_OK) rc = results_write_patching(&res, &hp, err);
-        if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
-        else results_discard(&res);
-    }
+    head_patching_run(&hp, &m, &task, &cfg);
+    const char *old[] = {"/patching"};
+    int rc = results_rewrite(path, old, 1, write_patching, &hp, err);
     if (rc == ERR_OK) head_patching_print(&hp, stdout);
     head_patching_free(&hp);
     model_free(&m);

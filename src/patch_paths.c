@@ -97,7 +97,7 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
                        const double *head_out_effect, int top_heads) {
     const double cpu_start = util_cpu_seconds();
     const ModelShape s = m->shape;
-    const int L = s.n_layer, H = s.n_head, C = r->set->n_chunks, threads = util_thread_count();
+    const int L = s.n_layer, H = s.n_head, C = r->set->n_chunks, threads = thread_count();
     memset(pp, 0, sizeof *pp);
     pp->n_layer = L;
     pp->n_head = H;
@@ -120,7 +120,7 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
     double *sum = xcalloc((size_t)n_settings * C + 1, sizeof(double)); /* (setting, chunk) */
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)n_settings * C; job++) {
-        const int t = util_thread_index();
+        const int t = thread_index();
         sum[job] = setting_sum(m, r, metric, &settings[job / C], (int)(job % C), &views[t],
                                delta + (size_t)t * BT * s.d_model, zdiff + (size_t)t * BT * s.d_head);
     }
@@ -150,7 +150,7 @@ size_t path_patching_bytes(ModelShape shape, int chunk, int T) {
     const size_t BT = (size_t)chunk * T;
     const size_t per_thread = model_forward_activation_floats(shape, chunk) +
                               BT * (shape.d_model + shape.d_head) + model_input_delta_floats(shape, chunk, T);
-    return (size_t)util_thread_count() * per_thread * sizeof(float);
+    return (size_t)thread_count() * per_thread * sizeof(float);
 }
 
 void path_patching_print(const PathPatching *pp, FILE *out) {

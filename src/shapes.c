@@ -217,10 +217,11 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
             patch_runs_keep_maps(s, cfg->patch_batches, cfg->batch_size, cfg->seq_len, PATCH_MAPS_BUDGET));
         double patching = (double)head_patching_bytes(s, cfg) +
                           (chunk_maps > model_maps ? (double)(chunk_maps - model_maps) * sizeof(float) : 0.0);
-        add_part(e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
-                 "activation patching beyond the study's: the clean and corrupted runs' hook tensors "
-                 "(maps included), one model view per thread, the maps of one batch in the model",
-                 "output.patch_batches, train.batch_size, model.seq_len");
+        add_part(
+            e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
+            "study: activation patching beyond the views and states above: the clean and corrupted runs' "
+            "hook tensors (the clean maps within 256 MiB), one model view per thread, one batch's maps",
+            "output.patch_batches, train.batch_size, model.seq_len");
     }
 }
 
