@@ -64,8 +64,9 @@ enum {
     RNG_EVAL = 3,
     RNG_PROBE = 4,
     RNG_GENERATE = 5,
-    RNG_HEAD_GATES = 6,
-    RNG_HEAD_GATES_INIT = 7
+    RNG_PATCH = 6,
+    RNG_HEAD_GATES = 7,
+    RNG_HEAD_GATES_INIT = 8
 };
 
 #endif

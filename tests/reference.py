@@ -34,7 +34,7 @@ Optimiser semantics (what the C harness is specified to do), step s = 0..steps-1
 
 Learned head gates (train.head_l0 = lambda > 0; docs/model.md "Learned head gates (L0)"), from
 that text: log_alpha [L,H] is one more parameter (no weight decay; its gradient in the norm).
-At step s, u = 1e-6 + (1 - 2e-6) * uniform from the generator stream (seed, 6, s) of src/rng.h
+At step s, u = 1e-6 + (1 - 2e-6) * uniform from the generator stream (seed, 7, s) of src/rng.h
 (splitmix64 seeding, xoshiro256**, written out again below), one per head in (layer, head)
 order, rounded to float32; gate = clip(sigmoid((log u - log(1-u) + log_alpha)/beta)*(r-l) + l,
 0, 1); the objective is the gated forward's loss + lambda/L * sum sigmoid(log_alpha -
@@ -197,7 +197,8 @@ def layer_norm(h, gain, bias):
     return (h - mean) / torch.sqrt(var + LN_EPS) * gain + bias
 
 
-def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None):
+def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None,
+            record=None, patch=None, logits_out=None, path=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
@@ -205,7 +206,30 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     (its columns of O_cat, after the output gate) into g*o + (1-g)*a before W_o, with a = fill
     [L,E] (mean ablation) or 0; heads_out, a list, receives each layer's O_cat [B,T,E] before the
     gates.
+    Activation patching (docs/analyses.md): record, a dict, receives per layer l the lists
+    "q" [B,H,T,dh] (after rotary), "k", "v" [B,H_kv,T,dh] (one per K/V head, after rotary),
+    "pattern" [B,H,T,T] and "z" [B,T,H,dh] (the heads' outputs after the output gate); patch
+    maps a kind of those to (gates, source): gates [L, heads of the kind], source another
+    forward's record, each head's value becoming g*own + (1-g)*source's (for the pattern, the
+    head's output g*O + (1-g)*P_source V). logits_out, a list, receives the logits [B,T,V].
+    Path patching (docs/analyses.md): path = (layer, kind, head, delta), kind "q", "k" or "v",
+    head a query head for "q" and a K/V head for "k" and "v", delta [B,T,D]: that head's input
+    of that kind in that layer is computed from LN(h + delta) (+ W_pos for the shortformer's Q
+    and K) instead of LN(h); everything else reads h.
     """
+    record = record if record is not None else {}
+    patch = patch or {}
+
+    def patched(kind, l, own):  # own [B,n,T,...] per head on dim 1 ("z": [B,T,H,dh] on dim 2)
+        record.setdefault(kind, []).append(own)
+        if kind not in patch:
+            return own
+        g, source = patch[kind]
+        src = source[kind][l]
+        shape = [1] * own.dim()
+        shape[2 if kind == "z" else 1] = -1
+        gl = g[l].reshape(shape)
+        return gl * own + (1 - gl) * src
     V, D, H, dh, L, _ = dims(cfg)
     n_kv, pos, rope_dims, rope_base, gate = layout(cfg)
     E, Ekv = H * dh, n_kv * dh
@@ -223,10 +247,21 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         if pos == "shortformer":  # positions only in the Q/K input (TransformerLens attn-only)
             qk = layer_norm(h + params["pos_emb"][:T], p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
             q, k = qk[..., :E], qk[..., E:E + Ekv]
+        if path is not None and path[0] == l:  # one head's Q, K or V reads h + delta
+            _, kind, head, delta = path
+            moved = h + delta
+            if pos == "shortformer" and kind != "v":
+                moved = moved + params["pos_emb"][:T]
+            alt = layer_norm(moved, p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
+            first = {"q": 0, "k": E, "v": E + Ekv}[kind] + head * dh
+            cols = torch.cat([q, k, v], dim=-1).clone()
+            cols[..., first:first + dh] = alt[..., first:first + dh]
+            q, k, v = cols[..., :E], cols[..., E:E + Ekv], cols[..., E + Ekv:]
         heads = lambda a, n: a.reshape(B, T, n, dh).transpose(1, 2)           # [B,n,T,dh]
         q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
         if pos == "rope":
             q, k = rotary(q, rope_dims, rope_base), rotary(k, rope_dims, rope_base)
+        q, k, v = patched("q", l, q), patched("k", l, k), patched("v", l, v)
         k = k.repeat_interleave(H // n_kv, dim=1)                             # GQA: query head h
         v = v.repeat_interleave(H // n_kv, dim=1)                             # reads K/V h // group
         s = (q @ k.transpose(-2, -1)) / math.sqrt(dh)                         # [B,H,T,T]
@@ -237,9 +272,15 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         else:
             att = torch.softmax(s, dim=-1)
         probs.append(att)
-        o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
+        record.setdefault("pattern", []).append(att)
+        heads_o = att @ v                                                     # [B,H,T,dh]
+        if "pattern" in patch:  # the head's output from the source's map and its own V
+            g = patch["pattern"][0][l].reshape(1, H, 1, 1)
+            heads_o = g * heads_o + (1 - g) * (patch["pattern"][1]["pattern"][l] @ v)
+        o = heads_o.transpose(1, 2).reshape(B, T, E)                          # [B,T,E]
         if gate:
             o = o * torch.sigmoid(z @ p("w_gate") + p("b_gate"))
+        o = patched("z", l, o.reshape(B, T, H, dh)).reshape(B, T, E)
         if heads_out is not None:
             heads_out.append(o)
         if gates is not None:
@@ -248,6 +289,8 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
             o = g * o + (1 - g) * a
         h = h + o @ p("w_o") + p("b_o")
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
+    if logits_out is not None:
+        logits_out.append(logits)
     if targets is None:
         return None, probs
     if mask is None:
@@ -367,7 +410,7 @@ class Stream:
         return (self.next() >> 11) * 2.0 ** -53
 
 
-RNG_HEAD_GATES, RNG_HEAD_GATES_INIT = 6, 7
+RNG_HEAD_GATES, RNG_HEAD_GATES_INIT = 7, 8
 
 
 def l0_settings(cfg):

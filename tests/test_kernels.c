@@ -415,6 +415,34 @@ static const Op OP_HARD_CONCRETE_P_OPEN = {"hard_concrete_p_open",
                                            hard_concrete_p_open_bwd,
                                            0};
 
+/* column_gate: d = N W offset G d_head; gates around 0.5 on G groups of d_head columns from
+ * offset, the other columns passed through; the fill is another forward's value (a constant).
+ * In place on x and on d_x: the forward copies the input first, the backward writes a copy of
+ * d_out (so its x gradient counts as overwritten). */
+static void column_gate_sizes(OpCtx *c) {
+    c->n_in[0] = c->n_in[2] = c->n_out = (size_t)c->d[0] * c->d[1], c->n_in[1] = c->d[3];
+    c->no_grad[2] = 1;
+}
+static void column_gate_fwd(OpCtx *c) {
+    memcpy(c->out, c->in[0], sizeof(float) * c->n_out);
+    column_gate_forward(c->out, c->in[2], c->in[1], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static void column_gate_bwd(OpCtx *c) {
+    memcpy(c->grad[0], c->r, sizeof(float) * c->n_out);
+    column_gate_backward(c->grad[0], c->grad[1], c->grad[0], c->in[0], c->in[2], c->in[1], c->d[0], c->d[1],
+                         c->d[2], c->d[3], c->d[4]);
+}
+static const Op OP_COLUMN_GATE = {"column_gate",
+                                  "N W offset G d_head",
+                                  {"x", "gate", "fill"},
+                                  {0.0, 0.5, 0.3},
+                                  {1.0, 0.5, 1.0},
+                                  column_gate_sizes,
+                                  NULL,
+                                  column_gate_fwd,
+                                  column_gate_bwd,
+                                  1u};
+
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
 #define LONG_T_TOL LONG_T_ATOL, KERNEL_RTOL
 #define VERY_LONG_T_TOL VERY_LONG_T_ATOL, KERNEL_RTOL
@@ -469,6 +497,9 @@ static const OpCase op_cases[] = {
     {&OP_HARD_CONCRETE, {24, 67}, K_TOL, "Louizos et al.'s temperature 2/3"},
     {&OP_HARD_CONCRETE_P_OPEN, {24, 33}, K_TOL, ""},
     {&OP_HARD_CONCRETE_P_OPEN, {7, 67}, K_TOL, ""},
+    {&OP_COLUMN_GATE, {4, 12, 4, 2, 3}, K_TOL, "the K columns of a Q|K|V row"},
+    {&OP_COLUMN_GATE, {3, 8, 0, 4, 2}, K_TOL, "every column (a pattern's output)"},
+    {&OP_COLUMN_GATE, {2, 7, 6, 1, 1}, K_TOL, "d_head = 1, the last column"},
 };
 
 static void op_case_name(char *name, size_t size, const OpCase *oc) {
@@ -1105,8 +1136,8 @@ static void test_hard_concrete_distribution(void) {
  * loss(gates sampled from log α with the step's fixed noise) + λ · (1/L) Σ P(g ≠ 0), and
  * head_l0_gradient's d objective / d log α must be its finite difference (the chain through the
  * model's gate gradient, the sample's reparameterised derivative and the penalty's, with its
- * normalisation). Each log α is moved, as in the kernel case, until its gate is 0.08 away from
- * the clip points, so the step's gates hold values inside (0, 1) and clipped ones. */
+ * normalisation). Each log α is set so that its gate is by turns inside (0, 1), clipped to 0 and
+ * clipped to 1, and moved, as in the kernel case, until it is 0.08 away from the clip points. */
 typedef struct {
     ModelCtx model;
     HeadL0 *gates;
@@ -1136,7 +1167,10 @@ static void test_head_l0_gradient(const Layout *ly, uint64_t seed, double lambda
     head_l0_train_gates(&g, GATED_SEED, GATED_STEP, &iv); /* the noise, to place each log α */
     int inside = 0, clipped = 0;
     for (int i = 0; i < LH; i++) {
-        g.log_alpha[i] = test_quantize(g.log_alpha[i] + 0.5 * rng_normal(&rng));
+        /* by turns a gate inside (0, 1), one clipped to 0 and one clipped to 1: s = σ((logit u +
+         * log α) / β) set to a target, so log α = β logit(s) − logit(u) */
+        double u = g.noise[i], s = i % 3 == 0 ? 0.25 + 0.5 * rng_uniform(&rng) : i % 3 == 1 ? 0.005 : 0.995;
+        g.log_alpha[i] = test_quantize(g.hc.temperature * log(s / (1 - s)) - log(u / (1 - u)));
         for (;;) {
             double x = hard_concrete_stretched(g.log_alpha[i], g.noise[i], g.hc);
             if (fabs(x) > 0.08 && fabs(x - 1.0) > 0.08) {
