@@ -223,7 +223,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
                               damage.message);
         if (results_read_status(path, NULL, 0) == RUN_COMPLETE)
             return user_error(err, path, 0, 0,
-                              "a complete result exists already; pass --force to replace it, or "
+                              "a complete result exists already; pass --overwrite to replace it, or "
                               "set output.path elsewhere");
     }
     visit_temps(path, remove_unfinished, NULL);
