@@ -3,9 +3,12 @@
 """The answer of a sweep over train.head_l0 (experiments/l0.yaml), recomputed here from the run
 files with h5py, NumPy and scipy (none of the package's functions): heads kept against eval
 loss beside the pruning curves of the λ = 0 run of the same seed (scripts/compare's gate table
-and its JSON, scripts/plot-sweep's l0_curve.csv), and the pruned models against their kept
-shapes trained from scratch (compare --scratch: Welch's t-test, scipy.stats.ttest_ind with
-equal_var=False).
+and its JSON, scripts/plot-sweep's l0_curve.csv), the pruned models against their kept shapes
+trained from scratch (compare --scratch: Welch's t-test, scipy.stats.ttest_ind with
+equal_var=False), and train.heads_kept, the kept shape from scratch: the closed heads' rows of
+W_o are zero, their Q, K and V columns got no gradient (their initial values times the weight
+decay of every step, computed here from the schedule), and keeping every head is the run
+without the key, bit for bit.
 
 usage: /usr/bin/python3 tests/test_l0_curve.py [--keep]
   --keep   keep the temporary directory (fixtures, figures, CSVs) and print its path
@@ -14,7 +17,7 @@ The fixture is two sweep directories written with h5py (and heads.summary for th
 under test): 4 heads x 2 layers, λ in {0, 0.01, 0.05} x 4 seeds, the λ = 0 runs with pruning
 curves of one head a step (importance) and of two heads a step (delta_loss: the matched loss is
 then interpolated between points), the gated runs with a /heads/kept mask; and a scratch sweep
-over train.heads_kept. Needs gnuplot. Checks, one line each, then "N passed, M failed".
+over train.heads_kept. Needs gnuplot and a built harness (`make`, or $HARNESS). Checks, one line each, then "N passed, M failed".
 """
 import json
 import math
@@ -31,9 +34,10 @@ from scipy import stats as sps
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
-from checks import check, end_suite, read_csv, run_check  # noqa: E402
+from checks import check, end_suite, harness_missing, read_csv, run_check  # noqa: E402
 
 PY = "/usr/bin/python3"
+HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
 KEEP = "--keep" in sys.argv
 TMP = tempfile.mkdtemp(prefix="test_l0_curve.")
 L, H = 2, 4
@@ -266,8 +270,69 @@ def test_bad_input():
           and "train.heads_kept" in p.stderr, (p.returncode, p.stderr))
 
 
+TINY = """\
+model: {vocab_size: 256, d_model: 16, n_head: 4, n_layer: 2, seq_len: 16}
+train: {steps: 40, batch_size: 8, lr: 3.0e-2, warmup_steps: 4, seed: 0, threads: 1,
+        weight_decay: 0.1, min_lr_ratio: 0.1}
+data: {task: text, path: /usr/share/common-licenses/GPL-3}
+output: {log_every: 10, eval_every: 10, eval_batches: 2, attn_every: 20, probes: 1}
+"""
+
+
+def lr_at(step, steps=40, lr=3e-2, warmup=4, floor=0.1):
+    """The cosine schedule with linear warmup of docs/configuration.md, written out."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def test_heads_kept():
+    d = os.path.join(TMP, "kept")
+    os.makedirs(d)
+    config = os.path.join(d, "tiny.yaml")
+    with open(config, "w") as f:
+        f.write(TINY)
+
+    def run(name, *sets):
+        p = subprocess.run([HARNESS, config, "--set", f"output.path={os.path.join(d, name)}.h5"]
+                           + [a for s in sets for a in ("--set", s)], capture_output=True,
+                           text=True, timeout=300)
+        check(f"harness {' '.join(sets) or '(no key)'} completes", p.returncode == 0,
+              p.stderr[-300:])
+        return h5py.File(os.path.join(d, name + ".h5"), "r")
+    kept = [2, 3]
+    with run("kept", "train.heads_kept=2,3") as k, run("init", "train.steps=0") as i:
+        decay = np.prod([1 - np.float32(lr_at(s)) * np.float32(0.1) for s in range(40)])
+        E, dh = 16, 4
+        for layer, n in enumerate(kept):
+            w_o = k[f"params/layer{layer}/w_o"][()]
+            q, q0 = k[f"params/layer{layer}/w_qkv"][()], i[f"params/layer{layer}/w_qkv"][()]
+            closed = [c for part in range(3) for c in range(part * E + n * dh, part * E + E)]
+            opened = [c for part in range(3) for c in range(part * E, part * E + n * dh)]
+            check(f"layer {layer} keeps {n}: the closed heads' rows of W_o are zero, the open "
+                  "heads' are not", (w_o[n * dh:] == 0).all() and (w_o[:n * dh] != 0).any())
+            check(f"layer {layer}: the closed heads' Q, K, V columns are their initial values "
+                  f"times the decay of every step ({decay:.6f}): no gradient reached them",
+                  np.allclose(q[:, closed], q0[:, closed] * decay, rtol=2e-5, atol=0)
+                  and not np.allclose(q[:, opened], q0[:, opened] * decay, rtol=1e-2),
+                  (q[:, closed] / q0[:, closed]).ravel()[:4])
+            check(f"layer {layer}: zero-ablating a closed head changes nothing",
+                  (k["heads/ablation_delta"][layer][n:] == 0).all(), k["heads/ablation_delta"][layer])
+    with run("all", "train.heads_kept=4,4") as a, run("none") as b:
+        names = []
+        b["params"].visit(lambda n: names.append(n) if isinstance(b["params"][n], h5py.Dataset)
+                          else None)
+        check("heads_kept 4,4 is the run without the key, bit for bit (/params, /eval/loss)",
+              all(np.array_equal(a["params"][n][()], b["params"][n][()]) for n in names)
+              and np.array_equal(a["eval/loss"][()], b["eval/loss"][()]), names)
+
+
 def main():
     t0 = time.time()
+    if harness_missing(HARNESS):
+        return 1
+    run_check("heads_kept", test_heads_kept)
     state = {}
 
     def gates():
