@@ -50,6 +50,8 @@ typedef struct {
     LrSchedule lr_schedule;
     int64_t seed;
     char init_from[CONFIG_PATH_MAX];
+    /* learned head gates (head_l0.h): λ (0 = none), and the Hard Concrete's temperature and stretch */
+    double head_l0, head_l0_temperature, head_l0_stretch_low, head_l0_stretch_high;
     char heads_kept[CONFIG_HEADS_KEPT_MAX]; /* "" = every head; else heads kept per layer, "3,5" */
     /* data: */
     TaskKind task;

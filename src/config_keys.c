@@ -99,6 +99,16 @@ const ConfigKey config_keys[] = {
     INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores", "OpenMP threads"),
     STRING_KEY("train", "init_from", init_from, "",
                "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
+    FLOAT_KEY(
+        "train", "head_l0", head_l0, 0.0, 0, CLOSED, INFINITY, OPEN, "0 = no head gates",
+        "λ of learned Hard Concrete head gates with an L0 penalty λ · mean over layers of Σ_h P(gate ≠ 0) "
+        "(Voita et al. 2019)"),
+    FLOAT_KEY("train", "head_l0_temperature", head_l0_temperature, 0.33, 0, OPEN, 1, CLOSED, NULL,
+              "head_l0: temperature β of the Hard Concrete gates"),
+    FLOAT_KEY("train", "head_l0_stretch_low", head_l0_stretch_low, -0.1, -INFINITY, OPEN, 0, OPEN, NULL,
+              "head_l0: lower end l < 0 of the interval the gate is stretched to before clipping to [0, 1]"),
+    FLOAT_KEY("train", "head_l0_stretch_high", head_l0_stretch_high, 1.1, 1, OPEN, INFINITY, OPEN, NULL,
+              "head_l0: upper end r > 1 of the interval the gate is stretched to before clipping to [0, 1]"),
     STRING_KEY("train", "heads_kept", heads_kept, "",
                "heads each layer trains, comma-separated (3,5: layer 0 its first 3, layer 1 its first 5); "
                "the others are closed from step 0 (their rows of W_o zero); empty = every head"),
