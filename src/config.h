@@ -52,6 +52,7 @@ typedef struct {
     char init_from[CONFIG_PATH_MAX];
     /* learned head gates (head_l0.h): λ (0 = none), and the Hard Concrete's temperature and stretch */
     double head_l0, head_l0_temperature, head_l0_stretch_low, head_l0_stretch_high;
+    double head_l0_lr_scale;                /* log α's learning rate as a multiple of the schedule's */
     char heads_kept[CONFIG_HEADS_KEPT_MAX]; /* "" = every head; else heads kept per layer, "3,5" */
     /* data: */
     TaskKind task;

@@ -109,6 +109,8 @@ const ConfigKey config_keys[] = {
               "head_l0: lower end l < 0 of the interval the gate is stretched to before clipping to [0, 1]"),
     FLOAT_KEY("train", "head_l0_stretch_high", head_l0_stretch_high, 1.1, 1, OPEN, INFINITY, OPEN, NULL,
               "head_l0: upper end r > 1 of the interval the gate is stretched to before clipping to [0, 1]"),
+    FLOAT_KEY("train", "head_l0_lr_scale", head_l0_lr_scale, 1.0, 0, OPEN, INFINITY, OPEN, NULL,
+              "head_l0: the learning rate of log α as a multiple of the model's (the same schedule)"),
     STRING_KEY("train", "heads_kept", heads_kept, "",
                "heads each layer trains, comma-separated (3,5: layer 0 its first 3, layer 1 its first 5); "
                "the others are closed from step 0 (their rows of W_o zero); empty = every head"),

@@ -8,7 +8,8 @@ trained from scratch (compare --scratch: Welch's t-test, scipy.stats.ttest_ind w
 equal_var=False), and train.heads_kept, the kept shape from scratch: the closed heads' rows of
 W_o are zero, their Q, K and V columns got no gradient (their initial values times the weight
 decay of every step, computed here from the schedule), and keeping every head is the run
-without the key, bit for bit.
+without the key, bit for bit; train.head_l0_lr_scale: 1 is the run without it, bit for bit, and
+scale 2 moves log α twice as far in the first step.
 
 usage: /usr/bin/python3 tests/test_l0_curve.py [--keep]
   --keep   keep the temporary directory (fixtures, figures, CSVs) and print its path
@@ -328,11 +329,38 @@ def test_heads_kept():
               and np.array_equal(a["eval/loss"][()], b["eval/loss"][()]), names)
 
 
+def test_lr_scale():
+    d = os.path.join(TMP, "scale")
+    os.makedirs(d)
+    config = os.path.join(d, "tiny.yaml")
+    with open(config, "w") as f:
+        f.write(TINY)
+
+    def log_alpha(name, *sets):
+        out = os.path.join(d, name + ".h5")
+        p = subprocess.run([HARNESS, config, "--set", f"output.path={out}", "--set",
+                            "train.head_l0=0.01"] + [a for s in sets for a in ("--set", s)],
+                           capture_output=True, text=True, timeout=300)
+        check(f"harness head_l0 0.01 {' '.join(sets)} completes", p.returncode == 0, p.stderr[-300:])
+        with h5py.File(out, "r") as f:
+            return f["params/log_alpha"][()], f["eval/loss"][()]
+    a0, _ = log_alpha("init", "train.steps=0")
+    a1, l1 = log_alpha("scale1", "train.steps=1", "train.head_l0_lr_scale=1")
+    b1, m1 = log_alpha("plain", "train.steps=1")
+    a2, _ = log_alpha("scale2", "train.steps=1", "train.head_l0_lr_scale=2")
+    check("head_l0_lr_scale 1 is the run without the key, bit for bit (log α, eval loss)",
+          np.array_equal(a1, b1) and np.array_equal(l1, m1))
+    check("head_l0_lr_scale 2: the first step moves log α twice as far",
+          np.abs(a1 - a0).min() > 0 and np.allclose(a2 - a0, 2 * (a1 - a0), rtol=1e-4, atol=1e-7),
+          ((a2 - a0) / (a1 - a0)).ravel()[:4])
+
+
 def main():
     t0 = time.time()
     if harness_missing(HARNESS):
         return 1
     run_check("heads_kept", test_heads_kept)
+    run_check("head_l0_lr_scale", test_lr_scale)
     state = {}
 
     def gates():
