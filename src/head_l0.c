@@ -39,6 +39,15 @@ void head_l0_free(HeadL0 *g) {
     memset(g, 0, sizeof *g);
 }
 
+double head_l0_memory_bytes(const Config *cfg, ModelShape shape) {
+    if (!(cfg->head_l0 > 0)) return 0.0;
+    double LH = (double)shape.n_layer * shape.n_head;
+    /* /train's rows; the trajectory's capacity doubles, so up to twice that is held */
+    double rows = (double)cfg->steps / cfg->log_every + 2;
+    return (8 * LH + LH * shape.d_head * shape.d_model) * sizeof(float) +
+           2 * rows * (LH * sizeof(float) + sizeof(int64_t));
+}
+
 void head_l0_train_gates(HeadL0 *g, uint64_t seed, int step, Interventions *iv) {
     if (!g->on) return;
     int n = g->L * g->H;

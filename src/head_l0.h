@@ -44,6 +44,9 @@ typedef struct {
  * on a [1, H, 1, 1] tensor): uniform in ±sqrt(3 / H), from the run's generator. */
 void head_l0_init(HeadL0 *g, const Config *cfg, ModelShape shape);
 void head_l0_free(HeadL0 *g);
+/* The bytes head_l0_init and the trajectory allocate over a run of cfg (0 when off): what the
+ * memory estimate counts (shapes.c). */
+double head_l0_memory_bytes(const Config *cfg, ModelShape shape);
 
 /* The gates of training step `step`: u from the stream (seed, RNG_HEAD_GATES, step), one per head
  * in (layer, head) order, uniform in (1e-6, 1 − 1e-6); the sampled gates and the request for

@@ -8,6 +8,7 @@
 #include "shapes.h"
 #include "ablation.h"
 #include "analysis.h"
+#include "head_l0.h"
 #include "model.h"
 #include "util.h"
 #include "../kernels/kernels.h"
@@ -200,6 +201,11 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
     add_part(e, 0,
              (cfg->eval_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
              "batches (training, held-out)", "output.eval_batches, train.batch_size");
+    if (cfg->head_l0 > 0)
+        add_part(e, 0, head_l0_memory_bytes(cfg, s),
+                 "learned head gates (log alpha and its moments, a copy of W_o for the closed heads, the "
+                 "P(open) trajectory of n_layer x n_head per logged step)",
+                 "model.d_model, output.log_every");
     size_t views, states;
     ablation_memory(s, cfg, &views, &states);
     add_part(e, 1, (double)views,
