@@ -5,7 +5,8 @@ counts an exception as a failure; temp_suite() is the frame of a suite working i
 directory; finish() prints the closing "N passed, M failed" line that
 tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
 results for the sweep suites; known_summary() writes a sweep summary with known losses;
-browser() starts the headless Chromium of the report suites; phrase_tokens() writes a small
+browser() starts the headless Chromium of the report suites, open_page() loads a report in it
+and console_errors() reads the errors it logged; phrase_tokens() writes a small
 learnable token stream.
 """
 import csv
@@ -165,3 +166,17 @@ def browser():
         return webdriver.Chrome(service=Service(driver), options=o), ""
     except Exception as e:  # noqa: BLE001 - any start failure means no browser here
         return None, f"chromium did not start: {str(e).splitlines()[0]}"
+
+
+def open_page(d, path):
+    """Load a report page from disk in the browser d; whether its code finished drawing it."""
+    d.get("file://" + os.path.abspath(path))
+    for _ in range(100):
+        if d.execute_script("return document.body && document.body.dataset.ready === '1'"):
+            break
+        time.sleep(0.05)
+    return d.execute_script("return document.body.dataset.ready === '1'")
+
+
+def console_errors(d):
+    return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]

@@ -9,7 +9,10 @@ equal_var=False), and train.heads_kept, the kept shape from scratch: the closed 
 W_o are zero, their Q, K and V columns got no gradient (their initial values times the weight
 decay of every step, computed here from the schedule), and keeping every head is the run
 without the key, bit for bit; train.head_l0_lr_scale: 1 is the run without it, bit for bit, and
-scale 2 moves log α twice as far in the first step.
+scale 2 moves log α twice as far in the first step. Then a real tiny sweep (scripts/sweep: λ in
+{0, 0.01}, 2 seeds) and its scratch sweep: compare's numbers from the real /heads/kept and
+/prune, and the sweep report in headless Chromium (skipped without it): the learned-gates
+chart (every pruning curve and λ), and its tables equal to scripts/compare's.
 
 usage: /usr/bin/python3 tests/test_l0_curve.py [--keep]
   --keep   keep the temporary directory (fixtures, figures, CSVs) and print its path
@@ -35,7 +38,8 @@ from scipy import stats as sps
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
-from checks import check, end_suite, harness_missing, read_csv, run_check  # noqa: E402
+from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
+                    open_page, read_csv, run_check)
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
@@ -355,12 +359,91 @@ def test_lr_scale():
           ((a2 - a0) / (a1 - a0)).ravel()[:4])
 
 
+def markdown_rows(text, title):
+    """The cells of the Markdown table under the heading `## title` of compare's output."""
+    lines = text.split(f"## {title}\n", 1)[1].strip().splitlines()
+    table = lines[:next((k for k, line in enumerate(lines) if not line.startswith("|")), len(lines))]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in table[2:]]
+
+
+def test_real_sweep():
+    d = os.path.join(TMP, "real")
+    os.makedirs(d)
+    base = os.path.join(d, "tiny.yaml")
+    with open(base, "w") as f:
+        f.write(TINY.replace("steps: 40,", "steps: 60,"))
+    exp = os.path.join(d, "gates.yaml")
+    with open(exp, "w") as f:
+        f.write(f"base: {base}\nset: {{train.head_l0_lr_scale: 10, output.prune_step: 0.125}}\n"
+                "grid: {train.head_l0: [0, 0.01]}\nseeds: 2\n")
+    res = os.path.join(d, "results")
+    sweep = [PY, os.path.join(ROOT, "scripts", "sweep")]
+    p = subprocess.run(sweep + [exp, "-j", "2", "--results", res], capture_output=True, text=True,
+                       timeout=600)
+    check("a λ sweep of 4 tiny runs", p.returncode == 0, p.stderr[-400:])
+    gates_dir = os.path.join(res, "gates")
+    js = json.loads(script("compare", gates_dir, "--json").stdout)["l0_gates"]
+    row = next(r for r in js["rows"] if r["lambda"] == 0.01)
+    runs = {}
+    for seed in (0, 1):
+        with h5py.File(os.path.join(gates_dir, f"lambda0.01_s{seed}.h5"), "r") as f:
+            kept = f["heads/kept"][()]
+            loss = float(f["eval/loss"][-1])
+        with h5py.File(os.path.join(gates_dir, f"lambda0_s{seed}.h5"), "r") as f:
+            curve = (f["prune/delta_loss/heads_left"][()], f["prune/delta_loss/eval_loss"][()])
+        runs[seed] = (kept, loss, at_heads(*curve, int(kept.sum())))
+    check("real runs: heads kept, eval loss and the λ = 0 run pruned to as many heads (delta_loss)",
+          row["heads_kept"]["values"] == [int(runs[s][0].sum()) for s in (0, 1)]
+          and all(close(a, runs[s][1]) for a, s in zip(row["eval_loss"]["values"], (0, 1)))
+          and all(close(a, runs[s][2]) for a, s in
+                  zip(row["pruning"]["delta_loss"]["values"], (0, 1))), (row, runs))
+    shape = ",".join(str(int(math.ceil(v))) for v in
+                     np.median([runs[s][0].sum(axis=1) for s in (0, 1)], axis=0))
+    exp = os.path.join(d, "gates_scratch.yaml")
+    with open(exp, "w") as f:
+        f.write(f"base: {base}\ngrid: {{train.heads_kept: ['{shape}']}}\nseeds: 2\n")
+    p = subprocess.run(sweep + [exp, "-j", "2", "--results", res], capture_output=True, text=True,
+                       timeout=600)
+    check(f"its kept shape {shape} from scratch, 2 seeds", p.returncode == 0, p.stderr[-400:])
+    md = script("compare", gates_dir)
+    scratch = markdown_rows(md.stdout, "The pruned models against their kept shapes trained "
+                            "from scratch")
+    check("compare finds the scratch sweep beside the λ sweep", md.returncode == 0
+          and len(scratch) == 1 and scratch[0][0] == "0.01", md.stdout[-500:])
+    p = script("report", gates_dir)
+    check("report of the λ sweep: exit 0", p.returncode == 0, p.stderr[-300:])
+    drv, why = browser()
+    if drv is None:
+        print(f"skipped: no chromium ({why}); the sweep page was not opened")
+        return
+    try:
+        check("the sweep page opens with no console error",
+              open_page(drv, os.path.join(gates_dir, "report.html")) and not console_errors(drv),
+              str(console_errors(drv)))
+        names = [g.get_attribute("data-name") for g in drv.find_elements(
+            "css selector", "#sweep-gates-0 g.series")]
+        check("the learned-gates chart: both pruning curves, λ 0.01 and its seeds",
+              len(names) == 4 and sum(n.startswith("pruning λ = 0") for n in names) == 2
+              and "gates λ = 0.01 (2 seeds)" in names, str(names))
+        for k, title in enumerate(["Learned head gates against pruning at the same number of "
+                                   "heads", "The pruned models against their kept shapes "
+                                   "trained from scratch"]):
+            shown = drv.execute_script(
+                f"return [...document.querySelectorAll('#gates-table-{k} tr')].slice(1)"
+                ".map(tr => [...tr.children].map(td => td.textContent))")
+            check(f"the page's table '{title}' is compare's", shown == markdown_rows(md.stdout, title),
+                  f"{shown} vs {markdown_rows(md.stdout, title)}")
+    finally:
+        drv.quit()
+
+
 def main():
     t0 = time.time()
     if harness_missing(HARNESS):
         return 1
     run_check("heads_kept", test_heads_kept)
     run_check("head_l0_lr_scale", test_lr_scale)
+    run_check("a real λ sweep, its scratch sweep and the report", test_real_sweep)
     state = {}
 
     def gates():

@@ -90,7 +90,7 @@ def _gates(s):
                 continue
             km, ksd, n = stats.mean_std([float(v) for v in p["heads_kept"]])
             lm, lsd, _ = stats.mean_std(p["eval_loss"])
-            points.append({"lambda": p["lambda"], "n": n, "heads_mean": km,
+            points.append({"lambda": format_value(p["lambda"]), "n": n, "heads_mean": km,
                            "heads_std": _number(ksd), "loss_mean": lm, "loss_std": _number(lsd),
                            "seeds": [[k, v] for k, v in zip(p["heads_kept"], p["eval_loss"])]})
         curves = [{"criterion": c, "title": pruning.CRITERION_TEXT[c], "n": curve["n"],

@@ -54,9 +54,9 @@ function buildGates(D, root) {
       width: 2, marker: 2.5, points: c.heads_left.map((x, i) => [x, c.mean[i]]), err: c.std.map(v => v || 0) }));
     g.points.forEach((p, j) => {
       const colour = gateColours[j % gateColours.length];
-      series.push({ name: `gates λ = ${fmtNum(p.lambda)} (${plural(p.n, "seed")})`, color: colour, line: false,
+      series.push({ name: `gates λ = ${p.lambda} (${plural(p.n, "seed")})`, color: colour, line: false,
                     marker: 5, points: [[p.heads_mean, p.loss_mean]], err: [p.loss_std || 0], xerr: [p.heads_std || 0] },
-                  { name: `gates λ = ${fmtNum(p.lambda)}: each seed`, color: colour, line: false, hollow: true,
+                  { name: `gates λ = ${p.lambda}: each seed`, color: colour, line: false, hollow: true,
                     marker: 3, nolegend: true, points: p.seeds });
     });
     const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null && v > 0);
