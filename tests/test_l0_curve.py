@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
 from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
-                    open_page, read_csv, run_check)
+                    holm_by_hand, open_page, read_csv, run_check)
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
@@ -133,15 +133,6 @@ def at_heads(left, loss, k):
         if x0 <= k <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (k - x0) / (x1 - x0)
     return None
-
-
-def holm_by_hand(ps):
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
 
 
 def close(a, b, rtol=1e-9):
@@ -292,20 +283,28 @@ def lr_at(step, steps=40, lr=3e-2, warmup=4, floor=0.1):
     return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def test_heads_kept():
-    d = os.path.join(TMP, "kept")
+def tiny_runs(directory):
+    """run(name, *sets): the TINY config run in TMP/directory with --set sets, checked to
+    complete; returns its results file opened with h5py."""
+    d = os.path.join(TMP, directory)
     os.makedirs(d)
     config = os.path.join(d, "tiny.yaml")
     with open(config, "w") as f:
         f.write(TINY)
 
     def run(name, *sets):
-        p = subprocess.run([HARNESS, config, "--set", f"output.path={os.path.join(d, name)}.h5"]
+        out = os.path.join(d, name + ".h5")
+        p = subprocess.run([HARNESS, config, "--set", f"output.path={out}"]
                            + [a for s in sets for a in ("--set", s)], capture_output=True,
                            text=True, timeout=300)
         check(f"harness {' '.join(sets) or '(no key)'} completes", p.returncode == 0,
               p.stderr[-300:])
-        return h5py.File(os.path.join(d, name + ".h5"), "r")
+        return h5py.File(out, "r")
+    return run
+
+
+def test_heads_kept():
+    run = tiny_runs("kept")
     kept = [2, 3]
     with run("kept", "train.heads_kept=2,3") as k, run("init", "train.steps=0") as i:
         decay = np.prod([1 - np.float32(lr_at(s)) * np.float32(0.1) for s in range(40)])
@@ -334,19 +333,10 @@ def test_heads_kept():
 
 
 def test_lr_scale():
-    d = os.path.join(TMP, "scale")
-    os.makedirs(d)
-    config = os.path.join(d, "tiny.yaml")
-    with open(config, "w") as f:
-        f.write(TINY)
+    run = tiny_runs("scale")
 
     def log_alpha(name, *sets):
-        out = os.path.join(d, name + ".h5")
-        p = subprocess.run([HARNESS, config, "--set", f"output.path={out}", "--set",
-                            "train.head_l0=0.01"] + [a for s in sets for a in ("--set", s)],
-                           capture_output=True, text=True, timeout=300)
-        check(f"harness head_l0 0.01 {' '.join(sets)} completes", p.returncode == 0, p.stderr[-300:])
-        with h5py.File(out, "r") as f:
+        with run(name, "train.head_l0=0.01", *sets) as f:
             return f["params/log_alpha"][()], f["eval/loss"][()]
     a0, _ = log_alpha("init", "train.steps=0")
     a1, l1 = log_alpha("scale1", "train.steps=1", "train.head_l0_lr_scale=1")
