@@ -53,6 +53,11 @@ def plot_gate_curve(s, out, tmp):
     losses = np.asarray([r[4] for _, r in rows], dtype=float)
     losses = losses[np.isfinite(losses) & (losses > 0)]
     logy = len(losses) > 0 and losses.max() / losses.min() > 3.0
+    seeds = [float(x.split(":")[2]) for _, r in rows if r[0] == "gates" for x in r[7].split()]
+    drawn = np.concatenate([losses, [v for v in seeds if v > 0]])
+    # on a log axis a bar of mean - std <= 0 would stretch it to nothing: the axis spans what
+    # is drawn as points, and such bars run off its bottom
+    y_range = f"set yrange [{drawn.min() / 2:g}:{drawn.max() * 2:g}]" if logy else ""
     lambdas = sorted({r[1] for _, r in rows if r[0] == "gates"})
     n_groups = len(answer["groups"])
     lines = [gnuplot.terminal_for(out, 1000 if n_groups == 1 else 700 * n_groups, 640),
@@ -60,7 +65,7 @@ def plot_gate_curve(s, out, tmp):
              f"set multiplot layout 1,{n_groups} title {gnuplot.gp_string(title(s))} font ',11'",
              "set xlabel 'heads left (all layers)'", "set grid", "set bars 1",
              f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
-             "set logscale y" if logy else "", "set format y '%g'",
+             "set logscale y" if logy else "", y_range, "set format y '%g'",
              "set key top right font ',9' spacing 1.1"]
     for k, g in enumerate(answer["groups"]):
         group = tuple(g["group"].values())
