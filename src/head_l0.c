@@ -26,6 +26,7 @@ void head_l0_init(HeadL0 *g, const Config *cfg, ModelShape shape) {
     g->noise = g->grad + LH, g->gate = g->noise + LH, g->gate_grad = g->gate + LH,
     g->p_open = g->gate_grad + LH;
     g->saved_w_o = xcalloc((size_t)L * H * shape.d_head * shape.d_model, sizeof(float));
+    g->zeroed = xcalloc(LH, sizeof(int));
     Rng rng = rng_stream((uint64_t)cfg->seed, RNG_HEAD_GATES_INIT, 0);
     double limit = sqrt(3.0 / H);
     for (size_t i = 0; i < LH; i++) g->log_alpha[i] = (float)((2.0 * rng_uniform(&rng) - 1.0) * limit);
@@ -34,6 +35,7 @@ void head_l0_init(HeadL0 *g, const Config *cfg, ModelShape shape) {
 void head_l0_free(HeadL0 *g) {
     free(g->log_alpha);
     free(g->saved_w_o);
+    free(g->zeroed);
     free(g->log_step);
     free(g->log_p_open);
     memset(g, 0, sizeof *g);
@@ -44,7 +46,7 @@ double head_l0_memory_bytes(const Config *cfg, ModelShape shape) {
     double LH = (double)shape.n_layer * shape.n_head;
     /* /train's rows; the trajectory's capacity doubles, so up to twice that is held */
     double rows = (double)cfg->steps / cfg->log_every + 2;
-    return (8 * LH + LH * shape.d_head * shape.d_model) * sizeof(float) +
+    return (8 * LH + LH * shape.d_head * shape.d_model) * sizeof(float) + LH * sizeof(int) +
            2 * rows * (LH * sizeof(float) + sizeof(int64_t));
 }
 
@@ -97,6 +99,19 @@ int head_l0_kept(const HeadL0 *g, int *kept) {
     return open;
 }
 
+void head_l0_print(const HeadL0 *g, FILE *out) {
+    if (!g->on) return;
+    int *kept = xcalloc((size_t)g->L * g->H, sizeof(int));
+    int open = head_l0_kept(g, kept);
+    fprintf(out, "learned head gates (train.head_l0 %g): %d of %d heads open:", g->lambda, open, g->L * g->H);
+    for (int l = 0; l < g->L; l++) {
+        fprintf(out, "  L%d ", l);
+        for (int h = 0; h < g->H; h++) fputc(kept[l * g->H + h] ? '1' : '0', out);
+    }
+    fputc('\n', out);
+    free(kept);
+}
+
 void head_l0_log(HeadL0 *g, int64_t step) {
     if (!g->on) return;
     size_t LH = (size_t)g->L * g->H;
@@ -119,10 +134,11 @@ void head_l0_close(HeadL0 *g, Model *m) {
     if (!g->on || g->closed) return;
     ModelShape s = m->shape;
     size_t rows = (size_t)s.d_head * s.d_model;
-    hard_concrete_p_open(g->p_open, g->log_alpha, g->L * g->H, g->hc);
+    head_l0_kept(g, g->zeroed); /* 1 where open */
+    for (int i = 0; i < g->L * g->H; i++) g->zeroed[i] = !g->zeroed[i];
     for (int l = 0; l < g->L; l++)
         for (int h = 0; h < g->H; h++) {
-            if (g->p_open[l * g->H + h] > 0.5f) continue;
+            if (!g->zeroed[l * g->H + h]) continue;
             float *w = w_o_rows(m->params.w_o, l, h, s);
             memcpy(w_o_rows(g->saved_w_o, l, h, s), w, sizeof(float) * rows);
             memset(w, 0, sizeof(float) * rows);
@@ -136,7 +152,7 @@ void head_l0_reopen(HeadL0 *g, Model *m) {
     size_t rows = (size_t)s.d_head * s.d_model;
     for (int l = 0; l < g->L; l++)
         for (int h = 0; h < g->H; h++)
-            if (!(g->p_open[l * g->H + h] > 0.5f))
+            if (g->zeroed[l * g->H + h])
                 memcpy(w_o_rows(m->params.w_o, l, h, s), w_o_rows(g->saved_w_o, l, h, s),
                        sizeof(float) * rows);
     g->closed = 0;

@@ -19,6 +19,7 @@
 #define HEAD_L0_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "config.h"
 #include "model.h"
 #include "results.h"
@@ -34,6 +35,7 @@ typedef struct {
     float *noise, *gate, *gate_grad;    /* (L, H) the last step's u, sampled gates, d loss / d gate */
     float *p_open;                      /* (L, H) scratch: P(g ≠ 0) */
     float *saved_w_o;                   /* (L, E, D) W_o while head_l0_close has zeroed rows of it */
+    int *zeroed;                        /* (L, H) the heads whose rows head_l0_close zeroed */
     int closed;                         /* W_o is in the closed state */
     int n_log, cap;                     /* the trajectory: one row per /train row */
     int64_t *log_step;
@@ -62,6 +64,8 @@ void head_l0_update(HeadL0 *g, float clip_scale, float lr, const Config *cfg, in
 double head_l0_p_open(const HeadL0 *g, float *p);
 /* Heads open at evaluation: 1 where P(g ≠ 0) > ½ into kept (L, H); returns how many. */
 int head_l0_kept(const HeadL0 *g, int *kept);
+/* "learned head gates (train.head_l0 0.5): 17 of 24 heads open: L0 ...": the end of a run. */
+void head_l0_print(const HeadL0 *g, FILE *out);
 /* The trajectory's row of step `step`: the P(open) of the log α that step trained with. */
 void head_l0_log(HeadL0 *g, int64_t step);
 

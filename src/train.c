@@ -429,6 +429,7 @@ static int write_analysis(const RunState *st, const Model *m, const HeadStudy *s
                          study->delta_zero, study->delta_mean, study->importance);
     if (rc == ERR_OK) rc = results_write_study(res, study, err);
     if (rc == ERR_OK) head_study_print(study, stdout);
+    if (rc == ERR_OK) head_l0_print(&st->gates, stdout);
     return rc;
 }
 

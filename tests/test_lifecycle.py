@@ -60,7 +60,7 @@ from checks import check, finish, run_check  # noqa: E402
 STEPS, EVERY = 200, 25
 CONFIG = """\
 model: {{vocab_size: 16, d_model: 16, n_head: 2, n_layer: 1, seq_len: 16}}
-train: {{steps: {steps}, batch_size: 8, lr: 3.0e-3, warmup_steps: 2, seed: 3, threads: 1{gates}}}
+train: {{steps: {steps}, batch_size: 8, lr: 3.0e-3, warmup_steps: 2, seed: 3, threads: 1}}
 data: {{task: induction, min_period: 2, max_period: 4}}
 output: {{path: {path}, log_every: 1, eval_every: 50, eval_batches: 1, attn_every: 50, probes: 2,
          checkpoint_every: {every}}}
@@ -80,7 +80,8 @@ def setup(name, steps=STEPS, gates=""):
     config = os.path.join(d, "run.yaml")
     path = os.path.join(d, "run.h5")
     with open(config, "w") as f:
-        f.write(CONFIG.format(steps=steps, every=EVERY, path=path, gates=gates))
+        text = CONFIG.format(steps=steps, every=EVERY, path=path)
+        f.write(text.replace("threads: 1}", "threads: 1" + gates + "}"))
     return config, path
 
 
@@ -171,8 +172,8 @@ def test_gates():
     checkpoint, the P(open) trajectory read back, the noise a function of the step)."""
     ref_config, ref = setup("gates_ref", gates=GATES)
     p = harness(ref_config)
-    check("the undisturbed gated run completes", p.returncode == 0 and inj.status(ref) == "complete",
-          p.stderr[-300:])
+    check("the undisturbed gated run completes, with its gates", p.returncode == 0 and inj.status(ref) == "complete"
+          and {"params/log_alpha", "gates/p_open", "heads/kept"} <= set(inj.numbers(ref)), p.stderr[-300:])
     rng = random.Random(SEED + 1)
     for sig in (signal.SIGINT, signal.SIGKILL):
         step = rng.randrange(EVERY + 5, STEPS - 20)
