@@ -79,8 +79,9 @@ double head_l0_gradient(HeadL0 *g) {
 
 void head_l0_update(HeadL0 *g, float clip_scale, float lr, const Config *cfg, int step) {
     if (!g->on) return;
-    adamw_update(g->log_alpha, g->adam_m, g->adam_v, g->grad, clip_scale, (size_t)g->L * g->H, lr,
-                 (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, 0.0f, step + 1);
+    adamw_update(g->log_alpha, g->adam_m, g->adam_v, g->grad, clip_scale, (size_t)g->L * g->H,
+                 lr * (float)cfg->head_l0_lr_scale, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
+                 0.0f, step + 1);
 }
 
 double head_l0_p_open(const HeadL0 *g, float *p) {

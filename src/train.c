@@ -243,6 +243,22 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
     return rc;
 }
 
+/* train.heads_kept: zero, in the w_o of a parameter-shaped block, the rows of every head its
+ * layer does not keep (a layer keeps its first heads). On the parameters that closes the head:
+ * its output reaches nothing, so its Q, K and V get no gradient, the same training as a gate
+ * fixed at 0. On the gradients (before their norm) it keeps those rows at zero through AdamW:
+ * zero moments, and decay of zero is zero. */
+static void close_heads(const Model *m, const Config *cfg, float *w_o) {
+    int kept[CONFIG_MAX_LAYERS];
+    if (!config_heads_kept(cfg, kept)) return;
+    const ModelShape *s = &m->shape;
+    size_t rows = (size_t)s->n_head * s->d_head, D = (size_t)s->d_model;
+    for (int l = 0; l < s->n_layer; l++) {
+        size_t first = (size_t)kept[l] * s->d_head;
+        memset(w_o + ((size_t)l * rows + first) * D, 0, (rows - first) * D * sizeof(float));
+    }
+}
+
 /* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
  * gradient norm before clipping. */
 static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config *cfg, Batch *batch, int step,
@@ -254,6 +270,7 @@ static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config 
                                batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
+    close_heads(m, cfg, m->grads.w_o);
     *norm = global_norm(m->grad_block, m->n_params);
     if (gates->on) *norm = sqrt(*norm * *norm + head_l0_gradient(gates)); /* log α is a parameter too */
     if (!isfinite(loss) || !isfinite(*norm)) return loss;
@@ -507,6 +524,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const Re
     Results res;
     int rc = run_open(&res, &st, m, cfg, force, resume ? resume->path : NULL, err);
     if (rc == ERR_OK) {
+        close_heads(m, cfg, m->params.w_o); /* from step 0 (a resumed state has them closed already) */
         Session ses = {.start = now_seconds() - st.elapsed_before,
                        .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};
