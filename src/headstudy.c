@@ -128,10 +128,7 @@ int head_study_open_run(const char *path, const char *command, int threads, Conf
     (void)threads;
 #endif
     if (task_open(task, cfg, err) != ERR_OK) return ERR_USER;
-    model_init(m, model_shape_from_config(cfg), cfg->batch_size);
-    ConfigMark here = {path, 1, 1};
-    if (results_read_tensors(path, "/params", m, m->param_block, here, err) == ERR_OK) return ERR_OK;
-    model_free(m);
+    if (results_load_model(path, cfg, cfg->batch_size, m, err) == ERR_OK) return ERR_OK;
     task_close(task);
     return ERR_USER;
 }

@@ -2,11 +2,12 @@
  * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
  * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
  * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
- * the head mix and at where a forward starts.
+ * the head mix, at the projection (input deltas) and at where a forward starts.
  * Owns the stages, the forward and backward passes and the hook points. Must not know: where the
  * parameters and activations are laid out (model_layout.c), tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "model.h"
 #include "model_internal.h"
@@ -115,6 +116,7 @@ static void project_fwd(Pass *p) {
     const size_t D = m->shape.d_model, W = qkv_width(m->shape);
     linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
                    m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 static void project_bwd(Pass *p) {
     Model *m = p->m;
@@ -143,6 +145,7 @@ static void project_shortformer_fwd(Pass *p) {
     linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
                    (int)D, (int)W);
     column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 /* The Q|K gradient flows through LN(h + W_pos) into h and W_pos, the V gradient through z. */
 static void project_shortformer_bwd(Pass *p) {
@@ -449,6 +452,16 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK(iv->start_layer >= 0 && iv->start_layer < s.n_layer);
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
+    CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
+    int at_head_mix = 0; /* deltas in a layer started at its head mix: their heads recomputed */
+    for (int i = 0; i < iv->n_input_deltas; i++) {
+        const InputDelta *d = &iv->input_deltas[i];
+        CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
+        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer);
+        CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
+        at_head_mix += d->layer == iv->start_layer && iv->start_state && iv->start_state->z;
+    }
+    CHECK(at_head_mix <= 1); /* each one recomputes its heads from the state alone */
     for (int k = 0; k < N_HEAD_INPUTS; k++) {
         const InputPatch *in = &iv->input[k];
         const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
@@ -473,6 +486,7 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
+    if (from_head_mix) model_delta_heads(m, l, p.B, p.T, heads_output(m, l));
     for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
         m->plan.stage[i]->forward(&p);
 }

@@ -158,6 +158,19 @@ typedef struct {
                         * every layer (L, B, H, T, T) */
 } InputPatch;
 
+/* A change to a layer's input h that only one head's Q, K or V projection reads (path patching:
+ * an earlier head's clean-minus-corrupted output through its W_O, seen by one receiver alone).
+ * That head's columns of hook_qkv are projected from LN(h + delta) (the shortformer's Q and K
+ * from LN(h + delta + W_pos[t])), with the layer's own LayerNorm recomputed on it; every other
+ * column, the output gate and the residual stream still read h. `head` is a query head for Q, a
+ * K/V head for K and V (grouped K/V: every query head of its group reads the change). */
+typedef struct {
+    int layer;
+    HeadInput part; /* HEAD_INPUT_Q, _K or _V */
+    int head;
+    const float *delta; /* (B, T, D) */
+} InputDelta;
+
 /* Which gradients model_backward returns (flags). */
 typedef enum {
     MODEL_GRAD_NONE = 0,
@@ -182,6 +195,13 @@ typedef struct {
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in start_layer or
+     * later. In a start_layer begun at its head mix (a start_state with z) at most one, whose
+     * heads are recomputed from the state's resid_pre alone (their attention; the others keep
+     * the state's z): the values of the whole layer run on that input. Forward only: a forward
+     * with any asks for no gradients. */
+    const InputDelta *input_deltas;
+    int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
@@ -271,6 +291,8 @@ size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The scratch floats a forward with one input delta allocates on top of the activations. */
+size_t model_input_delta_floats(ModelShape shape, int B, int T);
 /* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
  * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
  * the activations for max_batch; 0 when it keeps none. */

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "patch_heads.h"
 #include "headstudy.h"
@@ -17,12 +16,6 @@
 #endif
 
 const char *const patch_kind_names[N_PATCH_KINDS] = {"head_out", "q", "k", "v", "pattern"};
-
-static double process_cpu_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The input gate a kind sits at (every kind but the head output). */
 static HeadInput input_of(PatchKind k) {
@@ -173,7 +166,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
 }
 
 void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Config *cfg) {
-    const double cpu_start = process_cpu_seconds();
+    const double cpu_start = util_cpu_seconds();
     memset(hp, 0, sizeof *hp);
     hp->n_layer = m->shape.n_layer;
     hp->n_head = m->shape.n_head;
@@ -197,9 +190,10 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
             PATCH_MAPS_BUDGET >> 20);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
     exact_effects(hp, m, &r);
+    path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
-    hp->cpu_seconds = process_cpu_seconds() - cpu_start;
+    hp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
 void head_patching_free(HeadPatching *hp) {
@@ -208,6 +202,7 @@ void head_patching_free(HeadPatching *hp) {
         free(hp->atp[k]);
     }
     patch_set_free(&hp->set);
+    path_patching_free(&hp->path);
     memset(hp, 0, sizeof *hp);
 }
 
@@ -220,8 +215,9 @@ size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
     const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
     const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
     const size_t logit_grad = BT * shape.vocab_size * sizeof(float);
+    const size_t paths = path_patching_bytes(shape, cfg->batch_size, cfg->seq_len); /* after the views */
     return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
-           views * sizeof(float) + set + logit_grad;
+           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set + logit_grad;
 }
 
 void head_patching_print(const HeadPatching *hp, FILE *out) {
@@ -244,14 +240,15 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
     for (int k = 0; k < N_PATCH_KINDS; k++)
         fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],
                 k + 1 < N_PATCH_KINDS ? "," : "\n");
-    fflush(out);
+    path_patching_print(&hp->path, out);
 }
 
 static const char *patch_usage =
     "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
-    "  Runs activation patching per head (output, Q, K, V, pattern) and its attribution-patching\n"
-    "  estimate on a complete results file and writes them into the file (/patching), replacing\n"
-    "  any earlier ones. The file is rewritten atomically.\n"
+    "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
+    "  estimate and path patching (among the run's output.path_patch_heads) on a complete results\n"
+    "  file and writes them into the file (/patching), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
     "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
     "               output.patch_batches, or the key's default 1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";

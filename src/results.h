@@ -120,6 +120,11 @@ int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
 int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
                          UserError *err);
 
+/* A model of the run's shape (cfg, as results_read_run_config gives it) for batches up to
+ * max_batch, with the run's trained /params. On failure the model is freed and err says why;
+ * on success the caller frees it (model_free). */
+int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err);
+
 /* Reading datasets back (resume). Each returns ERR_USER with a message if the dataset is
  * missing or has another number of elements than `count`. */
 typedef struct {

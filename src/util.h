@@ -1,5 +1,5 @@
 /* util.h: the program's checked allocation (xcalloc, xrealloc), OpenMP's thread index and count,
- * and CHECK, CHECK_ALLOC from kernels/check.h.
+ * the process's CPU clock, and CHECK, CHECK_ALLOC from kernels/check.h.
  * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
  * prints file and line and aborts. User errors are returned as codes to main (see error.h).
  * Must not know: any module of the program (every src/ file may include it). */
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "../kernels/check.h" /* CHECK and CHECK_ALLOC: one definition each, the kernels' */
 #ifdef _OPENMP
@@ -49,6 +50,13 @@ static inline void *xrealloc(void *p, size_t size) {
         exit(2);
     }
     return q;
+}
+
+/* The process's CPU time so far (every thread's), in seconds. */
+static inline double util_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 #endif

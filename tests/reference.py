@@ -188,7 +188,7 @@ def layer_norm(h, gain, bias):
 
 
 def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None,
-            record=None, patch=None, logits_out=None):
+            record=None, patch=None, logits_out=None, path=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
@@ -202,6 +202,10 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     maps a kind of those to (gates, source): gates [L, heads of the kind], source another
     forward's record, each head's value becoming g*own + (1-g)*source's (for the pattern, the
     head's output g*O + (1-g)*P_source V). logits_out, a list, receives the logits [B,T,V].
+    Path patching (docs/analyses.md): path = (layer, kind, head, delta), kind "q", "k" or "v",
+    head a query head for "q" and a K/V head for "k" and "v", delta [B,T,D]: that head's input
+    of that kind in that layer is computed from LN(h + delta) (+ W_pos for the shortformer's Q
+    and K) instead of LN(h); everything else reads h.
     """
     record = record if record is not None else {}
     patch = patch or {}
@@ -233,6 +237,16 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         if pos == "shortformer":  # positions only in the Q/K input (TransformerLens attn-only)
             qk = layer_norm(h + params["pos_emb"][:T], p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
             q, k = qk[..., :E], qk[..., E:E + Ekv]
+        if path is not None and path[0] == l:  # one head's Q, K or V reads h + delta
+            _, kind, head, delta = path
+            moved = h + delta
+            if pos == "shortformer" and kind != "v":
+                moved = moved + params["pos_emb"][:T]
+            alt = layer_norm(moved, p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
+            first = {"q": 0, "k": E, "v": E + Ekv}[kind] + head * dh
+            cols = torch.cat([q, k, v], dim=-1).clone()
+            cols[..., first:first + dh] = alt[..., first:first + dh]
+            q, k, v = cols[..., :E], cols[..., E:E + Ekv], cols[..., E + Ekv:]
         heads = lambda a, n: a.reshape(B, T, n, dh).transpose(1, 2)           # [B,n,T,dh]
         q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
         if pos == "rope":

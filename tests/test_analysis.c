@@ -618,20 +618,6 @@ static void test_importance_evaluator(void) {
 
 /* ---- 7. interventions: fills, starts, hook points, and the pairings the model refuses ---- */
 
-/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. */
-static int aborts(void (*fn)(void *), void *ctx) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stderr)) _exit(3);
-        fn(ctx);
-        _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
-
 typedef struct {
     Model *m;
     const Interventions *iv;
@@ -645,7 +631,7 @@ static void backward(void *p) { model_backward(p); }
  * must not start one). */
 static int backward_refused(const Pairing *c) {
     model_forward(c->m, c->iv, c->b->inputs, c->b->targets, c->b->mask, c->b->B, c->b->T);
-    return aborts(backward, c->m);
+    return test_aborts(backward, c->m);
 }
 
 static void test_interventions(void) {

@@ -15,7 +15,8 @@
  *     for bit for the output, Q, K and V; the pattern's P·V is summed otherwise than the
  *     attention's, 1e-6); on the corrupted input, every gate 1 with the clean fills gives the
  *     corrupted metric bit for bit, effect 0. For grouped K/V too.
- *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads).
+ *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads), path
+ *     patching's included.
  *  7. Without room for maps (budget 0) the clean run keeps no hook_pattern, every other hook the
  *     same bits.
  *  6. A layer-1 head's Q, K, V or pattern patched by a forward from layer 1's input (a HeadState
@@ -332,7 +333,12 @@ static void test_threads(void) {
         same &= !memcmp(one.effect[kind], two.effect[kind], n * sizeof(double)) &&
                 !memcmp(one.atp[kind], two.atp[kind], n * sizeof(double));
     }
-    test_check("head_patching_run at 1 and 2 threads: the same bits", same, "they differ");
+    for (int k = 0; k < N_PATH_KINDS; k++) { /* path patching, run inside it */
+        const size_t n = (size_t)one.n_layer * one.path.receivers[k] * one.n_layer * one.n_head;
+        same &= !memcmp(one.path.effect[k], two.path.effect[k], n * sizeof(double));
+    }
+    test_check("head_patching_run at 1 and 2 threads: the same bits (path patching's too)", same,
+               "they differ");
     head_patching_free(&one);
     head_patching_free(&two);
     teardown(&s);
