@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "patch_heads.h"
 #include "headstudy.h"
@@ -17,12 +16,6 @@
 #endif
 
 const char *const patch_kind_names[N_PATCH_KINDS] = {"head_out", "q", "k", "v", "pattern"};
-
-static double process_cpu_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The input gate a kind sits at (every kind but the head output). */
 static HeadInput input_of(PatchKind k) {
@@ -173,7 +166,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
 }
 
 void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Config *cfg) {
-    const double cpu_start = process_cpu_seconds();
+    const double cpu_start = util_cpu_seconds();
     memset(hp, 0, sizeof *hp);
     hp->n_layer = m->shape.n_layer;
     hp->n_head = m->shape.n_head;
@@ -200,7 +193,7 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
-    hp->cpu_seconds = process_cpu_seconds() - cpu_start;
+    hp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
 void head_patching_free(HeadPatching *hp) {

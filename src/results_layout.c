@@ -178,7 +178,6 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
             snprintf(name, sizeof name, "%s_%s", input_names[in], patch_metric_names[k]);
             rc = results_write_attr_double(res, "/patching", name, hp->metric_value[in][k], err);
         }
-    if (rc == ERR_OK) rc = results_write_attr_double(res, "/patching", "cpu_seconds", hp->cpu_seconds, err);
     for (int k = 0; k < N_PATCH_KINDS && rc == ERR_OK; k++) {
         const uint64_t dims[2] = {(uint64_t)hp->n_layer, (uint64_t)hp->heads[k]};
         char path[64];

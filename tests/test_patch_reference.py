@@ -154,7 +154,7 @@ def patching_hashes(path):
     with h5py.File(path, "r") as f:
         g = f["patching"]
         return {k: hashlib.sha256(g[k][()].tobytes()).hexdigest() for k in g}, \
-            {k: reference._plain(v) for k, v in g.attrs.items() if k != "cpu_seconds"}
+            {k: reference._plain(v) for k, v in g.attrs.items()}
 
 
 def temporaries(path):

@@ -5,8 +5,9 @@
  *  1. linear_forward_columns: a band of columns of a product, written in place, is bit for bit
  *     those columns of linear_forward's, and leaves the others untouched.
  *  2. A delta of 0 on any head's Q, K or V gives the plain forward bit for bit (loss and every
- *     hook point), for MHA with learned positions, grouped K/V with rotary and an output gate, and
- *     the shortformer.
+ *     hook point), for MHA with learned positions, grouped K/V with rotary, an output gate and a
+ *     sink, the shortformer, and multi-query heads of 16 (past the attention's thin path); 3 and
+ *     4 below run on every one of them.
  *  3. A delta on one head's input changes exactly that head's columns of hook_qkv, to
  *     LN_l(h + delta) · W_qkv + b_qkv computed here in double (+ W_pos[t] inside the LayerNorm for
  *     the shortformer's Q and K, not its V), within 1e-5; every other column, the layer's input
@@ -42,6 +43,8 @@ static const Layout layouts[] = {
     {"MHA, learned positions", {16, 16, 4, 4, 2, T, 4, POS_LEARNED, 4, 10000.0, 0, 0}},
     {"GQA 4/2, rotary, output gate, sink", {16, 16, 4, 4, 2, T, 2, POS_ROPE, 4, 10000.0, 1, 1}},
     {"shortformer, 3 layers", {16, 12, 3, 4, 3, T, 3, POS_SHORTFORMER, 4, 10000.0, 0, 0}},
+    {"MQA, heads of 16 (the attention's general path)",
+     {16, 32, 2, 16, 2, T, 1, POS_LEARNED, 16, 10000.0, 0, 0}},
 };
 #define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
 
@@ -378,7 +381,8 @@ int main(void) {
         for (int part = 0; part < HEAD_INPUT_PATTERN; part++) {
             int l = layouts[k].shape.n_layer - 1, head = layouts[k].shape.n_kv_head - 1;
             test_one_delta(&layouts[k], l, (HeadInput)part, head);
-            if (k == 2) test_one_delta(&layouts[k], 1, (HeadInput)part, 0); /* a middle layer */
+            if (layouts[k].shape.n_layer == 3)
+                test_one_delta(&layouts[k], 1, (HeadInput)part, 0); /* a middle layer */
         }
     for (int k = 0; k < N_LAYOUTS; k++)
         for (int part = 0; part < HEAD_INPUT_PATTERN; part++)
