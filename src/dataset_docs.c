@@ -143,6 +143,10 @@ static const DocRow ROWS[] = {
      {"V-composition |W_OV(A) W_OV(B)| / (|W_OV(A)| |W_OV(B)|) of later head B reading "
       "earlier head A (LayerNorm folded); NaN unless A's layer is earlier",
       "1", DIMS("later layer", "later head", "earlier layer", "earlier head"), NULL, NULL}},
+    {"/scores/copying",
+     {"OV copying score Re(sum of eigenvalues) / sum of |eigenvalues| of the full OV circuit "
+      "W_E W_V W_O W_U (LayerNorm folded, unembedding centred): 1 for a head that copies tokens",
+      "1", DIMS("layer", "head"), NULL, NULL}},
     {"/batch/inputs",
      {"--dump-grads: input tokens of the first training batch", "token id", DIMS("batch", "position"), NULL,
       NULL}},

@@ -113,7 +113,8 @@ static const char *prune_usage =
     "usage: harness prune RUN.h5 [--step F] [--threads N]\n"
     "  Runs the end-of-run head study on a complete results file and writes it into the file:\n"
     "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
-    "  (/circuits), replacing any earlier ones. The file is rewritten atomically.\n"
+    "  (/circuits) and copying scores (/scores/copying), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
     "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
     "               run's output.prune_step, or the key's default 0.1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
@@ -160,8 +161,8 @@ static int prune_file(const char *path, double step, int threads, UserError *err
     Results res;
     if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
     if (rc == ERR_OK) {
-        const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
-        for (int i = 0; i < 3 && rc == ERR_OK; i++) rc = results_remove(&res, old[i], err);
+        const char *old[] = {"/prune", "/circuits", "/scores/copying", "/heads/ablation_delta_mean"};
+        for (int i = 0; i < 4 && rc == ERR_OK; i++) rc = results_remove(&res, old[i], err);
         if (rc == ERR_OK) rc = results_write_study(&res, &hs, err);
         if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
         else results_discard(&res);
@@ -211,6 +212,6 @@ int head_study_prune_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    fprintf(stderr, "%s: pruning curves, mean ablation and composition scores written\n", path);
+    fprintf(stderr, "%s: pruning curves, mean ablation, composition and copying scores written\n", path);
     return 0;
 }

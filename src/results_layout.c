@@ -95,6 +95,8 @@ static int write_circuits(const Circuits *c, Results *res, UserError *err) {
         if (rc == ERR_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
         if (rc == ERR_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
     }
+    if (rc == ERR_OK && c->has_copying)
+        rc = results_write_array(res, "/scores/copying", c->copying, 0, 2, dims, err);
     return rc;
 }
 
