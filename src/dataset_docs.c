@@ -147,6 +147,24 @@ static const DocRow ROWS[] = {
      {"OV copying score Re(sum of eigenvalues) / sum of |eigenvalues| of the full OV circuit "
       "W_E W_V W_O W_U (LayerNorm folded, unembedding centred): 1 for a head that copies tokens",
       "1", DIMS("layer", "head"), NULL, NULL}},
+    {"/dla/head",
+     {"direct logit attribution: the head's write z_h W_O^h through the final LayerNorm (its scale "
+      "frozen at the clean run's, centred over D) dotted with the target's unembedding column, mean "
+      "over the patching set's marked positions",
+      "nats", DIMS("layer", "head"), NULL, NULL}},
+    {"/dla/bias_o",
+     {"direct logit attribution of each layer's output bias b_o (same readout and mean as /dla/head)", "nats",
+      DIMS("layer"), NULL, NULL}},
+    {"/dla/embed",
+     {"direct logit attribution of the embedding h0 (token, and learned position; same readout and mean)",
+      "nats", DIMS("value"), NULL, NULL}},
+    {"/dla/ln_bias",
+     {"direct logit attribution of the final LayerNorm's bias: lnf_b W_U[:, target], same mean", "nats",
+      DIMS("value"), NULL, NULL}},
+    {"/dla/logit",
+     {"the model's logit of the target, mean over the same positions: embed + sum of bias_o + sum of head "
+      "+ ln_bias",
+      "nats", DIMS("value"), NULL, NULL}},
     {"/batch/inputs",
      {"--dump-grads: input tokens of the first training batch", "token id", DIMS("batch", "position"), NULL,
       NULL}},
