@@ -208,4 +208,29 @@ void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be 
                         const float *fill,  // (H·d_head) or NULL, as in the forward
                         int N, int H, int d_head);
 
+/* ---- patch_mix.c: activation patching's gates on groups of columns, and P · V from given maps ----
+ * x = gate[g] · x + (1 − gate[g]) · fill over group g's d_head columns starting at offset +
+ * g·d_head of each row: gate 1 keeps a value, 0 replaces it by the fill (another forward's value
+ * of the same row). */
+void column_gate_forward(float *x,          // (N, W) in place
+                         const float *fill, // (N, W)
+                         const float *gate, // (G)
+                         int N, int W, int offset, int G, int d_head);
+/* d_gate[g] += Σ over rows and the group's columns of d · (x − fill), summed in double in row
+ * order (skipped when d_gate is NULL); d_x = d · gate[g] in place over the group's columns (the
+ * others untouched; skipped when NULL). x is the forward's input, which at gate 1 is its output. */
+void column_gate_backward(float *d_x,        // (N, W) in place, or NULL
+                          float *d_gate,     // (G) +=, or NULL
+                          const float *d,    // (N, W); may be d_x
+                          const float *x,    // (N, W)
+                          const float *fill, // (N, W)
+                          const float *gate, // (G)
+                          int N, int W, int offset, int G, int d_head);
+/* out[b, t, h] = Σ_j probs[b, h, t, j] · V[b, j, h]: a head's output from given maps (patching a
+ * pattern); forward only, nothing is differentiated through it. */
+void attention_values_forward(float *out,         // (B, T, E)
+                              const float *probs, // (B, H, T, T)
+                              const float *qkv,   // (B, T, 3E): V at 2E + h·d_head
+                              int B, int T, int H, int d_head);
+
 #endif

@@ -1,8 +1,9 @@
 /* check.c: `harness check RUN.h5` (see check.h): every rule of docs/results-format.md that a
- * file can be tested against: root attributes and status, /config against config_yaml (typed,
- * booleans as HDF5 booleans), every dataset described (description, units, dimension labels,
- * scales), every shape from /config, causal attention rows summing to 1 (at most 1 with a
- * sink), and pattern scores and classes recomputed from the stored maps.
+ * file can be tested against, each file in a forked guard. This file is the driver and the
+ * checker's helpers; the rules are in check_layout.c (root attributes and status, /config
+ * against config_yaml, every dataset described and labelled, the logs, every shape from /config)
+ * and check_analysis.c (causal attention rows summing to 1, at most 1 with a sink; pattern
+ * scores and classes recomputed from the stored maps; the head table).
  *
  * It reads HDF5 directly because it looks at types, attributes and dimension scales no other
  * reader needs. The scores are recomputed with analysis.c's definitions (themselves tested
@@ -10,7 +11,6 @@
  * definitions, not against a second copy of them. On a path with no file yet it names the run
  * writing it (its lock) or what a run left there (a checkpoint, a pending study, a stranded
  * temporary). It knows nothing of training. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +18,12 @@
 #include <unistd.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
-#include "analysis.h"
 #include "check.h"
-#include "config.h"
+#include "check_internal.h"
 #include "dataset_docs.h"
-#include "model.h"
 #include "outlock.h"
 #include "results.h"
 #include "util.h"
-
-#define ROW_TOLERANCE 1e-4   /* |row sum - 1| of an attention row (float32 softmax) */
-#define SCORE_TOLERANCE 1e-6 /* stored float32 score against the recomputed one */
 
 static const char *const usage =
     "usage: harness check RUN.h5 [RUN.h5 ...]\n"
@@ -41,19 +36,7 @@ static const char *const usage =
     "found, 2 unusable input (not HDF5, truncated, damaged, an unknown format_version, no\n"
     "config_yaml).\n";
 
-typedef struct {
-    const char *path;
-    hid_t file;
-    Config cfg;
-    int L, H, P, T, S; /* layers, heads, probes, probe length, snapshots (0 = no maps) */
-    char status[32];   /* the status attribute as written */
-    RunStatus run;     /* and parsed (RUN_NONE: absent or unknown) */
-    int problems;
-    int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
-    int format_minor;                          /* of format_version (0 when absent or unreadable) */
-} Checker;
-
-__attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) void checker_problem(Checker *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf("%s: ", c->path);
@@ -63,11 +46,11 @@ __attribute__((format(printf, 2, 3))) static void problem(Checker *c, const char
     c->problems++;
 }
 
-static int exists(Checker *c, const char *name) { return H5LTpath_valid(c->file, name, 1) > 0; }
+int checker_exists(Checker *c, const char *name) { return H5LTpath_valid(c->file, name, 1) > 0; }
 
 /* The dataset's rank and dims (up to 8), or -1 if it is missing or not a dataset. */
-static int shape_of(Checker *c, const char *name, hsize_t *dims) {
-    if (!exists(c, name)) return -1;
+int checker_shape_of(Checker *c, const char *name, hsize_t *dims) {
+    if (!checker_exists(c, name)) return -1;
     hid_t ds = H5Dopen2(c->file, name, H5P_DEFAULT);
     if (ds < 0) return -1;
     hid_t space = H5Dget_space(ds);
@@ -80,11 +63,11 @@ static int shape_of(Checker *c, const char *name, hsize_t *dims) {
 }
 
 /* Whether name exists with exactly these dims; a problem line if not. */
-static int expect_shape(Checker *c, const char *name, int ndim, const hsize_t *want) {
+int checker_expect_shape(Checker *c, const char *name, int ndim, const hsize_t *want) {
     hsize_t got[8];
-    int nd = shape_of(c, name, got);
+    int nd = checker_shape_of(c, name, got);
     if (nd < 0) {
-        problem(c, "%s is missing", name);
+        checker_problem(c, "%s is missing", name);
         return 0;
     }
     int same = nd == ndim;
@@ -95,468 +78,22 @@ static int expect_shape(Checker *c, const char *name, int ndim, const hsize_t *w
         snprintf(g + strlen(g), sizeof g - strlen(g), "%s%llu", d ? ", " : "", (unsigned long long)got[d]);
     for (int d = 0; d < ndim; d++)
         snprintf(w + strlen(w), sizeof w - strlen(w), "%s%llu", d ? ", " : "", (unsigned long long)want[d]);
-    problem(c, "%s has shape (%s), but /config implies (%s)", name, g, w);
+    checker_problem(c, "%s has shape (%s), but /config implies (%s)", name, g, w);
     return 0;
 }
 
 /* The whole dataset, `count` values of the memory type, into a malloc'd buffer (NULL + a
  * problem line if it cannot be read). */
-static void *read_all(Checker *c, const char *name, hid_t type, size_t elem, size_t count) {
+void *checker_read_all(Checker *c, const char *name, hid_t type, size_t elem, size_t count) {
     void *out = xcalloc(count, elem);
     hid_t ds = H5Dopen2(c->file, name, H5P_DEFAULT);
     if (ds < 0 || H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
-        problem(c, "%s cannot be read", name);
+        checker_problem(c, "%s cannot be read", name);
         free(out);
         out = NULL;
     }
     if (ds >= 0) H5Dclose(ds);
     return out;
-}
-
-/* ---- root attributes and /config */
-
-static void check_root(Checker *c) {
-    static const char *const names[] = {"format_version", "harness_version", "git_rev", "created", "status"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *v = results_attr_string(c->file, names[i]);
-        if (!v)
-            problem(c, "no root attribute %s (a string)%s", names[i],
-                    i == 0 ? "; the file predates results format 1.0" : "");
-        if (v && i == 4) snprintf(c->status, sizeof c->status, "%s", v);
-        int major;
-        if (v && i == 0 && results_check_format_version(v, &major, &c->format_minor) != RESULTS_VERSION_OK)
-            c->format_minor = 0;
-        free(v);
-    }
-    c->run = run_status_parse(c->status);
-    if (c->status[0] && c->run == RUN_NONE)
-        problem(c, "status '%s' is none of %s, %s, %s, %s", c->status, run_status_name(RUN_COMPLETE),
-                run_status_name(RUN_DIVERGED), run_status_name(RUN_INTERRUPTED),
-                run_status_name(RUN_RUNNING));
-}
-
-typedef struct {
-    Checker *c;
-    hid_t group;
-    int visited;
-} ConfigCheck;
-
-/* Whether attr is HDF5's boolean as h5py writes it: an enum with exactly FALSE = 0, TRUE = 1. */
-static int is_bool_type(hid_t type) {
-    if (H5Tget_class(type) != H5T_ENUM || H5Tget_nmembers(type) != 2) return 0;
-    int ok = 1;
-    for (unsigned i = 0; i < 2; i++) {
-        char *name = H5Tget_member_name(type, i);
-        int8_t value[8] = {0}; /* in the enum's base type, one byte here (checked below) */
-        H5Tget_member_value(type, i, value);
-        ok = ok && name &&
-             ((value[0] == 0 && !strcmp(name, "FALSE")) || (value[0] == 1 && !strcmp(name, "TRUE")));
-        H5free_memory(name);
-    }
-    return ok && H5Tget_size(type) == 1;
-}
-
-static void check_config_attr(void *ctx, const char *section, const char *key, ConfigValueType type,
-                              int64_t ival, double fval, const char *sval) {
-    ConfigCheck *cc = ctx;
-    char name[96];
-    results_config_attr_name(section, key, name, sizeof name);
-    cc->visited++;
-    if (H5Aexists(cc->group, name) <= 0) {
-        problem(cc->c, "/config has no attribute %s (%s.%s)", name, section, key);
-        return;
-    }
-    hid_t attr = H5Aopen(cc->group, name, H5P_DEFAULT), ftype = H5Aget_type(attr);
-    H5T_class_t cls = H5Tget_class(ftype);
-    int64_t i = 0;
-    double f = 0;
-    int8_t b = 0;
-    char *s = NULL;
-    if (type == CONFIG_BOOL && !is_bool_type(ftype))
-        problem(cc->c, "/config %s is not an HDF5 boolean (enum FALSE/TRUE of int8)", name);
-    else if (type == CONFIG_BOOL && (H5Aread(attr, ftype, &b) < 0 || b != ival))
-        problem(cc->c, "/config %s differs from config_yaml (%s)", name, ival ? "true" : "false");
-    else if (type == CONFIG_INT &&
-             (cls != H5T_INTEGER || H5Aread(attr, H5T_NATIVE_INT64, &i) < 0 || i != ival))
-        problem(cc->c, "/config %s is not the integer %lld of config_yaml", name, (long long)ival);
-    else if (type == CONFIG_FLOAT &&
-             (cls != H5T_FLOAT || H5Aread(attr, H5T_NATIVE_DOUBLE, &f) < 0 || f != fval))
-        problem(cc->c, "/config %s is not the float %.17g of config_yaml", name, fval);
-    else if (type == CONFIG_STRING && (!(s = results_attr_string(cc->group, name)) || strcmp(s, sval)))
-        problem(cc->c, "/config %s is not the string '%.60s' of config_yaml", name, sval);
-    free(s);
-    H5Tclose(ftype);
-    H5Aclose(attr);
-}
-
-static herr_t count_attr(hid_t object, const char *name, const H5A_info_t *info, void *count) {
-    (void)object, (void)name, (void)info;
-    ++*(int *)count;
-    return 0;
-}
-
-static void check_config(Checker *c) {
-    if (!exists(c, "/config")) {
-        problem(c, "/config is missing");
-        return;
-    }
-    ConfigCheck cc = {c, H5Gopen2(c->file, "/config", H5P_DEFAULT), 0};
-    config_visit(&c->cfg, check_config_attr, &cc);
-    int n_attrs = 0;
-    H5Aiterate2(cc.group, H5_INDEX_NAME, H5_ITER_INC, NULL, count_attr, &n_attrs);
-    if (n_attrs != cc.visited)
-        problem(c, "/config has %d attributes, but the config has %d keys", n_attrs, cc.visited);
-    H5Gclose(cc.group);
-}
-
-/* ---- every dataset: described, labelled, attached to its scale */
-
-static void check_labels(Checker *c, hid_t ds, const char *name, const DatasetDoc *doc) {
-    hid_t space = H5Dget_space(ds);
-    int nd = H5Sget_simple_extent_ndims(space);
-    H5Sclose(space);
-    for (int d = 0; d < nd && d < DATASET_MAX_DIMS; d++) {
-        char label[64] = "";
-        H5DSget_label(ds, (unsigned)d, label, sizeof label);
-        if (!doc->dims[d] || strcmp(label, doc->dims[d]))
-            problem(c, "%s dimension %d is labelled '%s', not '%s'", name, d, label,
-                    doc->dims[d] ? doc->dims[d] : "");
-    }
-    if (doc->scale_of && H5DSis_scale(ds) <= 0) problem(c, "%s is not a dimension scale", name);
-    if (doc->attach && exists(c, doc->attach)) {
-        hid_t scale = H5Dopen2(c->file, doc->attach, H5P_DEFAULT);
-        if (H5DSis_attached(ds, scale, 0) <= 0)
-            problem(c, "%s dimension 0 is not attached to %s", name, doc->attach);
-        H5Dclose(scale);
-    }
-}
-
-static herr_t check_object(hid_t file, const char *rel, const ResultsLinkInfo *info, void *ctx) {
-    Checker *c = ctx;
-    char name[512], text[512];
-    snprintf(name, sizeof name, "/%s", rel);
-    if (info->type != H5L_TYPE_HARD) {
-        problem(c, "%s is a soft or external link; a results file holds only its own objects", name);
-        return 0;
-    }
-    hid_t object = H5Oopen(file, name, H5P_DEFAULT);
-    int is_dataset = object >= 0 && H5Iget_type(object) == H5I_DATASET;
-    if (object >= 0) H5Oclose(object);
-    if (!is_dataset) return 0;
-    c->n_params += !strncmp(name, "/params/", 8);
-    c->n_adam_m += !strncmp(name, "/checkpoint/adam_m/", 19);
-    c->n_adam_v += !strncmp(name, "/checkpoint/adam_v/", 19);
-    c->n_grads += !strncmp(name, "/grads/", 7);
-    DatasetDoc buf;
-    const DatasetDoc *doc = dataset_doc(name, &buf, text, sizeof text);
-    if (!doc) {
-        problem(c, "%s is not a dataset of the results format", name);
-        return 0;
-    }
-    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
-    char *description = results_attr_string(ds, "description"), *units = results_attr_string(ds, "units");
-    /* A file of an earlier minor version may word a description differently (1.1's pos_emb) */
-    if (!description || (strcmp(description, doc->description) && c->format_minor >= RESULTS_FORMAT_MINOR))
-        problem(c, "%s: attribute description is %s, not the format's", name,
-                description ? "different" : "missing");
-    if (!units || strcmp(units, doc->units))
-        problem(c, "%s: attribute units is '%s', not '%s'", name, units ? units : "missing", doc->units);
-    check_labels(c, ds, name, doc);
-    free(description);
-    free(units);
-    H5Dclose(ds);
-    return 0;
-}
-
-/* ---- logs and parameters */
-
-/* A 1-D int64 dataset that must increase strictly; returns its length (-1 if missing). */
-static int64_t check_steps(Checker *c, const char *name, int64_t *last) {
-    hsize_t n;
-    if (shape_of(c, name, &n) != 1) {
-        problem(c, "%s is missing or not 1-D", name);
-        return -1;
-    }
-    int64_t *v = read_all(c, name, H5T_NATIVE_INT64, sizeof(int64_t), n);
-    for (hsize_t i = 1; v && i < n; i++)
-        if (v[i] <= v[i - 1]) {
-            problem(c, "%s does not increase at row %llu (%lld after %lld)", name, (unsigned long long)i,
-                    (long long)v[i], (long long)v[i - 1]);
-            break;
-        }
-    *last = v && n ? v[n - 1] : -1;
-    free(v);
-    return (int64_t)n;
-}
-
-static void check_logs(Checker *c) {
-    int64_t last_train, last_eval;
-    int64_t n = check_steps(c, "/train/step", &last_train), m = check_steps(c, "/eval/step", &last_eval);
-    const char *cols[] = {"/train/loss", "/train/lr", "/train/grad_norm", "/train/elapsed_s"};
-    hsize_t dn = n > 0 ? (hsize_t)n : 0, dm = m > 0 ? (hsize_t)m : 0;
-    for (int i = 0; n >= 0 && i < 4; i++) expect_shape(c, cols[i], 1, &dn);
-    if (m >= 0) expect_shape(c, "/eval/loss", 1, &dm);
-    if (c->run != RUN_COMPLETE || c->cfg.steps == 0) return;
-    if (n >= 0 && last_train != c->cfg.steps - 1)
-        problem(c, "/train/step ends at %lld, but a complete run of %d steps logs step %d last",
-                (long long)last_train, c->cfg.steps, c->cfg.steps - 1);
-    if (m >= 0 && last_eval != c->cfg.steps)
-        problem(c, "/eval/step ends at %lld, but a complete run evaluates after its %d steps",
-                (long long)last_eval, c->cfg.steps);
-    double *loss = n > 0 ? read_all(c, "/train/loss", H5T_NATIVE_DOUBLE, sizeof(double), dn) : NULL;
-    for (int64_t i = 0; loss && i < n; i++)
-        if (!isfinite(loss[i])) {
-            problem(c, "/train/loss row %lld is not finite in a complete run", (long long)i);
-            break;
-        }
-    free(loss);
-}
-
-/* Files before format 1.2 stored an unused pos_emb of zeros with rotary or no positions. */
-static int legacy_pos_emb(Checker *c, const Model *m, const char *group) {
-    char name[256];
-    snprintf(name, sizeof name, "%s/pos_emb", group);
-    return c->format_minor < 2 && m->shape.pos != POS_LEARNED && m->shape.pos != POS_SHORTFORMER &&
-           exists(c, name);
-}
-
-/* Every tensor of the model's table under group, with its shape, and nothing else. */
-static void check_tensors(Checker *c, const Model *m, const char *group, int found) {
-    for (int i = 0; i < m->n_tensors; i++) {
-        const TensorSpec *t = &m->tensors[i];
-        char name[256];
-        snprintf(name, sizeof name, "%s/%s", group, t->name);
-        hsize_t want[2] = {t->shape[0], t->shape[1]};
-        expect_shape(c, name, t->ndim, want);
-    }
-    if (found > m->n_tensors + legacy_pos_emb(c, m, group))
-        problem(c, "%s holds %d datasets, but the model has %d tensors", group, found, m->n_tensors);
-}
-
-static void check_params(Checker *c) {
-    const Config *g = &c->cfg; /* config_yaml holds the resolved widths; a hand-made one may not */
-    if (g->d_head < 1 || g->n_kv_head < 1 || g->n_head % g->n_kv_head ||
-        (g->pos == POS_ROPE && (g->rope_dims % 2 || g->rope_dims > g->d_head))) {
-        problem(
-            c, "config_yaml is not a resolved config (d_head, n_kv_head or rope_dims unset or inconsistent)");
-        return;
-    }
-    Model m;
-    model_init(&m, model_shape_from_config(&c->cfg), 1);
-    check_tensors(c, &m, "/params", c->n_params);
-    int needs_checkpoint = c->run == RUN_INTERRUPTED || c->run == RUN_RUNNING;
-    if (needs_checkpoint || exists(c, "/checkpoint")) {
-        check_tensors(c, &m, "/checkpoint/adam_m", c->n_adam_m);
-        check_tensors(c, &m, "/checkpoint/adam_v", c->n_adam_v);
-        hid_t group = exists(c, "/checkpoint") ? H5Gopen2(c->file, "/checkpoint", H5P_DEFAULT) : -1;
-        if (group < 0 || H5Aexists(group, "step") <= 0 || H5Aexists(group, "elapsed_ms") <= 0)
-            problem(c, "/checkpoint lacks its step or elapsed_ms attribute");
-        if (group >= 0) H5Gclose(group);
-    }
-    if (exists(c, "/batch")) { /* a --dump-grads file */
-        check_tensors(c, &m, "/grads", c->n_grads);
-        hsize_t bt[2] = {(hsize_t)c->cfg.batch_size, (hsize_t)c->cfg.seq_len};
-        const char *names[] = {"/batch/inputs", "/batch/targets", "/batch/mask"};
-        for (int i = 0; i < 3; i++) expect_shape(c, names[i], 2, bt);
-        if (H5Aexists(c->file, "loss") <= 0) problem(c, "a --dump-grads file has no root attribute loss");
-    }
-    model_free(&m);
-}
-
-/* ---- probes, maps, scores, classes, importance */
-
-/* Causality, range and row sums of one snapshot's maps (L, H, P, T, T); one line per kind. */
-static void check_rows(Checker *c, int s, const float *maps) {
-    int bad_future = 0, bad_range = 0, bad_sum = 0;
-    double worst = 0;
-    size_t T = (size_t)c->T, rows = (size_t)c->L * c->H * c->P * T;
-    for (size_t r = 0; r < rows; r++) {
-        const float *row = maps + r * T;
-        size_t i = r % T;
-        double sum = 0;
-        for (size_t j = 0; j < T; j++) {
-            if (j > i && row[j] != 0.0f) bad_future++;
-            if (!(row[j] >= 0.0f && row[j] <= 1.0f)) bad_range++;
-            sum += row[j];
-        }
-        double err = c->cfg.sink ? (sum > 1 ? sum - 1 : 0) : fabs(sum - 1);
-        if (!(err <= ROW_TOLERANCE)) bad_sum++;
-        if (!(err <= worst)) worst = err;
-    }
-    if (bad_future)
-        problem(c, "/attn/maps snapshot %d: %d weights on future keys are not 0 (attention must be causal)",
-                s, bad_future);
-    if (bad_range)
-        problem(c, "/attn/maps snapshot %d: %d weights outside [0, 1] or not finite", s, bad_range);
-    if (bad_sum)
-        problem(c, "/attn/maps snapshot %d: %d rows sum %s (worst by %.2g; tolerance %g)", s, bad_sum,
-                c->cfg.sink ? "above 1 with model.sink" : "to other than 1", worst, ROW_TOLERANCE);
-}
-
-/* The stored /scores/<pattern> (S, L, H) against the recomputed scores[S][pattern][L*H]. */
-static void check_scores(Checker *c, const double *scores) {
-    size_t LH = (size_t)c->L * c->H;
-    hsize_t dims[3] = {(hsize_t)c->S, (hsize_t)c->L, (hsize_t)c->H};
-    for (int k = 0; k < N_PATTERNS; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "/scores/%s", analysis_pattern_names[k]);
-        if (!expect_shape(c, name, 3, dims)) continue;
-        float *stored = read_all(c, name, H5T_NATIVE_FLOAT, sizeof(float), (size_t)c->S * LH);
-        double worst = 0;
-        for (size_t s = 0; stored && s < (size_t)c->S; s++)
-            for (size_t i = 0; i < LH; i++) {
-                double d = fabs(stored[s * LH + i] - scores[(s * N_PATTERNS + k) * LH + i]);
-                if (!(d <= worst)) worst = d;
-            }
-        if (stored && !(worst <= SCORE_TOLERANCE))
-            problem(c, "%s differs from the score recomputed from /attn/maps by up to %.3g", name, worst);
-        free(stored);
-    }
-}
-
-static void check_classes(Checker *c, const double *final) {
-    size_t LH = (size_t)c->L * c->H;
-    hsize_t dims[2] = {(hsize_t)c->L, (hsize_t)c->H};
-    if (!expect_shape(c, "/scores/class", 2, dims)) return;
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    char **cls = read_all(c, "/scores/class", type, sizeof(char *), LH);
-    for (size_t i = 0; cls && i < LH; i++) {
-        const char *want = analysis_class_name(analysis_classify(final + i, (int)LH));
-        if (!cls[i] || strcmp(cls[i], want))
-            problem(c, "/scores/class layer %zu head %zu is '%s', but its scores make it '%s'", i / c->H,
-                    i % c->H, cls[i] ? cls[i] : "", want);
-    }
-    if (cls) {
-        hsize_t n = LH;
-        hid_t space = H5Screate_simple(1, &n, NULL);
-        H5Dvlen_reclaim(type, space, H5P_DEFAULT, cls);
-        H5Sclose(space);
-        free(cls);
-    }
-    H5Tclose(type);
-}
-
-/* /tokenizer of a tokens run with data.tokenizer: the model's bytes and one piece, score and type
- * per token id, no more pieces than the vocabulary. */
-static void check_tokenizer(Checker *c) {
-    hsize_t d[8], n[3];
-    if (shape_of(c, "/tokenizer/model", d) != 1 || d[0] == 0)
-        problem(c, "/tokenizer/model is missing or empty");
-    int ok = shape_of(c, "/tokenizer/pieces", n) == 1 && shape_of(c, "/tokenizer/scores", n + 1) == 1 &&
-             shape_of(c, "/tokenizer/type", n + 2) == 1;
-    if (!ok || n[0] != n[1] || n[0] != n[2])
-        problem(c, "/tokenizer/pieces, scores and type must be 1-D and of one length");
-    else if (n[0] > (hsize_t)c->cfg.vocab_size)
-        problem(c, "/tokenizer has %llu pieces, more than model.vocab_size = %d", (unsigned long long)n[0],
-                c->cfg.vocab_size);
-}
-
-/* /probe/tokens (P, T_p): sets c->P and c->T; 0 if the maps cannot be checked. */
-static int check_probes(Checker *c) {
-    hsize_t d[8];
-    int nd = shape_of(c, "/probe/tokens", d);
-    if (nd != 2) {
-        problem(c, "/probe/tokens is missing or not 2-D");
-        return 0;
-    }
-    c->P = (int)d[0], c->T = (int)d[1];
-    int want_T = c->cfg.probe_len ? c->cfg.probe_len : c->cfg.seq_len;
-    if (c->P != c->cfg.probes)
-        problem(c, "/probe/tokens holds %d probes, but output.probes is %d", c->P, c->cfg.probes);
-    if (c->T < 1 || c->T > want_T || (c->cfg.task != TASK_TEXT && c->T != want_T))
-        problem(c, "/probe/tokens has length %d; the config implies %d%s", c->T, want_T,
-                c->cfg.task == TASK_TEXT ? " or less (the shortest probe text)" : "");
-    hsize_t p = (hsize_t)c->P;
-    if (c->cfg.task == TASK_TEXT || c->cfg.tokenizer[0]) expect_shape(c, "/probe/labels", 1, &p);
-    else if (exists(c, "/probe/labels"))
-        problem(
-            c,
-            "/probe/labels exists, but only the text task and tokens runs with a tokenizer have probe texts");
-    if (c->cfg.tokenizer[0]) check_tokenizer(c);
-    else if (exists(c, "/tokenizer")) problem(c, "/tokenizer exists, but data.tokenizer is empty");
-    return c->T >= 1 && c->T <= c->cfg.seq_len;
-}
-
-/* Every snapshot: rows, then scores recomputed; classes from the last. */
-static void check_maps(Checker *c, const int *tokens) {
-    size_t snap = (size_t)c->L * c->H * c->P * c->T * c->T, LH = (size_t)c->L * c->H;
-    hsize_t dims[6] = {(hsize_t)c->S, (hsize_t)c->L, (hsize_t)c->H,
-                       (hsize_t)c->P, (hsize_t)c->T, (hsize_t)c->T};
-    if (!expect_shape(c, "/attn/maps", 6, dims)) return;
-    float *maps = xcalloc(snap, sizeof(float));
-    double *scores = xcalloc((size_t)c->S * N_PATTERNS * LH, sizeof(double));
-    hid_t ds = H5Dopen2(c->file, "/attn/maps", H5P_DEFAULT), space = H5Dget_space(ds);
-    hid_t mem = H5Screate_simple(1, (hsize_t[]){snap}, NULL);
-    for (int s = 0; s < c->S; s++) {
-        hsize_t start[6] = {(hsize_t)s, 0, 0, 0, 0, 0},
-                count[6] = {1, dims[1], dims[2], dims[3], dims[4], dims[5]};
-        H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
-        if (H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, maps) < 0) {
-            problem(c, "/attn/maps snapshot %d cannot be read", s);
-            continue;
-        }
-        check_rows(c, s, maps);
-        analysis_pattern_scores(scores + (size_t)s * N_PATTERNS * LH, maps, tokens, c->L, c->H, c->P, c->T);
-    }
-    H5Sclose(mem);
-    H5Sclose(space);
-    H5Dclose(ds);
-    check_scores(c, scores);
-    check_classes(c, scores + (size_t)(c->S - 1) * N_PATTERNS * LH);
-    free(scores);
-    free(maps);
-}
-
-static void check_analysis(Checker *c) {
-    int complete = c->run == RUN_COMPLETE;
-    if (!complete && !exists(c, "/attn/step")) return; /* stopped before the first snapshot */
-    if (!check_probes(c)) return;
-    int64_t last;
-    int64_t S = check_steps(c, "/attn/step", &last);
-    if (S <= 0) return;
-    c->S = (int)S;
-    if (complete && last != c->cfg.steps)
-        problem(c, "/attn/step ends at %lld, but a complete run takes its last snapshot after step %d",
-                (long long)last, c->cfg.steps);
-    int *tokens = read_all(c, "/probe/tokens", H5T_NATIVE_INT, sizeof(int), (size_t)c->P * c->T);
-    for (size_t i = 0; tokens && i < (size_t)c->P * c->T; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->cfg.vocab_size) {
-            problem(c, "/probe/tokens holds %d, outside [0, vocab_size = %d)", tokens[i], c->cfg.vocab_size);
-            break;
-        }
-    if (tokens) check_maps(c, tokens);
-    free(tokens);
-}
-
-static void check_heads(Checker *c) {
-    if (c->run != RUN_COMPLETE) return; /* /heads is written for complete runs only */
-    size_t LH = (size_t)c->L * c->H;
-    hsize_t dims[2] = {(hsize_t)c->L, (hsize_t)c->H};
-    const char *names[] = {"/heads/ablation_delta", "/heads/importance", "/heads/importance_normalized"};
-    float *v[3] = {NULL, NULL, NULL};
-    for (int k = 0; k < 3; k++)
-        if (expect_shape(c, names[k], 2, dims))
-            v[k] = read_all(c, names[k], H5T_NATIVE_FLOAT, sizeof(float), LH);
-    for (int l = 0; v[1] && v[2] && l < c->L; l++) {
-        double norm = 0, worst = 0;
-        for (int h = 0; h < c->H; h++) norm += (double)v[1][l * c->H + h] * v[1][l * c->H + h];
-        norm = sqrt(norm);
-        for (int h = 0; h < c->H; h++) {
-            double want = norm > 0 ? v[1][l * c->H + h] / norm : 0, d = fabs(v[2][l * c->H + h] - want);
-            if (!(d <= worst)) worst = d;
-        }
-        if (!(worst <= 1e-5))
-            problem(c, "/heads/importance_normalized layer %d is not importance / its L2 norm (off by %.2g)",
-                    l, worst);
-    }
-    for (size_t i = 0; v[0] && v[1] && i < LH; i++)
-        if (!isfinite(v[0][i]) || !(v[1][i] >= 0)) {
-            problem(c, "/heads layer %zu head %zu: ablation_delta or importance is not finite and >= 0",
-                    i / c->H, i % c->H);
-            break;
-        }
-    for (int k = 0; k < 3; k++) free(v[k]);
 }
 
 /* A path with no file yet: the run writing it (from its lock), or what a run left there (a
@@ -624,7 +161,7 @@ int check_main(int argc, char **argv) {
 
 /* A dataset whose values cannot be read: a problem, and the check goes on. */
 static void bad_data(void *ctx, const char *dataset, const char *why) {
-    problem(ctx, "%s cannot be read: %s", dataset, why);
+    checker_problem(ctx, "%s cannot be read: %s", dataset, why);
 }
 
 /* The check itself, in a forked child (results_guarded): HDF5 may crash on a damaged file, and
@@ -656,7 +193,7 @@ static int check_file(void *arg, char *msg, int size) {
     check_config(&c);
     results_visit_links(c.file, H5_INDEX_NAME, H5_ITER_INC, check_object, &c);
     check_params(&c);
-    if (!exists(&c, "/batch")) { /* a run's file, not --dump-grads' */
+    if (!checker_exists(&c, "/batch")) { /* a run's file, not --dump-grads' */
         check_logs(&c);
         check_analysis(&c);
         check_heads(&c);

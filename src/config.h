@@ -65,6 +65,7 @@ typedef struct {
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
     double prune_step; /* pruning curves: fraction of all heads removed per step; 0 = none */
     int prune_batches; /* held-out batches the pruning criteria are measured on; 0 = all */
+    int patch_batches; /* activation patching: batches of clean/corrupted pairs; 0 = none */
     int n_probe_text;
 
     /* bookkeeping, not config keys */

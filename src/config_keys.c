@@ -138,6 +138,8 @@ const ConfigKey config_keys[] = {
               "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
     INT_KEY("output", "prune_batches", prune_batches, 1, 0, INT_MAX, "0 = all eval_batches",
             "held-out batches the pruning criteria are measured on (curve points use all)"),
+    INT_KEY("output", "patch_batches", patch_batches, 1, 0, INT_MAX, "0 = no patching at the end of a run",
+            "activation and attribution patching per head: batches of batch_size clean/corrupted pairs"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

@@ -144,11 +144,25 @@ typedef struct {
     const float *z;
 } HeadState;
 
+/* A head's inputs that activation patching replaces, each by a gate towards another forward's
+ * value on the same (B, T): x = g·x + (1 − g)·fill. Q, K and V are the head's columns of hook_qkv
+ * (after rotary): Q per query head, K and V per K/V head (a grouped K/V head is one tensor, read
+ * by every query head of its group); the pattern is a query head's map, the head's output then
+ * g·O + (1 − g)·P_fill·V. */
+typedef enum { HEAD_INPUT_Q, HEAD_INPUT_K, HEAD_INPUT_V, HEAD_INPUT_PATTERN, N_HEAD_INPUTS } HeadInput;
+
+typedef struct {
+    const float *gate; /* (L, H) for Q and the pattern, (L, H_kv) for K and V; NULL = all 1 */
+    const float *fill; /* Q, K, V: hook_qkv of every layer (L, B, T, W); the pattern: hook_pattern of
+                        * every layer (L, B, H, T, T) */
+} InputPatch;
+
 /* Which gradients model_backward returns (flags). */
 typedef enum {
     MODEL_GRAD_NONE = 0,
-    MODEL_GRAD_PARAMS = 1, /* every parameter's, accumulated into grad_block */
-    MODEL_GRAD_GATES = 2,  /* d loss / d head gate, accumulated into Interventions.gate_grad */
+    MODEL_GRAD_PARAMS = 1,      /* every parameter's, accumulated into grad_block */
+    MODEL_GRAD_GATES = 2,       /* d loss / d head gate, accumulated into Interventions.gate_grad */
+    MODEL_GRAD_INPUT_GATES = 4, /* d loss / d input gate at gate 1, into Interventions.input_grad */
 } ModelGrads;
 
 /* What a forward changes, and what its backward returns. The zero value (and NULL) is the plain
@@ -170,16 +184,27 @@ typedef struct {
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
     float *gate_grad; /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
+    /* Gates on the heads' inputs (activation patching), all 1 in the zero value. A backward
+     * through an input gate below 1 returns the parameters' gradients only; the input gates'
+     * (MODEL_GRAD_INPUT_GATES, from a whole forward) are taken where every input gate is 1
+     * (attribution patching). */
+    InputPatch input[N_HEAD_INPUTS];
+    float *input_grad[N_HEAD_INPUTS]; /* each the shape of its gate: += d loss / d gate */
+    /* The backward's start, NULL: the loss's gradient at the logits. Else this one (B, T, V), the
+     * gradient of another function of the logits (a logit difference); the loss is still the
+     * forward's value. */
+    const float *logit_grad;
 } Interventions;
 
 /* The plan of a layer's attention: its stages in forward order, built once from the shape
  * (model.c). */
-#define MODEL_MAX_STAGES 8
+#define MODEL_MAX_STAGES 10
 typedef struct Stage Stage;
 typedef struct {
     const Stage *stage[MODEL_MAX_STAGES];
     int n_stages;
-    int head_mix; /* index of the head-mix stage, where a forward from a HeadState begins */
+    int head_mix;  /* index of the head-mix stage, where a forward from a HeadState begins */
+    int qkv_patch; /* index of the qkv-patch stage, the lowest an input gate sits at */
 } LayerPlan;
 
 /* The last forward: its inputs (kept for the backward) and its interventions (a copy). */

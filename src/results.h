@@ -18,6 +18,7 @@
 #include "config.h"
 #include "dla.h"
 #include "headstudy.h"
+#include "patch_heads.h"
 #include "model.h"
 #include "tasks.h"
 #include "tokenizer.h"
@@ -107,6 +108,9 @@ int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
 /* /dla/head (L, H), /dla/bias_o (L), /dla/embed, /dla/ln_bias and /dla/logit ([1] each), float64,
  * and the attribute positions (Σ mask) on /dla. */
 int results_write_dla(Results *r, const Dla *d, UserError *err);
+/* /patching: the clean and corrupted set, the metric's values, the exact and AtP effects per head;
+ * and /dla, the direct logit attribution on the clean inputs (results_write_dla). */
+int results_write_patching(Results *r, const HeadPatching *hp, UserError *err);
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);

@@ -144,6 +144,45 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
     return rc;
 }
 
+int results_write_patching(Results *res, const HeadPatching *hp, UserError *err) {
+    const PatchSet *ps = &hp->set;
+    const uint64_t nt[2] = {(uint64_t)ps->N, (uint64_t)ps->T};
+    int *positions = xcalloc((size_t)ps->N * ps->T, sizeof(int));
+    for (size_t i = 0; i < (size_t)ps->N * ps->T; i++) positions[i] = ps->positions[i] != 0.0f;
+    int rc = results_write_array(res, "/patching/clean_tokens", ps->tokens[PATCH_CLEAN], 1, 2, nt, err);
+    if (rc == ERR_OK)
+        rc = results_write_array(res, "/patching/corrupt_tokens", ps->tokens[PATCH_CORRUPT], 1, 2, nt, err);
+    if (rc == ERR_OK) rc = results_write_array(res, "/patching/positions", positions, 1, 2, nt, err);
+    if (rc == ERR_OK && ps->one_answer)
+        rc = results_write_array(res, "/patching/clean_answer", ps->answer[PATCH_CLEAN], 1, 2, nt, err);
+    if (rc == ERR_OK && ps->one_answer)
+        rc = results_write_array(res, "/patching/corrupt_answer", ps->answer[PATCH_CORRUPT], 1, 2, nt, err);
+    free(positions);
+    if (rc == ERR_OK)
+        rc = results_write_attr_string(res, "/patching", "metric", patch_metric_names[hp->metric], err);
+    static const char *const input_names[N_PATCH_INPUTS] = {"clean", "corrupt"};
+    for (int in = 0; in < N_PATCH_INPUTS; in++)
+        for (int k = 0; k < N_PATCH_METRICS && rc == ERR_OK; k++) {
+            if (k == PATCH_LOGIT_DIFF && !ps->one_answer) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s", input_names[in], patch_metric_names[k]);
+            rc = results_write_attr_double(res, "/patching", name, hp->metric_value[in][k], err);
+        }
+    if (rc == ERR_OK) rc = results_write_attr_double(res, "/patching", "cpu_seconds", hp->cpu_seconds, err);
+    for (int k = 0; k < N_PATCH_KINDS && rc == ERR_OK; k++) {
+        const uint64_t dims[2] = {(uint64_t)hp->n_layer, (uint64_t)hp->heads[k]};
+        char path[64];
+        snprintf(path, sizeof path, "/patching/%s", patch_kind_names[k]);
+        rc = write_floats(res, path, hp->effect[k], 2, dims, err);
+        snprintf(path, sizeof path, "/patching/atp_%s", patch_kind_names[k]);
+        if (rc == ERR_OK) rc = write_floats(res, path, hp->atp[k], 2, dims, err);
+        if (rc == ERR_OK)
+            rc = results_write_attr_double(res, path, "correlation", hp->atp_correlation[k], err);
+    }
+    if (rc == ERR_OK) rc = results_write_dla(res, &hp->dla, err);
+    return rc;
+}
+
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err) {
     uint64_t n = (uint64_t)tok->n_pieces;
     int rc = results_write_bytes(r, "/tokenizer/model", tok->model_bytes, tok->model_len, err);

@@ -14,6 +14,7 @@
 #include "evaluate.h"
 #include "head_table.h"
 #include "headstudy.h"
+#include "patch_heads.h"
 #include "train_log.h"
 #include "util.h"
 #include "../kernels/kernels.h"
@@ -418,14 +419,19 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     st->elapsed_before = now_seconds() - ses->start;
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
     HeadStudy study;
+    HeadPatching patching;
+    const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
     if (status == RUN_COMPLETE) { /* the study first, from the trained state made durable */
         keep_trained(st, m, cfg, ses, resumed);
         double study_start = now_seconds();
         head_study_run(&study, m, task, cfg);
         study_seconds = now_seconds() - study_start;
     }
+    if (patches) head_patching_run(&patching, m, task, cfg);
     int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
     if (rc == ERR_OK && status == RUN_COMPLETE) rc = write_analysis(st, m, &study, res, err);
+    if (rc == ERR_OK && patches) rc = results_write_patching(res, &patching, err);
+    if (rc == ERR_OK && patches) head_patching_print(&patching, stdout);
     if (status == RUN_COMPLETE) head_study_free(&study);
     if (rc == ERR_OK) rc = results_close(res, status, err);
     else results_discard(res);
@@ -445,6 +451,12 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
                 "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
                 "composition %.2f s)\n",
                 now_seconds() - finish_start, study_seconds);
+    if (rc == ERR_OK && patches && steps_run > 0)
+        fprintf(
+            stderr,
+            "time: patching %.2f s of CPU, %.1f%% of the steps' CPU time (output.patch_batches 0: none)\n",
+            patching.cpu_seconds, 100.0 * patching.cpu_seconds / ses->step_cpu);
+    if (patches) head_patching_free(&patching);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);

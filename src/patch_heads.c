@@ -1,0 +1,351 @@
+/* patch_heads.c: activation patching per head and attribution patching (patch_heads.h), and
+ * `harness patch`.
+ * Owns the settings patched and their order. Must not know: training, the results layout
+ * (results_layout.c writes what it computes). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "patch_heads.h"
+#include "results.h"
+#include "util.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+const char *const patch_kind_names[N_PATCH_KINDS] = {"head_out", "q", "k", "v", "pattern"};
+
+static int thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static double process_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The input gate a kind sits at (every kind but the head output). */
+static HeadInput input_of(PatchKind k) {
+    return k == PATCH_Q   ? HEAD_INPUT_Q
+           : k == PATCH_K ? HEAD_INPUT_K
+           : k == PATCH_V ? HEAD_INPUT_V
+                          : HEAD_INPUT_PATTERN;
+}
+
+/* The hook tensor of the clean run that fills a kind's gate. */
+static HookPoint fill_hook(PatchKind k) {
+    return k == PATCH_HEAD_OUT ? HOOK_Z : k == PATCH_PATTERN ? HOOK_PATTERN : HOOK_QKV;
+}
+
+/* The interventions of kind k with the gates `gates` (that kind's shape) on chunk c: the clean
+ * run's values as the fill. */
+static Interventions patched(const PatchRuns *r, PatchKind k, const float *gates, int c) {
+    Interventions iv = {0};
+    const float *fill = patch_runs_hook(r, PATCH_CLEAN, fill_hook(k), c);
+    if (k == PATCH_HEAD_OUT) {
+        iv.head_gate = gates;
+        iv.fill = (HeadFill){HEAD_FILL_PER_TOKEN, fill};
+    } else {
+        iv.input[input_of(k)] = (InputPatch){gates, fill};
+    }
+    return iv;
+}
+
+/* The metric's sum over chunk c of the corrupted run with head `head` (l · heads + h) of kind k
+ * patched, on model view v. */
+static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, PatchKind k, int head, int c,
+                          float *gates) {
+    const int n = hp->n_layer * hp->heads[k], layer = head / hp->heads[k];
+    for (int i = 0; i < n; i++) gates[i] = i == head ? 0.0f : 1.0f;
+    Interventions iv = patched(r, k, gates, c);
+    HeadState state;
+    if (k == PATCH_HEAD_OUT) { /* the layers below are the corrupted run's: start at the head mix */
+        state.resid_pre =
+            patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE];
+        state.z = patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z];
+        iv.start_layer = layer;
+        iv.start_state = &state;
+    }
+    double sums[N_PATCH_METRICS] = {0};
+    patch_forward(v, &iv, &hp->set, c, PATCH_CORRUPT, sums);
+    return sums[hp->metric];
+}
+
+/* Every head of every kind, exactly: one patched forward per head, kind and chunk. */
+static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) {
+    const int C = hp->set.n_chunks, threads = thread_count();
+    int total = 0, start[N_PATCH_KINDS + 1];
+    for (int k = 0; k < N_PATCH_KINDS; k++) start[k] = total, total += hp->n_layer * hp->heads[k];
+    start[N_PATCH_KINDS] = total;
+    Model *views = xcalloc((size_t)threads, sizeof(Model));
+    float *gates = xcalloc((size_t)threads * hp->n_layer * hp->n_head, sizeof(float));
+    for (int t = 0; t < threads; t++) model_init_view(&views[t], m, hp->set.chunk);
+    double *sum = xcalloc((size_t)total * C, sizeof(double)); /* (setting, chunk) */
+#pragma omp parallel for schedule(dynamic)
+    for (long job = 0; job < (long)total * C; job++) {
+        const int s = (int)(job / C), c = (int)(job % C), t = thread_index();
+        int k = 0;
+        while (s >= start[k + 1]) k++;
+        sum[job] = patched_sum(hp, r, &views[t], (PatchKind)k, s - start[k], c,
+                               gates + (size_t)t * hp->n_layer * hp->n_head);
+    }
+    for (int k = 0; k < N_PATCH_KINDS; k++)
+        for (int i = 0; i < hp->n_layer * hp->heads[k]; i++) {
+            double total_sum = 0.0; /* in chunk order, whichever thread ran what */
+            for (int c = 0; c < C; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
+            hp->effect[k][i] = patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum));
+        }
+    for (int t = 0; t < threads; t++) model_free(&views[t]);
+    free(views);
+    free(gates);
+    free(sum);
+}
+
+/* d (metric's share of chunk c in the set's mean) / d logits of the model's last forward (B, T, V):
+ * the loss's (softmax − one-hot of the clean answer) or the logit difference's (+1 at the clean
+ * answer, −1 at the corrupted one), at each position, over the set's positions. */
+static void metric_logit_grad(float *grad, const Model *m, const PatchSet *ps, PatchMetric k, int c) {
+    const int BT = ps->chunk * ps->T, V = m->shape.vocab_size;
+    const size_t at = (size_t)c * BT;
+    const float scale = (float)(1.0 / (double)ps->n_positions);
+    memset(grad, 0, sizeof(float) * BT * V);
+    for (int n = 0; n < BT; n++) {
+        if (ps->positions[at + n] == 0.0f) continue;
+        float *g = grad + (size_t)n * V;
+        const int clean = ps->answer[PATCH_CLEAN][at + n], corrupt = ps->answer[PATCH_CORRUPT][at + n];
+        if (k == PATCH_LOSS) {
+            for (int v = 0; v < V; v++) g[v] = scale * m->act.probs[(size_t)n * V + v];
+            g[clean] -= scale;
+        } else {
+            g[clean] += scale;
+            g[corrupt] -= scale;
+        }
+    }
+}
+
+static double pearson(const double *x, const double *y, int n) {
+    double mx = 0, my = 0, sxx = 0, syy = 0, sxy = 0;
+    for (int i = 0; i < n; i++) mx += x[i] / n, my += y[i] / n;
+    for (int i = 0; i < n; i++) {
+        sxx += (x[i] - mx) * (x[i] - mx);
+        syy += (y[i] - my) * (y[i] - my);
+        sxy += (x[i] - mx) * (y[i] - my);
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
+/* AtP: per chunk one backward of the metric on the corrupted run, every gate 1, every fill the
+ * clean run's; the estimate −(d m / d g) / (m_clean − m_corrupt). */
+static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) {
+    const int L = hp->n_layer, H = hp->n_head, BT = hp->set.chunk * hp->set.T;
+    float *ones = xcalloc((size_t)L * H, sizeof(float)), *grad[N_PATCH_KINDS];
+    for (int i = 0; i < L * H; i++) ones[i] = 1.0f;
+    for (int k = 0; k < N_PATCH_KINDS; k++) grad[k] = xcalloc((size_t)L * hp->heads[k], sizeof(float));
+    float *logit_grad = xcalloc((size_t)BT * m->shape.vocab_size, sizeof(float));
+    for (int c = 0; c < hp->set.n_chunks; c++) {
+        Interventions iv = patched(r, PATCH_HEAD_OUT, ones, c);
+        for (int k = PATCH_Q; k < N_PATCH_KINDS; k++) {
+            iv.input[input_of((PatchKind)k)] =
+                patched(r, (PatchKind)k, NULL, c).input[input_of((PatchKind)k)];
+            iv.input_grad[input_of((PatchKind)k)] = grad[k];
+        }
+        iv.grads = MODEL_GRAD_GATES | MODEL_GRAD_INPUT_GATES;
+        iv.gate_grad = grad[PATCH_HEAD_OUT];
+        iv.logit_grad = logit_grad; /* filled after the forward, read by the backward */
+        double unused[N_PATCH_METRICS] = {0};
+        patch_forward(m, &iv, &hp->set, c, PATCH_CORRUPT, unused);
+        metric_logit_grad(logit_grad, m, &hp->set, hp->metric, c);
+        model_backward(m);
+    }
+    const double span = r->metric[PATCH_CLEAN][hp->metric] - r->metric[PATCH_CORRUPT][hp->metric];
+    for (int k = 0; k < N_PATCH_KINDS; k++) {
+        const int n = L * hp->heads[k];
+        for (int i = 0; i < n; i++) hp->atp[k][i] = span != 0 ? -grad[k][i] / span : NAN;
+        hp->atp_correlation[k] = pearson(hp->atp[k], hp->effect[k], n);
+        free(grad[k]);
+    }
+    model_zero_grad(m); /* the parameters' part computed on the way is not used */
+    free(ones);
+    free(logit_grad);
+}
+
+void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Config *cfg) {
+    const double cpu_start = process_cpu_seconds();
+    memset(hp, 0, sizeof *hp);
+    hp->n_layer = m->shape.n_layer;
+    hp->n_head = m->shape.n_head;
+    hp->n_kv_head = m->shape.n_kv_head;
+    for (int k = 0; k < N_PATCH_KINDS; k++) {
+        hp->heads[k] = k == PATCH_K || k == PATCH_V ? hp->n_kv_head : hp->n_head;
+        hp->effect[k] = xcalloc((size_t)hp->n_layer * hp->heads[k], sizeof(double));
+        hp->atp[k] = xcalloc((size_t)hp->n_layer * hp->heads[k], sizeof(double));
+    }
+    patch_set_build(&hp->set, task, cfg->patch_batches, cfg->batch_size);
+    hp->metric = patch_metric_of(&hp->set);
+    PatchRuns r;
+    patch_runs_init(&r, m, &hp->set);
+    memcpy(hp->metric_value, r.metric, sizeof r.metric);
+    exact_effects(hp, m, &r);
+    attribution_effects(hp, m, &r);
+    patch_runs_free(&r);
+    const PatchSet *ps = &hp->set;
+    dla_compute(&hp->dla, m, ps->tokens[PATCH_CLEAN], ps->answer[PATCH_CLEAN], ps->positions, ps->N, ps->T);
+    hp->cpu_seconds = process_cpu_seconds() - cpu_start;
+}
+
+void head_patching_free(HeadPatching *hp) {
+    for (int k = 0; k < N_PATCH_KINDS; k++) {
+        free(hp->effect[k]);
+        free(hp->atp[k]);
+    }
+    patch_set_free(&hp->set);
+    dla_free(&hp->dla);
+    memset(hp, 0, sizeof *hp);
+}
+
+size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
+    const size_t views = (size_t)thread_count() * model_forward_activation_floats(shape, cfg->batch_size);
+    const size_t set =
+        (size_t)cfg->patch_batches * cfg->batch_size * cfg->seq_len * (4 * sizeof(int) + sizeof(float));
+    return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
+           views * sizeof(float) + set;
+}
+
+void head_patching_print(const HeadPatching *hp, FILE *out) {
+    const char *name = patch_metric_names[hp->metric];
+    fprintf(out,
+            "\nactivation patching (%d clean/corrupted pairs, %ld positions): %s clean %.4f, corrupted %.4f; "
+            "strongest head per kind:",
+            hp->set.N, hp->set.n_positions, name, hp->metric_value[PATCH_CLEAN][hp->metric],
+            hp->metric_value[PATCH_CORRUPT][hp->metric]);
+    for (int k = 0; k < N_PATCH_KINDS; k++) {
+        const int n = hp->n_layer * hp->heads[k];
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (fabs(hp->effect[k][i]) > fabs(hp->effect[k][best])) best = i;
+        fprintf(out, " %s L%dH%d %+.3f%s", patch_kind_names[k], best / hp->heads[k], best % hp->heads[k],
+                hp->effect[k][best], k + 1 < N_PATCH_KINDS ? "," : "\n");
+    }
+    fprintf(out, "attribution patching (AtP) against it, Pearson r:");
+    for (int k = 0; k < N_PATCH_KINDS; k++)
+        fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],
+                k + 1 < N_PATCH_KINDS ? "," : "\n");
+    fflush(out);
+}
+
+static const char *patch_usage =
+    "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
+    "  Runs activation patching per head (output, Q, K, V, pattern) and its attribution-patching\n"
+    "  estimate, and the direct logit attribution on the clean inputs, on a complete results file\n"
+    "  and writes them into the file (/patching, /dla), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
+    "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
+    "               output.patch_batches, or the key's default 1 when the run had 0)\n"
+    "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
+
+/* The run must be a complete results file: anything else is reported and left alone. */
+static int check_patchable(const char *path, UserError *err) {
+    char name[64];
+    RunStatus status = results_read_status(path, name, sizeof name);
+    if (!name[0])
+        return user_error(err, path, 0, 0, "not a harness results file (%s)",
+                          access(path, R_OK) != 0 ? strerror(errno)
+                                                  : "not HDF5, truncated, or without a status attribute");
+    if (status != RUN_COMPLETE)
+        return user_error(err, path, 0, 0, "the run is %s; patch needs a complete run%s", name,
+                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
+                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to patch)"
+                                                    : "");
+    return ERR_OK;
+}
+
+static int patch_file(const char *path, int batches, int threads, UserError *err) {
+    Config cfg;
+    if (check_patchable(path, err) != ERR_OK) return ERR_USER;
+    if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
+    if (batches > 0) {
+        cfg.patch_batches = batches;
+    } else if (cfg.patch_batches == 0) { /* the run skipped patching: patch is asked for it */
+        Config defaults;
+        config_defaults(&defaults);
+        cfg.patch_batches = defaults.patch_batches;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
+#endif
+    Task task;
+    if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
+    Model m;
+    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
+    ConfigMark here = {path, 1, 1};
+    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
+    HeadPatching hp;
+    memset(&hp, 0, sizeof hp);
+    if (rc == ERR_OK) head_patching_run(&hp, &m, &task, &cfg);
+    Results res;
+    if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
+    if (rc == ERR_OK) {
+        rc = results_remove(&res, "/patching", err);
+        if (rc == ERR_OK) rc = results_remove(&res, "/dla", err);
+        if (rc == ERR_OK) rc = results_write_patching(&res, &hp, err);
+        if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
+        else results_discard(&res);
+    }
+    if (rc == ERR_OK) head_patching_print(&hp, stdout);
+    head_patching_free(&hp);
+    model_free(&m);
+    task_close(&task);
+    return rc;
+}
+
+int head_patching_main(int argc, char **argv) {
+    const char *path = NULL;
+    int batches = 0, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(patch_usage, stdout);
+            return 0;
+        } else if ((!strcmp(argv[i], "--batches") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
+            const int is_batches = !strcmp(argv[i], "--batches");
+            long v = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || v < (is_batches ? 1 : 0) || v > (is_batches ? 100000 : 1024)) {
+                fprintf(stderr, "harness patch: %s '%s': expected %s\n", argv[i - 1], argv[i],
+                        is_batches ? "1 to 100000" : "0 to 1024");
+                return 2;
+            }
+            *(is_batches ? &batches : &threads) = (int)v;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "harness patch: unexpected argument '%s'\n%s", argv[i], patch_usage);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "harness patch: no results file given\n%s", patch_usage);
+        return 2;
+    }
+    UserError err;
+    if (patch_file(path, batches, threads, &err) != ERR_OK) {
+        fprintf(stderr, "%s\n", err.text);
+        return 2;
+    }
+    fprintf(stderr, "%s: activation and attribution patching and direct logit attribution written\n", path);
+    return 0;
+}
