@@ -43,7 +43,7 @@ def _symmetric(*arrays):
 
 def plot_patching(f, run_name, out, tmp, out_kv=None):
     """The normalised patching effect (m_patched − m_corrupt) / (m_clean − m_corrupt) of every
-    head per kind, one shared diverging scale; the AtP estimate of the head outputs beside them.
+    head per kind, one shared diverging scale; each kind's AtP estimate below it.
     Kinds read per K/V head (K and V under grouped K/V) go to out_kv, a figure of their own."""
     effects, estimates = causal.patching(f), causal.atp(f)
     if not effects:
@@ -55,12 +55,12 @@ def plot_patching(f, run_name, out, tmp, out_kv=None):
     meaning = dict(causal.PATCH_KINDS)
     panels, kv = [], []
     for kind, values in effects.items():
-        p = (kind, f"{meaning[kind]} from the clean run: normalised effect on {metric}", values,
-             "delta", scale, "effect")
-        (panels if values.shape[1] == H else kv).append(p)
+        into = panels if values.shape[1] == H else kv
+        into.append((kind, f"{meaning[kind]} from the clean run: normalised effect on {metric}", values,
+                     "delta", scale, "effect"))
         if kind in estimates:
-            panels.append((f"atp_{kind}", f"AtP estimate of the same (one backward)",
-                           estimates[kind], "delta", scale, "effect"))
+            into.append((f"atp_{kind}", "AtP estimate of the same (one backward)", estimates[kind], "delta",
+                         scale, "effect"))
     header = (f"{run_name}: activation patching, clean into corrupted "
               "(1 = the clean behaviour restored; layer × head)")
     if panels:
