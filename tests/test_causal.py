@@ -10,9 +10,9 @@ scripts/compare say it, checked against independent computations:
    PyTorch float64 computation from /params and the stored clean tokens, answers and positions
    (/patching/clean_tokens, clean_answer, positions) to 1e-4; the positions attribute is their
    count.
-2. scripts/plot writes patching.png (and patching_kv.png, the K and V panels, under grouped K/V),
-   dla.png and copying.png, each with a CSV beside it holding the file's numbers (every kind and
-   its AtP estimate).
+2. scripts/plot writes patching.png, patching_atp.png (and patching_kv.png, the K and V panels
+   and their estimates, under grouped K/V), dla.png and copying.png, each with a CSV beside it
+   holding the file's numbers (every kind and its AtP estimate).
 3. heads.causal.heads_carrying on hand-worked examples (ties, negative effects, NaN, all zero)
    and on the runs' /patching/head_out against a NumPy loop; the report's causal data holds it,
    the DLA parts and the head table's DLA, copying and patching columns as in the file.
@@ -88,7 +88,7 @@ def check_plots(tmp, name, path, grouped):
     out = os.path.join(tmp, name + "_plots")
     p = subprocess.run([PY, os.path.join(ROOT, "scripts", "plot"), path, "-o", out], capture_output=True,
                        text=True, timeout=300)
-    want = ["patching", "dla", "copying"] + (["patching_kv"] if grouped else [])
+    want = ["patching", "patching_atp", "dla", "copying"] + (["patching_kv"] if grouped else [])
     have = [s for s in want if os.path.exists(os.path.join(out, s + ".png"))
             and os.path.exists(os.path.join(out, s + ".csv"))]
     check(f"{name}: scripts/plot draws {', '.join(want)} with a CSV beside each", have == want,
@@ -97,11 +97,11 @@ def check_plots(tmp, name, path, grouped):
         return
     with h5py.File(path, "r") as f:
         expected = {"dla": {"dla": f["dla/head"][()]}, "copying": {"copying": f["scores/copying"][()]},
-                    "patching": {}, "patching_kv": {}}
+                    "patching": {}, "patching_atp": {}, "patching_kv": {}}
         for kind in ("head_out", "q", "k", "v", "pattern"):
-            stem = "patching_kv" if grouped and kind in ("k", "v") else "patching"
-            expected[stem][kind] = f[f"patching/{kind}"][()]
-            expected[stem]["atp_" + kind] = f[f"patching/atp_{kind}"][()]
+            per_kv = grouped and kind in ("k", "v")
+            expected["patching_kv" if per_kv else "patching"][kind] = f[f"patching/{kind}"][()]
+            expected["patching_kv" if per_kv else "patching_atp"]["atp_" + kind] = f[f"patching/atp_{kind}"][()]
         if not grouped:
             del expected["patching_kv"]
     worst = 0.0

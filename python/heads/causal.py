@@ -33,6 +33,12 @@ def atp(f):
     return {k: a for k, _ in PATCH_KINDS if (a := _array(f, f"patching/atp_{k}")) is not None}
 
 
+def atp_correlation(f):
+    """{kind: Pearson r of the AtP estimates with the exact effects} (the datasets' attribute)."""
+    return {k: float(f[f"patching/atp_{k}"].attrs["correlation"]) for k, _ in PATCH_KINDS
+            if f"patching/atp_{k}" in f and "correlation" in f[f"patching/atp_{k}"].attrs}
+
+
 def patching_attrs(f):
     """The /patching group's attributes (metric values, correlations), as plain Python values."""
     if "patching" not in f:

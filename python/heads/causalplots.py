@@ -1,6 +1,5 @@
 """heads.causalplots: gnuplot pictures of which heads cause the behaviour (heads.causal): per run,
-the activation-patching effects per head and kind (with the AtP estimate of the head outputs when
-the file has it), the direct logit attribution per head, and the OV copying scores, as layer x head
+the activation-patching effects per head and kind and their AtP estimates, the direct logit attribution per head, and the OV copying scores, as layer x head
 heatmaps with the values written in, each with NAME.csv beside it holding exactly the numbers drawn
 (one row per layer and head, one column per panel).
 
@@ -8,6 +7,8 @@ Each function takes an open results file, the run's name, the output path and a 
 directory, and returns whether it drew (False when the file has nothing for that figure).
 Knows heads.causal's readers; nothing of the other plots.
 """
+import os
+
 import numpy as np
 
 from . import causal, heatmaps
@@ -41,10 +42,11 @@ def _symmetric(*arrays):
     return (-top, top)
 
 
-def plot_patching(f, run_name, out, tmp, out_kv=None):
+def plot_patching(f, run_name, out, tmp, out_atp=None, out_kv=None):
     """The normalised patching effect (m_patched − m_corrupt) / (m_clean − m_corrupt) of every
-    head per kind, one shared diverging scale; each kind's AtP estimate below it.
-    Kinds read per K/V head (K and V under grouped K/V) go to out_kv, a figure of their own."""
+    head per kind into out, one shared diverging scale; the AtP estimates (with their correlation
+    to the exact effects) into out_atp; under grouped K/V the kinds read per K/V head (K and V)
+    into out_kv, each with its AtP estimate below it. Returns whether out was drawn."""
     effects, estimates = causal.patching(f), causal.atp(f)
     if not effects:
         return False
@@ -53,21 +55,28 @@ def plot_patching(f, run_name, out, tmp, out_kv=None):
     H = effects.get("head_out", next(iter(effects.values()))).shape[1]
     scale = _symmetric(*effects.values(), *estimates.values())
     meaning = dict(causal.PATCH_KINDS)
-    panels, kv = [], []
+    exact, atp, kv = [], [], []
     for kind, values in effects.items():
-        into = panels if values.shape[1] == H else kv
-        into.append((kind, f"{meaning[kind]} from the clean run: normalised effect on {metric}", values,
-                     "delta", scale, "effect"))
+        panel = (kind, f"{meaning[kind]} from the clean run: normalised effect on {metric}", values, "delta",
+                 scale, "effect")
+        estimate = None
         if kind in estimates:
-            into.append((f"atp_{kind}", "AtP estimate of the same (one backward)", estimates[kind], "delta",
-                         scale, "effect"))
-    header = (f"{run_name}: activation patching, clean into corrupted "
-              "(1 = the clean behaviour restored; layer × head)")
-    if panels:
-        _draw(out, header, panels, tmp)
+            r = causal.atp_correlation(f).get(kind, float("nan"))
+            estimate = (f"atp_{kind}", f"AtP estimate: {meaning[kind]} (Pearson r {r:.3f} with the exact effect)",
+                        estimates[kind], "delta", scale, "effect")
+        if values.shape[1] == H:
+            exact.append(panel)
+            atp += [estimate] if estimate else []
+        else:
+            kv += [panel] + ([estimate] if estimate else [])
+    header = f"{run_name}: activation patching, clean into corrupted (1 = the clean behaviour restored)"
+    _draw(out, header + "; layer × head", exact, tmp)
+    if atp and out_atp:
+        _draw(out_atp, f"{run_name}: attribution patching (AtP), the one-backward estimate of {os.path.basename(out)}",
+              atp, tmp)
     if kv and out_kv:
-        _draw(out_kv, header.replace("layer × head", "layer × K/V head"), kv, tmp)
-    return bool(panels)
+        _draw(out_kv, header + "; layer × K/V head", kv, tmp)
+    return True
 
 
 def plot_dla(f, run_name, out, tmp):
@@ -75,12 +84,12 @@ def plot_dla(f, run_name, out, tmp):
     d = causal.dla(f)
     if d is None:
         return False
-    others = (f"embedding {d['embed']:+.3f}, output biases {float(np.sum(d['bias_o'])):+.3f}, "
-              f"final LayerNorm bias {d['ln_bias']:+.3f}; the parts sum to the logit {d['logit']:.3f}")
+    others = (f"embedding {d['embed']:+.3f}, output biases {float(np.sum(d['bias_o'])):+.3f}, final LayerNorm "
+              f"bias {d['ln_bias']:+.3f}, heads {float(np.sum(d['head'])):+.3f}: sum = the logit {d['logit']:.3f}")
     _draw(out, f"{run_name}: direct logit attribution of the right token, mean over "
-               f"{d['positions']:.0f} marked positions",
-          [("dla", f"each head's z·W_O through the final LayerNorm (scale frozen): {others}",
-            d["head"], "delta", _symmetric(d["head"]), "logit")], tmp)
+               f"{d['positions']:.0f} marked positions\n{others}",
+          [("dla", "each head's z·W_O through the final LayerNorm, its scale frozen (logit)", d["head"], "delta",
+            _symmetric(d["head"]), "logit")], tmp)
     return True
 
 

@@ -382,12 +382,11 @@ def main(doc):
                 name = f"{stem}.{args.format}"
                 if draw(f, run_name, os.path.join(outdir, name), tmp):
                     written.append(name)
-            kv = os.path.join(outdir, f"patching_kv.{args.format}")
+            extra = {k: os.path.join(outdir, f"patching_{k}.{args.format}") for k in ("atp", "kv")}
             if causalplots.plot_patching(f, run_name, os.path.join(outdir, f"patching.{args.format}"), tmp,
-                                         out_kv=kv):
+                                         out_atp=extra["atp"], out_kv=extra["kv"]):
                 written.append(f"patching.{args.format}")
-                if os.path.exists(kv):
-                    written.append(os.path.basename(kv))
+                written += [os.path.basename(p) for p in extra.values() if os.path.exists(p)]
             for stem, draw in (("dla", causalplots.plot_dla), ("copying", causalplots.plot_copying)):
                 name = f"{stem}.{args.format}"
                 if draw(f, run_name, os.path.join(outdir, name), tmp):

@@ -34,6 +34,7 @@ def read_causal(f):
     out = {"digits": DIGITS, "share": causal.CARRY_SHARE,
            "patching": {k: {"meaning": meaning[k], "values": _grid(v)} for k, v in effects.items()},
            "atp": {k: _grid(v) for k, v in estimates.items()},
+           "atp_correlation": {k: _plain(r) for k, r in causal.atp_correlation(f).items()},
            "attrs": {k: (_plain(v) if isinstance(v, (int, float)) else str(v))
                      for k, v in causal.patching_attrs(f).items()},
            "carrying": causal.heads_carrying(effects["head_out"]) if "head_out" in effects else None,

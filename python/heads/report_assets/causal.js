@@ -9,8 +9,14 @@
 
 const PATH_COLOURS = { Q: "#1f77b4", K: "#d62728", V: "#2ca02c" };
 
+/* a grid cell's text: three decimals (0 below 0.0005 in size), the exact value in its title */
+function cellNum(v) {
+  if (Math.abs(v) < 5e-4) return "0";
+  return Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3);
+}
+
 /* a layer × head grid of values (null: no value), tinted on [−vmax, vmax] (red below 0) */
-function causalGrid(parent, id, title, values, digits) {
+function causalGrid(parent, id, title, values) {
   const box = el("div", { class: "causal-grid" }, parent);
   el("div", { class: "note" }, box, title);
   let vmax = 0;
@@ -20,8 +26,9 @@ function causalGrid(parent, id, title, values, digits) {
   values.forEach((row, l) => {
     const tr = el("tr", { "data-layer": l }, t, `<th>${l}</th>`);
     row.forEach((v, h) => {
-      const td = el("td", { "data-head": h, "data-value": v === null ? "" : v, style: tint(v, vmax) }, tr);
-      td.textContent = v === null ? "–" : v.toFixed(Math.min(digits, 2));
+      const td = el("td", { "data-head": h, "data-value": v === null ? "" : v, style: tint(v, vmax),
+                            title: v === null ? "" : `layer ${l}, head ${h}: ${v}` }, tr);
+      td.textContent = v === null ? "–" : cellNum(v);
     });
   });
   return box;
@@ -52,11 +59,14 @@ function buildCausal(D, root) {
      "(induction: the repeat re-drawn; two_source: the query's source changed; text and tokens: another held-out window). " +
      "Activation patching runs the corrupted input with one head's value taken from the clean run; its normalised effect " +
      "(m_patched − m_corrupt) / (m_clean − m_corrupt) is 1 when that head alone restores the clean behaviour, 0 when it " +
-     `changes nothing. Values rounded to ${C.digits} decimals; red: negative.`);
+     `changes nothing. Grids show 3 decimals (hover a cell for the page's value, rounded to ${C.digits}); red: negative.`);
   const attrs = C.attrs, facts = el("ul", { id: "causal-facts" }, root);
   if (attrs.metric)
-    el("li", {}, facts, `metric: <b>${escapeHtml(attrs.metric)}</b>` +
-       (attrs.clean !== undefined ? `, clean ${fmtNum(attrs.clean)}, corrupted ${fmtNum(attrs.corrupt)}` : ""));
+    el("li", { id: "causal-metric" }, facts, `metric: <b>${escapeHtml(attrs.metric)}</b>` +
+       (attrs[`clean_${attrs.metric}`] !== undefined
+          ? `, clean <span data-value="${attrs[`clean_${attrs.metric}`]}">${fmtNum(attrs[`clean_${attrs.metric}`])}</span>, ` +
+            `corrupted <span data-value="${attrs[`corrupt_${attrs.metric}`]}">${fmtNum(attrs[`corrupt_${attrs.metric}`])}</span>` : "") +
+       (attrs.metric === "logit_diff" ? " (the right next token's logit minus the corrupted run's next token's)" : ""));
   if (C.carrying !== null) {
     const all = C.patching.head_out.values.length * C.patching.head_out.values[0].length;
     el("li", { id: "causal-carrying", "data-value": C.carrying }, facts,
@@ -66,21 +76,21 @@ function buildCausal(D, root) {
   /* the patching grid beside ablation and composition */
   el("h3", {}, root, "Patching beside ablation and composition");
   const row = el("div", { class: "grids", id: "causal-beside" }, root);
-  if (C.patching.head_out) causalGrid(row, "causal-patching", "patching effect: the head's output from the clean run", C.patching.head_out.values, C.digits);
+  if (C.patching.head_out) causalGrid(row, "causal-patching", "patching effect: the head's output from the clean run", C.patching.head_out.values);
   else el("p", { class: "note" }, row, "No activation patching in this file (/patching/head_out).");
-  if (D.heads.ablation_delta) causalGrid(row, "causal-ablation", "Δloss with the head's output zeroed (nats)", D.heads.ablation_delta.values, C.digits);
+  if (D.heads.ablation_delta) causalGrid(row, "causal-ablation", "Δloss with the head's output zeroed (nats)", D.heads.ablation_delta.values);
   if (D.circuits && D.circuits.kinds.k_composition && D.circuits.kinds.k_composition.values.length > 1)
-    causalGrid(row, "causal-composition", "strongest K-composition with an earlier head (weights)", strongestReader(D.circuits), C.digits);
+    causalGrid(row, "causal-composition", "strongest K-composition with an earlier head (weights)", strongestReader(D.circuits));
   const kinds = Object.keys(C.patching).filter(k => k !== "head_out");
   if (kinds.length || Object.keys(C.atp).length) {
     el("h3", {}, root, "Patching by kind, and the AtP estimate");
     const more = el("div", { class: "grids", id: "causal-kinds" }, root);
     for (const k of kinds) causalGrid(more, `causal-patching-${k}`, `${C.patching[k].meaning} from the clean run` +
                                       (C.patching[k].values[0].length !== (C.patching.head_out || C.patching[k]).values[0].length ? " (per K/V head)" : ""),
-                                      C.patching[k].values, C.digits);
+                                      C.patching[k].values);
     for (const k in C.atp) causalGrid(more, `causal-atp-${k}`, `AtP estimate: ${C.patching[k] ? C.patching[k].meaning : k}` +
-                                      (attrs[`atp_correlation_${k}`] !== undefined ? ` (r = ${fmtNum(attrs[`atp_correlation_${k}`])} with the exact)` : ""),
-                                      C.atp[k], C.digits);
+                                      (C.atp_correlation[k] !== undefined ? ` (Pearson r ${fmtNum(C.atp_correlation[k])} with the exact effect)` : ""),
+                                      C.atp[k]);
   }
   buildDla(D, C, root);
   if (C.copying) {
@@ -88,7 +98,7 @@ function buildCausal(D, root) {
     el("p", { class: "note" }, root, "Olsson et al. (2022), as TransformerLens computes it: Re(Σλ)/Σ|λ| over the eigenvalues of the " +
        "full OV circuit W_E·W_V·W_O·W_U, LayerNorm folded: 1 for a head that copies its input token to the output, −1 for one " +
        "that suppresses it. An induction head attends to the token after an earlier copy AND copies it.");
-    causalGrid(el("div", { class: "grids" }, root), "causal-copying", "copying score", C.copying, C.digits);
+    causalGrid(el("div", { class: "grids" }, root), "causal-copying", "copying score", C.copying);
   }
   buildPaths(D, C, root);
 }
@@ -101,7 +111,7 @@ function buildDla(D, C, root) {
      `The logit of the right next token on the clean inputs, mean over ${fmtNum(A.positions)} marked positions, split into what ` +
      "each part of the residual stream writes, read through the final LayerNorm with its scale frozen at the run's own 1/σ " +
      "and each part centred over d_model (TransformerLens's apply_ln_to_stack). The parts add up to the logit.");
-  causalGrid(el("div", { class: "grids" }, root), "causal-dla", "each head's z·W_O (logit)", A.head, C.digits);
+  causalGrid(el("div", { class: "grids" }, root), "causal-dla", "each head's z·W_O (logit)", A.head);
   const heads = A.head.flat().reduce((s, v) => s + (v || 0), 0);
   const t = el("table", { class: "data", id: "dla-parts" }, root);
   el("tr", {}, t, "<th class='l'>part</th><th>logit</th>");
