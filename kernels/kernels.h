@@ -60,6 +60,15 @@ void linear_forward(float *out,          // (N, OC)
                     const float *weight, // (C, OC)
                     const float *bias,   // (OC) or NULL
                     int N, int C, int OC);
+/* Columns first … first+cols−1 of linear_forward's out (N, OC) alone, written in place in out (the
+ * rest untouched): the same bits as the whole product there (gemm.c sums every element in one
+ * order whatever the sizes around it). Forward only: path patching reprojects one head's Q, K or
+ * V columns from another input. */
+void linear_forward_columns(float *out,          // (N, OC), columns [first, first + cols) written
+                            const float *inp,    // (N, C)
+                            const float *weight, // (C, OC)
+                            const float *bias,   // (OC) or NULL
+                            int N, int C, int OC, int first, int cols);
 /* How a backward writes an input gradient: GRAD_SET overwrites it (no zeroing needed), GRAD_ADD
  * adds to it (when several paths meet). */
 typedef enum { GRAD_SET, GRAD_ADD } GradWrite;

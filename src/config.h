@@ -63,9 +63,10 @@ typedef struct {
     int log_every, eval_every, eval_batches, attn_every, probes, probe_len, checkpoint_every;
     int max_memory;                               /* MiB the estimated peak must fit; 0: MemAvailable */
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
-    double prune_step; /* pruning curves: fraction of all heads removed per step; 0 = none */
-    int prune_batches; /* held-out batches the pruning criteria are measured on; 0 = all */
-    int patch_batches; /* activation patching: batches of clean/corrupted pairs; 0 = none */
+    double prune_step;    /* pruning curves: fraction of all heads removed per step; 0 = none */
+    int prune_batches;    /* held-out batches the pruning criteria are measured on; 0 = all */
+    int patch_batches;    /* activation patching: batches of clean/corrupted pairs; 0 = none */
+    int path_patch_heads; /* path patching among the top heads by activation patching; 0 = all */
     int n_probe_text;
 
     /* bookkeeping, not config keys */

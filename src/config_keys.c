@@ -140,6 +140,9 @@ const ConfigKey config_keys[] = {
             "held-out batches the pruning criteria are measured on (curve points use all)"),
     INT_KEY("output", "patch_batches", patch_batches, 1, 0, INT_MAX, "0 = no patching at the end of a run",
             "activation and attribution patching per head: batches of batch_size clean/corrupted pairs"),
+    INT_KEY("output", "path_patch_heads", path_patch_heads, 0, 0, INT_MAX, "0 = every head",
+            "path patching among only this many heads, those with the largest activation-patching effect of "
+            "their output (its cost grows as the square of the heads)"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

@@ -133,7 +133,8 @@ static const DocRow ROWS[] = {
       "differ between clean and corrupted), else 0",
       "1", DIMS("sequence", "position"), NULL, NULL}},
     {"/patching/clean_answer",
-     {"activation patching, one-answer tasks: the clean sequence's next token (the loss's target)",
+     {"activation patching: the clean sequence's next token, the loss's target (and the right answer of "
+      "one-answer tasks)",
       "token id", DIMS("sequence", "position"), NULL, NULL}},
     {"/patching/corrupt_answer",
      {"activation patching, one-answer tasks: the corrupted sequence's next token", "token id",
@@ -154,6 +155,22 @@ static const DocRow ROWS[] = {
       DIMS("layer", "kv_head"), NULL, NULL}},
     {"/patching/pattern",
      {"normalised effect of the head's attention pattern taken from the clean run (its output P_clean V)",
+      "1", DIMS("layer", "head"), NULL, NULL}},
+    {"/patching/path_q",
+     {"path patching: normalised effect of sender head A's clean-minus-corrupted output (through its W_O) "
+      "added to receiver head B's query input alone, every other head corrupted; NaN unless A's layer is "
+      "earlier and both took part (/patching/path_heads)",
+      "1", DIMS("receiver layer", "receiver head", "sender layer", "sender head"), NULL, NULL}},
+    {"/patching/path_k",
+     {"path patching to the key input of receiver K/V head B (read by every query head of its group), as "
+      "/patching/path_q",
+      "1", DIMS("receiver layer", "receiver kv_head", "sender layer", "sender head"), NULL, NULL}},
+    {"/patching/path_v",
+     {"path patching to the value input of receiver K/V head B, as /patching/path_q", "1",
+      DIMS("receiver layer", "receiver kv_head", "sender layer", "sender head"), NULL, NULL}},
+    {"/patching/path_heads",
+     {"1 where the head took part in path patching (every head, or the output.path_patch_heads with the "
+      "largest |/patching/head_out|)",
       "1", DIMS("layer", "head"), NULL, NULL}},
     {"/patching/atp_head_out",
      {"attribution-patching estimate of /patching/head_out: -(d m / d gate) / (m_clean - m_corrupt) on the "

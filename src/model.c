@@ -2,11 +2,12 @@
  * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
  * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
  * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
- * the head mix and at where a forward starts.
+ * the head mix, at the projection (input deltas) and at where a forward starts.
  * Owns the stages, the forward and backward passes and the hook points. Must not know: where the
  * parameters and activations are laid out (model_layout.c), tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "model.h"
 #include "model_internal.h"
@@ -109,12 +110,47 @@ static void layernorm_bwd(Pass *p) {
                        slice(p, m->act.ln_rstd, 1), p->BT, (int)D);
 }
 
+/* ---- project, input deltas (Interventions.input_deltas): a head whose Q, K or V input reads
+ * h + delta gets its d_head columns of qkv projected again from LN_l(h + delta) (+ W_pos[t]
+ * before it for the shortformer's Q and K), after the layer's own projection; the columns keep
+ * the bits of the plain projection's where delta is 0 (linear_forward_columns). The scratch is
+ * the call's own: a forward without deltas allocates and computes nothing more. */
+static size_t part_column(ModelShape s, HeadInput part, int head) {
+    int first = part == HEAD_INPUT_Q ? 0 : part == HEAD_INPUT_K ? s.n_head : s.n_head + s.n_kv_head;
+    return (size_t)(first + head) * s.d_head;
+}
+static void project_input_deltas(Pass *p, int positions_in_qk) {
+    const Interventions *iv = p->iv;
+    const ModelShape s = p->m->shape;
+    const size_t D = s.d_model, W = qkv_width(s), BT = p->BT;
+    const ParamTensors *w = &p->m->params;
+    const float *h = slice(p, p->m->act.residual, D);
+    float *x = NULL, *z = NULL, *stats = NULL;
+    for (int i = 0; i < iv->n_input_deltas; i++) {
+        const InputDelta *d = &iv->input_deltas[i];
+        if (d->layer != p->l) continue;
+        if (!x) {
+            x = xcalloc(BT * D, sizeof(float));
+            z = xcalloc(BT * D, sizeof(float));
+            stats = xcalloc(2 * BT, sizeof(float));
+        }
+        for (size_t k = 0; k < BT * D; k++) x[k] = h[k] + d->delta[k];
+        if (positions_in_qk && d->part != HEAD_INPUT_V)
+            position_add_forward(x, x, w->pos_emb, p->B, p->T, (int)D);
+        layernorm_forward(z, stats, stats + BT, x, w->ln_g + p->l * D, w->ln_b + p->l * D, (int)BT, (int)D);
+        linear_forward_columns(slice(p, p->m->act.qkv, W), z, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W,
+                               (int)BT, (int)D, (int)W, (int)part_column(s, d->part, d->head), s.d_head);
+    }
+    free(x), free(z), free(stats);
+}
+
 /* ---- project: qkv = z · W_qkv + b_qkv */
 static void project_fwd(Pass *p) {
     const Model *m = p->m;
     const size_t D = m->shape.d_model, W = qkv_width(m->shape);
     linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
                    m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
+    project_input_deltas(p, 0);
 }
 static void project_bwd(Pass *p) {
     Model *m = p->m;
@@ -143,6 +179,7 @@ static void project_shortformer_fwd(Pass *p) {
     linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
                    (int)D, (int)W);
     column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
+    project_input_deltas(p, 1);
 }
 /* The Q|K gradient flows through LN(h + W_pos) into h and W_pos, the V gradient through z. */
 static void project_shortformer_bwd(Pass *p) {
@@ -446,6 +483,13 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK(iv->start_layer >= 0 && iv->start_layer < s.n_layer);
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
+    CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
+    for (int i = 0; i < iv->n_input_deltas; i++) { /* in a layer that runs its projection */
+        const InputDelta *d = &iv->input_deltas[i];
+        CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
+        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer + (iv->start_state && iv->start_state->z));
+        CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
+    }
     for (int k = 0; k < N_HEAD_INPUTS; k++) {
         const InputPatch *in = &iv->input[k];
         const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
@@ -481,14 +525,15 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
+    const int from_head_mix = iv->start_state && iv->start_state->z;
     if (iv->start_state) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
-        memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+        if (from_head_mix) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
-    for (int l = first; l < L; l++) forward_layer(m, l, iv->start_state && l == first);
+    for (int l = first; l < L; l++) forward_layer(m, l, from_head_mix && l == first);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -565,7 +610,8 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
     const int first = m->last.iv.start_layer;
     /* a forward from a HeadState has nothing of the layers before it, and of its own layer
-     * only the state and what follows the head mix */
+     * only the state and what follows the head mix (all of it when the state had no z: the
+     * pointer to it may be gone, so its layer is told as for a state with one) */
     if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};

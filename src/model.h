@@ -138,7 +138,8 @@ typedef struct {
 } HeadFill;
 
 /* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
- * (B, T, D) and hook_z (B, T, E). */
+ * (B, T, D) and hook_z (B, T, E). Without z, the state at the layer's LayerNorm: a forward from
+ * it runs the whole layer from that input. */
 typedef struct {
     const float *resid_pre;
     const float *z;
@@ -157,6 +158,19 @@ typedef struct {
                         * every layer (L, B, H, T, T) */
 } InputPatch;
 
+/* A change to a layer's input h that only one head's Q, K or V projection reads (path patching:
+ * an earlier head's clean-minus-corrupted output through its W_O, seen by one receiver alone).
+ * That head's columns of hook_qkv are projected from LN(h + delta) (the shortformer's Q and K
+ * from LN(h + delta + W_pos[t])), with the layer's own LayerNorm recomputed on it; every other
+ * column, the output gate and the residual stream still read h. `head` is a query head for Q, a
+ * K/V head for K and V (grouped K/V: every query head of its group reads the change). */
+typedef struct {
+    int layer;
+    HeadInput part; /* HEAD_INPUT_Q, _K or _V */
+    int head;
+    const float *delta; /* (B, T, D) */
+} InputDelta;
+
 /* Which gradients model_backward returns (flags). */
 typedef enum {
     MODEL_GRAD_NONE = 0,
@@ -174,12 +188,19 @@ typedef struct {
     const float *head_gate;
     HeadFill fill;
     /* Where the forward starts. start_layer 0 without start_state: a whole forward. With
-     * start_state: the layer's head mix from that state (made with the same gates and fill in
-     * the layers before it, it gives the bits of a whole forward); without: layer start_layer
+     * start_state: the layer's head mix from that state (its LayerNorm when the state has no z;
+     * made with the same gates and fill in the layers before it, it gives the bits of a whole
+     * forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in a layer the forward
+     * runs from its LayerNorm (start_layer or later; past start_layer with a start_state that
+     * has a z).
+     * Forward only: a forward with any asks for no gradients. */
+    const InputDelta *input_deltas;
+    int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */

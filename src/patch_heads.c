@@ -201,6 +201,7 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     patch_runs_init(&r, m, &hp->set);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
     exact_effects(hp, m, &r);
+    path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
     const PatchSet *ps = &hp->set;
@@ -215,6 +216,7 @@ void head_patching_free(HeadPatching *hp) {
     }
     patch_set_free(&hp->set);
     dla_free(&hp->dla);
+    path_patching_free(&hp->path);
     memset(hp, 0, sizeof *hp);
 }
 
@@ -222,8 +224,9 @@ size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
     const size_t views = (size_t)thread_count() * model_forward_activation_floats(shape, cfg->batch_size);
     const size_t set =
         (size_t)cfg->patch_batches * cfg->batch_size * cfg->seq_len * (4 * sizeof(int) + sizeof(float));
+    const size_t paths = path_patching_bytes(shape, cfg->batch_size, cfg->seq_len); /* after the views */
     return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
-           views * sizeof(float) + set;
+           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set;
 }
 
 void head_patching_print(const HeadPatching *hp, FILE *out) {
@@ -245,7 +248,7 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
     for (int k = 0; k < N_PATCH_KINDS; k++)
         fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],
                 k + 1 < N_PATCH_KINDS ? "," : "\n");
-    fflush(out);
+    path_patching_print(&hp->path, out);
 }
 
 static const char *patch_usage =

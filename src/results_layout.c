@@ -144,6 +144,32 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
     return rc;
 }
 
+/* /patching/path_q, path_k, path_v and which heads took part (patch_paths.h). */
+static int write_path_patching(Results *res, const PathPatching *pp, UserError *err) {
+    const int L = pp->n_layer, H = pp->n_head, LH = L * H;
+    const uint64_t heads[2] = {(uint64_t)L, (uint64_t)H};
+    int rc = results_write_array(res, "/patching/path_heads", pp->selected, 1, 2, heads, err);
+    for (int k = 0; k < N_PATH_KINDS && rc == ERR_OK; k++) {
+        const uint64_t dims[4] = {(uint64_t)L, (uint64_t)pp->receivers[k], (uint64_t)L, (uint64_t)H};
+        char path[64];
+        snprintf(path, sizeof path, "/patching/%s", path_kind_names[k]);
+        rc = write_floats(res, path, pp->effect[k], 4, dims, err);
+    }
+    char limit[96];
+    if (pp->n_selected < LH)
+        snprintf(limit, sizeof limit, "the %d of %d heads with the largest |/patching/head_out|",
+                 pp->n_selected, LH);
+    else snprintf(limit, sizeof limit, "every head (%d)", LH);
+    if (rc == ERR_OK) rc = results_write_attr_string(res, "/patching", "path_heads", limit, err);
+    if (rc == ERR_OK)
+        rc = results_write_attr_double(res, "/patching", "path_patch_heads", (double)pp->top_heads, err);
+    if (rc == ERR_OK)
+        rc = results_write_attr_double(res, "/patching", "path_forwards", (double)pp->n_forwards, err);
+    if (rc == ERR_OK)
+        rc = results_write_attr_double(res, "/patching", "path_cpu_seconds", pp->cpu_seconds, err);
+    return rc;
+}
+
 int results_write_patching(Results *res, const HeadPatching *hp, UserError *err) {
     const PatchSet *ps = &hp->set;
     const uint64_t nt[2] = {(uint64_t)ps->N, (uint64_t)ps->T};
@@ -153,7 +179,7 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
     if (rc == ERR_OK)
         rc = results_write_array(res, "/patching/corrupt_tokens", ps->tokens[PATCH_CORRUPT], 1, 2, nt, err);
     if (rc == ERR_OK) rc = results_write_array(res, "/patching/positions", positions, 1, 2, nt, err);
-    if (rc == ERR_OK && ps->one_answer)
+    if (rc == ERR_OK)
         rc = results_write_array(res, "/patching/clean_answer", ps->answer[PATCH_CLEAN], 1, 2, nt, err);
     if (rc == ERR_OK && ps->one_answer)
         rc = results_write_array(res, "/patching/corrupt_answer", ps->answer[PATCH_CORRUPT], 1, 2, nt, err);
@@ -179,6 +205,7 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
         if (rc == ERR_OK)
             rc = results_write_attr_double(res, path, "correlation", hp->atp_correlation[k], err);
     }
+    if (rc == ERR_OK) rc = write_path_patching(res, &hp->path, err);
     if (rc == ERR_OK) rc = results_write_dla(res, &hp->dla, err);
     return rc;
 }

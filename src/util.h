@@ -1,5 +1,5 @@
-/* util.h: the program's checked allocation (xcalloc, xrealloc), and CHECK, CHECK_ALLOC from
- * kernels/check.h.
+/* util.h: the program's checked allocation (xcalloc, xrealloc), CHECK, CHECK_ALLOC from
+ * kernels/check.h, and the OpenMP thread and process CPU clock the analyses share.
  * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
  * prints file and line and aborts. User errors are returned as codes to main (see error.h).
  * Must not know: any module of the program (every src/ file may include it). */
@@ -9,6 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../kernels/check.h" /* CHECK and CHECK_ALLOC: one definition each, the kernels' */
 
@@ -29,6 +33,29 @@ static inline void *xrealloc(void *p, size_t size) {
         exit(2);
     }
     return q;
+}
+
+/* This OpenMP thread's index and the threads a parallel region gets (0 and 1 without OpenMP). */
+static inline int util_thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int util_thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The process's CPU time so far (every thread's), in seconds. */
+static inline double util_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 #endif

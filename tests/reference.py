@@ -189,15 +189,35 @@ def layer_norm(h, gain, bias):
 
 
 def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None,
-            final_out=None):
+            record=None, patch=None, logits_out=None, final_out=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
     Head gates (the analysis's ablations): gates [L,H] (None: all 1) mix each head's output o
     (its columns of O_cat, after the output gate) into g*o + (1-g)*a before W_o, with a = fill
     [L,E] (mean ablation) or 0; heads_out, a list, receives each layer's O_cat [B,T,E] before the
-    gates; final_out, a list, receives the final residual h [B,T,D] and the logits [B,T,V].
+    gates.
+    Activation patching (docs/analyses.md): record, a dict, receives per layer l the lists
+    "q" [B,H,T,dh] (after rotary), "k", "v" [B,H_kv,T,dh] (one per K/V head, after rotary),
+    "pattern" [B,H,T,T] and "z" [B,T,H,dh] (the heads' outputs after the output gate); patch
+    maps a kind of those to (gates, source): gates [L, heads of the kind], source another
+    forward's record, each head's value becoming g*own + (1-g)*source's (for the pattern, the
+    head's output g*O + (1-g)*P_source V). logits_out, a list, receives the logits [B,T,V];
+    final_out, a list, receives the final residual h [B,T,D] and the logits [B,T,V].
     """
+    record = record if record is not None else {}
+    patch = patch or {}
+
+    def patched(kind, l, own):  # own [B,n,T,...] per head on dim 1 ("z": [B,T,H,dh] on dim 2)
+        record.setdefault(kind, []).append(own)
+        if kind not in patch:
+            return own
+        g, source = patch[kind]
+        src = source[kind][l]
+        shape = [1] * own.dim()
+        shape[2 if kind == "z" else 1] = -1
+        gl = g[l].reshape(shape)
+        return gl * own + (1 - gl) * src
     V, D, H, dh, L, _ = dims(cfg)
     n_kv, pos, rope_dims, rope_base, gate = layout(cfg)
     E, Ekv = H * dh, n_kv * dh
@@ -219,6 +239,7 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
         if pos == "rope":
             q, k = rotary(q, rope_dims, rope_base), rotary(k, rope_dims, rope_base)
+        q, k, v = patched("q", l, q), patched("k", l, k), patched("v", l, v)
         k = k.repeat_interleave(H // n_kv, dim=1)                             # GQA: query head h
         v = v.repeat_interleave(H // n_kv, dim=1)                             # reads K/V h // group
         s = (q @ k.transpose(-2, -1)) / math.sqrt(dh)                         # [B,H,T,T]
@@ -229,9 +250,15 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         else:
             att = torch.softmax(s, dim=-1)
         probs.append(att)
-        o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
+        record.setdefault("pattern", []).append(att)
+        heads_o = att @ v                                                     # [B,H,T,dh]
+        if "pattern" in patch:  # the head's output from the source's map and its own V
+            g = patch["pattern"][0][l].reshape(1, H, 1, 1)
+            heads_o = g * heads_o + (1 - g) * (patch["pattern"][1]["pattern"][l] @ v)
+        o = heads_o.transpose(1, 2).reshape(B, T, E)                          # [B,T,E]
         if gate:
             o = o * torch.sigmoid(z @ p("w_gate") + p("b_gate"))
+        o = patched("z", l, o.reshape(B, T, H, dh)).reshape(B, T, E)
         if heads_out is not None:
             heads_out.append(o)
         if gates is not None:
@@ -240,6 +267,8 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
             o = g * o + (1 - g) * a
         h = h + o @ p("w_o") + p("b_o")
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
+    if logits_out is not None:
+        logits_out.append(logits)
     if final_out is not None:
         final_out += [h, logits]
     if targets is None:

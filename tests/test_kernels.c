@@ -357,6 +357,34 @@ static const Op OP_HEAD_GATE = {"head_gate",
                                 head_gate_bwd,
                                 1u};
 
+/* column_gate: d = N W offset G d_head; gates around 0.5 on G groups of d_head columns from
+ * offset, the other columns passed through; the fill is another forward's value (a constant).
+ * In place on x and on d_x: the forward copies the input first, the backward writes a copy of
+ * d_out (so its x gradient counts as overwritten). */
+static void column_gate_sizes(OpCtx *c) {
+    c->n_in[0] = c->n_in[2] = c->n_out = (size_t)c->d[0] * c->d[1], c->n_in[1] = c->d[3];
+    c->no_grad[2] = 1;
+}
+static void column_gate_fwd(OpCtx *c) {
+    memcpy(c->out, c->in[0], sizeof(float) * c->n_out);
+    column_gate_forward(c->out, c->in[2], c->in[1], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static void column_gate_bwd(OpCtx *c) {
+    memcpy(c->grad[0], c->r, sizeof(float) * c->n_out);
+    column_gate_backward(c->grad[0], c->grad[1], c->grad[0], c->in[0], c->in[2], c->in[1], c->d[0], c->d[1],
+                         c->d[2], c->d[3], c->d[4]);
+}
+static const Op OP_COLUMN_GATE = {"column_gate",
+                                  "N W offset G d_head",
+                                  {"x", "gate", "fill"},
+                                  {0.0, 0.5, 0.3},
+                                  {1.0, 0.5, 1.0},
+                                  column_gate_sizes,
+                                  NULL,
+                                  column_gate_fwd,
+                                  column_gate_bwd,
+                                  1u};
+
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
 #define LONG_T_TOL LONG_T_ATOL, KERNEL_RTOL
 #define VERY_LONG_T_TOL VERY_LONG_T_ATOL, KERNEL_RTOL
@@ -407,6 +435,9 @@ static const OpCase op_cases[] = {
     {&OP_HEAD_GATE, {2, 1, 7, 0}, K_TOL, "one head"},
     {&OP_HEAD_GATE, {5, 3, 4, 1}, K_TOL, "mean ablation (a fill per head)"},
     {&OP_HEAD_GATE, {3, 2, 1, 1}, K_TOL, "mean ablation, d_head = 1"},
+    {&OP_COLUMN_GATE, {4, 12, 4, 2, 3}, K_TOL, "the K columns of a Q|K|V row"},
+    {&OP_COLUMN_GATE, {3, 8, 0, 4, 2}, K_TOL, "every column (a pattern's output)"},
+    {&OP_COLUMN_GATE, {2, 7, 6, 1, 1}, K_TOL, "d_head = 1, the last column"},
 };
 
 static void op_case_name(char *name, size_t size, const OpCase *oc) {

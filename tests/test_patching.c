@@ -10,13 +10,23 @@
  *     the clean answer, the logit difference), each a mean over every position of the set; the
  *     clean and corrupted runs' stored hook tensors are those of a forward of their input; the
  *     effect is 1 at the clean metric, 0 at the corrupted one.
+ *  4. Patching with a run's own values changes nothing: on the clean input, every head of a kind
+ *     gated to 0 with the clean run's values as the fill gives the clean metric, effect 1 (bit
+ *     for bit for the output, Q, K and V; the pattern's P·V is summed otherwise than the
+ *     attention's, 1e-6); on the corrupted input, every gate 1 with the clean fills gives the
+ *     corrupted metric bit for bit, effect 0. For grouped K/V too.
+ *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads).
  * Tolerances: metrics 1e-6 relative (float logits, summed in another order). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "config.h"
 #include "model.h"
+#include "patch_heads.h"
 #include "patching.h"
 #include "tasks.h"
 #include "testlib.h"
@@ -190,10 +200,87 @@ static void test_metric_and_runs(TaskKind task, int vocab, int n_kv_head) {
     teardown(&s);
 }
 
+/* The interventions of one kind with every gate `g` and the clean run's values of chunk c as fill. */
+static Interventions every_head(const PatchRuns *r, int kind, const float *gates, int c) {
+    Interventions iv = {0};
+    if (kind == PATCH_HEAD_OUT) {
+        iv.head_gate = gates;
+        iv.fill = (HeadFill){HEAD_FILL_PER_TOKEN, patch_runs_hook(r, PATCH_CLEAN, HOOK_Z, c)};
+        return iv;
+    }
+    const HeadInput in = kind == PATCH_Q   ? HEAD_INPUT_Q
+                         : kind == PATCH_K ? HEAD_INPUT_K
+                         : kind == PATCH_V ? HEAD_INPUT_V
+                                           : HEAD_INPUT_PATTERN;
+    iv.input[in] = (InputPatch){
+        gates, patch_runs_hook(r, PATCH_CLEAN, in == HEAD_INPUT_PATTERN ? HOOK_PATTERN : HOOK_QKV, c)};
+    return iv;
+}
+
+static void test_own_values(int n_kv_head) {
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, n_kv_head, 13)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 2, 3);
+    PatchRuns r;
+    patch_runs_init(&r, &s.m, &ps);
+    const PatchMetric k = patch_metric_of(&ps);
+    float zeros[64] = {0}, ones[64];
+    for (int i = 0; i < 64; i++) ones[i] = 1.0f;
+    for (int kind = 0; kind < N_PATCH_KINDS; kind++) {
+        double all[N_PATCH_METRICS] = {0}, none[N_PATCH_METRICS] = {0};
+        for (int c = 0; c < ps.n_chunks; c++) {
+            Interventions iv = every_head(&r, kind, zeros, c);
+            patch_forward(&s.m, &iv, &ps, c, PATCH_CLEAN, all);
+            iv = every_head(&r, kind, ones, c);
+            patch_forward(&s.m, &iv, &ps, c, PATCH_CORRUPT, none);
+        }
+        const double e_all = patch_effect(&r, k, patch_metric_mean(&ps, all[k]));
+        const double e_none = patch_effect(&r, k, patch_metric_mean(&ps, none[k]));
+        char what[200];
+        snprintf(what, sizeof what,
+                 "H_kv %d, %s: every head patched with the clean run's own values: effect 1%s", n_kv_head,
+                 patch_kind_names[kind], kind == PATCH_PATTERN ? " (1e-6)" : " exactly");
+        test_check(what, kind == PATCH_PATTERN ? fabs(e_all - 1.0) <= 1e-6 : e_all == 1.0, "%.12g", e_all);
+        snprintf(what, sizeof what, "H_kv %d, %s: no head patched (gates 1, clean fills): effect 0 exactly",
+                 n_kv_head, patch_kind_names[kind]);
+        test_check(what, e_none == 0.0, "%.12g", e_none);
+    }
+    patch_runs_free(&r);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
+static void test_threads(void) {
+#ifdef _OPENMP
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, 2, 17)) return;
+    s.cfg.patch_batches = 2;
+    HeadPatching one, two;
+    omp_set_num_threads(1);
+    head_patching_run(&one, &s.m, &s.task, &s.cfg);
+    omp_set_num_threads(2);
+    head_patching_run(&two, &s.m, &s.task, &s.cfg);
+    int same = 1;
+    for (int kind = 0; kind < N_PATCH_KINDS; kind++) {
+        const size_t n = (size_t)one.n_layer * one.heads[kind];
+        same &= !memcmp(one.effect[kind], two.effect[kind], n * sizeof(double)) &&
+                !memcmp(one.atp[kind], two.atp[kind], n * sizeof(double));
+    }
+    test_check("head_patching_run at 1 and 2 threads: the same bits", same, "they differ");
+    head_patching_free(&one);
+    head_patching_free(&two);
+    teardown(&s);
+#endif
+}
+
 int main(void) {
     test_induction_set();
     test_two_source_set();
     test_metric_and_runs(TASK_INDUCTION, 16, 4);
     test_metric_and_runs(TASK_TWO_SOURCE, 30, 2);
+    test_own_values(4);
+    test_own_values(2);
+    test_threads();
     return test_finish();
 }
