@@ -1,9 +1,9 @@
 /* causal.js: the "Causal" section of a run's page (scripts/report RUN.h5): activation patching per
  * head (/patching) beside zero ablation (/heads) and K-composition (/circuits) as layer × head
  * grids, the heads that carry most of the patching effect, the other patching kinds and their AtP
- * estimates, the direct logit attribution with all its parts (/dla), the copying scores
- * (/scores/copying) and the strongest path-patching edges as a small graph (/patching/path_*), or
- * what is absent. Reads D.causal of python/heads/report_causal.py, D.heads and D.circuits; uses
+ * estimates, the strongest path-patching edges as a small graph (/patching/path_*) or why there
+ * are none, the direct logit attribution with all its parts (/dla), the copying scores
+ * (/scores/copying), then the other patching kinds and their AtP estimates. Reads D.causal of python/heads/report_causal.py, D.heads and D.circuits; uses
  * common.js, chart.js (svgEl) and study.js (headName, headChip). Knows nothing of HDF5. */
 "use strict";
 
@@ -81,6 +81,15 @@ function buildCausal(D, root) {
   if (D.heads.ablation_delta) causalGrid(row, "causal-ablation", "Δloss with the head's output zeroed (nats)", D.heads.ablation_delta.values);
   if (D.circuits && D.circuits.kinds.k_composition && D.circuits.kinds.k_composition.values.length > 1)
     causalGrid(row, "causal-composition", "strongest K-composition with an earlier head (weights)", strongestReader(D.circuits));
+  buildPaths(D, C, root);
+  buildDla(D, C, root);
+  if (C.copying) {
+    el("h3", {}, root, "Copying scores");
+    el("p", { class: "note" }, root, "Olsson et al. (2022), as TransformerLens computes it: Re(Σλ)/Σ|λ| over the eigenvalues of the " +
+       "full OV circuit W_E·W_V·W_O·W_U, LayerNorm folded: 1 for a head that copies its input token to the output, −1 for one " +
+       "that suppresses it. An induction head attends to the token after an earlier copy AND copies it.");
+    causalGrid(el("div", { class: "grids" }, root), "causal-copying", "copying score", C.copying);
+  }
   const kinds = Object.keys(C.patching).filter(k => k !== "head_out");
   if (kinds.length || Object.keys(C.atp).length) {
     el("h3", {}, root, "Patching by kind, and the AtP estimate");
@@ -92,15 +101,6 @@ function buildCausal(D, root) {
                                       (C.atp_correlation[k] !== undefined ? ` (Pearson r ${fmtNum(C.atp_correlation[k])} with the exact effect)` : ""),
                                       C.atp[k]);
   }
-  buildDla(D, C, root);
-  if (C.copying) {
-    el("h3", {}, root, "Copying scores");
-    el("p", { class: "note" }, root, "Olsson et al. (2022), as TransformerLens computes it: Re(Σλ)/Σ|λ| over the eigenvalues of the " +
-       "full OV circuit W_E·W_V·W_O·W_U, LayerNorm folded: 1 for a head that copies its input token to the output, −1 for one " +
-       "that suppresses it. An induction head attends to the token after an earlier copy AND copies it.");
-    causalGrid(el("div", { class: "grids" }, root), "causal-copying", "copying score", C.copying);
-  }
-  buildPaths(D, C, root);
 }
 
 function buildDla(D, C, root) {
@@ -133,7 +133,8 @@ function buildPaths(D, C, root) {
   }
   if (!C.paths.length) { el("p", { class: "note", id: "paths-absent" }, root, "Path patching found no edge with an effect."); return; }
   el("p", { class: "note" }, root, "Each edge A → B: only that path clean (A's clean output seen by B's Q, K or V input alone), every " +
-     "other path corrupted; its normalised effect. Width by |effect|; dashed: negative.");
+     "other path corrupted; its normalised effect. Colour: the input it reaches, <span style='color:#1f77b4'>Q</span>, " +
+     "<span style='color:#d62728'>K</span> or <span style='color:#2ca02c'>V</span>; width by |effect|; dashed: negative.");
   const L = D.config.n_layer, H = D.config.n_head, cw = Math.max(28, Math.min(60, 640 / H)), rh = 90;
   const W = 60 + H * cw, Hh = 40 + (L - 1) * rh + 30;
   const svg = svgEl("svg", { width: W, height: Hh, viewBox: `0 0 ${W} ${Hh}`, id: "paths-graph" }, root);
