@@ -16,6 +16,8 @@ scripts/compare say it, checked against independent computations:
 3. heads.causal.heads_carrying on hand-worked examples (ties, negative effects, NaN, all zero)
    and on the runs' /patching/head_out against a NumPy loop; the report's causal data holds it,
    the DLA parts and the head table's DLA, copying and patching columns as in the file.
+   The end-of-run head table on the terminal prints the copying, patching and DLA columns as in
+   the file.
 4. The sweep summary's heads_carrying_80 column and scripts/compare's "heads carrying 80% of
    patching" column (mean ± std per head count, and its JSON) against NumPy.
 usage: tests/test_causal.py [HARNESS]
@@ -55,7 +57,26 @@ def train(tmp, name, *sets):
         cmd += ["--set", s]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     check(f"{name}: tiny run with patching completes", run.returncode == 0, run.stderr[-400:])
+    check_head_table(name, out, run.stdout)
     return out
+
+
+def check_head_table(name, path, stdout):
+    """The end-of-run head table's copying, patching and DLA columns: the file's values as printed
+    (3, 4 and 3 decimals)."""
+    lines = stdout.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("layer  head")), None)
+    ok = start is not None and lines[start].split()[-3:] == ["copying", "patching", "DLA"]
+    with h5py.File(path, "r") as f:
+        want = (f["scores/copying"][()], f["patching/head_out"][()], f["dla/head"][()])
+    L, H = want[0].shape
+    for row in lines[start + 1:start + 1 + L * H] if ok else []:
+        cells = row.split()
+        l, h = int(cells[0]), int(cells[1])
+        ok &= all(abs(float(cells[-3 + k]) - w[l, h]) <= 0.5 * 10 ** -d + 1e-9
+                  for k, (w, d) in enumerate(zip(want, (3, 4, 3))))
+    check(f"{name}: the end-of-run head table's copying, patching and DLA columns hold the file's values", ok,
+          "\n".join(lines[start:start + 3]) if start is not None else stdout[-300:])
 
 
 def check_dla(name, path):
