@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 import torch
 
-from checks import check, finish, known_summary
+from checks import check, finish, heads12_run, known_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
@@ -51,12 +51,7 @@ TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "m
 
 
 def train(tmp, name, *sets):
-    out = os.path.join(tmp, name + ".h5")
-    cmd = [HARNESS, "configs/heads12.yaml", *TINY, "--set", f"output.path={out}"]
-    for s in sets:
-        cmd += ["--set", s]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    check(f"{name}: tiny run with patching completes", run.returncode == 0, run.stderr[-400:])
+    out, run = heads12_run(HARNESS, ROOT, tmp, name, TINY, sets, "tiny run with patching completes")
     check_head_table(name, out, run.stdout)
     return out
 

@@ -16,14 +16,6 @@
 #include "dla.h"
 #include "testlib.h"
 
-static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
-    model_init(m, shape, max_batch);
-    model_init_weights(m, seed);
-    Rng rng = rng_stream(seed, 51, 0);
-    for (size_t i = 0; i < m->n_params; i++)
-        m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
-}
-
 static double parts_sum(const Dla *d) {
     double s = d->embed + d->ln_bias;
     for (int l = 0; l < d->n_layer; l++) s += d->bias_o[l];
@@ -44,7 +36,7 @@ static void check_layout(const char *name, ModelShape shape) {
     enum { N = 5 };
     const int T = shape.seq_len, V = shape.vocab_size;
     Model m;
-    init_perturbed(&m, shape, N, 7);
+    test_model_perturbed(&m, shape, N, 7);
     int *tokens = calloc((size_t)N * T, sizeof(int)), *targets = calloc((size_t)N * T, sizeof(int));
     float *mask = calloc((size_t)N * T, sizeof(float)), *one = calloc((size_t)N * T, sizeof(float));
     Rng rng = rng_stream(3, 0, 0);

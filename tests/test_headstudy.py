@@ -33,7 +33,7 @@ import tempfile
 import h5py
 import numpy as np
 
-from checks import check, finish
+from checks import check, finish, heads12_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
@@ -47,13 +47,7 @@ TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "m
 
 
 def train(tmp, name, *sets):
-    out = os.path.join(tmp, name + ".h5")
-    cmd = [HARNESS, "configs/heads12.yaml", *TINY, "--set", f"output.path={out}"]
-    for s in sets:
-        cmd += ["--set", s]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    check(f"{name}: tiny run completes", run.returncode == 0, run.stderr[-400:])
-    return out, run
+    return heads12_run(HARNESS, ROOT, tmp, name, TINY, sets)
 
 
 def numpy_composition(f):
