@@ -18,7 +18,7 @@ scripts/compare say it, checked against independent computations:
    the DLA parts and the head table's DLA, copying and patching columns as in the file.
    The end-of-run head table on the terminal prints the copying, patching and DLA columns as in
    the file.
-4. The sweep summary's heads_carrying_80 column and scripts/compare's "heads carrying 80% of
+4. The sweep summary's patching_heads_80 column and scripts/compare's "heads carrying 80% of
    patching" column (mean ± std per head count, and its JSON) against NumPy.
 usage: tests/test_causal.py [HARNESS]
 """
@@ -188,7 +188,7 @@ def check_compare(tmp):
         want = {h: f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f} of {2 * h}" for h, v in carrying.items()}
         ok = all(cells[str(h)][i] == want[h] for h in carrying)
     check("compare: the 'heads carrying 80% of patching' column is mean ± std over seeds (NumPy) of "
-          "the summary's heads_carrying_80", ok, p.stdout[-600:] + p.stderr[-300:])
+          "the summary's patching_heads_80", ok, p.stdout[-600:] + p.stderr[-300:])
     p = subprocess.run([PY, os.path.join(ROOT, "scripts", "compare"), outdir, "--json"], capture_output=True,
                        text=True, timeout=120)
     j = json.loads(p.stdout) if p.returncode == 0 else {"rows": []}

@@ -16,7 +16,7 @@ PATCH_KINDS = [  # (dataset under /patching, what is taken from the clean run)
     ("v", "its V input"), ("pattern", "its attention pattern")]
 PATH_KINDS = [("path_q", "Q"), ("path_k", "K"), ("path_v", "V")]
 CARRY_SHARE = 0.8  # the share of the patching effect heads_carrying counts the heads of
-CARRY_COLUMN = "heads_carrying_80"  # its summary column
+CARRY_COLUMN = "patching_heads_80"  # its summary column (not heads_...: those are class counts)
 
 
 def _array(f, path):

@@ -57,25 +57,25 @@ def plot_patching(f, run_name, out, tmp, out_atp=None, out_kv=None):
     meaning = dict(causal.PATCH_KINDS)
     exact, atp, kv = [], [], []
     for kind, values in effects.items():
-        panel = (kind, f"{meaning[kind]} from the clean run: normalised effect on {metric}", values, "delta",
-                 scale, "effect")
+        panel = (kind, f"{meaning[kind]} from the clean run", values, "delta", scale, "effect")
         estimate = None
         if kind in estimates:
             r = causal.atp_correlation(f).get(kind, float("nan"))
-            estimate = (f"atp_{kind}", f"AtP estimate: {meaning[kind]} (Pearson r {r:.3f} with the exact effect)",
-                        estimates[kind], "delta", scale, "effect")
+            estimate = (f"atp_{kind}", f"AtP: {meaning[kind]} (r {r:.3f} with the exact)", estimates[kind],
+                        "delta", scale, "effect")
         if values.shape[1] == H:
             exact.append(panel)
             atp += [estimate] if estimate else []
         else:
             kv += [panel] + ([estimate] if estimate else [])
-    header = f"{run_name}: activation patching, clean into corrupted (1 = the clean behaviour restored)"
-    _draw(out, header + "; layer × head", exact, tmp)
+    header = (f"{run_name}: activation patching, clean into corrupted\nnormalised effect on {metric} "
+              "(1 = the clean behaviour restored)")
+    _draw(out, header + ", layer × head", exact, tmp)
     if atp and out_atp:
-        _draw(out_atp, f"{run_name}: attribution patching (AtP), the one-backward estimate of {os.path.basename(out)}",
-              atp, tmp)
+        _draw(out_atp, f"{run_name}: attribution patching (AtP),\nthe one-backward estimate of "
+                       f"{os.path.basename(out)}", atp, tmp)
     if kv and out_kv:
-        _draw(out_kv, header + "; layer × K/V head", kv, tmp)
+        _draw(out_kv, header + ", layer × K/V head", kv, tmp)
     return True
 
 
