@@ -17,7 +17,8 @@ scripts/compare say it, checked against independent computations:
    and on the runs' /patching/head_out against a NumPy loop; the report's causal data holds it,
    the DLA parts and the head table's DLA, copying and patching columns as in the file.
    The end-of-run head table on the terminal prints the copying, patching and DLA columns as in
-   the file.
+   the file; `harness check` passes the run and finds a DLA part moved by 0.01 and a copying
+   score of 1.5.
 4. The sweep summary's patching_heads_80 column and scripts/compare's "heads carrying 80% of
    patching" column (mean ± std per head count, and its JSON) against NumPy.
 usage: tests/test_causal.py [HARNESS]
@@ -26,6 +27,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,6 +94,23 @@ def check_dla(name, path):
           f"logit {d['logit']:.3f})", err <= 1e-4 and d["head"].shape == ref["head"].shape)
     check(f"{name}: /dla positions = the marked positions' count ({d['positions']:.0f})",
           d["positions"] == float(positions.sum()) and d["positions"] > 0)
+
+
+def check_harness_check(tmp, name, path):
+    """harness check: the run is ok; a copy with one DLA part moved by 0.01 and a copying score of
+    1.5 has exactly those two problems, exit 1."""
+    ok = subprocess.run([HARNESS, "check", path], capture_output=True, text=True, timeout=120)
+    bad = os.path.join(tmp, name + "_tampered.h5")
+    shutil.copy(path, bad)
+    with h5py.File(bad, "r+") as f:
+        f["dla/head"][0, 0] += 0.01
+        f["scores/copying"][0, 0] = 1.5
+    p = subprocess.run([HARNESS, "check", bad], capture_output=True, text=True, timeout=120)
+    lines = p.stdout.strip().splitlines()
+    check(f"{name}: harness check passes the run and finds a DLA part moved by 0.01 and a copying score "
+          "of 1.5 in a copy", ok.returncode == 0 and p.returncode == 1 and len(lines) == 3
+          and "/dla: the parts add up to" in lines[0] and "/scores/copying layer 0 head 0: 1.5" in lines[1],
+          ok.stdout + p.stdout)
 
 
 def read_csv_columns(path):
@@ -206,12 +225,12 @@ def main():
                     "model.pos=rope", "model.n_layer=3")
         check_dla("4 heads, 2 layers", mha)
         check_dla("grouped K/V (4 query, 2 K/V heads), rotary, 3 layers", gqa)
+        check_harness_check(tmp, "mha", mha)
         check_plots(tmp, "mha", mha, grouped=False)
         check_plots(tmp, "gqa_rope", gqa, grouped=True)
         check_carrying({"mha": mha, "gqa_rope": gqa})
         check_compare(tmp)
     finally:
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     return finish()
 
