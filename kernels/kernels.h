@@ -217,6 +217,30 @@ void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be 
                         const float *fill,  // (H·d_head) or NULL, as in the forward
                         int N, int H, int d_head);
 
+/* ---- hard_concrete.c: stochastic gates of the Hard Concrete distribution (Louizos et al. 2018)
+ * on n gates, each with its own location log α: g = min(1, max(0, σ((logit u + log α) / β) ·
+ * (r − l) + l)) for given noise u, and P(g ≠ 0) = σ(log α − β log(−l / r)) ---- */
+typedef struct {
+    float temperature; /* β > 0 */
+    float low, high;   /* the stretch interval (l, r), l < 0 and r > 1 */
+} HardConcrete;
+void hard_concrete_sample(float *gate,            // (n) the gates, in [0, 1]
+                          const float *log_alpha, // (n)
+                          const float *u,         // (n) noise in (0, 1)
+                          int n, HardConcrete hc);
+void hard_concrete_sample_backward(float *d_log_alpha,     // (n) += d_gate · d gate / d log α (u fixed)
+                                   const float *d_gate,    // (n)
+                                   const float *log_alpha, // (n)
+                                   const float *u,         // (n) the forward's noise
+                                   int n, HardConcrete hc);
+void hard_concrete_p_open(float *p_open,          // (n) P(g ≠ 0)
+                          const float *log_alpha, // (n)
+                          int n, HardConcrete hc);
+void hard_concrete_p_open_backward(float *d_log_alpha,     // (n) += d_p_open · P (1 − P)
+                                   const float *d_p_open,  // (n)
+                                   const float *log_alpha, // (n)
+                                   int n, HardConcrete hc);
+
 /* ---- patch_mix.c: activation patching's gates on groups of columns, and P · V from given maps ----
  * x = gate[g] · x + (1 − gate[g]) · fill over group g's d_head columns starting at offset +
  * g·d_head of each row: gate 1 keeps a value, 0 replaces it by the fill (another forward's value
@@ -236,10 +260,12 @@ void column_gate_backward(float *d_x,        // (N, W) in place, or NULL
                           const float *gate, // (G)
                           int N, int W, int offset, int G, int d_head);
 /* out[b, t, h] = Σ_j probs[b, h, t, j] · V[b, j, h]: a head's output from given maps (patching a
- * pattern); forward only, nothing is differentiated through it. */
+ * pattern), for the heads whose gate is not 1 (the others' columns untouched); forward only,
+ * nothing is differentiated through it. */
 void attention_values_forward(float *out,         // (B, T, E)
                               const float *probs, // (B, H, T, T)
                               const float *qkv,   // (B, T, 3E): V at 2E + h·d_head
+                              const float *gate,  // (H)
                               int B, int T, int H, int d_head);
 
 #endif

@@ -34,12 +34,13 @@ void column_gate_backward(float *d_x, float *d_gate, const float *d, const float
     }
 }
 
-void attention_values_forward(float *out, const float *probs, const float *qkv, int B, int T, int H,
-                              int d_head) {
+void attention_values_forward(float *out, const float *probs, const float *qkv, const float *gate, int B,
+                              int T, int H, int d_head) {
     const size_t E = (size_t)H * d_head;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
+            if (gate[h] == 1.0f) continue;
             const float *P = probs + ((size_t)b * H + h) * T * T;
             for (int t = 0; t < T; t++) {
                 float *o = out + ((size_t)b * T + t) * E + (size_t)h * d_head;

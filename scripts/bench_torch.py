@@ -10,7 +10,8 @@ backward, clip, AdamW step: the same work the harness times.
 usage: bench_torch.py --vocab V --d-model D --n-head H --d-head DH --n-layer L --seq-len T
                       --batch B --steps N --threads P [--budget S] [--data FILE]
        bench_torch.py --peak N --threads P      GFLOP/s of torch.mm on N x N float32 matrices
-Prints one JSON object on stdout: per-step seconds, max RSS (KiB), versions, and the BLAS that was
+Prints one JSON object on stdout: per-step seconds (wall, and the process's CPU time: on a shared
+machine the steadier of the two), max RSS (KiB), versions, and the BLAS that was
 really loaded (for OpenBLAS: its build string and the kernels it chose, e.g. Haswell or SkylakeX).
 Run with Debian's /usr/bin/python3 (python3-torch).
 """
@@ -171,12 +172,12 @@ def main(argv):
                             lr=1e-3, betas=(0.9, 0.99), eps=1e-8, foreach=True)
     B, T = a.batch, a.seq_len
     gen = torch.Generator().manual_seed(0)
-    times = []
+    times, cpu_times = [], []
     begin = time.perf_counter()
     for _ in range(a.steps):
         if a.budget > 0 and len(times) >= 6 and time.perf_counter() - begin > a.budget:
             break
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         starts = torch.randint(0, len(data) - T - 1, (B,), generator=gen)
         idx = starts[:, None] + torch.arange(T + 1)
         chunk = data[idx]
@@ -190,7 +191,8 @@ def main(argv):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
-    info.update(step_s=times, loss=float(loss), max_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        cpu_times.append(time.process_time() - c0)
+    info.update(step_s=times, step_cpu_s=cpu_times, loss=float(loss), max_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                 rss_before_model_kib=rss_before)
     print(json.dumps(info))
     return 0

@@ -197,6 +197,7 @@ static int check_file(void *arg, char *msg, int size) {
         check_logs(&c);
         check_analysis(&c);
         check_heads(&c);
+        check_gates(&c);
         check_causal(&c);
     }
     results_reader_close(&rd);

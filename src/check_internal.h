@@ -49,4 +49,8 @@ void check_heads(Checker *c);
 /* /dla: its parts add up to /dla/logit; /scores/copying: every score in [-1, 1] (or NaN). */
 void check_causal(Checker *c);
 
+/* check_gates.c: the learned head gates (train.head_l0): their datasets, P(open) in [0, 1], the
+ * heads kept recomputed, the closed heads' W_o rows zero. */
+void check_gates(Checker *c);
+
 #endif

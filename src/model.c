@@ -110,47 +110,13 @@ static void layernorm_bwd(Pass *p) {
                        slice(p, m->act.ln_rstd, 1), p->BT, (int)D);
 }
 
-/* ---- project, input deltas (Interventions.input_deltas): a head whose Q, K or V input reads
- * h + delta gets its d_head columns of qkv projected again from LN_l(h + delta) (+ W_pos[t]
- * before it for the shortformer's Q and K), after the layer's own projection; the columns keep
- * the bits of the plain projection's where delta is 0 (linear_forward_columns). The scratch is
- * the call's own: a forward without deltas allocates and computes nothing more. */
-static size_t part_column(ModelShape s, HeadInput part, int head) {
-    int first = part == HEAD_INPUT_Q ? 0 : part == HEAD_INPUT_K ? s.n_head : s.n_head + s.n_kv_head;
-    return (size_t)(first + head) * s.d_head;
-}
-static void project_input_deltas(Pass *p, int positions_in_qk) {
-    const Interventions *iv = p->iv;
-    const ModelShape s = p->m->shape;
-    const size_t D = s.d_model, W = qkv_width(s), BT = p->BT;
-    const ParamTensors *w = &p->m->params;
-    const float *h = slice(p, p->m->act.residual, D);
-    float *x = NULL, *z = NULL, *stats = NULL;
-    for (int i = 0; i < iv->n_input_deltas; i++) {
-        const InputDelta *d = &iv->input_deltas[i];
-        if (d->layer != p->l) continue;
-        if (!x) {
-            x = xcalloc(BT * D, sizeof(float));
-            z = xcalloc(BT * D, sizeof(float));
-            stats = xcalloc(2 * BT, sizeof(float));
-        }
-        for (size_t k = 0; k < BT * D; k++) x[k] = h[k] + d->delta[k];
-        if (positions_in_qk && d->part != HEAD_INPUT_V)
-            position_add_forward(x, x, w->pos_emb, p->B, p->T, (int)D);
-        layernorm_forward(z, stats, stats + BT, x, w->ln_g + p->l * D, w->ln_b + p->l * D, (int)BT, (int)D);
-        linear_forward_columns(slice(p, p->m->act.qkv, W), z, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W,
-                               (int)BT, (int)D, (int)W, (int)part_column(s, d->part, d->head), s.d_head);
-    }
-    free(x), free(z), free(stats);
-}
-
 /* ---- project: qkv = z · W_qkv + b_qkv */
 static void project_fwd(Pass *p) {
     const Model *m = p->m;
     const size_t D = m->shape.d_model, W = qkv_width(m->shape);
     linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
                    m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
-    project_input_deltas(p, 0);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 static void project_bwd(Pass *p) {
     Model *m = p->m;
@@ -179,7 +145,7 @@ static void project_shortformer_fwd(Pass *p) {
     linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
                    (int)D, (int)W);
     column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
-    project_input_deltas(p, 1);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 /* The Q|K gradient flows through LN(h + W_pos) into h and W_pos, the V gradient through z. */
 static void project_shortformer_bwd(Pass *p) {
@@ -310,13 +276,16 @@ static void qkv_patch_bwd(Pass *p) {
 /* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
  * (activation patching); nothing where every pattern gate of the layer is 1 */
 static const float *attend_input(const Pass *p);
-/* P_fill·V of the layer, every head, into a new (B, T, E) block. */
-static float *filled_values(const Pass *p) {
+/* P_fill·V of the layer's heads whose gate is not 1 (all of them where gate is the all-1 NULL of
+ * a gradient at gate 1), into a new (B, T, E) block. */
+static float *filled_values(const Pass *p, const float *gate) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
     float *pv = xcalloc((size_t)p->BT * E, sizeof(float));
     const float *maps = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * p->BT * s.n_head * p->T;
-    attention_values_forward(pv, maps, attend_input(p), p->B, p->T, s.n_head, s.d_head);
+    float *every = xcalloc((size_t)s.n_head, sizeof(float)); /* 0: not 1, computed */
+    attention_values_forward(pv, maps, attend_input(p), gate ? gate : every, p->B, p->T, s.n_head, s.d_head);
+    free(every);
     return pv;
 }
 static void pattern_patch_fwd(Pass *p) {
@@ -324,7 +293,7 @@ static void pattern_patch_fwd(Pass *p) {
     const size_t E = (size_t)s.n_head * s.d_head;
     const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
     if (!gate) return;
-    float *pv = filled_values(p);
+    float *pv = filled_values(p, gate);
     column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
 }
@@ -336,7 +305,7 @@ static void pattern_patch_bwd(Pass *p) {
      * intervention (begin_forward), its gate's gradient taken at gate 1 */
     CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
     if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
-    float *pv = filled_values(p);
+    float *pv = filled_values(p, NULL);
     column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
                          slice(p, p->m->act.att_out, E), pv, NULL, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
@@ -484,12 +453,15 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
     CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
-    for (int i = 0; i < iv->n_input_deltas; i++) { /* in a layer that runs its projection */
+    int at_head_mix = 0; /* deltas in a layer started at its head mix: their heads recomputed */
+    for (int i = 0; i < iv->n_input_deltas; i++) {
         const InputDelta *d = &iv->input_deltas[i];
         CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
-        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer + (iv->start_state && iv->start_state->z));
+        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer);
         CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
+        at_head_mix += d->layer == iv->start_layer && iv->start_state && iv->start_state->z;
     }
+    CHECK(at_head_mix <= 1); /* each one recomputes its heads from the state alone */
     for (int k = 0; k < N_HEAD_INPUTS; k++) {
         const InputPatch *in = &iv->input[k];
         const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
@@ -508,11 +480,13 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     m->last.has_targets = targets != NULL;
     m->last.iv = *iv;
     m->last.whole = !iv->start_state;
+    m->last.from_head_mix = iv->start_state && iv->start_state->z;
 }
 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
+    if (from_head_mix) model_delta_heads(m, l, p.B, p.T, heads_output(m, l));
     for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
         m->plan.stage[i]->forward(&p);
 }
@@ -525,15 +499,14 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
-    const int from_head_mix = iv->start_state && iv->start_state->z;
     if (iv->start_state) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
-        if (from_head_mix) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+        if (iv->start_state->z) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
-    for (int l = first; l < L; l++) forward_layer(m, l, from_head_mix && l == first);
+    for (int l = first; l < L; l++) forward_layer(m, l, m->last.from_head_mix && l == first);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -609,10 +582,10 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     CHECK(layer >= 0 && layer < m->shape.n_layer && m->last.batch > 0);
     const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
     const int first = m->last.iv.start_layer;
-    /* a forward from a HeadState has nothing of the layers before it, and of its own layer
-     * only the state and what follows the head mix (all of it when the state had no z: the
-     * pointer to it may be gone, so its layer is told as for a state with one) */
-    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
+    /* a forward from a HeadState has nothing of the layers before it, and from a head mix of its
+     * own layer only the state and what follows */
+    if (!m->last.whole &&
+        (layer < first || (layer == first && m->last.from_head_mix && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
     switch (p) {

@@ -138,8 +138,8 @@ typedef struct {
 } HeadFill;
 
 /* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
- * (B, T, D) and hook_z (B, T, E). Without z, the state at the layer's LayerNorm: a forward from
- * it runs the whole layer from that input. */
+ * (B, T, D) and hook_z (B, T, E). With z NULL, the layer's input alone: a forward from it runs
+ * the whole layer (a patch of the layer's Q, K, V or pattern on another forward's layers below). */
 typedef struct {
     const float *resid_pre;
     const float *z;
@@ -188,17 +188,18 @@ typedef struct {
     const float *head_gate;
     HeadFill fill;
     /* Where the forward starts. start_layer 0 without start_state: a whole forward. With
-     * start_state: the layer's head mix from that state (its LayerNorm when the state has no z;
-     * made with the same gates and fill in the layers before it, it gives the bits of a whole
-     * forward); without: layer start_layer
+     * start_state: the layer's head mix from that state, or the whole layer from its input when
+     * the state has no z (made with the same interventions in the layers before it, it gives the
+     * bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
-    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in a layer the forward
-     * runs from its LayerNorm (start_layer or later; past start_layer with a start_state that
-     * has a z).
-     * Forward only: a forward with any asks for no gradients. */
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in start_layer or
+     * later. In a start_layer begun at its head mix (a start_state with z) at most one, whose
+     * heads are recomputed from the state's resid_pre alone (their attention; the others keep
+     * the state's z): the values of the whole layer run on that input. Forward only: a forward
+     * with any asks for no gradients. */
     const InputDelta *input_deltas;
     int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
@@ -234,7 +235,8 @@ typedef struct {
     const int *tokens, *targets;
     const float *mask;
     Interventions iv;
-    int whole; /* from the embedding: every activation is there */
+    int whole;         /* from the embedding: every activation is there */
+    int from_head_mix; /* started at start_layer's head mix (a HeadState with z) */
     float loss;
 } ForwardState;
 
@@ -289,6 +291,8 @@ size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The scratch floats a forward with one input delta allocates on top of the activations. */
+size_t model_input_delta_floats(ModelShape shape, int B, int T);
 /* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
  * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
  * the activations for max_batch; 0 when it keeps none. */

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "patch_heads.h"
+#include "headstudy.h"
 #include "results.h"
 #include "util.h"
 #ifdef _OPENMP
@@ -16,22 +17,6 @@
 #endif
 
 const char *const patch_kind_names[N_PATCH_KINDS] = {"head_out", "q", "k", "v", "pattern"};
-
-static int thread_index(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static double process_cpu_seconds(void) {
     struct timespec t;
@@ -73,14 +58,14 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
     const int n = hp->n_layer * hp->heads[k], layer = head / hp->heads[k];
     for (int i = 0; i < n; i++) gates[i] = i == head ? 0.0f : 1.0f;
     Interventions iv = patched(r, k, gates, c);
-    HeadState state;
-    if (k == PATCH_HEAD_OUT) { /* the layers below are the corrupted run's: start at the head mix */
-        state.resid_pre =
-            patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE];
-        state.z = patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z];
-        iv.start_layer = layer;
-        iv.start_state = &state;
-    }
+    /* the layers below are the corrupted run's: the output starts at its layer's head mix, an
+     * input at its layer */
+    HeadState state = {
+        patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE],
+        k == PATCH_HEAD_OUT ? patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z]
+                            : NULL};
+    iv.start_layer = layer;
+    iv.start_state = &state;
     double sums[N_PATCH_METRICS] = {0};
     patch_forward(v, &iv, &hp->set, c, PATCH_CORRUPT, sums);
     return sums[hp->metric];
@@ -90,7 +75,8 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
 static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) {
     const int C = hp->set.n_chunks, threads = thread_count();
     int total = 0, start[N_PATCH_KINDS + 1];
-    for (int k = 0; k < N_PATCH_KINDS; k++) start[k] = total, total += hp->n_layer * hp->heads[k];
+    for (int k = 0; k < N_PATCH_KINDS; k++)
+        start[k] = total, total += hp->measured[k] ? hp->n_layer * hp->heads[k] : 0;
     start[N_PATCH_KINDS] = total;
     Model *views = xcalloc((size_t)threads, sizeof(Model));
     float *gates = xcalloc((size_t)threads * hp->n_layer * hp->n_head, sizeof(float));
@@ -107,8 +93,9 @@ static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) 
     for (int k = 0; k < N_PATCH_KINDS; k++)
         for (int i = 0; i < hp->n_layer * hp->heads[k]; i++) {
             double total_sum = 0.0; /* in chunk order, whichever thread ran what */
-            for (int c = 0; c < C; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
-            hp->effect[k][i] = patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum));
+            for (int c = 0; c < C && hp->measured[k]; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
+            hp->effect[k][i] =
+                hp->measured[k] ? patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum)) : NAN;
         }
     for (int t = 0; t < threads; t++) model_free(&views[t]);
     free(views);
@@ -160,6 +147,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
     for (int c = 0; c < hp->set.n_chunks; c++) {
         Interventions iv = patched(r, PATCH_HEAD_OUT, ones, c);
         for (int k = PATCH_Q; k < N_PATCH_KINDS; k++) {
+            if (!hp->measured[k]) continue;
             iv.input[input_of((PatchKind)k)] =
                 patched(r, (PatchKind)k, NULL, c).input[input_of((PatchKind)k)];
             iv.input_grad[input_of((PatchKind)k)] = grad[k];
@@ -175,7 +163,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
     const double span = r->metric[PATCH_CLEAN][hp->metric] - r->metric[PATCH_CORRUPT][hp->metric];
     for (int k = 0; k < N_PATCH_KINDS; k++) {
         const int n = L * hp->heads[k];
-        for (int i = 0; i < n; i++) hp->atp[k][i] = span != 0 ? -grad[k][i] / span : NAN;
+        for (int i = 0; i < n; i++) hp->atp[k][i] = span != 0 && hp->measured[k] ? -grad[k][i] / span : NAN;
         hp->atp_correlation[k] = pearson(hp->atp[k], hp->effect[k], n);
         free(grad[k]);
     }
@@ -199,6 +187,14 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     hp->metric = patch_metric_of(&hp->set);
     PatchRuns r;
     patch_runs_init(&r, m, &hp->set);
+    for (int k = 0; k < N_PATCH_KINDS; k++)
+        hp->measured[k] = patch_runs_hook(&r, PATCH_CLEAN, fill_hook((PatchKind)k), 0) != NULL;
+    if (!hp->measured[PATCH_PATTERN])
+        snprintf(
+            hp->note, sizeof hp->note,
+            "pattern patching skipped: the clean run's maps (n_layer x batch x n_head x seq_len^2 floats a "
+            "batch) exceed %zu MiB",
+            PATCH_MAPS_BUDGET >> 20);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
     exact_effects(hp, m, &r);
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
@@ -221,12 +217,17 @@ void head_patching_free(HeadPatching *hp) {
 }
 
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
-    const size_t views = (size_t)thread_count() * model_forward_activation_floats(shape, cfg->batch_size);
-    const size_t set =
-        (size_t)cfg->patch_batches * cfg->batch_size * cfg->seq_len * (4 * sizeof(int) + sizeof(float));
+    /* a view's forward activations, any maps it keeps, and a pattern patch's P·V */
+    const size_t views =
+        (size_t)thread_count() * (model_forward_activation_floats(shape, cfg->batch_size) +
+                                  model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
+                                  (size_t)cfg->batch_size * cfg->seq_len * shape.n_head * shape.d_head);
+    const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
+    const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
+    const size_t logit_grad = BT * shape.vocab_size * sizeof(float);
     const size_t paths = path_patching_bytes(shape, cfg->batch_size, cfg->seq_len); /* after the views */
     return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
-           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set;
+           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set + logit_grad;
 }
 
 void head_patching_print(const HeadPatching *hp, FILE *out) {
@@ -244,6 +245,7 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
         fprintf(out, " %s L%dH%d %+.3f%s", patch_kind_names[k], best / hp->heads[k], best % hp->heads[k],
                 hp->effect[k][best], k + 1 < N_PATCH_KINDS ? "," : "\n");
     }
+    if (hp->note[0]) fprintf(out, "%s\n", hp->note);
     fprintf(out, "attribution patching (AtP) against it, Pearson r:");
     for (int k = 0; k < N_PATCH_KINDS; k++)
         fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],
@@ -253,34 +255,23 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
 
 static const char *patch_usage =
     "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
-    "  Runs activation patching per head (output, Q, K, V, pattern) and its attribution-patching\n"
-    "  estimate, and the direct logit attribution on the clean inputs, on a complete results file\n"
-    "  and writes them into the file (/patching, /dla), replacing any earlier ones. The file is\n"
-    "  rewritten atomically.\n"
+    "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
+    "  estimate, path patching (among the run's output.path_patch_heads) and the direct logit\n"
+    "  attribution on the clean inputs on a complete results file and writes them into the file\n"
+    "  (/patching, /dla), replacing any earlier ones. The file is rewritten atomically.\n"
     "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
     "               output.patch_batches, or the key's default 1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
 
-/* The run must be a complete results file: anything else is reported and left alone. */
-static int check_patchable(const char *path, UserError *err) {
-    char name[64];
-    RunStatus status = results_read_status(path, name, sizeof name);
-    if (!name[0])
-        return user_error(err, path, 0, 0, "not a harness results file (%s)",
-                          access(path, R_OK) != 0 ? strerror(errno)
-                                                  : "not HDF5, truncated, or without a status attribute");
-    if (status != RUN_COMPLETE)
-        return user_error(err, path, 0, 0, "the run is %s; patch needs a complete run%s", name,
-                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
-                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to patch)"
-                                                    : "");
-    return ERR_OK;
+static int write_patching(Results *res, const void *hp, UserError *err) {
+    return results_write_patching(res, hp, err);
 }
 
 static int patch_file(const char *path, int batches, int threads, UserError *err) {
     Config cfg;
-    if (check_patchable(path, err) != ERR_OK) return ERR_USER;
-    if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
+    Task task;
+    Model m;
+    if (head_study_open_run(path, "patch", threads, &cfg, &task, &m, err) != ERR_OK) return ERR_USER;
     if (batches > 0) {
         cfg.patch_batches = batches;
     } else if (cfg.patch_batches == 0) { /* the run skipped patching: patch is asked for it */
@@ -288,27 +279,10 @@ static int patch_file(const char *path, int batches, int threads, UserError *err
         config_defaults(&defaults);
         cfg.patch_batches = defaults.patch_batches;
     }
-#ifdef _OPENMP
-    omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
-#endif
-    Task task;
-    if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
-    Model m;
-    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
-    ConfigMark here = {path, 1, 1};
-    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
     HeadPatching hp;
-    memset(&hp, 0, sizeof hp);
-    if (rc == ERR_OK) head_patching_run(&hp, &m, &task, &cfg);
-    Results res;
-    if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
-    if (rc == ERR_OK) {
-        rc = results_remove(&res, "/patching", err);
-        if (rc == ERR_OK) rc = results_remove(&res, "/dla", err);
-        if (rc == ERR_OK) rc = results_write_patching(&res, &hp, err);
-        if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
-        else results_discard(&res);
-    }
+    head_patching_run(&hp, &m, &task, &cfg);
+    const char *old[] = {"/patching", "/dla"};
+    int rc = results_rewrite(path, old, 2, write_patching, &hp, err);
     if (rc == ERR_OK) head_patching_print(&hp, stdout);
     head_patching_free(&hp);
     model_free(&m);

@@ -80,9 +80,12 @@ static double setting_sum(const Model *m, const PatchRuns *r, PatchMetric metric
                           int c, Model *v, float *delta, float *zdiff) {
     sender_delta(delta, zdiff, m, r, c, st->sender_layer, st->sender_head);
     const InputDelta d = {st->receiver_layer, (HeadInput)st->kind, st->receiver_head, delta};
+    /* the corrupted run's state at the receiver's head mix: the forward recomputes the heads that
+     * read the delta and keeps every other head's corrupted output */
+    const int l = st->receiver_layer;
     const HeadState from = {patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) +
-                                st->receiver_layer * r->floats[HOOK_RESID_PRE],
-                            NULL};
+                                l * r->floats[HOOK_RESID_PRE],
+                            patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + l * r->floats[HOOK_Z]};
     const Interventions iv = {
         .start_layer = st->receiver_layer, .start_state = &from, .input_deltas = &d, .n_input_deltas = 1};
     double sums[N_PATCH_METRICS] = {0};
@@ -94,7 +97,7 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
                        const double *head_out_effect, int top_heads) {
     const double cpu_start = util_cpu_seconds();
     const ModelShape s = m->shape;
-    const int L = s.n_layer, H = s.n_head, C = r->set->n_chunks, threads = util_thread_count();
+    const int L = s.n_layer, H = s.n_head, C = r->set->n_chunks, threads = thread_count();
     memset(pp, 0, sizeof *pp);
     pp->n_layer = L;
     pp->n_head = H;
@@ -117,7 +120,7 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
     double *sum = xcalloc((size_t)n_settings * C + 1, sizeof(double)); /* (setting, chunk) */
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)n_settings * C; job++) {
-        const int t = util_thread_index();
+        const int t = thread_index();
         sum[job] = setting_sum(m, r, metric, &settings[job / C], (int)(job % C), &views[t],
                                delta + (size_t)t * BT * s.d_model, zdiff + (size_t)t * BT * s.d_head);
     }
@@ -145,9 +148,9 @@ void path_patching_free(PathPatching *pp) {
 
 size_t path_patching_bytes(ModelShape shape, int chunk, int T) {
     const size_t BT = (size_t)chunk * T;
-    const size_t per_thread =
-        model_forward_activation_floats(shape, chunk) + BT * (shape.d_model + shape.d_head);
-    return (size_t)util_thread_count() * per_thread * sizeof(float);
+    const size_t per_thread = model_forward_activation_floats(shape, chunk) +
+                              BT * (shape.d_model + shape.d_head) + model_input_delta_floats(shape, chunk, T);
+    return (size_t)thread_count() * per_thread * sizeof(float);
 }
 
 void path_patching_print(const PathPatching *pp, FILE *out) {

@@ -47,7 +47,7 @@ void path_patching_free(PathPatching *pp);
 /* One line: the strongest path per input and the cost. */
 void path_patching_print(const PathPatching *pp, FILE *out);
 /* The bytes path_patching_run allocates beyond the model and the runs (the memory estimate's
- * share): one view and one delta per thread. */
+ * share): per thread one view, one delta and a patched forward's scratch. */
 size_t path_patching_bytes(ModelShape shape, int chunk, int T);
 
 #endif

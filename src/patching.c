@@ -82,7 +82,8 @@ double patch_metric_mean(const PatchSet *ps, double sum) {
     return ps->n_positions > 0 ? sum / (double)ps->n_positions : NAN;
 }
 
-/* The hook points a run keeps, with one layer's floats for a batch of one chunk. */
+/* The hook points both runs keep, with one layer's floats for a batch of one chunk (the clean
+ * run's maps apart: patch_runs_keep_maps). */
 static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
     static const HookPoint kept[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_PATTERN, HOOK_Z, HOOK_RESID_POST};
     memset(floats, 0, sizeof(size_t) * N_HOOKS);
@@ -90,29 +91,42 @@ static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
         floats[kept[i]] = model_hook_floats(m, kept[i], chunk, T);
 }
 
-size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T) {
+int patch_runs_keep_maps(ModelShape shape, int n_chunks, int chunk, int T, size_t bytes) {
     const Model shaped = {.shape = shape}; /* model_hook_floats reads only the shape */
+    const double maps = (double)model_hook_floats(&shaped, HOOK_PATTERN, chunk, T) * shape.n_layer * n_chunks;
+    return maps * sizeof(float) <= (double)bytes;
+}
+
+size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T) {
+    const Model shaped = {.shape = shape};
     size_t floats[N_HOOKS], total = 0;
     kept_floats(floats, &shaped, chunk, T);
-    for (int p = 0; p < N_HOOKS; p++) total += floats[p];
-    return total * shape.n_layer * (size_t)n_chunks * N_PATCH_INPUTS * sizeof(float);
+    for (int p = 0; p < N_HOOKS; p++)
+        if (p != HOOK_PATTERN) total += N_PATCH_INPUTS * floats[p];
+    if (patch_runs_keep_maps(shape, n_chunks, chunk, T, PATCH_MAPS_BUDGET)) total += floats[HOOK_PATTERN];
+    return total * shape.n_layer * (size_t)n_chunks * sizeof(float);
 }
 
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps) {
+    patch_runs_init_budget(r, m, ps, PATCH_MAPS_BUDGET);
+}
+
+void patch_runs_init_budget(PatchRuns *r, Model *m, const PatchSet *ps, size_t map_bytes) {
     memset(r, 0, sizeof *r);
     r->set = ps;
     r->n_layer = m->shape.n_layer;
     kept_floats(r->floats, m, ps->chunk, ps->T);
-    const Interventions keep = {.keep_maps = 1};
+    const int maps = patch_runs_keep_maps(m->shape, ps->n_chunks, ps->chunk, ps->T, map_bytes);
     for (int in = 0; in < N_PATCH_INPUTS; in++) {
+        const Interventions keep = {.keep_maps = maps && in == PATCH_CLEAN};
         for (int p = 0; p < N_HOOKS; p++)
-            if (r->floats[p])
+            if (r->floats[p] && (p != HOOK_PATTERN || keep.keep_maps))
                 r->act[in][p] = xcalloc(r->floats[p] * r->n_layer * ps->n_chunks, sizeof(float));
         double sums[N_PATCH_METRICS] = {0};
         for (int c = 0; c < ps->n_chunks; c++) {
             patch_forward(m, &keep, ps, c, (PatchInput)in, sums);
             for (int p = 0; p < N_HOOKS; p++)
-                for (int l = 0; l < r->n_layer && r->floats[p]; l++)
+                for (int l = 0; l < r->n_layer && r->act[in][p]; l++)
                     memcpy((float *)patch_runs_hook(r, (PatchInput)in, (HookPoint)p, c) + l * r->floats[p],
                            model_hook(m, (HookPoint)p, l), sizeof(float) * r->floats[p]);
         }
@@ -127,8 +141,8 @@ void patch_runs_free(PatchRuns *r) {
 }
 
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c) {
-    CHECK(r->act[in][p] && c >= 0 && c < r->set->n_chunks);
-    return r->act[in][p] + (size_t)c * r->n_layer * r->floats[p];
+    CHECK(c >= 0 && c < r->set->n_chunks);
+    return r->act[in][p] ? r->act[in][p] + (size_t)c * r->n_layer * r->floats[p] : NULL;
 }
 
 double patch_effect(const PatchRuns *r, PatchMetric k, double patched) {

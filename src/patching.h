@@ -49,21 +49,30 @@ void patch_forward(Model *m, const Interventions *iv, const PatchSet *ps, int c,
 double patch_metric_mean(const PatchSet *ps, double sum);
 
 /* The clean and the corrupted run on every chunk: each layer's activations at the hook points
- * patching reads, in the model's activation layout for a batch of one chunk, and the metrics. */
+ * patching reads, in the model's activation layout for a batch of one chunk, and the metrics.
+ * Kept of both runs: hook_resid_pre, hook_qkv, hook_z and hook_resid_post (the last layer's is
+ * the final residual); of the clean run also hook_pattern (the fill of a pattern patch), when
+ * its maps fit PATCH_MAPS_BUDGET: (n_chunks · L · chunk · H · T²) floats, which long contexts
+ * exceed (T = 4096, 32 heads: 17 GB a batch), and then no run keeps maps. */
+#define PATCH_MAPS_BUDGET ((size_t)256 << 20) /* bytes of the clean run's kept maps */
 typedef struct {
     const PatchSet *set;
     int n_layer;
     size_t floats[N_HOOKS]; /* one layer of one chunk, per hook point (0: not kept) */
-    /* [input][hook]: (n_chunks, L, <hook's shape for one chunk>); kept: hook_resid_pre, hook_qkv,
-     * hook_pattern, hook_z, and hook_resid_post (the last layer's is the final residual) */
+    /* [input][hook]: (n_chunks, L, <hook's shape for one chunk>), NULL where not kept */
     float *act[N_PATCH_INPUTS][N_HOOKS];
     double metric[N_PATCH_INPUTS][N_PATCH_METRICS]; /* means over the set's positions */
 } PatchRuns;
 
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps);
+/* The same with another budget for the clean run's maps (tests: 0 keeps none). */
+void patch_runs_init_budget(PatchRuns *r, Model *m, const PatchSet *ps, size_t map_bytes);
+/* Whether the clean run keeps its maps (hook_pattern) within `bytes` for a shape and set size. */
+int patch_runs_keep_maps(ModelShape shape, int n_chunks, int chunk, int T, size_t bytes);
 void patch_runs_free(PatchRuns *r);
 /* Chunk c's activations of one input at hook point p, every layer: (L, <one layer's shape>),
- * layer l at + l · r->floats[p]. For hook_z this is a HEAD_FILL_PER_TOKEN fill. */
+ * layer l at + l · r->floats[p]; NULL where that hook is not kept. For hook_z this is a
+ * HEAD_FILL_PER_TOKEN fill. */
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c);
 /* The bytes patch_runs_init keeps for a shape and set size (the memory estimate's share). */
 size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T);

@@ -67,6 +67,14 @@ void results_discard(Results *r);
 int results_open_copy(Results *r, const char *path, UserError *err);
 /* Delete a dataset or group (and what is under it) if it is there. */
 int results_remove(Results *r, const char *path, UserError *err);
+/* A complete run, for a command that adds to it (`command`: "prune", "patch"): ERR_USER with one
+ * line naming the file when it is no results file or its run is not complete. */
+int results_check_complete(const char *path, const char *command, UserError *err);
+/* Add to a complete file atomically (results_open_copy): `groups` removed, then write(r, what)
+ * writes its part; the copy is renamed over the file, or deleted on any error. */
+int results_rewrite(const char *path, const char *const *groups, int n_groups,
+                    int (*write)(Results *r, const void *what, UserError *err), const void *what,
+                    UserError *err);
 
 /* 1-D datasets, e.g. "/train/loss". */
 int results_write_doubles(Results *r, const char *path, const double *x, int n, UserError *err);
@@ -119,6 +127,11 @@ int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
                          UserError *err);
+
+/* A model of the run's shape (cfg, as results_read_run_config gives it) for batches up to
+ * max_batch, with the run's trained /params. On failure the model is freed and err says why;
+ * on success the caller frees it (model_free). */
+int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err);
 
 /* Reading datasets back (resume). Each returns ERR_USER with a message if the dataset is
  * missing or has another number of elements than `count`. */

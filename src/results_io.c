@@ -411,6 +411,13 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
     return rc;
 }
 
+int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err) {
+    model_init(m, model_shape_from_config(cfg), max_batch);
+    int rc = results_read_tensors(path, "/params", m, m->param_block, (ConfigMark){path, 1, 1}, err);
+    if (rc != ERR_OK) model_free(m);
+    return rc;
+}
+
 int results_reader_open(ResultsReader *rd, const char *path, UserError *err) {
     snprintf(rd->path, sizeof rd->path, "%s", path);
     rd->file = open_results(path, NULL, err);

@@ -608,20 +608,6 @@ static void test_importance_evaluator(void) {
 
 /* ---- 7. interventions: fills, starts, hook points, and the pairings the model refuses ---- */
 
-/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. */
-static int aborts(void (*fn)(void *), void *ctx) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stderr)) _exit(3);
-        fn(ctx);
-        _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
-
 typedef struct {
     Model *m;
     const Interventions *iv;
@@ -635,7 +621,7 @@ static void backward(void *p) { model_backward(p); }
  * must not start one). */
 static int backward_refused(const Pairing *c) {
     model_forward(c->m, c->iv, c->b->inputs, c->b->targets, c->b->mask, c->b->B, c->b->T);
-    return aborts(backward, c->m);
+    return test_aborts(backward, c->m);
 }
 
 static void test_interventions(void) {
@@ -767,8 +753,9 @@ static void test_interventions(void) {
         strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
     model_free(&q);
     test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
-               !strcmp(plain_plan, "layernorm project attend head_mix w_o ") &&
-                   !strcmp(qwen_plan, "layernorm project rotary kv_repeat attend output_gate head_mix w_o "),
+               !strcmp(plain_plan, "layernorm project qkv_patch attend pattern_patch head_mix w_o ") &&
+                   !strcmp(qwen_plan, "layernorm project rotary qkv_patch kv_repeat attend pattern_patch "
+                                      "output_gate head_mix w_o "),
                "'%s' and '%s'", plain_plan, qwen_plan);
 
     free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);

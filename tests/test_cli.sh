@@ -117,8 +117,10 @@ if "$harness" "$tmp/base.yaml" > "$tmp/out" 2> "$tmp/err"; then
     done
     cp "$tmp/run.h5" "$tmp/keep.h5"
     "$harness" "$tmp/base.yaml" > /dev/null 2> "$tmp/err"
-    [ $? -eq 2 ] && cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "refuses to replace a complete result without --force" \
-        || bad "overwrote a complete result without --force"
+    [ $? -eq 2 ] && cmp -s "$tmp/run.h5" "$tmp/keep.h5" && ok "refuses to replace a complete result without --overwrite" \
+        || bad "overwrote a complete result without --overwrite"
+    grep -q -- "--overwrite" "$tmp/err" && ! grep -q -- "--force" "$tmp/err" \
+        && ok "the refusal names the option, --overwrite" || bad "refusal message: $(cat "$tmp/err")"
     "$harness" "$tmp/base.yaml" --force > /dev/null 2>&1 && ok "--force replaces it" || bad "--force"
 else
     bad "short training run failed: $(tail -3 "$tmp/err")"

@@ -15,7 +15,13 @@
  *     for bit for the output, Q, K and V; the pattern's P·V is summed otherwise than the
  *     attention's, 1e-6); on the corrupted input, every gate 1 with the clean fills gives the
  *     corrupted metric bit for bit, effect 0. For grouped K/V too.
- *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads).
+ *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads), path
+ *     patching's included.
+ *  7. Without room for maps (budget 0) the clean run keeps no hook_pattern, every other hook the
+ *     same bits.
+ *  6. A layer-1 head's Q, K, V or pattern patched by a forward from layer 1's input (a HeadState
+ *     without z: the corrupted run's hook_resid_pre) = the same patch in a whole forward, bit for
+ *     bit, and hook_qkv of that layer is there.
  * Tolerances: metrics 1e-6 relative (float logits, summed in another order). */
 #include <math.h>
 #include <stdio.h>
@@ -181,6 +187,7 @@ static void test_metric_and_runs(TaskKind task, int vocab, int n_kv_head) {
         int same = 1;
         const HookPoint hooks[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_PATTERN, HOOK_Z, HOOK_RESID_POST};
         for (int i = 0; i < 5; i++) {
+            if (hooks[i] == HOOK_PATTERN && in != PATCH_CLEAN) continue;
             const float *kept = patch_runs_hook(&r, (PatchInput)in, hooks[i], 1) + r.floats[hooks[i]];
             same &= !memcmp(kept, model_hook(&s.m, hooks[i], 1), sizeof(float) * r.floats[hooks[i]]);
         }
@@ -251,6 +258,65 @@ static void test_own_values(int n_kv_head) {
     teardown(&s);
 }
 
+static void test_start_at_input(void) {
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, 2, 19)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 1, 3);
+    PatchRuns r;
+    patch_runs_init(&r, &s.m, &ps);
+    for (int kind = PATCH_Q; kind < N_PATCH_KINDS; kind++) {
+        float gates[16];
+        for (int i = 0; i < 16; i++)
+            gates[i] = i == (kind == PATCH_K || kind == PATCH_V ? 2 + 1 : 4 + 2) ? 0.0f : 1.0f;
+        double whole[N_PATCH_METRICS] = {0}, from[N_PATCH_METRICS] = {0};
+        Interventions iv = every_head(&r, kind, gates, 0);
+        patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, whole);
+        HeadState state = {patch_runs_hook(&r, PATCH_CORRUPT, HOOK_RESID_PRE, 0) + r.floats[HOOK_RESID_PRE],
+                           NULL};
+        iv.start_layer = 1;
+        iv.start_state = &state;
+        patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, from);
+        char what[160];
+        snprintf(what, sizeof what,
+                 "%s of a layer-1 head from layer 1's input = in a whole forward, bit for bit",
+                 patch_kind_names[kind]);
+        test_check(what,
+                   !memcmp(whole, from, sizeof whole) && model_hook(&s.m, HOOK_QKV, 1) &&
+                       !model_hook(&s.m, HOOK_QKV, 0),
+                   "%.9g vs %.9g", whole[PATCH_LOGIT_DIFF], from[PATCH_LOGIT_DIFF]);
+    }
+    patch_runs_free(&r);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
+static void test_no_maps(void) {
+    Setup s;
+    if (!setup(&s, TASK_INDUCTION, 16, 4, 2, 23)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 2, 3);
+    PatchRuns with, without;
+    patch_runs_init(&with, &s.m, &ps);
+    patch_runs_init_budget(&without, &s.m, &ps, 0);
+    int same = 1;
+    const HookPoint hooks[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
+    for (int in = 0; in < N_PATCH_INPUTS; in++)
+        for (int i = 0; i < 4; i++)
+            same &= !memcmp(with.act[in][hooks[i]], without.act[in][hooks[i]],
+                            sizeof(float) * with.floats[hooks[i]] * with.n_layer * ps.n_chunks);
+    test_check(
+        "maps budget 0: no hook_pattern kept (and of the corrupted run never), the other hooks the same bits",
+        same && !without.act[PATCH_CLEAN][HOOK_PATTERN] && with.act[PATCH_CLEAN][HOOK_PATTERN] &&
+            !with.act[PATCH_CORRUPT][HOOK_PATTERN] &&
+            !memcmp(with.metric, without.metric, sizeof with.metric),
+        "differ");
+    patch_runs_free(&with);
+    patch_runs_free(&without);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
 static void test_threads(void) {
 #ifdef _OPENMP
     Setup s;
@@ -267,7 +333,12 @@ static void test_threads(void) {
         same &= !memcmp(one.effect[kind], two.effect[kind], n * sizeof(double)) &&
                 !memcmp(one.atp[kind], two.atp[kind], n * sizeof(double));
     }
-    test_check("head_patching_run at 1 and 2 threads: the same bits", same, "they differ");
+    for (int k = 0; k < N_PATH_KINDS; k++) { /* path patching, run inside it */
+        const size_t n = (size_t)one.n_layer * one.path.receivers[k] * one.n_layer * one.n_head;
+        same &= !memcmp(one.path.effect[k], two.path.effect[k], n * sizeof(double));
+    }
+    test_check("head_patching_run at 1 and 2 threads: the same bits (path patching's too)", same,
+               "they differ");
     head_patching_free(&one);
     head_patching_free(&two);
     teardown(&s);
@@ -281,6 +352,8 @@ int main(void) {
     test_metric_and_runs(TASK_TWO_SOURCE, 30, 2);
     test_own_values(4);
     test_own_values(2);
+    test_start_at_input();
+    test_no_maps();
     test_threads();
     return test_finish();
 }

@@ -57,7 +57,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
-from checks import browser, check, end_suite, harness_missing, run_check  # noqa: E402
+from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
+                    open_page, run_check)
 from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -152,19 +153,6 @@ def test_page_data():
 
 # ------------------------------------------------------------------------------------------------
 # the browser
-
-
-def open_page(d, path):
-    d.get("file://" + os.path.abspath(path))
-    for _ in range(100):
-        if d.execute_script("return document.body && document.body.dataset.ready === '1'"):
-            break
-        time.sleep(0.05)
-    return d.execute_script("return document.body.dataset.ready === '1'")
-
-
-def console_errors(d):
-    return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
 
 
 def select(d, id_, value):

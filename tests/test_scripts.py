@@ -31,6 +31,8 @@ then "N passed, M failed"; exit status 1 if anything failed:
                    measured, the printed ratio is the ratio of the printed times, the header
                    and JSON name the ISA path, CPU, caches and OpenBLAS kernels (not those of an
                    OPENBLAS_CORETYPE left in the shell), the one-thread column
+  bench scaling table  the scaling tables' ratio, MiB ratio and load-average columns, from a
+                   made-up entry
 """
 import math
 import os
@@ -704,6 +706,29 @@ def test_bench():
           text[:1500])
 
 
+def test_bench_scaling_table():
+    """The scaling tables' columns from a made-up entry (no run): the speed ratio, PyTorch's max RSS
+    over the harness's, and the load average beside the figures."""
+    import contextlib
+    import io
+    from heads import bench_report
+    entry = {"config": "T1024 B8", "B": 8, "T": 1024, "flops": 4e9,
+             "harness": {"median_s": 0.5, "max_rss_kib": 200 * 1024},
+             "torch_openblas512": {"median_s": 2.0, "max_rss_kib": 900 * 1024}, "load": [3.04, 12.5]}
+    rep = bench_report.Report()
+    with contextlib.redirect_stdout(io.StringIO()):
+        bench_report.report_scaling(rep, [entry], ["openblas512"], 100.0)
+    header = next((line for line in rep.md if line.startswith("| config")), "")
+    row = next((line for line in rep.md if line.startswith("| T1024 B8")), "")
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    names = [c.strip() for c in header.strip("|").split("|")]
+    got = dict(zip(names, cells))
+    check("bench scaling table: ratio 4.0x (PyTorch ms / harness ms), MiB ratio 4.5x (900 / 200 MiB), "
+          "load avg 3.0 -> 12.5 beside them",
+          got.get("ratio") == "4.0x" and got.get("MiB ratio") == "4.5x" and got.get("load avg") == "3.0 -> 12.5"
+          and got.get("harness MiB") == "200" and got.get("torch[openblas512] MiB") == "900", "\n".join(rep.md))
+
+
 def main():
     keep = "--keep" in sys.argv[1:]
     if harness_missing(harness.HARNESS):
@@ -717,6 +742,7 @@ def main():
     run_check("resume after kill", test_resume)
     run_check("statistics", test_statistics)
     run_check("bench", test_bench)
+    run_check("bench scaling table", test_bench_scaling_table)
     if sweep_dir:
         run_check("plots", lambda: test_plots(sweep_dir[0]))
     else:

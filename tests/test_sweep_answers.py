@@ -45,8 +45,8 @@ from scipy import stats as sps
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
-from checks import (browser, check, end_suite, harness_missing, known_summary,  # noqa: E402
-                    read_csv, run_check)
+from checks import (browser, check, end_suite, harness_missing, holm_by_hand,  # noqa: E402
+                    known_summary, read_csv, run_check)
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
@@ -146,16 +146,6 @@ def welch(a, b):
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     return float(t), float(df), float(p)
-
-
-def holm_by_hand(ps):
-    """Holm's step-down: sorted ascending, p_(i) -> max over j <= i of min(1, (m - j) p_(j))."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
 
 
 def needed_by_hand(left, loss):

@@ -208,6 +208,7 @@ def measure_config(args, config, variants, tmp, torch_warmup):
     sides = ["harness"] + (["harness_1t"] if args.threads > 1 else []) + [f"torch_{v}" for v in variants]
     runs = {side: [] for side in sides}
     failed = set()
+    load_start = loadavg()
     for round_ in range(args.repeat):
         for side in sides:
             v = side[len("torch_"):]
@@ -234,6 +235,7 @@ def measure_config(args, config, variants, tmp, torch_warmup):
         medians = [r.pop("median_s") for r in runs[side]]
         entry[side] = dict(runs=runs[side], run_medians_s=medians, median_s=min(medians),
                            max_rss_kib=max(r["max_rss_kib"] for r in runs[side]))
+    entry["load"] = [load_start, loadavg()]  # 1-minute load average before and after the config
     h = entry["harness"]["median_s"]
     print(f"  {name}: harness {fmt_ms(h) if h else 'failed'} ms" + "".join(
         f", {v} {fmt_ms(entry[f'torch_{v}']['median_s']) if entry[f'torch_{v}']['median_s'] else 'failed'} ms"

@@ -71,7 +71,9 @@ def header_lines(cpu, harness, pin, date, threads):
              f"* harness: {harness['version']}",
              f"* ISA path of the harness kernels (`harness --version`): **{harness['isa']}**"
              f"{harness['kernels'][len(harness['isa']):]}",
-             f"* threads: {threads} (and 1, for the one-thread column)"]
+             f"* threads: {threads} (and 1, for the one-thread column)",
+             f"* OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY') or 'unset (libgomp spins at barriers)'}"
+             " (both sides inherit it; on a shared machine spinning threads slow both, PyTorch's most)"]
     if pin:
         lines.append(f"* AVX2 stand-in: this CPU has AVX-512 but the harness build uses {harness['isa']}; "
                      f"OpenBLAS is pinned to its {pin} ({harness['isa']}) kernels (OPENBLAS_CORETYPE={pin}) "

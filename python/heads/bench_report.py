@@ -101,16 +101,23 @@ def report_main(rep, entries, variants, peak):
 def report_scaling(rep, entries, variants, peak):
     header = ["config"] + HARNESS_HEADER + (THREADS_HEADER if entries and "harness_1t" in entries[0] else [])
     for v in variants:
-        header += [f"torch[{v}] ms/step", "ratio", f"torch[{v}] MiB"]
+        header += [f"torch[{v}] ms/step", "ratio", f"torch[{v}] MiB", "MiB ratio"]
+    header.append("load avg")
     rows = []
     for e in entries:
         row = [e["config"]] + harness_cells(e, peak) + thread_cells(e)
         for v in variants:
             t, r = e[f"torch_{v}"], ratio(e, v)
+            both = t["median_s"] and e["harness"]["median_s"]
             row += [fmt_ms(t["median_s"]) if t["median_s"] else "failed", f"{r:.1f}x" if r else "",
-                    mib(t["max_rss_kib"]) if t["median_s"] else ""]
-        rows.append(row)
+                    mib(t["max_rss_kib"]) if t["median_s"] else "",
+                    f"{t['max_rss_kib'] / e['harness']['max_rss_kib']:.1f}x" if both else ""]
+        load = e.get("load")
+        rows.append(row + [f"{load[0]:.1f} -> {load[1]:.1f}" if load else ""])
     rep.table(header, rows)
+    rep.line("MiB ratio: PyTorch's max RSS / the harness's (> 1: the harness uses less); load avg: the "
+             "1-minute load average when the config's runs began and ended.")
+    rep.line()
 
 
 def report_generate(rep, entries, repeats):
