@@ -206,6 +206,28 @@ static const DocRow ROWS[] = {
      {"V-composition |W_OV(A) W_OV(B)| / (|W_OV(A)| |W_OV(B)|) of later head B reading "
       "earlier head A (LayerNorm folded); NaN unless A's layer is earlier",
       "1", DIMS("later layer", "later head", "earlier layer", "earlier head"), NULL, NULL}},
+    {"/scores/copying",
+     {"OV copying score Re(sum of eigenvalues) / sum of |eigenvalues| of the full OV circuit "
+      "W_E W_V W_O W_U (LayerNorm folded, unembedding centred): 1 for a head that copies tokens",
+      "1", DIMS("layer", "head"), NULL, NULL}},
+    {"/dla/head",
+     {"direct logit attribution: the head's write z_h W_O^h through the final LayerNorm (its scale "
+      "frozen at the clean run's, centred over D) dotted with the target's unembedding column, mean "
+      "over the patching set's marked positions",
+      "nats", DIMS("layer", "head"), NULL, NULL}},
+    {"/dla/bias_o",
+     {"direct logit attribution of each layer's output bias b_o (same readout and mean as /dla/head)", "nats",
+      DIMS("layer"), NULL, NULL}},
+    {"/dla/embed",
+     {"direct logit attribution of the embedding h0 (token, and learned position; same readout and mean)",
+      "nats", DIMS("value"), NULL, NULL}},
+    {"/dla/ln_bias",
+     {"direct logit attribution of the final LayerNorm's bias: lnf_b W_U[:, target], same mean", "nats",
+      DIMS("value"), NULL, NULL}},
+    {"/dla/logit",
+     {"the model's logit of the target, mean over the same positions: embed + sum of bias_o + sum of head "
+      "+ ln_bias",
+      "nats", DIMS("value"), NULL, NULL}},
     {"/gates/step",
      {"train.head_l0: training step of each row of the gate trajectory (the rows of /train/step)", "steps",
       DIMS("step"), "gate step", NULL}},

@@ -113,7 +113,8 @@ static const char *prune_usage =
     "usage: harness prune RUN.h5 [--step F] [--threads N]\n"
     "  Runs the end-of-run head study on a complete results file and writes it into the file:\n"
     "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
-    "  (/circuits), replacing any earlier ones. The file is rewritten atomically.\n"
+    "  (/circuits) and copying scores (/scores/copying), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
     "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
     "               run's output.prune_step, or the key's default 0.1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
@@ -151,8 +152,8 @@ static int prune_file(const char *path, double step, int threads, UserError *err
     }
     HeadStudy hs;
     head_study_run(&hs, &m, &task, &cfg);
-    const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
-    int rc = results_rewrite(path, old, 3, write_study, &hs, err);
+    const char *old[] = {"/prune", "/circuits", "/scores/copying", "/heads/ablation_delta_mean"};
+    int rc = results_rewrite(path, old, 4, write_study, &hs, err);
     if (rc == ERR_OK) head_study_print(&hs, stdout);
     head_study_free(&hs);
     model_free(&m);
@@ -198,6 +199,6 @@ int head_study_prune_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    fprintf(stderr, "%s: pruning curves, mean ablation and composition scores written\n", path);
+    fprintf(stderr, "%s: pruning curves, mean ablation, composition and copying scores written\n", path);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* headstudy.h: the end-of-run study of how the heads work together, on a trained model: zero and
  * mean ablation, Michel et al.'s gate-gradient importance, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
- * composition scores (circuits.h), which results_write_study writes to /heads/ablation_delta_mean,
- * /prune and /circuits.
+ * composition and copying scores (circuits.h), which results_write_study writes to
+ * /heads/ablation_delta_mean, /prune, /circuits and /scores/copying.
  * Also `harness prune RUN.h5`, which runs the same study on a complete results file and writes
  * it into that file atomically (a copy beside it is written, then renamed over it).
  * Knows nothing of training or of the results layout. */

@@ -193,6 +193,8 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
+    const PatchSet *ps = &hp->set;
+    dla_compute(&hp->dla, m, ps->tokens[PATCH_CLEAN], ps->answer[PATCH_CLEAN], ps->positions, ps->N, ps->T);
     hp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
@@ -202,6 +204,7 @@ void head_patching_free(HeadPatching *hp) {
         free(hp->atp[k]);
     }
     patch_set_free(&hp->set);
+    dla_free(&hp->dla);
     path_patching_free(&hp->path);
     memset(hp, 0, sizeof *hp);
 }
@@ -246,9 +249,9 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
 static const char *patch_usage =
     "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
     "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
-    "  estimate and path patching (among the run's output.path_patch_heads) on a complete results\n"
-    "  file and writes them into the file (/patching), replacing any earlier ones. The file is\n"
-    "  rewritten atomically.\n"
+    "  estimate, path patching (among the run's output.path_patch_heads) and the direct logit\n"
+    "  attribution on the clean inputs on a complete results file and writes them into the file\n"
+    "  (/patching, /dla), replacing any earlier ones. The file is rewritten atomically.\n"
     "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
     "               output.patch_batches, or the key's default 1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
@@ -271,8 +274,8 @@ static int patch_file(const char *path, int batches, int threads, UserError *err
     }
     HeadPatching hp;
     head_patching_run(&hp, &m, &task, &cfg);
-    const char *old[] = {"/patching"};
-    int rc = results_rewrite(path, old, 1, write_patching, &hp, err);
+    const char *old[] = {"/patching", "/dla"};
+    int rc = results_rewrite(path, old, 2, write_patching, &hp, err);
     if (rc == ERR_OK) head_patching_print(&hp, stdout);
     head_patching_free(&hp);
     model_free(&m);
@@ -313,6 +316,6 @@ int head_patching_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    fprintf(stderr, "%s: activation and attribution patching written\n", path);
+    fprintf(stderr, "%s: activation and attribution patching and direct logit attribution written\n", path);
     return 0;
 }

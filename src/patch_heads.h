@@ -20,6 +20,7 @@
 
 #include <stdio.h>
 #include "config.h"
+#include "dla.h"
 #include "model.h"
 #include "patch_paths.h"
 #include "patching.h"
@@ -39,6 +40,7 @@ typedef struct {
     double *effect[N_PATCH_KINDS]; /* (L, heads) exact normalised effect */
     double *atp[N_PATCH_KINDS];    /* (L, heads) AtP estimate of it */
     double atp_correlation[N_PATCH_KINDS]; /* Pearson r over the heads, NAN if undefined */
+    Dla dla;                               /* direct logit attribution on the set's clean inputs (dla.h) */
     double cpu_seconds;                    /* the process's CPU time it took */
     PathPatching path; /* path patching (patch_paths.h), among cfg->path_patch_heads heads */
 } HeadPatching;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include "analysis.h"
 #include "config.h"
+#include "dla.h"
 #include "headstudy.h"
 #include "patch_heads.h"
 #include "model.h"
@@ -78,6 +79,9 @@ int results_rewrite(const char *path, const char *const *groups, int n_groups,
 /* 1-D datasets, e.g. "/train/loss". */
 int results_write_doubles(Results *r, const char *path, const double *x, int n, UserError *err);
 int results_write_ints(Results *r, const char *path, const int64_t *x, int n, UserError *err);
+/* An n-dimensional float64 dataset (sums that must add up beyond float32's digits). */
+int results_write_double_array(Results *r, const char *path, const double *x, int ndim, const uint64_t *dims,
+                               UserError *err);
 /* An n-dimensional float32 or int32 dataset (parents created as needed). */
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
                         const uint64_t *dims, UserError *err);
@@ -109,7 +113,11 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
 /* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and
  * /circuits/... */
 int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
-/* /patching: the clean and corrupted set, the metric's values, the exact and AtP effects per head. */
+/* /dla/head (L, H), /dla/bias_o (L), /dla/embed, /dla/ln_bias and /dla/logit ([1] each), float64,
+ * and the attribute positions (Σ mask) on /dla. */
+int results_write_dla(Results *r, const Dla *d, UserError *err);
+/* /patching: the clean and corrupted set, the metric's values, the exact and AtP effects per head;
+ * and /dla, the direct logit attribution on the clean inputs (results_write_dla). */
 int results_write_patching(Results *r, const HeadPatching *hp, UserError *err);
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */

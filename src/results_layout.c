@@ -1,5 +1,6 @@
 /* results_layout.c: the writers of the results layout's parts (docs/results-format.md): the
- * probes, the attention snapshots, the head study (/heads, /prune, /circuits) and the tokenizer,
+ * probes, the attention snapshots, the head study (/heads, /prune, /circuits), the direct logit
+ * attribution (/dla) and the tokenizer,
  * each from the value its module returns, through the typed writers of results_io.c.
  * Owns where each of those goes in the file. Must not know: how they are computed (analysis,
  * the head study and the tokenizer hand it their results), the atomic file. */
@@ -95,6 +96,8 @@ static int write_circuits(const Circuits *c, Results *res, UserError *err) {
         if (rc == ERR_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
         if (rc == ERR_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
     }
+    if (rc == ERR_OK && c->has_copying)
+        rc = results_write_array(res, "/scores/copying", c->copying, 0, 2, dims, err);
     return rc;
 }
 
@@ -116,6 +119,17 @@ int results_write_study(Results *res, const HeadStudy *hs, UserError *err) {
             rc = results_write_attr_double(res, "/prune", "unpruned_eval_loss", hs->eval_loss, err);
     }
     if (rc == ERR_OK) rc = write_circuits(&hs->circuits, res, err);
+    return rc;
+}
+
+int results_write_dla(Results *r, const Dla *d, UserError *err) {
+    const uint64_t lh[2] = {(uint64_t)d->n_layer, (uint64_t)d->n_head}, l = (uint64_t)d->n_layer, one = 1;
+    int rc = results_write_double_array(r, "/dla/head", d->head, 2, lh, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/bias_o", d->bias_o, 1, &l, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/embed", &d->embed, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/ln_bias", &d->ln_bias, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/logit", &d->logit, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_attr_double(r, "/dla", "positions", d->weight, err);
     return rc;
 }
 
@@ -192,6 +206,7 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
             rc = results_write_attr_string(res, path, "note", hp->note, err);
     }
     if (rc == ERR_OK) rc = write_path_patching(res, &hp->path, err);
+    if (rc == ERR_OK) rc = results_write_dla(res, &hp->dla, err);
     return rc;
 }
 

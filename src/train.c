@@ -419,15 +419,18 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
 }
 
 /* The end-of-run analysis of a complete run, written: /heads, the study; the tables printed. */
-static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study, Results *res,
-                          UserError *err) {
+static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study,
+                          const HeadPatching *patching, Results *res, UserError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head;
     int rc = results_write_heads(res, L, H, study->delta_zero, study->importance,
                                  study->importance_normalized, err);
     if (rc == ERR_OK) rc = head_l0_write_kept(&st->gates, res, err);
+    const HeadTableCausal causal = {study->circuits.copying,
+                                    patching ? patching->effect[PATCH_HEAD_OUT] : NULL,
+                                    patching ? patching->dla.head : NULL};
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         study->delta_zero, study->delta_mean, study->importance);
+                         study->delta_zero, study->delta_mean, study->importance, &causal);
     if (rc == ERR_OK) rc = results_write_study(res, study, err);
     if (rc == ERR_OK) head_study_print(study, stdout);
     if (rc == ERR_OK) head_l0_print(&st->gates, stdout);
@@ -466,7 +469,8 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     }
     if (patches) head_patching_run(&patching, m, task, cfg);
     int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
-    if (rc == ERR_OK && status == RUN_COMPLETE) rc = write_analysis(st, m, &study, res, err);
+    if (rc == ERR_OK && status == RUN_COMPLETE)
+        rc = write_analysis(st, m, &study, patches ? &patching : NULL, res, err);
     if (rc == ERR_OK && patches) rc = results_write_patching(res, &patching, err);
     if (rc == ERR_OK && patches) head_patching_print(&patching, stdout);
     if (status == RUN_COMPLETE) head_study_free(&study);

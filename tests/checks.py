@@ -3,7 +3,8 @@
 check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test function and
 counts an exception as a failure; temp_suite() is the frame of a suite working in a temporary
 directory; finish() prints the closing "N passed, M failed" line that
-tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
+tests/run adds up, and returns the exit status. heads12_run() trains a small variant of the
+default config. statuses() and read_csv() read a sweep's
 results for the sweep suites; holm_by_hand() is Holm's adjustment written out, for the suites
 that recompute a table's p values; known_summary() writes a sweep summary with known losses;
 browser() starts the headless Chromium of the report suites, open_page() loads a report in it
@@ -42,6 +43,20 @@ def run_check(name, fn, passthrough=()):
         print(f"FAIL - {name}: {type(e).__name__}: {e} ({tb[-3].strip() if len(tb) > 2 else ''})",
               flush=True)
     print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
+
+
+def heads12_run(harness, root, tmp, name, base_sets, sets, what="tiny run completes"):
+    """A run of configs/heads12.yaml with the arguments base_sets ("--set", "key=value", ...) and
+    the "key=value" strings sets, into tmp/NAME.h5, checked to exit 0: (its path, the finished
+    process)."""
+    import subprocess
+    out = os.path.join(tmp, name + ".h5")
+    cmd = [harness, "configs/heads12.yaml", *base_sets, "--set", f"output.path={out}"]
+    for s in sets:
+        cmd += ["--set", s]
+    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    check(f"{name}: {what}", run.returncode == 0, run.stderr[-400:])
+    return out, run
 
 
 def statuses(outdir):

@@ -13,6 +13,7 @@ Library:
   train_steps(params, cfg, batches, steps) -> [loss of each step, taken before its update]
   sequential_batches(token_file, cfg, steps) -> [(inputs, targets, mask)] of the tokens task
   attention_maps(params, cfg, tokens[P,T]) -> [L,H,P,T,T]
+  direct_logit_attribution(params, cfg, tokens, targets, mask) -> the parts of the target's logit
   l0_settings(cfg), hard_concrete(...), p_open(...), head_gate_noise(seed, step, n),
   head_gate_init(seed, L, H), bake(params, log_alpha, cfg): the learned head gates (train.head_l0)
 
@@ -198,7 +199,8 @@ def layer_norm(h, gain, bias):
 
 
 def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None,
-            record=None, patch=None, logits_out=None, path=None):
+            record=None, patch=None, logits_out=None, path=None,
+            final_out=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
@@ -215,7 +217,8 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     Path patching (docs/analyses.md): path = (layer, kind, head, delta), kind "q", "k" or "v",
     head a query head for "q" and a K/V head for "k" and "v", delta [B,T,D]: that head's input
     of that kind in that layer is computed from LN(h + delta) (+ W_pos for the shortformer's Q
-    and K) instead of LN(h); everything else reads h.
+    and K) instead of LN(h); everything else reads h. final_out, a list, receives the final residual
+    h [B,T,D] and the logits [B,T,V].
     """
     record = record if record is not None else {}
     patch = patch or {}
@@ -291,6 +294,8 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
     if logits_out is not None:
         logits_out.append(logits)
+    if final_out is not None:
+        final_out += [h, logits]
     if targets is None:
         return None, probs
     if mask is None:
@@ -302,6 +307,37 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     ce = lse - picked                                                         # [B,T]
     loss = (ce * mask).sum() / mask.sum()
     return loss, probs
+
+
+def direct_logit_attribution(params, cfg, x, targets, mask, dtype=torch.float64):
+    """The target's logit split as docs/analyses.md's direct logit attribution: every part of the
+    final residual (the embedding, each layer's b_o, each head's z_h·W_O^h) centred over D, times
+    the position's 1/σ of the final LayerNorm, dotted with lnf_g ⊙ W_U[:, target]; plus
+    lnf_b·W_U[:, target]. Means over the mask's positions: {"head" [L,H], "bias_o" [L], "embed",
+    "ln_bias", "logit" (the forward's own)}, float64."""
+    V, D, H, dh, L, _ = dims(cfg)
+    p = cast(params, dtype)
+    heads_out, final = [], []
+    with torch.no_grad():
+        forward(p, cfg, x, heads_out=heads_out, final_out=final)
+    h_final, logits = final
+    r = 1.0 / torch.sqrt(h_final.var(dim=-1, unbiased=False) + LN_EPS)               # [B,T]
+    u = p["lnf_g"][:, None, None] * p["w_unembed"][:, targets]                      # [D,B,T]
+    u = u.permute(1, 2, 0)                                                          # [B,T,D]
+    w = mask.to(dtype)
+    mean = lambda a: float((a * w).sum() / w.sum())
+    part = lambda part_x: ((part_x - part_x.mean(-1, keepdim=True)) * u).sum(-1) * r  # [B,T]
+    h0 = p["tok_emb"][x] + (p["pos_emb"][: x.shape[1]] if layout(cfg)[1] == "learned" else 0)
+    out = {"embed": mean(part(h0)), "head": np.zeros((L, H)), "bias_o": np.zeros(L),
+           "ln_bias": mean((p["lnf_b"][:, None, None] * p["w_unembed"][:, targets]).sum(0)),
+           "logit": mean(logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1))}
+    for l in range(L):
+        w_o = p[f"layer{l}/w_o"]
+        out["bias_o"][l] = mean(part(p[f"layer{l}/b_o"].expand_as(h0)))
+        for hh in range(H):
+            cols = slice(hh * dh, (hh + 1) * dh)
+            out["head"][l, hh] = mean(part(heads_out[l][..., cols] @ w_o[cols]))
+    return out
 
 
 def grads(params, cfg, x, targets, mask, dtype=torch.float64):
