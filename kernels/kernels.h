@@ -60,6 +60,15 @@ void linear_forward(float *out,          // (N, OC)
                     const float *weight, // (C, OC)
                     const float *bias,   // (OC) or NULL
                     int N, int C, int OC);
+/* Columns first … first+cols−1 of linear_forward's out (N, OC) alone, written in place in out (the
+ * rest untouched): the same bits as the whole product there (gemm.c sums every element in one
+ * order whatever the sizes around it). Forward only: path patching reprojects one head's Q, K or
+ * V columns from another input. */
+void linear_forward_columns(float *out,          // (N, OC), columns [first, first + cols) written
+                            const float *inp,    // (N, C)
+                            const float *weight, // (C, OC)
+                            const float *bias,   // (OC) or NULL
+                            int N, int C, int OC, int first, int cols);
 /* How a backward writes an input gradient: GRAD_SET overwrites it (no zeroing needed), GRAD_ADD
  * adds to it (when several paths meet). */
 typedef enum { GRAD_SET, GRAD_ADD } GradWrite;
@@ -207,5 +216,56 @@ void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be 
                         const float *gate,  // (H)
                         const float *fill,  // (H·d_head) or NULL, as in the forward
                         int N, int H, int d_head);
+
+/* ---- hard_concrete.c: stochastic gates of the Hard Concrete distribution (Louizos et al. 2018)
+ * on n gates, each with its own location log α: g = min(1, max(0, σ((logit u + log α) / β) ·
+ * (r − l) + l)) for given noise u, and P(g ≠ 0) = σ(log α − β log(−l / r)) ---- */
+typedef struct {
+    float temperature; /* β > 0 */
+    float low, high;   /* the stretch interval (l, r), l < 0 and r > 1 */
+} HardConcrete;
+void hard_concrete_sample(float *gate,            // (n) the gates, in [0, 1]
+                          const float *log_alpha, // (n)
+                          const float *u,         // (n) noise in (0, 1)
+                          int n, HardConcrete hc);
+void hard_concrete_sample_backward(float *d_log_alpha,     // (n) += d_gate · d gate / d log α (u fixed)
+                                   const float *d_gate,    // (n)
+                                   const float *log_alpha, // (n)
+                                   const float *u,         // (n) the forward's noise
+                                   int n, HardConcrete hc);
+void hard_concrete_p_open(float *p_open,          // (n) P(g ≠ 0)
+                          const float *log_alpha, // (n)
+                          int n, HardConcrete hc);
+void hard_concrete_p_open_backward(float *d_log_alpha,     // (n) += d_p_open · P (1 − P)
+                                   const float *d_p_open,  // (n)
+                                   const float *log_alpha, // (n)
+                                   int n, HardConcrete hc);
+
+/* ---- patch_mix.c: activation patching's gates on groups of columns, and P · V from given maps ----
+ * x = gate[g] · x + (1 − gate[g]) · fill over group g's d_head columns starting at offset +
+ * g·d_head of each row: gate 1 keeps a value, 0 replaces it by the fill (another forward's value
+ * of the same row). */
+void column_gate_forward(float *x,          // (N, W) in place
+                         const float *fill, // (N, W)
+                         const float *gate, // (G)
+                         int N, int W, int offset, int G, int d_head);
+/* d_gate[g] += Σ over rows and the group's columns of d · (x − fill), summed in double in row
+ * order (skipped when d_gate is NULL); d_x = d · gate[g] in place over the group's columns (the
+ * others untouched; skipped when NULL). x is the forward's input, which at gate 1 is its output. */
+void column_gate_backward(float *d_x,        // (N, W) in place, or NULL
+                          float *d_gate,     // (G) +=, or NULL
+                          const float *d,    // (N, W); may be d_x
+                          const float *x,    // (N, W)
+                          const float *fill, // (N, W)
+                          const float *gate, // (G)
+                          int N, int W, int offset, int G, int d_head);
+/* out[b, t, h] = Σ_j probs[b, h, t, j] · V[b, j, h]: a head's output from given maps (patching a
+ * pattern), for the heads whose gate is not 1 (the others' columns untouched); forward only,
+ * nothing is differentiated through it. */
+void attention_values_forward(float *out,         // (B, T, E)
+                              const float *probs, // (B, H, T, T)
+                              const float *qkv,   // (B, T, 3E): V at 2E + h·d_head
+                              const float *gate,  // (H)
+                              int B, int T, int H, int d_head);
 
 #endif

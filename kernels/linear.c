@@ -21,6 +21,12 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
     gemm_parallel(out, OC, inp, C, 1, weight, OC, 1, N, OC, C, 0, bias);
 }
 
+void linear_forward_columns(float *out, const float *inp, const float *weight, const float *bias, int N,
+                            int C, int OC, int first, int cols) {
+    gemm_parallel(out + first, OC, inp, C, 1, weight + first, OC, 1, N, cols, C, 0,
+                  bias ? bias + first : NULL);
+}
+
 /* Differentiates out = inp · W + b:
  *   d_inp (= or +=) d_out · Wᵀ,   d_W += inpᵀ · d_out,   d_b += Σ_rows d_out.
  * The three write different arrays from the same inputs, so one parallel region runs them with

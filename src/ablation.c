@@ -10,22 +10,6 @@
 #include <omp.h>
 #endif
 
-static int thread_index(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* Add every token's head outputs (hook_z: the W_o input before the head gates) of the last
  * forward. */
 static void accumulate_head_outputs(double *sum, const Model *m) {

@@ -197,6 +197,8 @@ static int check_file(void *arg, char *msg, int size) {
         check_logs(&c);
         check_analysis(&c);
         check_heads(&c);
+        check_gates(&c);
+        check_causal(&c);
     }
     results_reader_close(&rd);
     if (c.problems) printf("%s: %d problem%s\n", c.path, c.problems, c.problems == 1 ? "" : "s");

@@ -1,7 +1,8 @@
 /* check_analysis.c: `harness check`'s rules for the analyses a results file stores (see
  * check.c): the probes, causal attention rows summing to 1 (at most 1 with a sink), and pattern
- * scores and classes recomputed from the stored maps with analysis.c's definitions, and the
- * head table.
+ * scores and classes recomputed from the stored maps with analysis.c's definitions, the
+ * head table, and the direct logit attribution's parts adding up to its logit and the copying
+ * scores lying in [-1, 1].
  * Must not know: training, the file's form (check_layout.c). */
 #include <math.h>
 #include <stdio.h>
@@ -218,4 +219,44 @@ void check_heads(Checker *c) {
             break;
         }
     for (int k = 0; k < 3; k++) free(v[k]);
+}
+
+/* ---- the direct logit attribution and the copying scores */
+
+#define DLA_TOLERANCE 1e-5 /* |sum of the float64 parts − the logit| */
+
+void check_causal(Checker *c) {
+    const size_t L = (size_t)c->L, LH = L * c->H;
+    const hsize_t lh[2] = {(hsize_t)c->L, (hsize_t)c->H}, l[1] = {(hsize_t)c->L}, one[1] = {1};
+    if (checker_exists(c, "/dla")) {
+        const char *names[] = {"/dla/head", "/dla/bias_o", "/dla/embed", "/dla/ln_bias", "/dla/logit"};
+        const hsize_t *dims[] = {lh, l, one, one, one};
+        const size_t count[] = {LH, L, 1, 1, 1};
+        double *v[5] = {NULL};
+        int whole = 1;
+        for (int k = 0; k < 5; k++) {
+            if (checker_expect_shape(c, names[k], k ? 1 : 2, dims[k]))
+                v[k] = checker_read_all(c, names[k], H5T_NATIVE_DOUBLE, sizeof(double), count[k]);
+            whole &= v[k] != NULL;
+        }
+        if (whole && !isnan(*v[4])) { /* NaN throughout: a set without marked positions */
+            double sum = *v[2] + *v[3];
+            for (size_t i = 0; i < LH; i++) sum += v[0][i];
+            for (size_t i = 0; i < L; i++) sum += v[1][i];
+            if (!(fabs(sum - *v[4]) <= DLA_TOLERANCE))
+                checker_problem(c, "/dla: the parts add up to %.9g, not /dla/logit %.9g (tolerance %g)", sum,
+                                *v[4], DLA_TOLERANCE);
+        }
+        for (int k = 0; k < 5; k++) free(v[k]);
+    }
+    if (checker_exists(c, "/scores/copying") && checker_expect_shape(c, "/scores/copying", 2, lh)) {
+        float *s = checker_read_all(c, "/scores/copying", H5T_NATIVE_FLOAT, sizeof(float), LH);
+        for (size_t i = 0; s && i < LH; i++)
+            if (!(fabsf(s[i]) <= 1.0f) && !isnan(s[i])) {
+                checker_problem(c, "/scores/copying layer %zu head %zu: %g is outside [-1, 1]", i / c->H,
+                                i % c->H, s[i]);
+                break;
+            }
+        free(s);
+    }
 }

@@ -43,8 +43,14 @@ int64_t check_steps(Checker *c, const char *name, int64_t *last);
 void check_params(Checker *c);
 
 /* check_analysis.c: probes, attention rows, pattern scores and classes recomputed from the stored
- * maps, the head table. */
+ * maps, the head table, the direct logit attribution and the copying scores. */
 void check_analysis(Checker *c);
 void check_heads(Checker *c);
+/* /dla: its parts add up to /dla/logit; /scores/copying: every score in [-1, 1] (or NaN). */
+void check_causal(Checker *c);
+
+/* check_gates.c: the learned head gates (train.head_l0): their datasets, P(open) in [0, 1], the
+ * heads kept recomputed, the closed heads' W_o rows zero. */
+void check_gates(Checker *c);
 
 #endif

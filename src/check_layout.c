@@ -231,7 +231,10 @@ static void check_tensors(Checker *c, const Model *m, const char *group, int fou
         hsize_t want[2] = {t->shape[0], t->shape[1]};
         checker_expect_shape(c, name, t->ndim, want);
     }
-    if (found > m->n_tensors + legacy_pos_emb(c, m, group))
+    char log_alpha[256]; /* learned head gates (train.head_l0): their parameters beside the model's */
+    snprintf(log_alpha, sizeof log_alpha, "%s/log_alpha", group);
+    int gates = c->cfg.head_l0 > 0 && checker_exists(c, log_alpha);
+    if (found > m->n_tensors + legacy_pos_emb(c, m, group) + gates)
         checker_problem(c, "%s holds %d datasets, but the model has %d tensors", group, found, m->n_tensors);
 }
 

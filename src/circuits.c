@@ -1,11 +1,13 @@
-/* circuits.c: Q-, K- and V-composition scores (see circuits.h). Every product is taken in the
- * d_head × d_head space: ‖X·M·Yᵀ‖² = Σ_ij (Gx·M)_ij (M·Gy)_ij with Gx = XᵀX, Gy = YᵀY, so a pair
- * costs d_head²·D, never D³.
- * Owns the composition arithmetic. Must not know: files, training, the tasks. */
+/* circuits.c: Q-, K- and V-composition scores and the OV copying scores (see circuits.h). Every
+ * composition product is taken in the d_head × d_head space: ‖X·M·Yᵀ‖² = Σ_ij (Gx·M)_ij (M·Gy)_ij
+ * with Gx = XᵀX, Gy = YᵀY, so a pair costs d_head²·D, never D³; the copying score's eigenvalues
+ * too (the V × V full OV circuit has the nonzero eigenvalues of a d_head × d_head product).
+ * Owns the composition and copying arithmetic. Must not know: files, training, the tasks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "circuits.h"
+#include "eigen.h"
 #include "rng.h"
 #include "util.h"
 
@@ -168,16 +170,85 @@ static void random_baseline(double *baseline, const int *has, ModelShape s, uint
     free(ln_g);
 }
 
+/* The copying score of every head: Re(Σλ) / Σ|λ| over the eigenvalues λ of the full OV circuit
+ * W_E·W_V·W_O·W_U (V × V), folded as TransformerLens's from_pretrained defaults do: W_E and W_O
+ * centred over D, W_V = P·diag(ln_g)·W_V, W_U = P·diag(lnf_g)·W_U, then centred over the vocabulary
+ * (center_unembed). With A = W_E·W_V (V × d_head) and B = W_O·W_U (d_head × V), A·B has the
+ * nonzero eigenvalues of B·A (d_head × d_head), with their multiplicities
+ * (det(tI − AB) = t^(V − d_head)·det(tI − BA)); the zeros add nothing to either sum, so B·A's
+ * eigenvalues give the score: TransformerLens's FactoredMatrix.eigenvalues is eig(B·A) too. */
+static void copying_scores(float *score, ModelShape s, const ParamTensors *p) {
+    const int L = s.n_layer, H = s.n_head, D = s.d_model, V = s.vocab_size, dh = s.d_head;
+    const size_t W = (size_t)(H + 2 * s.n_kv_head) * dh, E = (size_t)H * dh;
+    double *emb = xcalloc((size_t)V * D, sizeof(double)), *unemb = xcalloc((size_t)D * V, sizeof(double));
+    for (int v = 0; v < V; v++) { /* W_E centred over D (center_writing_weights) */
+        double mean = 0.0;
+        for (int d = 0; d < D; d++) mean += p->tok_emb[(size_t)v * D + d];
+        mean /= D;
+        for (int d = 0; d < D; d++) emb[(size_t)v * D + d] = p->tok_emb[(size_t)v * D + d] - mean;
+    }
+    for (int v = 0; v < V; v++) { /* diag(lnf_g)·W_U, centred over D (fold_ln) */
+        double mean = 0.0;
+        for (int d = 0; d < D; d++)
+            mean += (unemb[(size_t)d * V + v] = (double)p->lnf_g[d] * p->w_unembed[(size_t)d * V + v]);
+        mean /= D;
+        for (int d = 0; d < D; d++) unemb[(size_t)d * V + v] -= mean;
+    }
+    for (int d = 0; d < D; d++) { /* then centred over the vocabulary (center_unembed) */
+        double mean = 0.0;
+        for (int v = 0; v < V; v++) mean += unemb[(size_t)d * V + v];
+        mean /= V;
+        for (int v = 0; v < V; v++) unemb[(size_t)d * V + v] -= mean;
+    }
+#pragma omp parallel for schedule(dynamic)
+    for (int lh = 0; lh < L * H; lh++) {
+        const int l = lh / H, h = lh % H;
+        HeadFactors f;
+        head_factors(&f, s, p->w_qkv + (size_t)l * D * W, p->w_o + (size_t)l * E * D, p->ln_g + (size_t)l * D,
+                     h);
+        double *b = xcalloc((size_t)dh * V + (size_t)V * dh + 3 * (size_t)dh * dh, sizeof(double));
+        double *a = b + (size_t)dh * V, *m = a + (size_t)V * dh, *re = m + dh * dh, *im = re + dh;
+        for (int i = 0; i < dh; i++) /* B = W_O·W_U (dh × V) */
+            for (int d = 0; d < D; d++) {
+                const double o = f.o[(size_t)i * D + d];
+                for (int v = 0; v < V; v++) b[(size_t)i * V + v] += o * unemb[(size_t)d * V + v];
+            }
+        for (int v = 0; v < V; v++) /* A = W_E·W_V (V × dh) */
+            for (int j = 0; j < dh; j++) {
+                double sum = 0.0;
+                for (int d = 0; d < D; d++) sum += emb[(size_t)v * D + d] * f.v[(size_t)j * D + d];
+                a[(size_t)v * dh + j] = sum;
+            }
+        for (int i = 0; i < dh; i++) /* B·A (dh × dh) */
+            for (int v = 0; v < V; v++) {
+                const double bv = b[(size_t)i * V + v];
+                for (int j = 0; j < dh; j++) m[i * dh + j] += bv * a[(size_t)v * dh + j];
+            }
+        double sum = 0.0, abs_sum = 0.0;
+        if (eigen_values(dh, m, re, im) == 0)
+            for (int i = 0; i < dh; i++) sum += re[i], abs_sum += hypot(re[i], im[i]);
+        score[lh] = abs_sum > 0 ? (float)(sum / abs_sum) : NAN;
+        free(b);
+        free(f.q);
+    }
+    free(emb);
+    free(unemb);
+}
+
 void circuits_compute(Circuits *c, ModelShape s, const ParamTensors *p, uint64_t seed) {
     memset(c, 0, sizeof *c);
     c->n_layer = s.n_layer;
     c->n_head = s.n_head;
+    const size_t LH = (size_t)s.n_layer * s.n_head;
     if (s.output_gate) {
         snprintf(c->note, sizeof c->note,
-                 "no composition scores: with model.output_gate a head's "
+                 "no composition or copying scores: with model.output_gate a head's "
                  "output is gated by its input, so W_OV is not one matrix");
         return;
     }
+    c->has_copying = 1;
+    c->copying = xcalloc(LH, sizeof(float));
+    copying_scores(c->copying, s, p);
     for (int k = 0; k < N_COMPOSE; k++) c->has[k] = 1;
     if (s.pos == POS_ROPE) {
         c->has[COMPOSE_Q] = c->has[COMPOSE_K] = 0;
@@ -185,7 +256,6 @@ void circuits_compute(Circuits *c, ModelShape s, const ParamTensors *p, uint64_t
                  "no Q- or K-composition: with model.pos rope, W_QK "
                  "depends on the distance between query and key; V-composition only");
     }
-    size_t LH = (size_t)s.n_layer * s.n_head;
     for (int k = 0; k < N_COMPOSE; k++) c->score[k] = xcalloc(LH * LH, sizeof(float));
     all_scores(c->score, c->has, s, p->w_qkv, p->w_o, p->ln_g);
     random_baseline(c->baseline, c->has, s, seed);
@@ -193,5 +263,6 @@ void circuits_compute(Circuits *c, ModelShape s, const ParamTensors *p, uint64_t
 
 void circuits_free(Circuits *c) {
     for (int k = 0; k < N_COMPOSE; k++) free(c->score[k]);
+    free(c->copying);
     memset(c, 0, sizeof *c);
 }

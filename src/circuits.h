@@ -10,6 +10,11 @@
  * matrix W_Q, W_K, W_V becomes P·diag(ln_g)·W (its layer's LayerNorm gain, then centred over the
  * D inputs) and every W_O becomes W_O·P, P = I − 11ᵀ/D (LayerNorm removes the mean over D);
  * biases are left out. Grouped K/V heads: query head h reads K/V head h / (H / H_kv).
+ * Copying score (Olsson et al. 2022; TransformerLens's Main_Demo "eigenvalue copying score" on
+ * FactoredMatrix.eigenvalues): Re(Σλ) / Σ|λ| over the eigenvalues of the full OV circuit
+ * W_E·W_OV·W_U, folded as TransformerLens's from_pretrained defaults (fold_ln,
+ * center_writing_weights, center_unembed); in [−1, 1], 1 for a head that copies (every
+ * eigenvalue positive real), NaN when every eigenvalue is 0.
  * Refused: output_gate (the gate makes W_OV input-dependent: no scores at all); rotary positions
  * (W_QK depends on the distance: no Q- or K-composition, V-composition still).
  * The baseline is the mean of the same score over at least 16 pairs of heads of a two-layer model
@@ -30,6 +35,8 @@ typedef struct {
     int has[N_COMPOSE];         /* 0 where refused */
     float *score[N_COMPOSE];    /* (L_later, H, L_earlier, H); NaN unless L_earlier < L_later */
     double baseline[N_COMPOSE]; /* random-matrix mean */
+    int has_copying;            /* 0 where refused */
+    float *copying;             /* (L, H) copying score of each head */
     char note[256];             /* why a kind was refused, "" if none */
 } Circuits;
 

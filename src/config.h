@@ -15,6 +15,8 @@
 #include "error.h"
 
 #define CONFIG_PATH_MAX 1024
+#define CONFIG_HEADS_KEPT_MAX 512 /* train.heads_kept: "3,5", a count per layer */
+#define CONFIG_MAX_LAYERS 64      /* model.n_layer's upper end */
 #define CONFIG_MAX_PROBE_TEXTS 8
 #define CONFIG_MAX_KEYS 64
 /* data.path of the text task when none is given: a text every Debian machine has (--keys says so) */
@@ -48,6 +50,10 @@ typedef struct {
     LrSchedule lr_schedule;
     int64_t seed;
     char init_from[CONFIG_PATH_MAX];
+    /* learned head gates (head_l0.h): λ (0 = none), and the Hard Concrete's temperature and stretch */
+    double head_l0, head_l0_temperature, head_l0_stretch_low, head_l0_stretch_high;
+    double head_l0_lr_scale;                /* log α's learning rate as a multiple of the schedule's */
+    char heads_kept[CONFIG_HEADS_KEPT_MAX]; /* "" = every head; else heads kept per layer, "3,5" */
     /* data: */
     TaskKind task;
     char data_path[CONFIG_PATH_MAX];
@@ -63,8 +69,10 @@ typedef struct {
     int log_every, eval_every, eval_batches, attn_every, probes, probe_len, checkpoint_every;
     int max_memory;                               /* MiB the estimated peak must fit; 0: MemAvailable */
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
-    double prune_step; /* pruning curves: fraction of all heads removed per step; 0 = none */
-    int prune_batches; /* held-out batches the pruning criteria are measured on; 0 = all */
+    double prune_step;    /* pruning curves: fraction of all heads removed per step; 0 = none */
+    int prune_batches;    /* held-out batches the pruning criteria are measured on; 0 = all */
+    int patch_batches;    /* activation patching: batches of clean/corrupted pairs; 0 = none */
+    int path_patch_heads; /* path patching among the top heads by activation patching; 0 = all */
     int n_probe_text;
 
     /* bookkeeping, not config keys */
@@ -91,6 +99,9 @@ int config_resolve(Config *cfg, UserError *err);
 /* Check the cross-field rules of a resolved config (files named by it must be readable);
  * changes nothing. */
 int config_validate(const Config *cfg, UserError *err);
+/* train.heads_kept of a validated config: kept[l] = the heads layer l trains (its first ones),
+ * for l < n_layer. Returns 0 (kept untouched) when the key is empty: every head trains. */
+int config_heads_kept(const Config *cfg, int kept[CONFIG_MAX_LAYERS]);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
 /* The keys whose values differ between two config_to_yaml texts, as "model.n_head 4 -> 8,

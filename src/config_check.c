@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -83,6 +84,52 @@ static const char *unreadable(const char *path) {
     fclose(f);
     if (failed) return strerror(e ? e : EIO);
     return c == EOF ? "the file is empty" : NULL;
+}
+
+/* train.heads_kept as counts per layer into kept (n_layer of them, each in [0, n_head]); NULL,
+ * or what is wrong with it (written into why). */
+static const char *parse_heads_kept(const Config *cfg, int *kept, char *why, size_t size) {
+    const char *p = cfg->heads_kept;
+    int n = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            snprintf(why, size, "'%s' is not a comma-separated list of head counts, one per layer (e.g. 3,5)",
+                     cfg->heads_kept);
+            return why;
+        }
+        if (n == cfg->n_layer) {
+            snprintf(why, size, "'%s' names more layers than model.n_layer %d", cfg->heads_kept,
+                     cfg->n_layer);
+            return why;
+        }
+        if (v < 0 || v > cfg->n_head) {
+            snprintf(why, size, "'%s': layer %d keeps %ld heads, but a layer has 0 to n_head %d",
+                     cfg->heads_kept, n, v, cfg->n_head);
+            return why;
+        }
+        kept[n++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) {
+            snprintf(why, size, "'%s' ends with a comma; give one head count per layer", cfg->heads_kept);
+            return why;
+        }
+    }
+    if (n != cfg->n_layer) {
+        snprintf(why, size, "'%s' gives %d head count%s for model.n_layer %d layers; give one per layer",
+                 cfg->heads_kept, n, n == 1 ? "" : "s", cfg->n_layer);
+        return why;
+    }
+    return NULL;
+}
+
+int config_heads_kept(const Config *cfg, int kept[CONFIG_MAX_LAYERS]) {
+    if (!cfg->heads_kept[0]) return 0;
+    char why[CONFIG_HEADS_KEPT_MAX + 128];
+    CHECK(parse_heads_kept(cfg, kept, why, sizeof why) == NULL); /* config_validate said so */
+    return 1;
 }
 
 /* data.val_path and data.tokenizer: only for the tasks that read them, and readable. */
@@ -183,6 +230,13 @@ int config_validate(const Config *cfg, UserError *err) {
         return key_fail(cfg, err, init_from,
                         "train.init_from '%s' cannot be read: %s; point it at a saved run", cfg->init_from,
                         why);
+    if (cfg->heads_kept[0]) {
+        int kept[CONFIG_MAX_LAYERS], heads_kept = key_id("train", "heads_kept");
+        char why_kept[CONFIG_HEADS_KEPT_MAX + 128];
+        if (parse_heads_kept(cfg, kept, why_kept, sizeof why_kept))
+            return key_fail(cfg, err, later_key(cfg, heads_kept, key_id("model", "n_layer")),
+                            "train.heads_kept %s", why_kept);
+    }
     if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
         if (cfg->min_period > cfg->max_period)
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),

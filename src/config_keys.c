@@ -55,7 +55,7 @@ const ConfigKey config_keys[] = {
     INT_KEY("model", "n_head", n_head, 12, 1, 4096, NULL, "query heads H per layer"),
     INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head",
             "width of each head; E = n_head * d_head may differ from d_model"),
-    INT_KEY("model", "n_layer", n_layer, 2, 1, 64, NULL, "layers L"),
+    INT_KEY("model", "n_layer", n_layer, 2, 1, CONFIG_MAX_LAYERS, NULL, "layers L"),
     INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL, "context length T (also the rows of pos_emb)"),
     INT_KEY(
         "model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head",
@@ -99,6 +99,21 @@ const ConfigKey config_keys[] = {
     INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores", "OpenMP threads"),
     STRING_KEY("train", "init_from", init_from, "",
                "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
+    FLOAT_KEY(
+        "train", "head_l0", head_l0, 0.0, 0, CLOSED, INFINITY, OPEN, "0 = no head gates",
+        "λ of learned Hard Concrete head gates with an L0 penalty λ · mean over layers of Σ_h P(gate ≠ 0) "
+        "(Voita et al. 2019)"),
+    FLOAT_KEY("train", "head_l0_temperature", head_l0_temperature, 0.33, 0, OPEN, 1, CLOSED, NULL,
+              "head_l0: temperature β of the Hard Concrete gates"),
+    FLOAT_KEY("train", "head_l0_stretch_low", head_l0_stretch_low, -0.1, -INFINITY, OPEN, 0, OPEN, NULL,
+              "head_l0: lower end l < 0 of the interval the gate is stretched to before clipping to [0, 1]"),
+    FLOAT_KEY("train", "head_l0_stretch_high", head_l0_stretch_high, 1.1, 1, OPEN, INFINITY, OPEN, NULL,
+              "head_l0: upper end r > 1 of the interval the gate is stretched to before clipping to [0, 1]"),
+    FLOAT_KEY("train", "head_l0_lr_scale", head_l0_lr_scale, 1.0, 0, OPEN, INFINITY, OPEN, NULL,
+              "head_l0: the learning rate of log α as a multiple of the model's (the same schedule)"),
+    STRING_KEY("train", "heads_kept", heads_kept, "",
+               "heads each layer trains, comma-separated (3,5: layer 0 its first 3, layer 1 its first 5); "
+               "the others are closed from step 0 (their rows of W_o zero); empty = every head"),
     ENUM_KEY("data", "task", task, TASK_INDUCTION, TASK_NAMES,
              "induction, two_source, text (bytes of a file) or tokens (uint16 ids of a file)"),
     STRING_KEY("data", "path", data_path, "",
@@ -138,6 +153,11 @@ const ConfigKey config_keys[] = {
               "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
     INT_KEY("output", "prune_batches", prune_batches, 1, 0, INT_MAX, "0 = all eval_batches",
             "held-out batches the pruning criteria are measured on (curve points use all)"),
+    INT_KEY("output", "patch_batches", patch_batches, 1, 0, INT_MAX, "0 = no patching at the end of a run",
+            "activation and attribution patching per head: batches of batch_size clean/corrupted pairs"),
+    INT_KEY("output", "path_patch_heads", path_patch_heads, 0, 0, INT_MAX, "0 = every head",
+            "path patching among only this many heads, those with the largest activation-patching effect of "
+            "their output (its cost grows as the square of the heads)"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

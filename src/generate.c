@@ -352,14 +352,14 @@ int generate_main(int argc, char **argv) {
     Config cfg;
     UserError err;
     RunVocab voc = {0};
-    rc = results_read_run_config(a.path, &cfg, &err);
-    if (rc == ERR_OK) rc = run_vocab_open(a.path, &cfg, &voc, &err);
+    rc = run_vocab_open(a.path, &cfg, &voc, &err);
     if (rc == ERR_OK) {
         Model m;
-        model_init(&m, model_shape_from_config(&cfg), 1);
-        rc = results_read_tensors(a.path, "/params", &m, m.param_block, (ConfigMark){a.path, 1, 1}, &err);
-        if (rc == ERR_OK) rc = generate(&a, &cfg, &voc, &m, &err);
-        model_free(&m);
+        rc = results_load_model(a.path, &cfg, 1, &m, &err);
+        if (rc == ERR_OK) {
+            rc = generate(&a, &cfg, &voc, &m, &err);
+            model_free(&m);
+        }
     }
     if (rc != ERR_OK) fprintf(stderr, "%s\n", err.text);
     run_vocab_close(&voc);

@@ -113,31 +113,36 @@ static const char *prune_usage =
     "usage: harness prune RUN.h5 [--step F] [--threads N]\n"
     "  Runs the end-of-run head study on a complete results file and writes it into the file:\n"
     "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
-    "  (/circuits), replacing any earlier ones. The file is rewritten atomically.\n"
+    "  (/circuits) and copying scores (/scores/copying), replacing any earlier ones. The file is\n"
+    "  rewritten atomically.\n"
     "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
     "               run's output.prune_step, or the key's default 0.1 when the run had 0)\n"
     "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
 
-/* The run must be a complete results file: anything else is reported and left alone. */
-static int check_prunable(const char *path, UserError *err) {
-    char name[64];
-    RunStatus status = results_read_status(path, name, sizeof name);
-    if (!name[0])
-        return user_error(err, path, 0, 0, "not a harness results file (%s)",
-                          access(path, R_OK) != 0 ? strerror(errno)
-                                                  : "not HDF5, truncated, or without a status attribute");
-    else if (status != RUN_COMPLETE)
-        return user_error(err, path, 0, 0, "the run is %s; prune needs a complete run%s", name,
-                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
-                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to prune)"
-                                                    : "");
-    return ERR_OK;
+int head_study_open_run(const char *path, const char *command, int threads, Config *cfg, Task *task, Model *m,
+                        UserError *err) {
+    if (results_check_complete(path, command, err) != ERR_OK) return ERR_USER;
+    if (results_read_run_config(path, cfg, err) != ERR_OK) return ERR_USER;
+#ifdef _OPENMP
+    omp_set_num_threads(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : omp_get_num_procs());
+#else
+    (void)threads;
+#endif
+    if (task_open(task, cfg, err) != ERR_OK) return ERR_USER;
+    if (results_load_model(path, cfg, cfg->batch_size, m, err) == ERR_OK) return ERR_OK;
+    task_close(task);
+    return ERR_USER;
+}
+
+static int write_study(Results *res, const void *hs, UserError *err) {
+    return results_write_study(res, hs, err);
 }
 
 static int prune_file(const char *path, double step, int threads, UserError *err) {
     Config cfg;
-    if (check_prunable(path, err) != ERR_OK) return ERR_USER;
-    if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
+    Task task;
+    Model m;
+    if (head_study_open_run(path, "prune", threads, &cfg, &task, &m, err) != ERR_OK) return ERR_USER;
     if (step >= 0) {
         cfg.prune_step = step;
     } else if (cfg.prune_step == 0) { /* the run skipped its curves: prune is asked for them */
@@ -145,27 +150,10 @@ static int prune_file(const char *path, double step, int threads, UserError *err
         config_defaults(&defaults);
         cfg.prune_step = defaults.prune_step;
     }
-#ifdef _OPENMP
-    omp_set_num_threads(threads > 0 ? threads : cfg.threads > 0 ? cfg.threads : omp_get_num_procs());
-#endif
-    Task task;
-    if (task_open(&task, &cfg, err) != ERR_OK) return ERR_USER;
-    Model m;
-    model_init(&m, model_shape_from_config(&cfg), cfg.batch_size);
-    ConfigMark here = {path, 1, 1};
-    int rc = results_read_tensors(path, "/params", &m, m.param_block, here, err);
     HeadStudy hs;
-    memset(&hs, 0, sizeof hs);
-    if (rc == ERR_OK) head_study_run(&hs, &m, &task, &cfg);
-    Results res;
-    if (rc == ERR_OK) rc = results_open_copy(&res, path, err);
-    if (rc == ERR_OK) {
-        const char *old[] = {"/prune", "/circuits", "/heads/ablation_delta_mean"};
-        for (int i = 0; i < 3 && rc == ERR_OK; i++) rc = results_remove(&res, old[i], err);
-        if (rc == ERR_OK) rc = results_write_study(&res, &hs, err);
-        if (rc == ERR_OK) rc = results_close(&res, RUN_COMPLETE, err);
-        else results_discard(&res);
-    }
+    head_study_run(&hs, &m, &task, &cfg);
+    const char *old[] = {"/prune", "/circuits", "/scores/copying", "/heads/ablation_delta_mean"};
+    int rc = results_rewrite(path, old, 4, write_study, &hs, err);
     if (rc == ERR_OK) head_study_print(&hs, stdout);
     head_study_free(&hs);
     model_free(&m);
@@ -211,6 +199,6 @@ int head_study_prune_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
-    fprintf(stderr, "%s: pruning curves, mean ablation and composition scores written\n", path);
+    fprintf(stderr, "%s: pruning curves, mean ablation, composition and copying scores written\n", path);
     return 0;
 }

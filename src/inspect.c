@@ -12,8 +12,9 @@
 #include "tokenizer.h"
 #include "util.h"
 
-int run_vocab_open(const char *path, const Config *cfg, RunVocab *v, UserError *err) {
+int run_vocab_open(const char *path, Config *cfg, RunVocab *v, UserError *err) {
     *v = (RunVocab){0};
+    if (results_read_run_config(path, cfg, err) != ERR_OK) return ERR_USER;
     v->is_bytes = cfg->vocab_size >= 256 && cfg->task == TASK_TEXT;
     ResultsReader rd;
     if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
@@ -251,8 +252,7 @@ int inspect_main(int argc, char **argv) {
     Config cfg;
     UserError err;
     RunVocab voc = {0};
-    if (results_read_run_config(a.path, &cfg, &err) != ERR_OK ||
-        run_vocab_open(a.path, &cfg, &voc, &err) != ERR_OK) {
+    if (run_vocab_open(a.path, &cfg, &voc, &err) != ERR_OK) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }
@@ -261,14 +261,13 @@ int inspect_main(int argc, char **argv) {
     if (rc == ERR_OK) rc = run_vocab_input(a.path, &cfg, &voc, a.prompt, a.token_list, tokens, &T, &err);
     if (rc == ERR_OK) {
         Model m;
-        model_init(&m, model_shape_from_config(&cfg), 1);
-        rc = results_read_tensors(a.path, "/params", &m, m.param_block, (ConfigMark){a.path, 1, 1}, &err);
+        rc = results_load_model(a.path, &cfg, 1, &m, &err);
         if (rc == ERR_OK) {
             const Interventions keep_maps = {.keep_maps = 1};
             model_forward(&m, &keep_maps, tokens, NULL, NULL, 1, T);
             print_report(&a, &cfg, &m, tokens, T, &voc);
+            model_free(&m);
         }
-        model_free(&m);
     }
     if (rc != ERR_OK) fprintf(stderr, "%s\n", err.text);
     run_vocab_close(&voc);

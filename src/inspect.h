@@ -16,8 +16,9 @@ typedef struct {
     Tokenizer tok;
     int has_tok;
 } RunVocab;
-/* The run's vocabulary (cfg: results_read_run_config's); reads /tokenizer/model if there. */
-int run_vocab_open(const char *path, const Config *cfg, RunVocab *v, UserError *err);
+/* A stored run's config (results_read_run_config) and its vocabulary (reads /tokenizer/model if
+ * there): what inspect and generate open a run with. */
+int run_vocab_open(const char *path, Config *cfg, RunVocab *v, UserError *err);
 void run_vocab_close(RunVocab *v);
 /* A token as a label, at most size bytes: 'c' for bytes, the piece, or the id. */
 void run_vocab_label(const RunVocab *v, int token, char *out, size_t size);

@@ -24,6 +24,7 @@
 #include "../kernels/kernels.h"
 #include "model.h"
 #include "outlock.h"
+#include "patch_heads.h"
 #include "results.h"
 #include "shapes.h"
 #include "tasks.h"
@@ -44,6 +45,7 @@ static const char *usage =
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness --keys [KEY ...]\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
+    "       harness patch RUN.h5 [--batches N] [--threads N]   (activation and attribution patching)\n"
     "\n"
     "Trains an attention-only transformer as the config says and writes an HDF5 results file\n"
     "(output.path) with loss curves, parameters, attention maps, pattern scores and head importance.\n"
@@ -152,13 +154,14 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
 
 static int analyze_main(int argc, char **argv);
 
-/* `harness inspect | generate | check | prune | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0) return generate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "patch") == 0) return head_patching_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;

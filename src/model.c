@@ -2,11 +2,12 @@
  * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
  * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
  * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
- * the head mix and at where a forward starts.
+ * the head mix, at the projection (input deltas) and at where a forward starts.
  * Owns the stages, the forward and backward passes and the hook points. Must not know: where the
  * parameters and activations are laid out (model_layout.c), tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "model.h"
 #include "model_internal.h"
@@ -115,6 +116,7 @@ static void project_fwd(Pass *p) {
     const size_t D = m->shape.d_model, W = qkv_width(m->shape);
     linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
                    m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 static void project_bwd(Pass *p) {
     Model *m = p->m;
@@ -143,6 +145,7 @@ static void project_shortformer_fwd(Pass *p) {
     linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
                    (int)D, (int)W);
     column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
+    model_delta_columns(p->m, p->l, p->B, p->T);
 }
 /* The Q|K gradient flows through LN(h + W_pos) into h and W_pos, the V gradient through z. */
 static void project_shortformer_bwd(Pass *p) {
@@ -226,6 +229,86 @@ static void attend_bwd(Pass *p) {
         attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H,
                                 p->B, p->T, s.n_head, s.d_head);
     p->d = m->act.d_qkv;
+}
+
+/* ---- qkv_patch: each head's Q, K and V columns of hook_qkv gated towards another forward's
+ * (activation patching); nothing where every input gate of the layer is 1 */
+static const float *layer_input_gates(const Pass *p, HeadInput k) {
+    const float *g = p->iv->input[k].gate;
+    const int n = k == HEAD_INPUT_K || k == HEAD_INPUT_V ? p->m->shape.n_kv_head : p->m->shape.n_head;
+    return g && !gates_all_one(g + (size_t)p->l * n, n) ? g + (size_t)p->l * n : NULL;
+}
+/* Where input k's columns start in a row of hook_qkv, and how many heads it has. */
+static int qkv_offset(ModelShape s, HeadInput k, int *heads) {
+    *heads = k == HEAD_INPUT_Q ? s.n_head : s.n_kv_head;
+    return k == HEAD_INPUT_Q   ? 0
+           : k == HEAD_INPUT_K ? s.n_head * s.d_head
+                               : (s.n_head + s.n_kv_head) * s.d_head;
+}
+static void qkv_patch_fwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t W = qkv_width(s);
+    for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
+        const float *gate = layer_input_gates(p, (HeadInput)k);
+        int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
+        if (gate)
+            column_gate_forward(slice(p, p->m->act.qkv, W), p->iv->input[k].fill + (size_t)p->l * p->BT * W,
+                                gate, p->BT, (int)W, offset, heads, s.d_head);
+    }
+}
+static void qkv_patch_bwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t W = qkv_width(s);
+    const int want = (p->iv->grads & MODEL_GRAD_INPUT_GATES) != 0;
+    for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
+        const InputPatch *in = &p->iv->input[k];
+        const float *gate = layer_input_gates(p, (HeadInput)k);
+        int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
+        float *d_gate = want && in->fill ? p->iv->input_grad[k] + (size_t)p->l * heads : NULL;
+        if (!gate && !d_gate) continue;
+        CHECK(!(gate && d_gate)); /* the gates' gradient is taken at gate 1 (begin_forward) */
+        column_gate_backward(gate ? p->d : NULL, d_gate, p->d, slice(p, p->m->act.qkv, W),
+                             in->fill + (size_t)p->l * p->BT * W, gate, p->BT, (int)W, offset, heads,
+                             s.d_head);
+    }
+}
+
+/* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
+ * (activation patching); nothing where every pattern gate of the layer is 1 */
+static const float *attend_input(const Pass *p);
+/* P_fill·V of the layer's heads whose gate is not 1 (all of them where gate is the all-1 NULL of
+ * a gradient at gate 1), into a new (B, T, E) block. */
+static float *filled_values(const Pass *p, const float *gate) {
+    const ModelShape s = p->m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    float *pv = xcalloc((size_t)p->BT * E, sizeof(float));
+    const float *maps = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * p->BT * s.n_head * p->T;
+    float *every = xcalloc((size_t)s.n_head, sizeof(float)); /* 0: not 1, computed */
+    attention_values_forward(pv, maps, attend_input(p), gate ? gate : every, p->B, p->T, s.n_head, s.d_head);
+    free(every);
+    return pv;
+}
+static void pattern_patch_fwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
+    if (!gate) return;
+    float *pv = filled_values(p, gate);
+    column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
+    free(pv);
+}
+static void pattern_patch_bwd(Pass *p) {
+    const ModelShape s = p->m->shape;
+    const size_t E = (size_t)s.n_head * s.d_head;
+    const InputPatch *in = &p->iv->input[HEAD_INPUT_PATTERN];
+    /* the attention's backward reads its own output: a patched pattern is a forward-only
+     * intervention (begin_forward), its gate's gradient taken at gate 1 */
+    CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
+    if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
+    float *pv = filled_values(p, NULL);
+    column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
+                         slice(p, p->m->act.att_out, E), pv, NULL, p->BT, (int)E, 0, s.n_head, s.d_head);
+    free(pv);
 }
 
 /* ---- output_gate: O_cat ⊙ σ(z · W_gate + b_gate) */
@@ -328,6 +411,8 @@ static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd}
 static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd};
 static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd};
 static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd};
+static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd};
+static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd};
 static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
 
 /* The stages of the shape's attention, in forward order. */
@@ -337,8 +422,11 @@ LayerPlan model_plan_of(ModelShape s) {
     ADD(&STAGE_LAYERNORM);
     ADD(s.pos == POS_SHORTFORMER ? &STAGE_PROJECT_SHORTFORMER : &STAGE_PROJECT);
     if (s.pos == POS_ROPE) ADD(&STAGE_ROTARY);
+    plan.qkv_patch = plan.n_stages;
+    ADD(&STAGE_QKV_PATCH);
     if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
     ADD(&STAGE_ATTEND);
+    ADD(&STAGE_PATTERN_PATCH);
     if (s.output_gate) ADD(&STAGE_OUTPUT_GATE);
     plan.head_mix = plan.n_stages;
     ADD(&STAGE_HEAD_MIX);
@@ -364,6 +452,24 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK(iv->start_layer >= 0 && iv->start_layer < s.n_layer);
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
+    CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
+    int at_head_mix = 0; /* deltas in a layer started at its head mix: their heads recomputed */
+    for (int i = 0; i < iv->n_input_deltas; i++) {
+        const InputDelta *d = &iv->input_deltas[i];
+        CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
+        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer);
+        CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
+        at_head_mix += d->layer == iv->start_layer && iv->start_state && iv->start_state->z;
+    }
+    CHECK(at_head_mix <= 1); /* each one recomputes its heads from the state alone */
+    for (int k = 0; k < N_HEAD_INPUTS; k++) {
+        const InputPatch *in = &iv->input[k];
+        const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
+        CHECK(!in->gate || in->fill);
+        /* a patched input is forward-only for its gradient: AtP differentiates at gate 1 */
+        if (iv->grads & MODEL_GRAD_INPUT_GATES && in->fill)
+            CHECK(iv->input_grad[k] && !iv->start_state && (!in->gate || gates_all_one(in->gate, n)));
+    }
     const int reused = iv->start_layer > 0 && !iv->start_state; /* the layers before it */
     if (reused) CHECK(m->last.whole && m->last.batch == B && m->last.seq == T && m->last.tokens == tokens);
     m->last.batch = B;
@@ -374,11 +480,13 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     m->last.has_targets = targets != NULL;
     m->last.iv = *iv;
     m->last.whole = !iv->start_state;
+    m->last.from_head_mix = iv->start_state && iv->start_state->z;
 }
 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
+    if (from_head_mix) model_delta_heads(m, l, p.B, p.T, heads_output(m, l));
     for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
         m->plan.stage[i]->forward(&p);
 }
@@ -394,11 +502,11 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     if (iv->start_state) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
-        memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
+        if (iv->start_state->z) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
-    for (int l = first; l < L; l++) forward_layer(m, l, iv->start_state && l == first);
+    for (int l = first; l < L; l++) forward_layer(m, l, m->last.from_head_mix && l == first);
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -416,7 +524,8 @@ void model_zero_grad(Model *m) { memset(m->grad_block, 0, m->n_params * sizeof(f
 void model_backward(Model *m) {
     const Interventions *iv = &m->last.iv;
     const int params = (iv->grads & MODEL_GRAD_PARAMS) != 0;
-    CHECK(m->last.has_targets && iv->grads != MODEL_GRAD_NONE && !m->is_view); /* a view has no gradients */
+    CHECK((m->last.has_targets || iv->logit_grad) && iv->grads != MODEL_GRAD_NONE &&
+          !m->is_view); /* a view has no gradients */
     CHECK(params ? m->last.whole && iv->start_layer == 0 : iv->start_layer == 0);
     const ModelShape s = m->shape;
     const int B = m->last.batch, T = m->last.seq, BT = B * T;
@@ -425,7 +534,10 @@ void model_backward(Model *m) {
     ParamTensors *g = &m->grads;
     Activations *a = &m->act;
 
-    crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
+    if (iv->logit_grad) memcpy(a->d_logits, iv->logit_grad, sizeof(float) * BT * V);
+    else crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
+    /* a backward for gates only stops where nothing below moves one */
+    const int stop = params ? -1 : iv->grads & MODEL_GRAD_INPUT_GATES ? m->plan.qkv_patch : m->plan.head_mix;
     linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D,
                     V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
@@ -435,7 +547,7 @@ void model_backward(Model *m) {
         Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
         for (int i = m->plan.n_stages - 1; i >= 0; i--) {
             m->plan.stage[i]->backward(&pass);
-            if (!params && l == 0 && i == m->plan.head_mix) return; /* nothing below moves a gate */
+            if (l == 0 && i == stop) return;
         }
     }
     embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual, m->last.tokens, B,
@@ -470,9 +582,10 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     CHECK(layer >= 0 && layer < m->shape.n_layer && m->last.batch > 0);
     const size_t BT = (size_t)m->last.batch * m->last.seq, D = m->shape.d_model;
     const int first = m->last.iv.start_layer;
-    /* a forward from a HeadState has nothing of the layers before it, and of its own layer
-     * only the state and what follows the head mix */
-    if (!m->last.whole && (layer < first || (layer == first && (p == HOOK_QKV || p == HOOK_PATTERN))))
+    /* a forward from a HeadState has nothing of the layers before it, and from a head mix of its
+     * own layer only the state and what follows */
+    if (!m->last.whole &&
+        (layer < first || (layer == first && m->last.from_head_mix && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
     switch (p) {

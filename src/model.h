@@ -138,17 +138,45 @@ typedef struct {
 } HeadFill;
 
 /* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
- * (B, T, D) and hook_z (B, T, E). */
+ * (B, T, D) and hook_z (B, T, E). With z NULL, the layer's input alone: a forward from it runs
+ * the whole layer (a patch of the layer's Q, K, V or pattern on another forward's layers below). */
 typedef struct {
     const float *resid_pre;
     const float *z;
 } HeadState;
 
+/* A head's inputs that activation patching replaces, each by a gate towards another forward's
+ * value on the same (B, T): x = g·x + (1 − g)·fill. Q, K and V are the head's columns of hook_qkv
+ * (after rotary): Q per query head, K and V per K/V head (a grouped K/V head is one tensor, read
+ * by every query head of its group); the pattern is a query head's map, the head's output then
+ * g·O + (1 − g)·P_fill·V. */
+typedef enum { HEAD_INPUT_Q, HEAD_INPUT_K, HEAD_INPUT_V, HEAD_INPUT_PATTERN, N_HEAD_INPUTS } HeadInput;
+
+typedef struct {
+    const float *gate; /* (L, H) for Q and the pattern, (L, H_kv) for K and V; NULL = all 1 */
+    const float *fill; /* Q, K, V: hook_qkv of every layer (L, B, T, W); the pattern: hook_pattern of
+                        * every layer (L, B, H, T, T) */
+} InputPatch;
+
+/* A change to a layer's input h that only one head's Q, K or V projection reads (path patching:
+ * an earlier head's clean-minus-corrupted output through its W_O, seen by one receiver alone).
+ * That head's columns of hook_qkv are projected from LN(h + delta) (the shortformer's Q and K
+ * from LN(h + delta + W_pos[t])), with the layer's own LayerNorm recomputed on it; every other
+ * column, the output gate and the residual stream still read h. `head` is a query head for Q, a
+ * K/V head for K and V (grouped K/V: every query head of its group reads the change). */
+typedef struct {
+    int layer;
+    HeadInput part; /* HEAD_INPUT_Q, _K or _V */
+    int head;
+    const float *delta; /* (B, T, D) */
+} InputDelta;
+
 /* Which gradients model_backward returns (flags). */
 typedef enum {
     MODEL_GRAD_NONE = 0,
-    MODEL_GRAD_PARAMS = 1, /* every parameter's, accumulated into grad_block */
-    MODEL_GRAD_GATES = 2,  /* d loss / d head gate, accumulated into Interventions.gate_grad */
+    MODEL_GRAD_PARAMS = 1,      /* every parameter's, accumulated into grad_block */
+    MODEL_GRAD_GATES = 2,       /* d loss / d head gate, accumulated into Interventions.gate_grad */
+    MODEL_GRAD_INPUT_GATES = 4, /* d loss / d input gate at gate 1, into Interventions.input_grad */
 } ModelGrads;
 
 /* What a forward changes, and what its backward returns. The zero value (and NULL) is the plain
@@ -160,26 +188,45 @@ typedef struct {
     const float *head_gate;
     HeadFill fill;
     /* Where the forward starts. start_layer 0 without start_state: a whole forward. With
-     * start_state: the layer's head mix from that state (made with the same gates and fill in
-     * the layers before it, it gives the bits of a whole forward); without: layer start_layer
+     * start_state: the layer's head mix from that state, or the whole layer from its input when
+     * the state has no z (made with the same interventions in the layers before it, it gives the
+     * bits of a whole forward); without: layer start_layer
      * from its LayerNorm, the layers before it reused from the last forward, which must have
      * run on the same inputs with the same gates and fill below that layer. */
     int start_layer;
     const HeadState *start_state;
+    /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in start_layer or
+     * later. In a start_layer begun at its head mix (a start_state with z) at most one, whose
+     * heads are recomputed from the state's resid_pre alone (their attention; the others keep
+     * the state's z): the values of the whole layer run on that input. Forward only: a forward
+     * with any asks for no gradients. */
+    const InputDelta *input_deltas;
+    int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
     float *gate_grad; /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
+    /* Gates on the heads' inputs (activation patching), all 1 in the zero value. A backward
+     * through an input gate below 1 returns the parameters' gradients only; the input gates'
+     * (MODEL_GRAD_INPUT_GATES, from a whole forward) are taken where every input gate is 1
+     * (attribution patching). */
+    InputPatch input[N_HEAD_INPUTS];
+    float *input_grad[N_HEAD_INPUTS]; /* each the shape of its gate: += d loss / d gate */
+    /* The backward's start, NULL: the loss's gradient at the logits. Else this one (B, T, V), the
+     * gradient of another function of the logits (a logit difference); the loss is still the
+     * forward's value. */
+    const float *logit_grad;
 } Interventions;
 
 /* The plan of a layer's attention: its stages in forward order, built once from the shape
  * (model.c). */
-#define MODEL_MAX_STAGES 8
+#define MODEL_MAX_STAGES 10
 typedef struct Stage Stage;
 typedef struct {
     const Stage *stage[MODEL_MAX_STAGES];
     int n_stages;
-    int head_mix; /* index of the head-mix stage, where a forward from a HeadState begins */
+    int head_mix;  /* index of the head-mix stage, where a forward from a HeadState begins */
+    int qkv_patch; /* index of the qkv-patch stage, the lowest an input gate sits at */
 } LayerPlan;
 
 /* The last forward: its inputs (kept for the backward) and its interventions (a copy). */
@@ -188,7 +235,8 @@ typedef struct {
     const int *tokens, *targets;
     const float *mask;
     Interventions iv;
-    int whole; /* from the embedding: every activation is there */
+    int whole;         /* from the embedding: every activation is there */
+    int from_head_mix; /* started at start_layer's head mix (a HeadState with z) */
     float loss;
 } ForwardState;
 
@@ -243,6 +291,8 @@ size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The scratch floats a forward with one input delta allocates on top of the activations. */
+size_t model_input_delta_floats(ModelShape shape, int B, int T);
 /* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
  * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
  * the activations for max_batch; 0 when it keeps none. */

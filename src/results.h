@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include "analysis.h"
 #include "config.h"
+#include "dla.h"
 #include "headstudy.h"
+#include "patch_heads.h"
 #include "model.h"
 #include "tasks.h"
 #include "tokenizer.h"
@@ -65,10 +67,21 @@ void results_discard(Results *r);
 int results_open_copy(Results *r, const char *path, UserError *err);
 /* Delete a dataset or group (and what is under it) if it is there. */
 int results_remove(Results *r, const char *path, UserError *err);
+/* A complete run, for a command that adds to it (`command`: "prune", "patch"): ERR_USER with one
+ * line naming the file when it is no results file or its run is not complete. */
+int results_check_complete(const char *path, const char *command, UserError *err);
+/* Add to a complete file atomically (results_open_copy): `groups` removed, then write(r, what)
+ * writes its part; the copy is renamed over the file, or deleted on any error. */
+int results_rewrite(const char *path, const char *const *groups, int n_groups,
+                    int (*write)(Results *r, const void *what, UserError *err), const void *what,
+                    UserError *err);
 
 /* 1-D datasets, e.g. "/train/loss". */
 int results_write_doubles(Results *r, const char *path, const double *x, int n, UserError *err);
 int results_write_ints(Results *r, const char *path, const int64_t *x, int n, UserError *err);
+/* An n-dimensional float64 dataset (sums that must add up beyond float32's digits). */
+int results_write_double_array(Results *r, const char *path, const double *x, int ndim, const uint64_t *dims,
+                               UserError *err);
 /* An n-dimensional float32 or int32 dataset (parents created as needed). */
 int results_write_array(Results *r, const char *path, const void *data, int is_int, int ndim,
                         const uint64_t *dims, UserError *err);
@@ -100,6 +113,12 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
 /* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and
  * /circuits/... */
 int results_write_study(Results *r, const HeadStudy *hs, UserError *err);
+/* /dla/head (L, H), /dla/bias_o (L), /dla/embed, /dla/ln_bias and /dla/logit ([1] each), float64,
+ * and the attribute positions (Σ mask) on /dla. */
+int results_write_dla(Results *r, const Dla *d, UserError *err);
+/* /patching: the clean and corrupted set, the metric's values, the exact and AtP effects per head;
+ * and /dla, the direct logit attribution on the clean inputs (results_write_dla). */
+int results_write_patching(Results *r, const HeadPatching *hp, UserError *err);
 /* /tokenizer: the SentencePiece model verbatim (so the results file alone can encode a prompt),
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
@@ -108,6 +127,11 @@ int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
                          UserError *err);
+
+/* A model of the run's shape (cfg, as results_read_run_config gives it) for batches up to
+ * max_batch, with the run's trained /params. On failure the model is freed and err says why;
+ * on success the caller frees it (model_free). */
+int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err);
 
 /* Reading datasets back (resume). Each returns ERR_USER with a message if the dataset is
  * missing or has another number of elements than `count`. */

@@ -476,3 +476,32 @@ int results_remove(Results *r, const char *path, UserError *err) {
         return user_error(err, r->tmp_path, 0, 0, "cannot remove %s", path);
     return ERR_OK;
 }
+
+int results_check_complete(const char *path, const char *command, UserError *err) {
+    char name[64];
+    RunStatus status = results_read_status(path, name, sizeof name);
+    if (!name[0])
+        return user_error(err, path, 0, 0, "not a harness results file (%s)",
+                          access(path, R_OK) != 0 ? strerror(errno)
+                                                  : "not HDF5, truncated, or without a status attribute");
+    if (status != RUN_COMPLETE)
+        return user_error(err, path, 0, 0, "the run is %s; %s needs a complete run%s%s%s", name, command,
+                          status == RUN_INTERRUPTED ? " (finish it first: harness CONFIG --resume)"
+                          : status == RUN_DIVERGED  ? " (a diverged run has no trained model to "
+                                                    : "",
+                          status == RUN_DIVERGED ? command : "", status == RUN_DIVERGED ? ")" : "");
+    return ERR_OK;
+}
+
+int results_rewrite(const char *path, const char *const *groups, int n_groups,
+                    int (*write)(Results *r, const void *what, UserError *err), const void *what,
+                    UserError *err) {
+    Results res;
+    int rc = results_open_copy(&res, path, err);
+    if (rc != ERR_OK) return rc;
+    for (int i = 0; i < n_groups && rc == ERR_OK; i++) rc = results_remove(&res, groups[i], err);
+    if (rc == ERR_OK) rc = write(&res, what, err);
+    if (rc == ERR_OK) return results_close(&res, RUN_COMPLETE, err);
+    results_discard(&res);
+    return rc;
+}

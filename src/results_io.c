@@ -212,6 +212,13 @@ int results_write_doubles(Results *r, const char *path, const double *x, int n, 
     return write_dataset(r, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, x, 1, dims, H5P_DEFAULT, err);
 }
 
+int results_write_double_array(Results *r, const char *path, const double *x, int ndim, const uint64_t *dims,
+                               UserError *err) {
+    hsize_t d[8];
+    CHECK(ndim >= 1 && ndim <= 8);
+    for (int i = 0; i < ndim; i++) d[i] = dims[i];
+    return write_dataset(r, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, x, ndim, d, H5P_DEFAULT, err);
+}
 int results_write_ints(Results *r, const char *path, const int64_t *x, int n, UserError *err) {
     hsize_t dims[1] = {(hsize_t)n};
     return write_dataset(r, path, H5T_NATIVE_INT64, H5T_STD_I64LE, x, 1, dims, H5P_DEFAULT, err);
@@ -401,6 +408,13 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
         H5Dclose(ds);
     }
     H5Fclose(file);
+    return rc;
+}
+
+int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err) {
+    model_init(m, model_shape_from_config(cfg), max_batch);
+    int rc = results_read_tensors(path, "/params", m, m->param_block, (ConfigMark){path, 1, 1}, err);
+    if (rc != ERR_OK) model_free(m);
     return rc;
 }
 

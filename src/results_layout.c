@@ -1,5 +1,6 @@
 /* results_layout.c: the writers of the results layout's parts (docs/results-format.md): the
- * probes, the attention snapshots, the head study (/heads, /prune, /circuits) and the tokenizer,
+ * probes, the attention snapshots, the head study (/heads, /prune, /circuits), the direct logit
+ * attribution (/dla) and the tokenizer,
  * each from the value its module returns, through the typed writers of results_io.c.
  * Owns where each of those goes in the file. Must not know: how they are computed (analysis,
  * the head study and the tokenizer hand it their results), the atomic file. */
@@ -95,6 +96,8 @@ static int write_circuits(const Circuits *c, Results *res, UserError *err) {
         if (rc == ERR_OK) rc = results_write_attr_double(res, path, "random_baseline", c->baseline[k], err);
         if (rc == ERR_OK && c->note[0]) rc = results_write_attr_string(res, path, "note", c->note, err);
     }
+    if (rc == ERR_OK && c->has_copying)
+        rc = results_write_array(res, "/scores/copying", c->copying, 0, 2, dims, err);
     return rc;
 }
 
@@ -119,6 +122,17 @@ int results_write_study(Results *res, const HeadStudy *hs, UserError *err) {
     return rc;
 }
 
+int results_write_dla(Results *r, const Dla *d, UserError *err) {
+    const uint64_t lh[2] = {(uint64_t)d->n_layer, (uint64_t)d->n_head}, l = (uint64_t)d->n_layer, one = 1;
+    int rc = results_write_double_array(r, "/dla/head", d->head, 2, lh, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/bias_o", d->bias_o, 1, &l, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/embed", &d->embed, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/ln_bias", &d->ln_bias, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_double_array(r, "/dla/logit", &d->logit, 1, &one, err);
+    if (rc == ERR_OK) rc = results_write_attr_double(r, "/dla", "positions", d->weight, err);
+    return rc;
+}
+
 int results_write_heads(Results *r, int n_layer, int n_head, const double *delta, const double *importance,
                         const double *normalized, UserError *err) {
     static const char *const names[] = {"/heads/ablation_delta", "/heads/importance",
@@ -127,6 +141,72 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
     uint64_t dims[2] = {(uint64_t)n_layer, (uint64_t)n_head};
     int rc = ERR_OK;
     for (int k = 0; k < 3 && rc == ERR_OK; k++) rc = write_floats(r, names[k], values[k], 2, dims, err);
+    return rc;
+}
+
+/* /patching/path_q, path_k, path_v and which heads took part (patch_paths.h). */
+static int write_path_patching(Results *res, const PathPatching *pp, UserError *err) {
+    const int L = pp->n_layer, H = pp->n_head, LH = L * H;
+    const uint64_t heads[2] = {(uint64_t)L, (uint64_t)H};
+    int rc = results_write_array(res, "/patching/path_heads", pp->selected, 1, 2, heads, err);
+    for (int k = 0; k < N_PATH_KINDS && rc == ERR_OK; k++) {
+        const uint64_t dims[4] = {(uint64_t)L, (uint64_t)pp->receivers[k], (uint64_t)L, (uint64_t)H};
+        char path[64];
+        snprintf(path, sizeof path, "/patching/%s", path_kind_names[k]);
+        rc = write_floats(res, path, pp->effect[k], 4, dims, err);
+    }
+    char limit[96];
+    if (pp->n_selected < LH)
+        snprintf(limit, sizeof limit, "the %d of %d heads with the largest |/patching/head_out|",
+                 pp->n_selected, LH);
+    else snprintf(limit, sizeof limit, "every head (%d)", LH);
+    if (rc == ERR_OK) rc = results_write_attr_string(res, "/patching", "path_heads", limit, err);
+    if (rc == ERR_OK)
+        rc = results_write_attr_double(res, "/patching", "path_patch_heads", (double)pp->top_heads, err);
+    if (rc == ERR_OK)
+        rc = results_write_attr_double(res, "/patching", "path_forwards", (double)pp->n_forwards, err);
+    return rc;
+}
+
+int results_write_patching(Results *res, const HeadPatching *hp, UserError *err) {
+    const PatchSet *ps = &hp->set;
+    const uint64_t nt[2] = {(uint64_t)ps->N, (uint64_t)ps->T};
+    int *positions = xcalloc((size_t)ps->N * ps->T, sizeof(int));
+    for (size_t i = 0; i < (size_t)ps->N * ps->T; i++) positions[i] = ps->positions[i] != 0.0f;
+    int rc = results_write_array(res, "/patching/clean_tokens", ps->tokens[PATCH_CLEAN], 1, 2, nt, err);
+    if (rc == ERR_OK)
+        rc = results_write_array(res, "/patching/corrupt_tokens", ps->tokens[PATCH_CORRUPT], 1, 2, nt, err);
+    if (rc == ERR_OK) rc = results_write_array(res, "/patching/positions", positions, 1, 2, nt, err);
+    if (rc == ERR_OK)
+        rc = results_write_array(res, "/patching/clean_answer", ps->answer[PATCH_CLEAN], 1, 2, nt, err);
+    if (rc == ERR_OK && ps->one_answer)
+        rc = results_write_array(res, "/patching/corrupt_answer", ps->answer[PATCH_CORRUPT], 1, 2, nt, err);
+    free(positions);
+    if (rc == ERR_OK)
+        rc = results_write_attr_string(res, "/patching", "metric", patch_metric_names[hp->metric], err);
+    static const char *const input_names[N_PATCH_INPUTS] = {"clean", "corrupt"};
+    for (int in = 0; in < N_PATCH_INPUTS; in++)
+        for (int k = 0; k < N_PATCH_METRICS && rc == ERR_OK; k++) {
+            if (k == PATCH_LOGIT_DIFF && !ps->one_answer) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s", input_names[in], patch_metric_names[k]);
+            rc = results_write_attr_double(res, "/patching", name, hp->metric_value[in][k], err);
+        }
+    for (int k = 0; k < N_PATCH_KINDS && rc == ERR_OK; k++) {
+        const uint64_t dims[2] = {(uint64_t)hp->n_layer, (uint64_t)hp->heads[k]};
+        char path[64];
+        snprintf(path, sizeof path, "/patching/%s", patch_kind_names[k]);
+        rc = write_floats(res, path, hp->effect[k], 2, dims, err);
+        snprintf(path, sizeof path, "/patching/atp_%s", patch_kind_names[k]);
+        if (rc == ERR_OK) rc = write_floats(res, path, hp->atp[k], 2, dims, err);
+        if (rc == ERR_OK)
+            rc = results_write_attr_double(res, path, "correlation", hp->atp_correlation[k], err);
+        snprintf(path, sizeof path, "/patching/%s", patch_kind_names[k]);
+        if (rc == ERR_OK && !hp->measured[k])
+            rc = results_write_attr_string(res, path, "note", hp->note, err);
+    }
+    if (rc == ERR_OK) rc = write_path_patching(res, &hp->path, err);
+    if (rc == ERR_OK) rc = results_write_dla(res, &hp->dla, err);
     return rc;
 }
 

@@ -58,6 +58,15 @@ static inline double rng_normal(Rng *r) {
     return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
 }
 
-enum { RNG_INIT = 1, RNG_TRAIN = 2, RNG_EVAL = 3, RNG_PROBE = 4, RNG_GENERATE = 5 };
+enum {
+    RNG_INIT = 1,
+    RNG_TRAIN = 2,
+    RNG_EVAL = 3,
+    RNG_PROBE = 4,
+    RNG_GENERATE = 5,
+    RNG_PATCH = 6,
+    RNG_HEAD_GATES = 7,
+    RNG_HEAD_GATES_INIT = 8
+};
 
 #endif

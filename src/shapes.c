@@ -8,7 +8,10 @@
 #include "shapes.h"
 #include "ablation.h"
 #include "analysis.h"
+#include "head_l0.h"
 #include "model.h"
+#include "patch_heads.h"
+#include "patching.h"
 #include "util.h"
 #include "../kernels/kernels.h"
 #ifdef _OPENMP
@@ -200,6 +203,11 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
     add_part(e, 0,
              (cfg->eval_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
              "batches (training, held-out)", "output.eval_batches, train.batch_size");
+    if (cfg->head_l0 > 0)
+        add_part(e, 0, head_l0_memory_bytes(cfg, s),
+                 "learned head gates (log alpha and its moments, a copy of W_o for the closed heads, the "
+                 "P(open) trajectory of n_layer x n_head per logged step)",
+                 "model.d_model, output.log_every");
     size_t views, states;
     ablation_memory(s, cfg, &views, &states);
     add_part(e, 1, (double)views,
@@ -207,6 +215,20 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
              "train.threads, train.batch_size, model.seq_len");
     add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)",
              "output.eval_batches, train.batch_size");
+    if (cfg->patch_batches >
+        0) { /* after the study's views and states are freed: what it needs beyond them */
+        const size_t model_maps = probe_maps > training_maps ? probe_maps : training_maps;
+        const size_t chunk_maps = model_map_floats(
+            s, cfg->batch_size, cfg->seq_len, max_batch,
+            patch_runs_keep_maps(s, cfg->patch_batches, cfg->batch_size, cfg->seq_len, PATCH_MAPS_BUDGET));
+        double patching = (double)head_patching_bytes(s, cfg) +
+                          (chunk_maps > model_maps ? (double)(chunk_maps - model_maps) * sizeof(float) : 0.0);
+        add_part(
+            e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
+            "study: activation patching beyond the views and states above: the clean and corrupted runs' "
+            "hook tensors (the clean maps within 256 MiB), one model view per thread, one batch's maps",
+            "output.patch_batches, train.batch_size, model.seq_len");
+    }
 }
 
 /* 123456789 -> "117.7 MiB" */

@@ -264,6 +264,62 @@ void task_eval_batch(const Task *task, Batch *out, int index) {
     }
 }
 
+/* A symbol of 1 … vocab−1 other than `old` (itself such a symbol), uniformly. */
+static int other_symbol(Rng *rng, int old, int vocab) {
+    int v = 1 + (int)rng_below(rng, (uint64_t)(vocab - 2));
+    return v >= old ? v + 1 : v;
+}
+
+/* The T + 1 tokens of a row (inputs, then the last target) corrupted in place. */
+static void corrupt_sequence(const Task *task, int *seq, const float *mask, int T, Rng *rng) {
+    const int vocab = task->cfg->vocab_size;
+    if (task->cfg->task == TASK_INDUCTION) {
+        int first = 0; /* the first marked query holds the last token of the segment's first copy */
+        while (first < T && mask[first] == 0.0f) first++;
+        for (int t = first + 1; t <= T && vocab > 2; t++) seq[t] = other_symbol(rng, seq[t], vocab);
+        return;
+    }
+    const int s = task->pair_symbols; /* two_source: a at 1 + 4g, b, SEP, pair(a, b) */
+    for (int t = 1; t + 1 <= T && s > 1; t += 4) {
+        int a = seq[t] - 2, b = seq[t + 1] - 2 - s, which = (int)rng_below(rng, 2);
+        int *x = which ? &b : &a;
+        int v = (int)rng_below(rng, (uint64_t)(s - 1));
+        *x = v >= *x ? v + 1 : v;
+        seq[t] = 2 + a;
+        seq[t + 1] = 2 + s + b;
+        if (t + 3 <= T) seq[t + 3] = 2 + 2 * s + a * s + b;
+    }
+}
+
+void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, int index) {
+    const int B = clean->B, T = clean->T;
+    CHECK(corrupt->B == B && corrupt->T == T);
+    Rng rng = rng_stream((uint64_t)task->cfg->seed, RNG_PATCH, (uint64_t)index);
+    float *file_mask = xcalloc((size_t)T, sizeof(float)); /* all 1: the clean mask is kept */
+    for (int b = 0; b < B; b++) {
+        const int *in = clean->inputs + (size_t)b * T;
+        int *c_in = corrupt->inputs + (size_t)b * T, *c_tg = corrupt->targets + (size_t)b * T;
+        if (task->file_tokens) { /* another held-out window, not the clean one */
+            int64_t n_heldout = task->n_tokens - task->n_train;
+            for (int tries = 0; tries < 16; tries++) {
+                int64_t start = task->n_train + (int64_t)rng_below(&rng, (uint64_t)(n_heldout - T));
+                file_row(task, start, c_in, c_tg, file_mask, T);
+                if (memcmp(c_in, in, sizeof(int) * T) != 0) break;
+            }
+            continue;
+        }
+        int seq[65537];
+        CHECK(T + 1 <= 65537);
+        memcpy(seq, in, sizeof(int) * T);
+        seq[T] = clean->targets[(size_t)b * T + T - 1];
+        corrupt_sequence(task, seq, clean->mask + (size_t)b * T, T, &rng);
+        memcpy(c_in, seq, sizeof(int) * T);
+        memcpy(c_tg, seq + 1, sizeof(int) * T);
+    }
+    memcpy(corrupt->mask, clean->mask, sizeof(float) * B * T);
+    free(file_mask);
+}
+
 void task_probes(const Task *task, Probes *out) {
     const Config *cfg = task->cfg;
     int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;

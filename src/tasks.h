@@ -42,6 +42,14 @@ void batch_free(Batch *b);
 void task_train_batch(const Task *task, Batch *out, int64_t step);
 void task_eval_batch(const Task *task, Batch *out, int index);
 
+/* The corrupted twin of a held-out batch (activation patching, docs/analyses.md): the same
+ * length and positions, what the metric reads changed. induction: every token after the
+ * segment's first copy re-drawn (never the clean token at that position), so nothing repeats;
+ * two_source: in each group one source (a or b, drawn) changed and its pair token with it;
+ * text, tokens: another held-out window (resample patching). `index` names its generator
+ * stream; corrupt's mask is the clean batch's. */
+void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, int index);
+
 /* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
  * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
  * NUL-terminated; NULL otherwise). */

@@ -13,7 +13,9 @@
 #include "analysis.h"
 #include "evaluate.h"
 #include "head_table.h"
+#include "head_l0.h"
 #include "headstudy.h"
+#include "patch_heads.h"
 #include "train_log.h"
 #include "util.h"
 #include "../kernels/kernels.h"
@@ -51,6 +53,7 @@ typedef struct {
     Probes probes;
     Snapshots snapshots;
     const Tokenizer *tokenizer; /* the task's, written with the state (NULL: none) */
+    HeadL0 gates;               /* learned head gates (train.head_l0; off: all NULL) */
     Evaluator heldout;          /* the held-out batches */
     float *maps;                /* (L, H, P, T, T) scratch for one snapshot */
     int step;                   /* parameter updates done */
@@ -95,6 +98,7 @@ static int write_state(Results *res, const Model *m, const RunState *st, int wit
     if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
     if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
     if (rc == ERR_OK && st->tokenizer) rc = results_write_tokenizer(res, st->tokenizer, err);
+    if (rc == ERR_OK) rc = head_l0_write(&st->gates, res, with_checkpoint, err);
     if (rc == ERR_OK && with_checkpoint) {
         rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
         if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
@@ -216,6 +220,7 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
     int64_t n_snap = results_reader_count(&rd, "/attn/step");
     if (rc == ERR_OK) rc = train_log_read(&st->train, &rd, err);
     if (rc == ERR_OK) rc = train_log_read(&st->eval, &rd, err);
+    if (rc == ERR_OK) rc = head_l0_read(&st->gates, &rd, err);
     if (rc == ERR_OK && n_snap > 0) {
         int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
         size_t map_floats = st->snapshots.map_floats;
@@ -238,14 +243,36 @@ static int load_state(const char *path, const Config *cfg, Model *m, RunState *s
     return rc;
 }
 
+/* train.heads_kept: zero, in the w_o of a parameter-shaped block, the rows of every head its
+ * layer does not keep (a layer keeps its first heads). On the parameters that closes the head:
+ * its output reaches nothing, so its Q, K and V get no gradient, the same training as a gate
+ * fixed at 0. On the gradients (before their norm) it keeps those rows at zero through AdamW:
+ * zero moments, and decay of zero is zero. */
+static void close_heads(const Model *m, const Config *cfg, float *w_o) {
+    int kept[CONFIG_MAX_LAYERS];
+    if (!config_heads_kept(cfg, kept)) return;
+    const ModelShape *s = &m->shape;
+    size_t rows = (size_t)s->n_head * s->d_head, D = (size_t)s->d_model;
+    for (int l = 0; l < s->n_layer; l++) {
+        size_t first = (size_t)kept[l] * s->d_head;
+        memset(w_o + ((size_t)l * rows + first) * D, 0, (rows - first) * D * sizeof(float));
+    }
+}
+
 /* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
  * gradient norm before clipping. */
-static float train_step(Model *m, const Task *task, const Config *cfg, Batch *batch, int step, double *norm) {
+static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config *cfg, Batch *batch, int step,
+                        double *norm) {
     task_train_batch(task, batch, step);
-    float loss = model_forward(m, NULL, batch->inputs, batch->targets, batch->mask, batch->B, batch->T);
+    Interventions gated;
+    head_l0_train_gates(gates, (uint64_t)cfg->seed, step, &gated);
+    float loss = model_forward(m, gates->on ? &gated : NULL, batch->inputs, batch->targets, batch->mask,
+                               batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
+    close_heads(m, cfg, m->grads.w_o);
     *norm = global_norm(m->grad_block, m->n_params);
+    if (gates->on) *norm = sqrt(*norm * *norm + head_l0_gradient(gates)); /* log α is a parameter too */
     if (!isfinite(loss) || !isfinite(*norm)) return loss;
     float clip_scale = cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
     float lr = (float)train_lr_at(cfg, step);
@@ -255,6 +282,7 @@ static float train_step(Model *m, const Task *task, const Config *cfg, Batch *ba
                      m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1, (float)cfg->beta2,
                      (float)cfg->eps, t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
     }
+    head_l0_update(gates, clip_scale, lr, cfg, step);
     return loss;
 }
 
@@ -275,6 +303,7 @@ static void state_init(RunState *st, Model *m, const Task *task, const Config *c
     evaluator_heldout(&st->heldout, task, cfg);
     st->maps = xcalloc(st->snapshots.map_floats, sizeof(float));
     st->tokenizer = task->tokenizer;
+    head_l0_init(&st->gates, cfg, m->shape);
     train_log_init(&st->train, &TRAIN_LOG_TRAIN);
     train_log_init(&st->eval, &TRAIN_LOG_EVAL);
 }
@@ -286,6 +315,7 @@ static void state_free(RunState *st) {
     free(st->maps);
     train_log_free(&st->train);
     train_log_free(&st->eval);
+    head_l0_free(&st->gates);
 }
 
 /* Open the results file and, with resume_from, load the state to continue from. */
@@ -310,6 +340,7 @@ static int run_open(Results *res, RunState *st, Model *m, const Config *cfg, int
  * written (a full disk) is said once per failure and costs nothing else: the previous one stays. */
 static void observe(RunState *st, Model *m, const Config *cfg, int step, Session *ses) {
     int last = step == cfg->steps;
+    head_l0_close(&st->gates, m); /* evaluated with the deterministic gates */
     if (step % cfg->eval_every == 0 || last) {
         double eval_start = now_seconds();
         double loss = evaluate_loss(&st->heldout, m);
@@ -320,6 +351,7 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
         snapshots_add(&st->snapshots, step, st->maps);
     }
+    head_l0_reopen(&st->gates, m);
     if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
         st->elapsed_before = now_seconds() - ses->start;
         UserError why;
@@ -335,7 +367,9 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
 static RunStatus step_once(RunState *st, Model *m, const Task *task, const Config *cfg, Batch *batch,
                            int step, Session *ses) {
     double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
-    float loss = train_step(m, task, cfg, batch, step, &norm);
+    int logged = step % cfg->log_every == 0 || step == cfg->steps - 1;
+    if (logged) head_l0_log(&st->gates, step); /* before the update, as the row's loss */
+    float loss = train_step(m, &st->gates, task, cfg, batch, step, &norm);
     double elapsed = now_seconds() - ses->start, lr = train_lr_at(cfg, step);
     ses->step_s += now_seconds() - step_start;
     ses->step_cpu += cpu_seconds() - cpu_start;
@@ -344,10 +378,11 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
         fprintf(stderr, "%sdiverged at step %d: loss %g, gradient norm %g%s%s\n",
                 ses->on_terminal ? "\n" : "", step, loss, norm,
                 where ? "; first non-finite gradient in " : "", where ? where : "");
+        if (!logged) head_l0_log(&st->gates, step);
         train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         return RUN_DIVERGED;
     }
-    if (step % cfg->log_every == 0 || step == cfg->steps - 1) {
+    if (logged) {
         train_log_append(&st->train, step, (double[]){loss, lr, norm, elapsed});
         double last_eval = train_log_last(&st->eval, 0, NAN);
         /* tokens/s of the training steps alone, as the time line counts them: evaluations,
@@ -384,16 +419,21 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
 }
 
 /* The end-of-run analysis of a complete run, written: /heads, the study; the tables printed. */
-static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study, Results *res,
-                          UserError *err) {
+static int write_analysis(const RunState *st, const Model *m, const HeadStudy *study,
+                          const HeadPatching *patching, Results *res, UserError *err) {
     int L = m->shape.n_layer, H = m->shape.n_head;
     int rc = results_write_heads(res, L, H, study->delta_zero, study->importance,
                                  study->importance_normalized, err);
+    if (rc == ERR_OK) rc = head_l0_write_kept(&st->gates, res, err);
+    const HeadTableCausal causal = {study->circuits.copying,
+                                    patching ? patching->effect[PATCH_HEAD_OUT] : NULL,
+                                    patching ? patching->dla.head : NULL};
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         study->delta_zero, study->delta_mean, study->importance);
+                         study->delta_zero, study->delta_mean, study->importance, &causal);
     if (rc == ERR_OK) rc = results_write_study(res, study, err);
     if (rc == ERR_OK) head_study_print(study, stdout);
+    if (rc == ERR_OK) head_l0_print(&st->gates, stdout);
     return rc;
 }
 
@@ -418,14 +458,21 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     st->elapsed_before = now_seconds() - ses->start;
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
     HeadStudy study;
+    HeadPatching patching;
+    const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
     if (status == RUN_COMPLETE) { /* the study first, from the trained state made durable */
         keep_trained(st, m, cfg, ses, resumed);
+        head_l0_close(&st->gates, m); /* for good: the study and /params see the pruned model */
         double study_start = now_seconds();
         head_study_run(&study, m, task, cfg);
         study_seconds = now_seconds() - study_start;
     }
+    if (patches) head_patching_run(&patching, m, task, cfg);
     int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
-    if (rc == ERR_OK && status == RUN_COMPLETE) rc = write_analysis(st, m, &study, res, err);
+    if (rc == ERR_OK && status == RUN_COMPLETE)
+        rc = write_analysis(st, m, &study, patches ? &patching : NULL, res, err);
+    if (rc == ERR_OK && patches) rc = results_write_patching(res, &patching, err);
+    if (rc == ERR_OK && patches) head_patching_print(&patching, stdout);
     if (status == RUN_COMPLETE) head_study_free(&study);
     if (rc == ERR_OK) rc = results_close(res, status, err);
     else results_discard(res);
@@ -445,6 +492,12 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
                 "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
                 "composition %.2f s)\n",
                 now_seconds() - finish_start, study_seconds);
+    if (rc == ERR_OK && patches && steps_run > 0)
+        fprintf(
+            stderr,
+            "time: patching %.2f s of CPU, %.1f%% of the steps' CPU time (output.patch_batches 0: none)\n",
+            patching.cpu_seconds, 100.0 * patching.cpu_seconds / ses->step_cpu);
+    if (patches) head_patching_free(&patching);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];
         checkpoint_path(cfg, ckpt, sizeof ckpt);
@@ -475,6 +528,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const Re
     Results res;
     int rc = run_open(&res, &st, m, cfg, force, resume ? resume->path : NULL, err);
     if (rc == ERR_OK) {
+        close_heads(m, cfg, m->params.w_o); /* from step 0 (a resumed state has them closed already) */
         Session ses = {.start = now_seconds() - st.elapsed_before,
                        .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};

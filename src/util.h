@@ -1,5 +1,5 @@
-/* util.h: the program's checked allocation (xcalloc, xrealloc), and CHECK, CHECK_ALLOC from
- * kernels/check.h.
+/* util.h: the program's checked allocation (xcalloc, xrealloc), OpenMP's thread index and count,
+ * the process's CPU clock, and CHECK, CHECK_ALLOC from kernels/check.h.
  * A failed CHECK is a programming error (a shape that cannot be), never a user error: it
  * prints file and line and aborts. User errors are returned as codes to main (see error.h).
  * Must not know: any module of the program (every src/ file may include it). */
@@ -9,8 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "../kernels/check.h" /* CHECK and CHECK_ALLOC: one definition each, the kernels' */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static inline void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
@@ -22,6 +26,23 @@ static inline void *xcalloc(size_t count, size_t size) {
 }
 
 /* realloc that treats running out of memory like xcalloc does (a message, exit status 2). */
+/* The calling thread's index in its parallel region, and the threads a region gets (1 and 0
+ * without OpenMP). */
+static inline int thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 static inline void *xrealloc(void *p, size_t size) {
     void *q = realloc(p, size ? size : 1);
     if (!q) {
@@ -29,6 +50,13 @@ static inline void *xrealloc(void *p, size_t size) {
         exit(2);
     }
     return q;
+}
+
+/* The process's CPU time so far (every thread's), in seconds. */
+static inline double util_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 #endif

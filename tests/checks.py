@@ -3,9 +3,12 @@
 check() prints "ok - NAME" or "FAIL - NAME: details"; run_check() runs one test function and
 counts an exception as a failure; temp_suite() is the frame of a suite working in a temporary
 directory; finish() prints the closing "N passed, M failed" line that
-tests/run adds up, and returns the exit status. statuses() and read_csv() read a sweep's
-results for the sweep suites; known_summary() writes a sweep summary with known losses;
-browser() starts the headless Chromium of the report suites; phrase_tokens() writes a small
+tests/run adds up, and returns the exit status. heads12_run() trains a small variant of the
+default config. statuses() and read_csv() read a sweep's
+results for the sweep suites; holm_by_hand() is Holm's adjustment written out, for the suites
+that recompute a table's p values; known_summary() writes a sweep summary with known losses;
+browser() starts the headless Chromium of the report suites, open_page() loads a report in it
+and console_errors() reads the errors it logged; phrase_tokens() writes a small
 learnable token stream.
 """
 import csv
@@ -42,6 +45,20 @@ def run_check(name, fn, passthrough=()):
     print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
 
 
+def heads12_run(harness, root, tmp, name, base_sets, sets, what="tiny run completes"):
+    """A run of configs/heads12.yaml with the arguments base_sets ("--set", "key=value", ...) and
+    the "key=value" strings sets, into tmp/NAME.h5, checked to exit 0: (its path, the finished
+    process)."""
+    import subprocess
+    out = os.path.join(tmp, name + ".h5")
+    cmd = [harness, "configs/heads12.yaml", *base_sets, "--set", f"output.path={out}"]
+    for s in sets:
+        cmd += ["--set", s]
+    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    check(f"{name}: {what}", run.returncode == 0, run.stderr[-400:])
+    return out, run
+
+
 def statuses(outdir):
     """{run: status attribute} of every results file of a sweep directory."""
     from heads import results  # python/, put on sys.path by the suites that use it
@@ -55,6 +72,16 @@ def statuses(outdir):
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def holm_by_hand(ps):
+    """Holm's step-down: sorted ascending, p_(i) -> max over j <= i of min(1, (m - j) p_(j))."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
 
 
 def phrase_tokens(path, vocab, seed, n_phrases=20, longest=8):
@@ -165,3 +192,17 @@ def browser():
         return webdriver.Chrome(service=Service(driver), options=o), ""
     except Exception as e:  # noqa: BLE001 - any start failure means no browser here
         return None, f"chromium did not start: {str(e).splitlines()[0]}"
+
+
+def open_page(d, path):
+    """Load a report page from disk in the browser d; whether its code finished drawing it."""
+    d.get("file://" + os.path.abspath(path))
+    for _ in range(100):
+        if d.execute_script("return document.body && document.body.dataset.ready === '1'"):
+            break
+        time.sleep(0.05)
+    return d.execute_script("return document.body.dataset.ready === '1'")
+
+
+def console_errors(d):
+    return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]

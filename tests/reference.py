@@ -13,6 +13,9 @@ Library:
   train_steps(params, cfg, batches, steps) -> [loss of each step, taken before its update]
   sequential_batches(token_file, cfg, steps) -> [(inputs, targets, mask)] of the tokens task
   attention_maps(params, cfg, tokens[P,T]) -> [L,H,P,T,T]
+  direct_logit_attribution(params, cfg, tokens, targets, mask) -> the parts of the target's logit
+  l0_settings(cfg), hard_concrete(...), p_open(...), head_gate_noise(seed, step, n),
+  head_gate_init(seed, L, H), bake(params, log_alpha, cfg): the learned head gates (train.head_l0)
 
 CLI:
   reference.py --self-test              finite-difference and naive-loop checks of this file
@@ -29,6 +32,14 @@ Optimiser semantics (what the C harness is specified to do), step s = 0..steps-1
   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
   if p has >= 2 dims (tok_emb, pos_emb, w_qkv, w_o, w_unembed): p *= 1 - lr_s*weight_decay
   p -= (lr_s/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+
+Learned head gates (train.head_l0 = lambda > 0; docs/model.md "Learned head gates (L0)"), from
+that text: log_alpha [L,H] is one more parameter (no weight decay; its gradient in the norm).
+At step s, u = 1e-6 + (1 - 2e-6) * uniform from the generator stream (seed, 7, s) of src/rng.h
+(splitmix64 seeding, xoshiro256**, written out again below), one per head in (layer, head)
+order, rounded to float32; gate = clip(sigmoid((log u - log(1-u) + log_alpha)/beta)*(r-l) + l,
+0, 1); the objective is the gated forward's loss + lambda/L * sum sigmoid(log_alpha -
+beta*log(-l/r)), differentiated by autograd; the logged loss is the cross-entropy alone.
 """
 import math
 import sys
@@ -187,7 +198,9 @@ def layer_norm(h, gain, bias):
     return (h - mean) / torch.sqrt(var + LN_EPS) * gain + bias
 
 
-def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None):
+def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, heads_out=None,
+            record=None, patch=None, logits_out=None, path=None,
+            final_out=None):
     """x [B,T] int -> (loss, [P_l [B,H,T,T] for each layer]); loss is None without targets.
 
     loss = sum over mask=1 positions of cross-entropy(logits, target) / number of such positions.
@@ -195,7 +208,31 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     (its columns of O_cat, after the output gate) into g*o + (1-g)*a before W_o, with a = fill
     [L,E] (mean ablation) or 0; heads_out, a list, receives each layer's O_cat [B,T,E] before the
     gates.
+    Activation patching (docs/analyses.md): record, a dict, receives per layer l the lists
+    "q" [B,H,T,dh] (after rotary), "k", "v" [B,H_kv,T,dh] (one per K/V head, after rotary),
+    "pattern" [B,H,T,T] and "z" [B,T,H,dh] (the heads' outputs after the output gate); patch
+    maps a kind of those to (gates, source): gates [L, heads of the kind], source another
+    forward's record, each head's value becoming g*own + (1-g)*source's (for the pattern, the
+    head's output g*O + (1-g)*P_source V). logits_out, a list, receives the logits [B,T,V].
+    Path patching (docs/analyses.md): path = (layer, kind, head, delta), kind "q", "k" or "v",
+    head a query head for "q" and a K/V head for "k" and "v", delta [B,T,D]: that head's input
+    of that kind in that layer is computed from LN(h + delta) (+ W_pos for the shortformer's Q
+    and K) instead of LN(h); everything else reads h. final_out, a list, receives the final residual
+    h [B,T,D] and the logits [B,T,V].
     """
+    record = record if record is not None else {}
+    patch = patch or {}
+
+    def patched(kind, l, own):  # own [B,n,T,...] per head on dim 1 ("z": [B,T,H,dh] on dim 2)
+        record.setdefault(kind, []).append(own)
+        if kind not in patch:
+            return own
+        g, source = patch[kind]
+        src = source[kind][l]
+        shape = [1] * own.dim()
+        shape[2 if kind == "z" else 1] = -1
+        gl = g[l].reshape(shape)
+        return gl * own + (1 - gl) * src
     V, D, H, dh, L, _ = dims(cfg)
     n_kv, pos, rope_dims, rope_base, gate = layout(cfg)
     E, Ekv = H * dh, n_kv * dh
@@ -213,10 +250,21 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         if pos == "shortformer":  # positions only in the Q/K input (TransformerLens attn-only)
             qk = layer_norm(h + params["pos_emb"][:T], p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
             q, k = qk[..., :E], qk[..., E:E + Ekv]
+        if path is not None and path[0] == l:  # one head's Q, K or V reads h + delta
+            _, kind, head, delta = path
+            moved = h + delta
+            if pos == "shortformer" and kind != "v":
+                moved = moved + params["pos_emb"][:T]
+            alt = layer_norm(moved, p("ln_g"), p("ln_b")) @ p("w_qkv") + p("b_qkv")
+            first = {"q": 0, "k": E, "v": E + Ekv}[kind] + head * dh
+            cols = torch.cat([q, k, v], dim=-1).clone()
+            cols[..., first:first + dh] = alt[..., first:first + dh]
+            q, k, v = cols[..., :E], cols[..., E:E + Ekv], cols[..., E + Ekv:]
         heads = lambda a, n: a.reshape(B, T, n, dh).transpose(1, 2)           # [B,n,T,dh]
         q, k, v = heads(q, H), heads(k, n_kv), heads(v, n_kv)
         if pos == "rope":
             q, k = rotary(q, rope_dims, rope_base), rotary(k, rope_dims, rope_base)
+        q, k, v = patched("q", l, q), patched("k", l, k), patched("v", l, v)
         k = k.repeat_interleave(H // n_kv, dim=1)                             # GQA: query head h
         v = v.repeat_interleave(H // n_kv, dim=1)                             # reads K/V h // group
         s = (q @ k.transpose(-2, -1)) / math.sqrt(dh)                         # [B,H,T,T]
@@ -227,9 +275,15 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
         else:
             att = torch.softmax(s, dim=-1)
         probs.append(att)
-        o = (att @ v).transpose(1, 2).reshape(B, T, E)                        # [B,T,E]
+        record.setdefault("pattern", []).append(att)
+        heads_o = att @ v                                                     # [B,H,T,dh]
+        if "pattern" in patch:  # the head's output from the source's map and its own V
+            g = patch["pattern"][0][l].reshape(1, H, 1, 1)
+            heads_o = g * heads_o + (1 - g) * (patch["pattern"][1]["pattern"][l] @ v)
+        o = heads_o.transpose(1, 2).reshape(B, T, E)                          # [B,T,E]
         if gate:
             o = o * torch.sigmoid(z @ p("w_gate") + p("b_gate"))
+        o = patched("z", l, o.reshape(B, T, H, dh)).reshape(B, T, E)
         if heads_out is not None:
             heads_out.append(o)
         if gates is not None:
@@ -238,6 +292,10 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
             o = g * o + (1 - g) * a
         h = h + o @ p("w_o") + p("b_o")
     logits = layer_norm(h, params["lnf_g"], params["lnf_b"]) @ params["w_unembed"]   # [B,T,V]
+    if logits_out is not None:
+        logits_out.append(logits)
+    if final_out is not None:
+        final_out += [h, logits]
     if targets is None:
         return None, probs
     if mask is None:
@@ -249,6 +307,37 @@ def forward(params, cfg, x, targets=None, mask=None, gates=None, fill=None, head
     ce = lse - picked                                                         # [B,T]
     loss = (ce * mask).sum() / mask.sum()
     return loss, probs
+
+
+def direct_logit_attribution(params, cfg, x, targets, mask, dtype=torch.float64):
+    """The target's logit split as docs/analyses.md's direct logit attribution: every part of the
+    final residual (the embedding, each layer's b_o, each head's z_h·W_O^h) centred over D, times
+    the position's 1/σ of the final LayerNorm, dotted with lnf_g ⊙ W_U[:, target]; plus
+    lnf_b·W_U[:, target]. Means over the mask's positions: {"head" [L,H], "bias_o" [L], "embed",
+    "ln_bias", "logit" (the forward's own)}, float64."""
+    V, D, H, dh, L, _ = dims(cfg)
+    p = cast(params, dtype)
+    heads_out, final = [], []
+    with torch.no_grad():
+        forward(p, cfg, x, heads_out=heads_out, final_out=final)
+    h_final, logits = final
+    r = 1.0 / torch.sqrt(h_final.var(dim=-1, unbiased=False) + LN_EPS)               # [B,T]
+    u = p["lnf_g"][:, None, None] * p["w_unembed"][:, targets]                      # [D,B,T]
+    u = u.permute(1, 2, 0)                                                          # [B,T,D]
+    w = mask.to(dtype)
+    mean = lambda a: float((a * w).sum() / w.sum())
+    part = lambda part_x: ((part_x - part_x.mean(-1, keepdim=True)) * u).sum(-1) * r  # [B,T]
+    h0 = p["tok_emb"][x] + (p["pos_emb"][: x.shape[1]] if layout(cfg)[1] == "learned" else 0)
+    out = {"embed": mean(part(h0)), "head": np.zeros((L, H)), "bias_o": np.zeros(L),
+           "ln_bias": mean((p["lnf_b"][:, None, None] * p["w_unembed"][:, targets]).sum(0)),
+           "logit": mean(logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1))}
+    for l in range(L):
+        w_o = p[f"layer{l}/w_o"]
+        out["bias_o"][l] = mean(part(p[f"layer{l}/b_o"].expand_as(h0)))
+        for hh in range(H):
+            cols = slice(hh * dh, (hh + 1) * dh)
+            out["head"][l, hh] = mean(part(heads_out[l][..., cols] @ w_o[cols]))
+    return out
 
 
 def grads(params, cfg, x, targets, mask, dtype=torch.float64):
@@ -320,6 +409,110 @@ def attention_maps(params, cfg, tokens):
     return torch.stack(probs).permute(0, 2, 1, 3, 4).contiguous()             # [L,P,H,..] -> [L,H,P,..]
 
 
+# ----------------------------------------------------------------------------- learned head gates
+
+M64 = (1 << 64) - 1
+
+
+class Stream:
+    """src/rng.h's generator for one (seed, purpose, index): splitmix64 seeds xoshiro256**."""
+
+    def __init__(self, seed, purpose, index):
+        x = (seed ^ ((purpose * 0xD1B54A32D192ED03) & M64) ^ ((index * 0x8CB92BA72F3D8DD7) & M64)) & M64
+        self.s = []
+        for _ in range(4):
+            x = (x + 0x9E3779B97F4A7C15) & M64
+            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+            self.s.append(z ^ (z >> 31))
+
+    @staticmethod
+    def _rotl(x, k):
+        return ((x << k) | (x >> (64 - k))) & M64
+
+    def next(self):
+        s = self.s
+        result = (self._rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = self._rotl(s[3], 45)
+        return result
+
+    def uniform(self):
+        return (self.next() >> 11) * 2.0 ** -53
+
+
+RNG_HEAD_GATES, RNG_HEAD_GATES_INIT = 7, 8
+
+
+def l0_settings(cfg):
+    """(lambda, beta, l, r) of a run with learned head gates, None without (head_l0 0 or absent)."""
+    lam = float(cfg.get("head_l0", 0.0) or 0.0)
+    if lam <= 0:
+        return None
+    return (lam, float(need(cfg, "head_l0_temperature")), float(need(cfg, "head_l0_stretch_low")),
+            float(need(cfg, "head_l0_stretch_high")))
+
+
+def head_gate_noise(seed, step, n):
+    """The n noise values u of training step `step`, as float32 values in a float64 tensor."""
+    r = Stream(int(seed), RNG_HEAD_GATES, int(step))
+    u = np.array([1e-6 + (1 - 2e-6) * r.uniform() for _ in range(n)], dtype=np.float32)
+    return torch.from_numpy(u.astype(np.float64))
+
+
+def head_gate_init(seed, L, H):
+    """log_alpha at initialisation: uniform in +-sqrt(3/H) (Glorot on Voita's [1, H, 1, 1] gate)."""
+    r = Stream(int(seed), RNG_HEAD_GATES_INIT, 0)
+    limit = math.sqrt(3.0 / H)
+    a = np.array([(2.0 * r.uniform() - 1.0) * limit for _ in range(L * H)], dtype=np.float32)
+    return torch.from_numpy(a.reshape(L, H))
+
+
+def hard_concrete(log_alpha, u, beta, low, high):
+    s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + log_alpha) / beta)
+    return torch.clamp(s * (high - low) + low, 0.0, 1.0)
+
+
+def p_open(log_alpha, beta, low, high):
+    """P(gate != 0) of each head."""
+    return torch.sigmoid(log_alpha - beta * math.log(-low / high))
+
+
+def gated_grads(params, log_alpha, cfg, x, targets, mask, step):
+    """(cross-entropy, {name: d objective / d param, "log_alpha": ...}) of training step `step`."""
+    lam, beta, low, high = l0_settings(cfg)
+    dtype = log_alpha.dtype
+    work = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+    la = log_alpha.detach().clone().requires_grad_(True)
+    L, H = la.shape
+    u = head_gate_noise(need(cfg, "seed"), step, L * H).to(dtype).reshape(L, H)
+    gates = hard_concrete(la, u, beta, low, high)
+    loss, _ = forward(work, cfg, x, targets, mask, gates=gates)
+    objective = loss + lam / L * p_open(la, beta, low, high).sum()
+    names = list(work)
+    g = torch.autograd.grad(objective, [work[n] for n in names] + [la], allow_unused=True)
+    out = {n: (gi.detach() if gi is not None else torch.zeros_like(work[n])) for n, gi in zip(names, g)}
+    out["log_alpha"] = g[-1].detach()
+    return loss.detach(), out
+
+
+def bake(params, log_alpha, cfg):
+    """The deterministic model: W_o's rows of every head with P(open) <= 1/2 zeroed, in place."""
+    _, beta, low, high = l0_settings(cfg)
+    _, _, H, dh, L, _ = dims(cfg)
+    closed = p_open(log_alpha, beta, low, high) <= 0.5
+    with torch.no_grad():
+        for l in range(L):
+            for h in range(H):
+                if bool(closed[l, h]):
+                    params[f"layer{l}/w_o"][h * dh:(h + 1) * dh] = 0.0
+
+
 # ----------------------------------------------------------------------------- training
 
 def lr_at(cfg, s, steps):
@@ -338,24 +531,31 @@ def decayed(name, tensor):
     return tensor.dim() >= 2
 
 
-def train_steps(params, cfg, batches, steps, history=None):
+def train_steps(params, cfg, batches, steps, history=None, log_alpha=None):
     """Run `steps` AdamW steps on batches[s]; returns the loss of each step (before its update).
 
     params is updated in place (cast it to the working dtype first: the arithmetic is done in
     the dtype of the tensors). The lr schedule runs over the configured total cfg["steps"]
     (falling back to `steps`). If history is a dict it gets lists "lr", "grad_norm" (before
-    clipping) and "clipped".
+    clipping) and "clipped". With log_alpha (a run with learned head gates) it is trained too,
+    in place, and history gets "p_open" (each step's, before its update).
     """
     total = int(cfg.get("steps", steps))
     b1, b2 = float(need(cfg, "beta1")), float(need(cfg, "beta2"))
     eps, wd = float(need(cfg, "eps")), float(need(cfg, "weight_decay"))
     clip = float(need(cfg, "grad_clip"))
-    m = {k: torch.zeros_like(v) for k, v in params.items()}
-    v2 = {k: torch.zeros_like(v) for k, v in params.items()}
+    trained = dict(params) if log_alpha is None else dict(params, log_alpha=log_alpha)
+    m = {k: torch.zeros_like(v) for k, v in trained.items()}
+    v2 = {k: torch.zeros_like(v) for k, v in trained.items()}
     losses = []
     for s in range(steps):
         x, y, mask = batches[s]
-        loss, g = grads(params, cfg, x, y, mask, dtype=next(iter(params.values())).dtype)
+        if log_alpha is None:
+            loss, g = grads(params, cfg, x, y, mask, dtype=next(iter(params.values())).dtype)
+        else:
+            if history is not None:
+                history.setdefault("p_open", []).append(p_open(log_alpha, *l0_settings(cfg)[1:]).clone())
+            loss, g = gated_grads(params, log_alpha, cfg, x, y, mask, s)
         losses.append(float(loss))
         norm = math.sqrt(sum(float((gi * gi).sum()) for gi in g.values()))
         clipped = clip > 0 and norm > clip
@@ -364,10 +564,10 @@ def train_steps(params, cfg, batches, steps, history=None):
         lr_s = lr_at(cfg, s, total)
         t = s + 1
         with torch.no_grad():
-            for k, p in params.items():
+            for k, p in trained.items():
                 m[k].mul_(b1).add_((1 - b1) * g[k])
                 v2[k].mul_(b2).add_((1 - b2) * g[k] * g[k])
-                if decayed(k, p):
+                if decayed(k, p) and k != "log_alpha":
                     p.mul_(1 - lr_s * wd)
                 denom = torch.sqrt(v2[k]) / math.sqrt(1 - b2 ** t) + eps
                 p.sub_((lr_s / (1 - b1 ** t)) * m[k] / denom)

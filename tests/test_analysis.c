@@ -361,16 +361,6 @@ static double loss_of(void *p) {
     return total;
 }
 
-/* Weights from model_init_weights moved by normal(0, 0.3), quantized (testlib.h): attention is not
- * uniform, every head matters, and gate gradients are well above the FD noise. */
-static void init_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
-    model_init(m, shape, max_batch);
-    model_init_weights(m, seed);
-    Rng rng = rng_stream(seed, 51, 0);
-    for (size_t i = 0; i < m->n_params; i++)
-        m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
-}
-
 /* A forward started at layer l (the layers before it reused) after gating a layer-l head: the
  * same bits as a whole forward. */
 static void check_partial_forward(Model *m, float *gates, const int *tokens, const int *targets,
@@ -406,7 +396,7 @@ static void test_ablation(void) {
     enum { V = 11, D = 12, H = 3, DH = 4, L = 2, T = 6, B = 2, E = H * DH };
     ModelShape shape = {V, D, H, DH, L, T, H, POS_LEARNED, DH, 10000.0, 0, 0};
     Model m;
-    init_perturbed(&m, shape, B, 7);
+    test_model_perturbed(&m, shape, B, 7);
     Rng rng = rng_stream(7, 52, 0);
     int tokens[B * T], targets[B * T];
     float mask[B * T];
@@ -485,7 +475,7 @@ static void test_importance(void) {
     batch_alloc(&batch, cfg.batch_size, cfg.seq_len);
     task_eval_batch(&task, &batch, 0);
     Model m;
-    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 8);
+    test_model_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 8);
     int LH = cfg.n_layer * cfg.n_head;
     float *grad = test_alloc(LH), *gates = test_alloc(LH);
     for (int i = 0; i < LH; i++) gates[i] = 1.0f;
@@ -566,7 +556,7 @@ static void test_importance_evaluator(void) {
     Task task;
     if (!open_induction(&cfg, &task, 5, 3)) return;
     Model m;
-    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 9);
+    test_model_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 9);
     enum { LH = 8 };
     double want[LH] = {0}, want_norm[LH], want_loss = 0.0, got[LH], got_norm[LH];
     Batch batch;
@@ -618,20 +608,6 @@ static void test_importance_evaluator(void) {
 
 /* ---- 7. interventions: fills, starts, hook points, and the pairings the model refuses ---- */
 
-/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. */
-static int aborts(void (*fn)(void *), void *ctx) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stderr)) _exit(3);
-        fn(ctx);
-        _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
-
 typedef struct {
     Model *m;
     const Interventions *iv;
@@ -645,7 +621,7 @@ static void backward(void *p) { model_backward(p); }
  * must not start one). */
 static int backward_refused(const Pairing *c) {
     model_forward(c->m, c->iv, c->b->inputs, c->b->targets, c->b->mask, c->b->B, c->b->T);
-    return aborts(backward, c->m);
+    return test_aborts(backward, c->m);
 }
 
 static void test_interventions(void) {
@@ -653,7 +629,7 @@ static void test_interventions(void) {
     Task task;
     if (!open_induction(&cfg, &task, 4, 2)) return;
     Model m;
-    init_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 10);
+    test_model_perturbed(&m, model_shape_from_config(&cfg), cfg.batch_size, 10);
     const int L = cfg.n_layer, H = cfg.n_head, LH = L * H, E = H * cfg.d_head;
     Batch a, b;
     batch_alloc(&a, cfg.batch_size, cfg.seq_len);
@@ -777,8 +753,9 @@ static void test_interventions(void) {
         strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
     model_free(&q);
     test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
-               !strcmp(plain_plan, "layernorm project attend head_mix w_o ") &&
-                   !strcmp(qwen_plan, "layernorm project rotary kv_repeat attend output_gate head_mix w_o "),
+               !strcmp(plain_plan, "layernorm project qkv_patch attend pattern_patch head_mix w_o ") &&
+                   !strcmp(qwen_plan, "layernorm project rotary qkv_patch kv_repeat attend pattern_patch "
+                                      "output_gate head_mix w_o "),
                "'%s' and '%s'", plain_plan, qwen_plan);
 
     free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);

@@ -14,7 +14,11 @@ catches what breaks the contract.
                    table with its default
   check            passes on those files; finds a broken attention row, a score or class that
                    does not follow from the maps, a missing description, a string boolean, a wrong
-                   shape, an unknown status (exit 1, one line each); refuses a truncated file, a
+                   shape, an unknown status; learned head gates (train.head_l0, a run that closes
+                   some heads, and an interrupted one): a P(open) above 1, /heads/kept not following
+                   from /params/log_alpha, a closed head's nonzero W_o row, a trajectory off the
+                   /train rows, gate datasets without the key, missing AdamW moments of log_alpha
+                   (exit 1, one line each); refuses a truncated file, a
                    non-HDF5 file, a missing file and a future format_version (exit 2)
   readers          inspect, train.init_from, --resume and the Python reader (scripts/plot) refuse a
                    future major format_version; a newer minor one is read
@@ -61,11 +65,11 @@ def train(name, *sets):
     return path
 
 
-def interrupted_run():
+def interrupted_run(name="interrupted", *sets):
     """A run stopped by SIGINT: status interrupted, with /checkpoint."""
-    path = os.path.join(TMP, "interrupted.h5")
+    path = os.path.join(TMP, name + ".h5")
     cmd = [HARNESS, os.path.join(TMP, "base.yaml"), "--set", f"output.path={path}",
-           "--set", "train.steps=100000", "--set", "output.log_every=1"]
+           "--set", "train.steps=100000", "--set", "output.log_every=1"] + sum((["--set", s] for s in sets), [])
     with open(os.path.join(TMP, "int.log"), "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
         for _ in range(600):
@@ -240,6 +244,42 @@ def scale_row(f):
     maps[-1] = m
 
 
+def test_check_gates(files):
+    """The learned head gates (train.head_l0): what check recomputes and bounds."""
+    gated = files["head_l0"]
+    with h5py.File(gated, "r") as f:
+        kept = f["/heads/kept"][()]
+    check("the head_l0 file of the test closes some heads and keeps others", 0 < kept.sum() < kept.size,
+          str(kept.tolist()))
+    closed = tuple(int(i) for i in np.argwhere(kept == 0)[0]) if (kept == 0).any() else (0, 0)
+    d_head = 24 // 4
+
+    def flip_kept(f):
+        k = f["/heads/kept"][()]
+        k[0, 0] = 1 - k[0, 0]
+        f["/heads/kept"][...] = k
+
+    def reopen_w_o(f):
+        l, h = closed
+        w = f[f"/params/layer{l}/w_o"][()]
+        w[h * d_head, 0] = 0.5
+        f[f"/params/layer{l}/w_o"][...] = w
+
+    expect_problem(gated, "a P(open) above 1", lambda f: f["/gates/p_open"].__setitem__((1, 0, 0), 1.5),
+                   r"/gates/p_open: 1 values outside \[0, 1\]")
+    expect_problem(gated, "a kept head that does not follow from log_alpha", flip_kept,
+                   r"/heads/kept: 1 heads differ from P\(open\) > 1/2")
+    expect_problem(gated, "a closed head with a nonzero row of W_o", reopen_w_o,
+                   r"1 closed heads \(/heads/kept 0\) have nonzero rows of W_o")
+    expect_problem(gated, "a gate trajectory off the train rows",
+                   lambda f: f["/gates/step"].__setitem__(1, 6), r"/gates/step differs from /train/step")
+    expect_problem(files["base"], "gate datasets without train.head_l0",
+                   lambda f: f.create_dataset("/heads/kept", data=np.ones((2, 4), np.int32)),
+                   r"/heads/kept is there, but train.head_l0 is 0")
+    expect_problem(files["head_l0_interrupted"], "an interrupted gated run without the gates' AdamW moments",
+                   lambda f: f.__delitem__("/checkpoint/adam_v/log_alpha"), r"/checkpoint/adam_v/log_alpha")
+
+
 def test_check(files):
     for run, path in files.items():
         p = harness("check", path)
@@ -276,6 +316,7 @@ def test_check(files):
                    lambda f: f["/attn/maps"].__setitem__((0, 0, 0, 0, 2, 5), 0.5), r"future keys")
     expect_problem(files["switches"], "a row above 1 with a sink",
                    lambda f: f["/attn/maps"].__setitem__((0, 0, 0, 0, 3, 0), 1.5), r"above 1 with model.sink")
+    test_check_gates(files)
 
     # unusable input: exit 2 and one clear line on stderr
     truncated = os.path.join(TMP, "truncated.h5")
@@ -367,7 +408,9 @@ def main():
         fh.write(BASE)
     files = {"base": train("base"), "switches": train("switches", *SWITCHES),
              "text": train("text", "data.task=text", "model.vocab_size=256", "output.probe_text=[abcdefgh, ijklmnop]"),
-             "interrupted": interrupted_run()}
+             "interrupted": interrupted_run(),
+             "head_l0": train("head_l0", "train.head_l0=3", "train.lr=0.03"),
+             "head_l0_interrupted": interrupted_run("head_l0_interrupted", "train.head_l0=1")}
     dump = os.path.join(TMP, "grads.h5")
     p = harness(os.path.join(TMP, "base.yaml"), "--dump-grads", dump, *sum((["--set", s] for s in SWITCHES), []))
     check("--dump-grads writes its file", p.returncode == 0, p.stderr)

@@ -7,7 +7,9 @@
    with the documented definition (LayerNorm gain folded into W_Q, W_K, W_V, reading and writing
    weights centred over d_model; Frobenius ratio), for multi-head, grouped K/V heads and 3
    layers, to 1e-4 relative; pairs not from an earlier to a later layer are NaN; rotary runs have
-   only V-composition (with a note), output-gate runs no /circuits (and say why).
+   only V-composition (with a note), output-gate runs no /circuits (and say why). The copying
+   scores (/scores/copying) equal numpy.linalg.eigvals of the whole V x V OV circuit, weights
+   processed as TransformerLens does, for the same layouts and rotary; none with the gate.
 2. The pruning curves: first point = the run's last /eval/loss bit for bit, heads_left from all
    heads down to 0 by output.prune_step, order a permutation; /heads/ablation_delta_mean there.
 3. `harness prune RUN.h5 --step F` rewrites only the study's groups (params, logs, maps bit for
@@ -31,7 +33,7 @@ import tempfile
 import h5py
 import numpy as np
 
-from checks import check, finish
+from checks import check, finish, heads12_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
@@ -45,13 +47,7 @@ TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "m
 
 
 def train(tmp, name, *sets):
-    out = os.path.join(tmp, name + ".h5")
-    cmd = [HARNESS, "configs/heads12.yaml", *TINY, "--set", f"output.path={out}"]
-    for s in sets:
-        cmd += ["--set", s]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    check(f"{name}: tiny run completes", run.returncode == 0, run.stderr[-400:])
-    return out, run
+    return heads12_run(HARNESS, ROOT, tmp, name, TINY, sets)
 
 
 def numpy_composition(f):
@@ -96,6 +92,42 @@ def check_composition(name, path):
             check(f"{name}: {kind.upper()}-composition = NumPy from /params (max rel. error "
                   f"{err:.1e}), NaN exactly off the earlier -> later pairs; random baseline "
                   f"{base:.3f}", err < 1e-4 and same_nan and 0 < base < 1)
+
+
+def numpy_copying(f):
+    """/scores/copying [L, H] from /params: TransformerLens's eigenvalue copying score of the
+    whole V x V OV circuit W_E W_V W_O W_U, after its from_pretrained weight processing (fold_ln,
+    center_writing_weights, center_unembed), eigenvalues by numpy.linalg.eigvals (float64)."""
+    c = f["config"].attrs
+    L, H, dh = int(c["n_layer"]), int(c["n_head"]), int(c["d_head"])
+    Hkv = int(c["n_kv_head"]) if int(c["n_kv_head"]) else H
+    w_e = f["params/tok_emb"][()].astype(np.float64)
+    w_e = w_e - w_e.mean(-1, keepdims=True)                         # center_writing_weights
+    w_u = f["params/lnf_g"][()].astype(np.float64)[:, None] * f["params/w_unembed"][()]
+    w_u = w_u - w_u.mean(0, keepdims=True)                          # fold_ln, centred reading
+    w_u = w_u - w_u.mean(-1, keepdims=True)                         # center_unembed
+    out = np.zeros((L, H))
+    for l in range(L):
+        w = f[f"params/layer{l}/ln_g"][()].astype(np.float64)[:, None] * f[f"params/layer{l}/w_qkv"][()]
+        w = w - w.mean(0, keepdims=True)
+        wo = f[f"params/layer{l}/w_o"][()].astype(np.float64)
+        wo = wo - wo.mean(-1, keepdims=True)
+        for h in range(H):
+            kv = h // (H // Hkv)
+            w_v = w[:, (H + Hkv + kv) * dh:(H + Hkv + kv + 1) * dh]
+            lam = np.linalg.eigvals(w_e @ w_v @ wo[h * dh:(h + 1) * dh] @ w_u)
+            out[l, h] = lam.sum().real / np.abs(lam).sum()
+    return out
+
+
+def check_copying(name, path):
+    with h5py.File(path, "r") as f:
+        want = numpy_copying(f)
+        got = f["scores/copying"][()].astype(np.float64)
+        err = np.max(np.abs(got - want))
+        check(f"{name}: /scores/copying = numpy.linalg.eigvals of the V x V OV circuit from /params "
+              f"(max error {err:.1e}; scores {got.min():+.3f} .. {got.max():+.3f})",
+              got.shape == want.shape and err < 1e-5 and np.all(np.abs(got) <= 1))
 
 
 def check_curves(name, path):
@@ -181,20 +213,24 @@ def main():
         check("the time line shows the analysis against the steps",
               "ablations, importance, pruning and composition" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
         check_composition("4 heads, 2 layers", mha)
+        check_copying("4 heads, 2 layers", mha)
         check_curves("4 heads, 2 layers", mha)
         gqa, _ = train(tmp, "gqa", "model.n_head=4", "model.d_head=4", "model.n_kv_head=2",
                        "model.n_layer=3")
         check_composition("grouped K/V (4 query, 2 K/V heads), 3 layers", gqa)
+        check_copying("grouped K/V (4 query, 2 K/V heads), 3 layers", gqa)
         check_curves("grouped K/V, 3 layers", gqa)
         rope, run = train(tmp, "rope", "model.n_head=2", "model.d_head=8", "model.pos=rope")
         with h5py.File(rope, "r") as f:
             check("rotary: only V-composition, with a note why",
                   "circuits/v_composition" in f and "circuits/q_composition" not in f
                   and "rope" in f["circuits/v_composition"].attrs["note"] and "rope" in run.stdout)
+        check_copying("rotary", rope)
         gate, run = train(tmp, "gate", "model.n_head=2", "model.d_head=8", "model.output_gate=true")
         with h5py.File(gate, "r") as f:
-            check("output gate: no /circuits, and the run says why",
-                  "circuits" not in f and "output_gate" in run.stdout and "prune" in f)
+            check("output gate: no /circuits and no /scores/copying, and the run says why",
+                  "circuits" not in f and "scores/copying" not in f and "output_gate" in run.stdout
+                  and "prune" in f)
         check_plots(tmp, mha, gqa, rope, gate)
 
         # harness prune on a complete file: only the study's groups change

@@ -14,6 +14,9 @@
  *  2. The whole model: FD of the loss with respect to a sample of elements of every tensor of the
  *     parameter table and to every head gate, for the layouts that break code (H = 1, many heads
  *     of d_head 2, E > D, E < D, odd sizes, T = 1, 1 and 3 layers, B < max_batch, T < seq_len).
+ *     The learned head gates (src/head_l0.c): d (loss + L0 penalty) / d log α of a step, its
+ *     noise fixed, against FD of that objective; the Hard Concrete sample's forward against the
+ *     shares of gates at exactly 0 and 1 its distribution implies.
  *  3. Thread-count independence of the whole model: bit-identical loss, logits, maps and
  *     gradients at 1, 2, 3, 4, 7 threads, at two sizes that split work unevenly (OpenMP builds).
  *
@@ -58,6 +61,7 @@
 #endif
 #include "kernels.h"
 #include "attention_thin.h" /* ATTENTION_THIN_MAX: which path a width takes */
+#include "head_l0.h"
 #include "model.h"
 #include "testlib.h"
 
@@ -357,6 +361,88 @@ static const Op OP_HEAD_GATE = {"head_gate",
                                 head_gate_bwd,
                                 1u};
 
+/* hard_concrete (sample): d = n temperature_in_hundredths; the stretch (l, r) = (-0.1, 1.1).
+ * log α differentiated for a fixed noise draw u (not differentiated). init draws u away from 0
+ * and 1 and moves each log α until its stretched value is 0.08 away from the clip points 0 and 1
+ * (FD moves log α by at most 2h = 2^-5, the stretched value by at most (r − l)/(4β) · 2^-5 < 0.03),
+ * so the cases hold gates inside (0, 1) and gates clipped to 0 and to 1 (derivative 0) alike. */
+static HardConcrete hard_concrete_of(const OpCtx *c) { return (HardConcrete){c->d[1] / 100.0f, -0.1f, 1.1f}; }
+static void hard_concrete_sizes(OpCtx *c) {
+    c->n_in[0] = c->n_in[1] = c->n_out = (size_t)c->d[0];
+    c->no_grad[1] = 1;
+}
+static double hard_concrete_stretched(float log_alpha, float u, HardConcrete hc) {
+    double s = 1.0 / (1.0 + exp(-(log(u) - log(1.0 - u) + log_alpha) / hc.temperature));
+    return s * (hc.high - hc.low) + hc.low;
+}
+static void hard_concrete_init(OpCtx *c, Rng *rng) {
+    HardConcrete hc = hard_concrete_of(c);
+    for (int i = 0; i < c->d[0]; i++) {
+        c->in[1][i] = (float)(0.05 + 0.9 * (double)rng_below(rng, 4096) / 4096.0);
+        for (;;) {
+            double x = hard_concrete_stretched(c->in[0][i], c->in[1][i], hc);
+            if (fabs(x) > 0.08 && fabs(x - 1.0) > 0.08) break;
+            c->in[0][i] += 0.0625f;
+        }
+    }
+}
+static void hard_concrete_fwd(OpCtx *c) {
+    hard_concrete_sample(c->out, c->in[0], c->in[1], c->d[0], hard_concrete_of(c));
+}
+static void hard_concrete_bwd(OpCtx *c) {
+    hard_concrete_sample_backward(c->grad[0], c->r, c->in[0], c->in[1], c->d[0], hard_concrete_of(c));
+}
+static const Op OP_HARD_CONCRETE = {
+    "hard_concrete",     "n temperature/100", {"log_alpha", "u"}, {0.0, 0.5},        {1.5, 0.2},
+    hard_concrete_sizes, hard_concrete_init,  hard_concrete_fwd,  hard_concrete_bwd, 0};
+
+/* hard_concrete_p_open (the L0 penalty's P(g ≠ 0)): d = n temperature_in_hundredths */
+static void hard_concrete_p_open_sizes(OpCtx *c) { c->n_in[0] = c->n_out = (size_t)c->d[0]; }
+static void hard_concrete_p_open_fwd(OpCtx *c) {
+    hard_concrete_p_open(c->out, c->in[0], c->d[0], hard_concrete_of(c));
+}
+static void hard_concrete_p_open_bwd(OpCtx *c) {
+    hard_concrete_p_open_backward(c->grad[0], c->r, c->in[0], c->d[0], hard_concrete_of(c));
+}
+static const Op OP_HARD_CONCRETE_P_OPEN = {"hard_concrete_p_open",
+                                           "n temperature/100",
+                                           {"log_alpha"},
+                                           {0.0},
+                                           {2.0},
+                                           hard_concrete_p_open_sizes,
+                                           NULL,
+                                           hard_concrete_p_open_fwd,
+                                           hard_concrete_p_open_bwd,
+                                           0};
+
+/* column_gate: d = N W offset G d_head; gates around 0.5 on G groups of d_head columns from
+ * offset, the other columns passed through; the fill is another forward's value (a constant).
+ * In place on x and on d_x: the forward copies the input first, the backward writes a copy of
+ * d_out (so its x gradient counts as overwritten). */
+static void column_gate_sizes(OpCtx *c) {
+    c->n_in[0] = c->n_in[2] = c->n_out = (size_t)c->d[0] * c->d[1], c->n_in[1] = c->d[3];
+    c->no_grad[2] = 1;
+}
+static void column_gate_fwd(OpCtx *c) {
+    memcpy(c->out, c->in[0], sizeof(float) * c->n_out);
+    column_gate_forward(c->out, c->in[2], c->in[1], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static void column_gate_bwd(OpCtx *c) {
+    memcpy(c->grad[0], c->r, sizeof(float) * c->n_out);
+    column_gate_backward(c->grad[0], c->grad[1], c->grad[0], c->in[0], c->in[2], c->in[1], c->d[0], c->d[1],
+                         c->d[2], c->d[3], c->d[4]);
+}
+static const Op OP_COLUMN_GATE = {"column_gate",
+                                  "N W offset G d_head",
+                                  {"x", "gate", "fill"},
+                                  {0.0, 0.5, 0.3},
+                                  {1.0, 0.5, 1.0},
+                                  column_gate_sizes,
+                                  NULL,
+                                  column_gate_fwd,
+                                  column_gate_bwd,
+                                  1u};
+
 #define K_TOL KERNEL_ATOL, KERNEL_RTOL
 #define LONG_T_TOL LONG_T_ATOL, KERNEL_RTOL
 #define VERY_LONG_T_TOL VERY_LONG_T_ATOL, KERNEL_RTOL
@@ -407,6 +493,13 @@ static const OpCase op_cases[] = {
     {&OP_HEAD_GATE, {2, 1, 7, 0}, K_TOL, "one head"},
     {&OP_HEAD_GATE, {5, 3, 4, 1}, K_TOL, "mean ablation (a fill per head)"},
     {&OP_HEAD_GATE, {3, 2, 1, 1}, K_TOL, "mean ablation, d_head = 1"},
+    {&OP_HARD_CONCRETE, {24, 33}, K_TOL, "Voita's temperature 0.33: gates inside (0, 1) and clipped"},
+    {&OP_HARD_CONCRETE, {24, 67}, K_TOL, "Louizos et al.'s temperature 2/3"},
+    {&OP_HARD_CONCRETE_P_OPEN, {24, 33}, K_TOL, ""},
+    {&OP_HARD_CONCRETE_P_OPEN, {7, 67}, K_TOL, ""},
+    {&OP_COLUMN_GATE, {4, 12, 4, 2, 3}, K_TOL, "the K columns of a Q|K|V row"},
+    {&OP_COLUMN_GATE, {3, 8, 0, 4, 2}, K_TOL, "every column (a pattern's output)"},
+    {&OP_COLUMN_GATE, {2, 7, 6, 1, 1}, K_TOL, "d_head = 1, the last column"},
 };
 
 static void op_case_name(char *name, size_t size, const OpCase *oc) {
@@ -997,6 +1090,120 @@ static void test_model_layout(const Layout *ly, uint64_t seed) {
     model_free(&m);
 }
 
+/* The Hard Concrete sample's forward against the distribution it stands for (FD cannot see a
+ * wrong forward): over 200,000 draws of u ~ U(0, 1) per log α, the share of gates exactly 0 and
+ * exactly 1 against P(g = 0) = 1 − σ(log α − β log(−l/r)) (what hard_concrete_p_open says) and
+ * P(g = 1) = σ(log α − β log((1 − l)/(r − 1))) (derived here: s ≥ (1 − l)/(r − l)), within 5
+ * standard errors (a fixed seed: the same draws every run); every gate in [0, 1]. */
+static void test_hard_concrete_distribution(void) {
+    enum { N = 200000 };
+    const HardConcrete hcs[] = {{0.33f, -0.1f, 1.1f}, {2.0f / 3.0f, -0.1f, 1.1f}, {0.5f, -0.3f, 1.2f}};
+    const float log_alphas[] = {-2.0f, -0.5f, 0.0f, 1.5f};
+    float *u = test_alloc(N), *la = test_alloc(N), *g = test_alloc(N);
+    Rng rng = rng_stream(21, 1, 0);
+    for (int i = 0; i < N; i++) u[i] = (float)(1e-6 + (1 - 2e-6) * rng_uniform(&rng));
+    double worst = 0.0;
+    int out_of_range = 0;
+    for (size_t k = 0; k < sizeof hcs / sizeof hcs[0]; k++)
+        for (size_t j = 0; j < sizeof log_alphas / sizeof log_alphas[0]; j++) {
+            HardConcrete hc = hcs[k];
+            for (int i = 0; i < N; i++) la[i] = log_alphas[j];
+            hard_concrete_sample(g, la, u, N, hc);
+            float p_open;
+            hard_concrete_p_open(&p_open, la, 1, hc);
+            double p_one =
+                1.0 / (1.0 + exp(-(log_alphas[j] - hc.temperature * log((1.0 - hc.low) / (hc.high - 1.0)))));
+            int zeros = 0, ones = 0;
+            for (int i = 0; i < N; i++) {
+                zeros += g[i] == 0.0f, ones += g[i] == 1.0f;
+                out_of_range += !(g[i] >= 0.0f && g[i] <= 1.0f);
+            }
+            double want[2] = {1.0 - p_open, p_one}, got[2] = {(double)zeros / N, (double)ones / N};
+            for (int t = 0; t < 2; t++) {
+                double se = sqrt(want[t] * (1 - want[t]) / N) + 1e-9;
+                if (fabs(got[t] - want[t]) / se > worst) worst = fabs(got[t] - want[t]) / se;
+            }
+        }
+    test_check("hard_concrete_sample: the shares of gates at 0 and at 1 are P(g = 0) and P(g = 1) (200,000 "
+               "draws, 12 "
+               "distributions), every gate in [0, 1]",
+               worst <= 5.0 && out_of_range == 0, "worst %.2f standard errors, %d gates outside [0, 1]",
+               worst, out_of_range);
+    free(u), free(la), free(g);
+}
+
+/* The learned head gates (src/head_l0.c) through the model: the objective of a step is
+ * loss(gates sampled from log α with the step's fixed noise) + λ · (1/L) Σ P(g ≠ 0), and
+ * head_l0_gradient's d objective / d log α must be its finite difference (the chain through the
+ * model's gate gradient, the sample's reparameterised derivative and the penalty's, with its
+ * normalisation). Each log α is set so that its gate is by turns inside (0, 1), clipped to 0 and
+ * clipped to 1, and moved, as in the kernel case, until it is 0.08 away from the clip points. */
+typedef struct {
+    ModelCtx model;
+    HeadL0 *gates;
+    Interventions *iv;
+    float *scratch;
+} GatedCtx;
+enum { GATED_SEED = 5, GATED_STEP = 3 };
+static double gated_objective(void *p) {
+    GatedCtx *c = p;
+    head_l0_train_gates(c->gates, GATED_SEED, GATED_STEP, c->iv);
+    return model_loss(&c->model) + head_l0_p_open(c->gates, c->scratch);
+}
+static void test_head_l0_gradient(const Layout *ly, uint64_t seed, double lambda) {
+    Model m;
+    init_model(&m, ly, seed);
+    Rng rng = rng_stream(seed, 14, 0);
+    int BT = ly->B * ly->T, LH = ly->shape.n_layer * ly->shape.n_head;
+    int *tokens = calloc((size_t)BT, sizeof(int)), *targets = calloc((size_t)BT, sizeof(int));
+    float *mask = test_alloc(BT), *scratch = test_alloc(LH), *grad = test_alloc(LH);
+    make_batch(ly, &rng, tokens, targets, mask);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.head_l0 = lambda;
+    HeadL0 g;
+    head_l0_init(&g, &cfg, ly->shape);
+    Interventions iv;
+    head_l0_train_gates(&g, GATED_SEED, GATED_STEP, &iv); /* the noise, to place each log α */
+    int inside = 0, clipped = 0;
+    for (int i = 0; i < LH; i++) {
+        /* by turns a gate inside (0, 1), one clipped to 0 and one clipped to 1: s = σ((logit u +
+         * log α) / β) set to a target, so log α = β logit(s) − logit(u) */
+        double u = g.noise[i], s = i % 3 == 0 ? 0.25 + 0.5 * rng_uniform(&rng) : i % 3 == 1 ? 0.005 : 0.995;
+        g.log_alpha[i] = test_quantize(g.hc.temperature * log(s / (1 - s)) - log(u / (1 - u)));
+        for (;;) {
+            double x = hard_concrete_stretched(g.log_alpha[i], g.noise[i], g.hc);
+            if (fabs(x) > 0.08 && fabs(x - 1.0) > 0.08) {
+                inside += x > 0 && x < 1, clipped += !(x > 0 && x < 1);
+                break;
+            }
+            g.log_alpha[i] += 0.0625f;
+        }
+    }
+    GatedCtx c = {{&m, &iv, tokens, targets, mask, ly->B, ly->T}, &g, &iv, scratch};
+    gated_objective(&c);
+    model_zero_grad(&m);
+    model_backward(&m);
+    head_l0_gradient(&g);
+    memcpy(grad, g.grad, sizeof(float) * LH);
+    TestCompare cmp = test_compare_start(MODEL_ATOL, MODEL_RTOL);
+    fd_begin();
+    for (int i = 0; i < LH; i++)
+        test_compare(&cmp, grad[i], test_fd(gated_objective, &c, &g.log_alpha[i], FD_STEP), "log_alpha", i);
+    fd_end();
+    test_check("the gated model's gates hold values inside (0, 1) and clipped ones",
+               inside > 0 && clipped > 0, "%d inside, %d clipped", inside, clipped);
+    char name[300];
+    snprintf(name, sizeof name,
+             "model %s, head_l0 %g: d (loss + penalty) / d log_alpha = finite differences (%d gates inside "
+             "(0, 1), %d clipped)",
+             ly->name, lambda, inside, clipped);
+    test_compare_report(name, &cmp);
+    head_l0_free(&g);
+    free(tokens), free(targets), free(mask), free(scratch), free(grad);
+    model_free(&m);
+}
+
 /* Forward + backward at several thread counts: loss, logits, maps, gradients must be the same bits. */
 static void test_thread_independence(Layout ly) {
 #ifdef _OPENMP
@@ -1144,6 +1351,8 @@ int main(void) {
          3},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) test_model_layout(&layouts[i], 300 + i);
+    test_hard_concrete_distribution();
+    for (size_t i = 0; i < 3; i++) test_head_l0_gradient(&layouts[i], 400 + i, i ? 0.5 : 5.0);
 
     /* 3. thread-count independence */
     /* sizes that split unevenly over threads and cross the kernels' blocks (rows 4 / 12 / 144,

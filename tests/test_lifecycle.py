@@ -10,6 +10,8 @@ trained undisturbed once: the reference. Then:
               first checkpoint: a plain rerun exits 2 naming the state and --resume, and leaves
               every file of the run byte-identical (sha256); --resume then completes, and every
               dataset but the timing column equals the reference's bit for bit
+  gates       a run with learned head gates (train.head_l0), stopped by SIGINT and by SIGKILL at
+              random steps: --resume equals its undisturbed run bit for bit
   study       out of memory (the first allocation after the trained checkpoint's rename fails,
               LD_PRELOAD shim, FAULT_AFTER) and SIGKILL at the same point: the checkpoint says
               "trained", `harness check` and a plain rerun name the pending study, --resume (or
@@ -70,14 +72,16 @@ SEED = 24
 REF = os.path.join(TOP, "ref", "run.h5")
 
 
-def setup(name, steps=STEPS):
-    """A fresh directory with the config writing run.h5 there: (config, path)."""
+def setup(name, steps=STEPS, gates=""):
+    """A fresh directory with the config writing run.h5 there: (config, path); gates: more keys
+    of train (", head_l0: 1.0")."""
     d = os.path.join(TOP, name)
     os.makedirs(d)
     config = os.path.join(d, "run.yaml")
     path = os.path.join(d, "run.h5")
     with open(config, "w") as f:
-        f.write(CONFIG.format(steps=steps, every=EVERY, path=path))
+        text = CONFIG.format(steps=steps, every=EVERY, path=path)
+        f.write(text.replace("threads: 1}", "threads: 1" + gates + "}"))
     return config, path
 
 
@@ -157,6 +161,30 @@ def test_signals():
             check(f"{sig.name} at step {last}: --resume completes with the reference's bits",
                   p.returncode == 0 and same_as_ref(path) and leftovers(directory) == [],
                   f"exit {p.returncode} {inj.last_line(p.stderr)} {leftovers(directory)}")
+
+
+GATES = ", head_l0: 1.0"  # learned head gates: each step's gates from (seed, step)
+
+
+def test_gates():
+    """Learned head gates (train.head_l0): SIGINT and SIGKILL at a random step, then --resume,
+    equal the undisturbed gated run bit for bit (log_alpha and its AdamW moments in the
+    checkpoint, the P(open) trajectory read back, the noise a function of the step)."""
+    ref_config, ref = setup("gates_ref", gates=GATES)
+    p = harness(ref_config)
+    check("the undisturbed gated run completes, with its gates", p.returncode == 0 and inj.status(ref) == "complete"
+          and {"params/log_alpha", "gates/p_open", "heads/kept"} <= set(inj.numbers(ref)), p.stderr[-300:])
+    rng = random.Random(SEED + 1)
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        step = rng.randrange(EVERY + 5, STEPS - 20)
+        config, path = setup(f"gates_{sig.name.lower()}", gates=GATES)
+        last, rc = stop_at(config, sig, step)
+        p = harness(config, "--resume")
+        diff = inj.differences(path, ref) if os.path.exists(path) else ["no file"]
+        check(f"gated run, {sig.name} at step {last} (exit {rc}): --resume equals the undisturbed run bit for bit "
+              "(/params/log_alpha, /gates/p_open, /heads/kept included)",
+              p.returncode == 0 and inj.status(path) == "complete" and diff == [],
+              f"exit {p.returncode} {inj.last_line(p.stderr)} differences {diff[:5]}")
 
 
 def calls(config):
@@ -458,6 +486,7 @@ def main():
     try:
         run_check("reference", test_reference)
         run_check("signals", test_signals)
+        run_check("gates", test_gates)
         run_check("study", test_study)
         run_check("last write", test_last_write)
         run_check("checkpoint", test_checkpoint_fails)

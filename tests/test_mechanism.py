@@ -8,6 +8,8 @@ previous-token head and layer 1 an induction head, each scoring above 0.5 at the
 docs/model.md defines), that the held-out loss ends far below ln(vocab_size), and that the highest
 layer-1 <- layer-0 K-composition (/circuits/k_composition, Elhage et al. 2021) pairs a layer-1
 induction head with a layer-0 previous-token head: the induction circuit, found from the weights.
+The same claim tested causally: the strongest K-path of path patching (/patching/path_k, layer 1's
+K/V heads reading layer 0's heads) runs from a previous-token head to an induction head.
 usage: tests/test_mechanism.py [HARNESS]
 """
 import math
@@ -17,6 +19,7 @@ import sys
 import tempfile
 
 import h5py
+import numpy as np
 
 from checks import check, finish
 
@@ -41,6 +44,7 @@ with tempfile.TemporaryDirectory() as tmp:
             eval_loss = float(f["/eval/loss"][-1])
             k_comp = f["/circuits/k_composition"][1, :, 0, :] if "/circuits/k_composition" in f \
                 else None
+            path_k = f["/patching/path_k"][1, :, 0, :] if "/patching/path_k" in f else None
         check(f"seed {seed}: layer 0 has a previous-token head (best prev {prev0:.3f})",
               prev0 > 0.5 and "prev" in classes[0], f"classes {list(classes[0])}")
         check(f"seed {seed}: layer 1 has an induction head (best induction {ind1:.3f})",
@@ -50,6 +54,17 @@ with tempfile.TemporaryDirectory() as tmp:
         if k_comp is None:
             check(f"seed {seed}: /circuits/k_composition written", False, "missing")
             continue
+        if path_k is None:
+            check(f"seed {seed}: /patching/path_k written", False, "missing")
+        else:
+            receiver, sender = divmod(int(np.nanargmax(path_k)), path_k.shape[1])
+            others = path_k[:, classes[0] != "prev"]
+            runner_up = float(np.nanmax(others)) if others.size else float("nan")
+            check(f"seed {seed}: strongest K-path L0H{sender} -> L1H{receiver} ({float(path_k.max()):+.4f} of "
+                  f"the clean-corrupted span; the strongest from a head not previous-token {runner_up:+.4f}) "
+                  f"runs from a previous-token head to an induction head",
+                  classes[0][sender] == "prev" and classes[1][receiver] == "induction",
+                  f"classes {classes[0][sender]} -> {classes[1][receiver]}")
         later, earlier = divmod(int(k_comp.argmax()), k_comp.shape[1])
         check(f"seed {seed}: highest K-composition L1H{later} <- L0H{earlier} "
               f"({float(k_comp.max()):.3f}) pairs an induction head with a previous-token head",

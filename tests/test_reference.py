@@ -25,6 +25,14 @@ the last line is "N passed, M failed"; exit status 1 if anything failed):
      (zero ablation), /heads/ablation_delta_mean (each head's output replaced by its mean over the
      held-out tokens) and /heads/importance (mean |d loss / d gate|) against reference.head_study
      on the final /params and the same 2 held-out batches (the gated forward g*o + (1-g)*a, autograd).
+  2c. learned head gates (train.head_l0 > 0; two cases, one with Louizos et al.'s temperature, a
+     wider stretch, GQA and the output gate): the same 10 steps, the reference drawing each step's
+     Hard Concrete gates from the generator stream it writes out again (src/rng.h's algorithm) and
+     adding the L0 penalty to the objective. /params/log_alpha of the steps=0 run equals the
+     reference's initialisation bit for bit; /train/loss, the final /params (the reference's baked
+     as docs/model.md says), /gates/p_open per step and the final /params/log_alpha as in 2, and
+     log_alpha must have moved; 2b and 3 run on these files too. (Injected: the noise of step s+1
+     instead of s fails the loss at 1.8e-3 relative, the penalty without its 1/L the kernels' FD.)
   3. attention maps: /attn/maps[-1] of each run.h5 vs reference.attention_maps(final /params,
      /probe/tokens); skipped (not counted) while the harness writes no /attn/maps.
 
@@ -123,6 +131,15 @@ TRAIN_CASES = [
                                                    "train.grad_clip": 0}),
 ]
 CLIP_CASE = "E>D (D32 H6 dh8) grad_clip 0.5"
+# learned head gates (train.head_l0): the same 10 steps with each step's Hard Concrete gates drawn
+# from the generator stream the reference writes out again, and the L0 penalty in the objective
+L0_CASES = [
+    ("head_l0 0.5 (H4 dh8)", {"model.n_head": 4, "model.d_head": 8, "train.head_l0": 0.5}),
+    ("head_l0 3, temperature 2/3, stretch (-0.2, 1.3), GQA + gate", {
+        "model.n_head": 4, "model.d_head": 8, "model.n_kv_head": 2, "model.output_gate": "true",
+        "train.head_l0": 3, "train.head_l0_temperature": 0.6667, "train.head_l0_stretch_low": -0.2,
+        "train.head_l0_stretch_high": 1.3}),
+]
 # long contexts: every layout of GRAD_CASES that does not fix its own T, at T = 1024 and at an odd
 # T = 1000, one sequence each (the attention streams there: no map is kept for its backward)
 LONG_T = (1024, 1000)
@@ -348,7 +365,17 @@ def check_train(run, harness, tmp, config, label, overrides):
 
     params = R.cast(p_init, torch.float64)
     hist = {}
-    loss_ref = R.train_steps(params, cfg, batches, steps, history=hist)
+    l0 = R.l0_settings(cfg)
+    log_alpha = None
+    if l0:
+        log_alpha = check_gate_init(run, what, init_h5, cfg)
+        if log_alpha is None:
+            return None
+        la_init = log_alpha.clone()
+    loss_ref = R.train_steps(params, cfg, batches, steps, history=hist, log_alpha=log_alpha)
+    if l0:
+        R.bake(params, log_alpha, cfg)
+        check_gate_training(run, what, run_h5, hist, log_alpha, la_init)
 
     rel = np.abs(loss_c - np.array(loss_ref)) / np.abs(np.array(loss_ref))
     rows = "  ".join(f"{s}:{loss_c[s]:.7g}/{loss_ref[s]:.7g}" for s in range(steps))
@@ -400,6 +427,45 @@ def check_train(run, harness, tmp, config, label, overrides):
     else:
         run.check(True, f"{what}: final /params after {steps} steps", f"worst err/tol {worst_ratio:.2g}: {worst}")
     return run_h5
+
+
+def check_gate_init(run, what, init_h5, cfg):
+    """/params/log_alpha of the steps=0 run against the reference's initialisation (the same
+    seed: init_from does not read log_alpha, so the 10-step run starts from the same values).
+    Returns them (float64) or None."""
+    import h5py
+    _, _, H, _, L, _ = R.dims(cfg)
+    with h5py.File(init_h5, "r") as f:
+        got = np.asarray(f["params/log_alpha"][()]) if "params/log_alpha" in f else None
+    ref = R.head_gate_init(R.need(cfg, "seed"), L, H).numpy()
+    ok = got is not None and got.shape == ref.shape and np.array_equal(got, ref)
+    run.check(ok, f"{what}: /params/log_alpha at step 0 == the reference's initialisation (bit for bit)",
+              "missing" if got is None else f"max|diff| {np.abs(got - ref).max() if got.shape == ref.shape else got.shape}")
+    return torch.from_numpy(got.astype(np.float64)) if ok else None
+
+
+def check_gate_training(run, what, run_h5, hist, log_alpha, la_init):
+    """/gates/p_open per step and the final /params/log_alpha against the reference's."""
+    import h5py
+    with h5py.File(run_h5, "r") as f:
+        p_c = np.asarray(f["gates/p_open"][()], dtype=np.float64) if "gates/p_open" in f else None
+        la_c = np.asarray(f["params/log_alpha"][()], dtype=np.float64) if "params/log_alpha" in f else None
+        steps_g = np.asarray(f["gates/step"][()]) if "gates/step" in f else None
+        steps_t = np.asarray(f["train/step"][()])
+    p_ref = torch.stack(hist["p_open"]).numpy()
+    if p_c is None or p_c.shape != p_ref.shape:
+        run.check(False, f"{what}: /gates/p_open", f"shape {None if p_c is None else p_c.shape}, expected {p_ref.shape}")
+    else:
+        ok, msg = R.compare("/gates/p_open", p_c, p_ref, 0.0, TRAIN_LOSS_RTOL)
+        run.check(ok and np.array_equal(steps_g, steps_t), f"{what}: /gates/p_open per step == reference "
+                  "(and /gates/step == /train/step)", msg)
+    if la_c is None:
+        run.check(False, f"{what}: final /params/log_alpha", "missing")
+    else:
+        ok, msg = R.compare("/params/log_alpha", la_c, log_alpha, 0.0, PARAM_ATOL)
+        moved = float(np.abs(log_alpha.numpy() - la_init.numpy()).max())
+        run.check(ok and moved > 10 * PARAM_ATOL, f"{what}: final /params/log_alpha after the steps == reference",
+                  msg + f"; log_alpha moved by up to {moved:.3g} from its initialisation")
 
 
 # ----------------------------------------------------------------------------- 2b. head gates
@@ -482,7 +548,7 @@ def main(argv):
                     run.check(False, f"grads {label}, T={T}", f"{type(e).__name__}: {e}")
         print(f"# {STEPS} AdamW steps from init_from vs reference train_steps in float64", flush=True)
         runs = []
-        for label, over in TRAIN_CASES:
+        for label, over in TRAIN_CASES + L0_CASES:
             try:
                 path = check_train(run, harness, tmp, config, label, over)
                 if path:

@@ -3,7 +3,8 @@
 """Tests of scripts/report in a real browser (Debian's chromium, chromium-driver, python3-selenium).
 
 usage: /usr/bin/python3 tests/test_report.py [--keep]
-       /usr/bin/python3 tests/test_report.py --screenshot RUN.h5 OUT.png   (the README's picture)
+       /usr/bin/python3 tests/test_report.py --screenshot RUN.h5 OUT.png [SECTION]
+                                                   (the README's picture; docs/report.md's of a section)
   --keep   keep the temporary directory (runs, reports, screenshots) and print its path
 
 Needs a built harness (`make`). Tiny runs (d_model 16, 40 steps) keep it to well under a minute
@@ -22,7 +23,11 @@ checks only. Checks:
                importance and sorts; the screenshot is not blank; the pruning section holds
                every point of both curves, the heads each step removed, heads needed and one
                head per layer as in /prune; the composition matrix every score to 4 decimals,
-               the top pair, previous-token and induction heads labelled
+               the top pair, previous-token and induction heads labelled; the causal section's
+               patching, ablation, DLA and copying grids as in the file, the heads carrying 80%
+               of the patching effect (NumPy), the DLA parts and their sum, the metric's clean
+               and corrupted values, the strongest paths drawn and listed (or why none), the
+               head table's DLA, copying and patching columns
   layouts      a run per attention layout (MHA, GQA, MQA, RoPE, shortformer, no positions,
                output gate, sink, all switches together) and per task (two_source, text,
                tokens): each report opens without console errors, the probe's tokens as text in
@@ -52,7 +57,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import h5py  # noqa: E402
-from checks import browser, check, end_suite, harness_missing, run_check  # noqa: E402
+from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
+                    open_page, run_check)
 from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -147,19 +153,6 @@ def test_page_data():
 
 # ------------------------------------------------------------------------------------------------
 # the browser
-
-
-def open_page(d, path):
-    d.get("file://" + os.path.abspath(path))
-    for _ in range(100):
-        if d.execute_script("return document.body && document.body.dataset.ready === '1'"):
-            break
-        time.sleep(0.05)
-    return d.execute_script("return document.body.dataset.ready === '1'")
-
-
-def console_errors(d):
-    return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
 
 
 def select(d, id_, value):
@@ -283,8 +276,61 @@ def test_run_page(d, run):
     check("no console error after the interactions", not console_errors(d), str(console_errors(d)))
     check_pruning(d, run)
     check_composition(d, run)
+    check_causal(d, run)
     check("no console error after the head study's interactions", not console_errors(d),
           str(console_errors(d)))
+
+
+def check_causal(d, run):
+    """The causal section against the file: the patching, ablation, DLA and copying grids cell by
+    cell, the heads carrying 80% (a NumPy loop), the DLA parts and their sum, the metric's values,
+    the strongest paths drawn and listed (or the note that there are none); the head table's DLA,
+    copying and patching columns."""
+    with h5py.File(run, "r") as f:
+        grids = {"causal-patching": f["patching/head_out"][()], "causal-ablation": f["heads/ablation_delta"][()],
+                 "causal-dla": f["dla/head"][()], "causal-copying": f["scores/copying"][()]}
+        logit, attrs = float(f["dla/logit"][0]), dict(f["patching"].attrs)
+        paths = {k: f[f"patching/{k}"][()] for k in ("path_q", "path_k", "path_v") if f"patching/{k}" in f}
+        columns = {"dla": grids["causal-dla"], "copying": grids["causal-copying"],
+                   "patching": grids["causal-patching"]}
+    worst = 0.0
+    for id_, want in grids.items():
+        cells = d.execute_script(f"return [...document.querySelectorAll('#{id_} td')].map(td => "
+                                 "[td.parentElement.dataset.layer, td.dataset.head, td.dataset.value])")
+        ok = len(cells) == want.size
+        worst = max([worst] + [abs(float(v) - want[int(l), int(h)]) for l, h, v in cells]) if ok else float("inf")
+    check(f"causal: patching, ablation, DLA and copying grids hold the file's values (worst {worst:.1e})",
+          worst <= 1e-4)
+    a = sorted(np.abs(grids["causal-patching"]).ravel(), reverse=True)
+    want = next(k + 1 for k in range(len(a)) if sum(a[:k + 1]) >= 0.8 * sum(a) * (1 - 1e-12))
+    got = d.find_element("id", "causal-carrying").get_attribute("data-value")
+    check(f"causal: the heads carrying 80% of the patching effect ({got}) = a NumPy count", int(got) == want)
+    parts = [float(v[0]) for v in dom_values(d, "#dla-parts td[data-value]")]
+    check(f"causal: the DLA parts table adds up to its last row, the file's logit {logit:.4f}",
+          abs(sum(parts[:-1]) - parts[-1]) <= 1e-4 and abs(parts[-1] - logit) <= 1e-6, str(parts))
+    metric = attrs["metric"].decode() if isinstance(attrs["metric"], bytes) else attrs["metric"]
+    shown = [float(v[0]) for v in dom_values(d, "#causal-metric span[data-value]")]
+    check(f"causal: the metric ({metric}) with its clean and corrupted values",
+          len(shown) == 2 and np.allclose(shown, [attrs[f"clean_{metric}"], attrs[f"corrupt_{metric}"]], atol=1e-6),
+          str(shown))
+    if paths:
+        edges = sorted((abs(float(v)) for a in paths.values() for v in a[np.isfinite(a)]), reverse=True)[:10]
+        drawn = d.find_elements("css selector", "#paths-graph line")
+        listed = sorted((abs(float(v[0])) for v in dom_values(d, "#paths-table td[data-value]")), reverse=True)
+        check(f"causal: the {len(listed)} strongest path-patching edges drawn and listed",
+              len(drawn) == len(listed) == len(edges) and np.allclose(listed, edges, atol=1e-6))
+    else:
+        check("causal: no path patching in the file, and the page says so",
+              "Path patching is absent" in d.find_element("id", "paths-absent").text)
+    cells = d.execute_script(
+        "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
+        "[...tr.children].map(td => td.dataset.value))")
+    cols = [th.get_attribute("data-key") for th in d.find_elements("css selector", "#head-table th")]
+    ok = all(k in cols for k in columns)
+    for r in cells if ok else []:
+        l, h = int(r[0]), int(r[1])
+        ok &= all(abs(float(r[cols.index(k)]) - v[l, h]) <= 1e-4 for k, v in columns.items())
+    check("head table: DLA, copying and patching effect of every head as in the file", ok and len(cells) > 0)
 
 
 def dom_values(d, selector, attrs=("value",)):
@@ -570,8 +616,9 @@ def test_bad_input():
           p.stderr)
 
 
-def screenshot(run, png):
-    """The README's picture: the report of RUN in the test's browser, hovering token 20."""
+def screenshot(run, png, section=None):
+    """The README's picture: the report of RUN in the test's browser, hovering token 20; with a
+    section (its id, e.g. causal: docs/report.md's picture of it), that section scrolled to."""
     d, why = browser()
     if d is None:
         print(f"skipped: no chromium ({why})")
@@ -579,7 +626,12 @@ def screenshot(run, png):
     page = page_of(run, os.path.join(TMP, "shot.html"))
     d.set_window_size(1300, 1250)
     open_page(d, page)
-    hover(d, token(d, 20))
+    if section:
+        d.execute_script("const e = document.getElementById(arguments[0]);"  # clear of the sticky menu
+                         "window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 40)", section)
+        time.sleep(0.2)
+    else:
+        hover(d, token(d, 20))
     d.save_screenshot(png)
     d.quit()
     print(png)
@@ -588,7 +640,7 @@ def screenshot(run, png):
 
 def main():
     if sys.argv[1:2] == ["--screenshot"]:
-        return screenshot(sys.argv[2], sys.argv[3])
+        return screenshot(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     keep = "--keep" in sys.argv[1:]
     if harness_missing(harness.HARNESS):
         return 1

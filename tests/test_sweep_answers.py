@@ -16,7 +16,8 @@ each, then "N passed, M failed"; exit status 1 if anything failed:
                   Welch t, df and p (scipy.stats.ttest_ind, equal_var=False; df by the
                   Welch-Satterthwaite formula), Holm p over exactly the distinct tests printed
                   (Holm's step-down written out here), heads needed within max(5% of the loss,
-                  0.01 nats) from /prune; the extra test (narrowest against best) only when it is
+                  0.01 nats) from /prune, the heads carrying 80% of the patching effect from
+                  /patching/head_out; the extra test (narrowest against best) only when it is
                   not a row already; the Markdown's p values (two significant digits, scientific
                   below 1e-3) and its "over the N distinct tests"
   figures' CSVs   final_eval_loss, eval_curves, head_classes, pruning_curves, heads_needed: one
@@ -44,8 +45,8 @@ from scipy import stats as sps
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
-from checks import (browser, check, end_suite, harness_missing, known_summary,  # noqa: E402
-                    read_csv, run_check)
+from checks import (browser, check, end_suite, harness_missing, holm_by_hand,  # noqa: E402
+                    known_summary, read_csv, run_check)
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
@@ -115,7 +116,8 @@ def read_runs(directory, keys):
                    "eval": (f["eval/step"][()].tolist(), f["eval/loss"][()].astype(float)),
                    "prune": {c: (f[f"prune/{c}/heads_left"][()].astype(int),
                                  f[f"prune/{c}/eval_loss"][()].astype(float))
-                             for c in ("importance", "delta_loss") if f"prune/{c}" in f}}
+                             for c in ("importance", "delta_loss") if f"prune/{c}" in f},
+                   "patching": f["patching/head_out"][()].astype(float) if "patching/head_out" in f else None}
             for k in keys:
                 v = cfg[k.split(".")[-1]]
                 v = v.item() if isinstance(v, np.generic) else v
@@ -146,16 +148,6 @@ def welch(a, b):
     return float(t), float(df), float(p)
 
 
-def holm_by_hand(ps):
-    """Holm's step-down: sorted ascending, p_(i) -> max over j <= i of min(1, (m - j) p_(j))."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
-
-
 def needed_by_hand(left, loss):
     limit = loss[0] + max(REL * loss[0], FLOOR)
     k = 0
@@ -166,6 +158,12 @@ def needed_by_hand(left, loss):
 
 def run_needed(run):
     return min(needed_by_hand(*run["prune"][c]) for c in run["prune"])
+
+
+def carrying_by_hand(effect, share=0.8):
+    """The fewest heads whose |patching effects|, largest first, reach share of their sum."""
+    a = sorted(np.abs(effect).ravel(), reverse=True)
+    return next(k + 1 for k in range(len(a)) if sum(a[:k + 1]) >= share * sum(a) * (1 - 1e-12))
 
 
 def p_text(p):
@@ -290,6 +288,16 @@ def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None)
                 and row["heads_needed"]["all_heads"] == members[0]["n_head"] * members[0]["n_layer"]
             why.append(f"{point}: {row['heads_needed']['values']} vs {hn}")
         check(f"{name}: heads needed within max(5%, 0.01 nats) of every row from /prune", ok,
+              "; ".join(why))
+    if all(r["patching"] is not None for r in runs):
+        ok, why = True, []
+        for point, members in pts.items():
+            hc = [carrying_by_hand(r["patching"]) for r in members]
+            row = find(rows, point)
+            ok &= close(row["heads_carrying"]["mean"], np.mean(hc)) and row["heads_carrying"]["values"] == hc \
+                and (len(hc) < 2 or close(row["heads_carrying"]["std"], np.std(hc, ddof=1)))
+            why.append(f"{point}: {row['heads_carrying']['values']} vs {hc}")
+        check(f"{name}: heads carrying 80% of the patching effect, every row from /patching/head_out", ok,
               "; ".join(why))
     # the Markdown: the same p values, printed with two significant digits, and the family size
     md = script("compare", *args[:1] + args[2:])

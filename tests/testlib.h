@@ -1,7 +1,9 @@
 /* testlib.h: the small helpers the C test suites share: pass/fail counting with one
  * "ok - name" / "FAIL - name: details" line per check and the final "N passed, M failed" line,
- * deterministic random fills, a fourth-order central finite difference, and the element-wise
- * comparison |a - b| <= atol + rtol * max(|a|, |b|) that reports the worst element.
+ * deterministic random fills, a fourth-order central finite difference, the element-wise
+ * comparison |a - b| <= atol + rtol * max(|a|, |b|) that reports the worst element, whether a
+ * call dies of a failed CHECK, and (for the suites that include model.h before it) a model with
+ * perturbed random weights.
  * Header-only (static inline) so each test binary stays one .c file plus this header. */
 #ifndef TESTLIB_H
 #define TESTLIB_H
@@ -11,6 +13,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "rng.h"
 
 static int test_passed, test_failed;
@@ -123,5 +128,33 @@ static inline int test_compare_report(const char *name, const TestCompare *c) {
                       c->n_bad, c->n, c->atol, c->rtol, c->worst_what, c->worst_index, c->worst_a, c->worst_b,
                       fabs(c->worst_a - c->worst_b), c->worst_ratio);
 }
+
+/* Whether fn(ctx) dies of a failed CHECK (abort) in a child process, its message silenced. The
+ * child must fail before any OpenMP region: a child of a process with OpenMP threads must not
+ * start one. */
+static inline int test_aborts(void (*fn)(void *), void *ctx) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        fn(ctx);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+#ifdef MODEL_H /* for the suites that include model.h first */
+/* A model of the shape with model_init_weights moved by normal(0, 0.3), quantized: attention is not
+ * uniform, every head matters, biases and LayerNorm parameters are off their initial 0 and 1. */
+static inline void test_model_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
+    model_init(m, shape, max_batch);
+    model_init_weights(m, seed);
+    Rng rng = rng_stream(seed, 51, 0);
+    for (size_t i = 0; i < m->n_params; i++)
+        m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
+}
+#endif
 
 #endif

@@ -4,7 +4,8 @@ within a group of the other swept keys) n_head, d_head, parameters, FLOPs per to
 metric as mean ± sample std, its difference from the baseline value of the group, Welch's t and p,
 Holm-adjusted p over the family of distinct tests printed (the rows against the baseline and, when
 comparing head counts, per group the best head count against the narrowest when that is not a row
-already), and, when the runs have pruning curves, heads needed and the prunable fraction.
+already), and, when the runs have pruning curves, heads needed and the prunable fraction; when they
+have activation patching, the heads that carry 80% of its effect.
 
 Knows the summary's columns (through heads.sweepaxes) and /prune (through heads.pruning); nothing
 of printing or HTML.
@@ -12,7 +13,7 @@ of printing or HTML.
 import math
 import os
 
-from . import configs, pruning, results, stats
+from . import causal, configs, pruning, results, stats
 from .cli import UserError
 from .sweepaxes import HEAD_KEYS, Layout, label, short, tolerance_of
 from .words import fmt_p, plural
@@ -120,6 +121,9 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
         f"Δ vs {base_text}", "Welch t (df)", "p", "Holm p"]
     if needed:
         cols += ["heads needed", "prunable"]
+    carrying = causal.CARRY_COLUMN in s.data and any(v == v for v in s[causal.CARRY_COLUMN])
+    if carrying:
+        cols += [f"heads carrying {round(100 * causal.CARRY_SHARE)}% of patching"]
     rows, json_rows, tests = [], [], []  # tests: (points tested, p, where its Holm p goes)
     means = {}
     for point, idx in layout.points.items():
@@ -162,6 +166,13 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
             row.update(heads_needed={"mean": hm, "std": hsd, "n": hn_n, "values": hn,
                                      "all_heads": all_heads},
                        prunable={"mean": pm, "std": psd})
+        if carrying:
+            hc = [float(s[causal.CARRY_COLUMN][i]) for i in idx]
+            hc = [v for v in hc if v == v]
+            all_heads = int(s["n_head"][first]) * int(s["n_layer"][first])
+            cells.append(f"{mean_std_text(hc, 1)} of {all_heads}" if hc else "n/a")
+            cm, csd, cn = stats.mean_std(hc)
+            row["heads_carrying"] = {"mean": cm, "std": csd, "n": cn, "values": hc, "all_heads": all_heads}
         rows.append(cells)
         json_rows.append(row)
 
@@ -223,6 +234,11 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
                             f"{', …' if len(low) > 4 else ''}) end with an eval loss below the "
                             f"{flo:g}-nat floor of the tolerance: their heads needed counts the "
                             "heads whose removal costs more than the floor, a coarse count")
+    if carrying:
+        notes.append(f"heads carrying {round(100 * causal.CARRY_SHARE)}% of patching: the fewest heads, "
+                     "by |normalised effect| of activation patching their output (/patching/head_out) "
+                     f"from the largest, whose |effects| sum to {round(100 * causal.CARRY_SHARE)}% "
+                     "of all heads'; mean ± std over the seeds that have it.")
     for group, point in best.items():
         where = (plural(point[-1], "head") if heads
                  else f"{by_name} {configs.format_value(point[-1])}")

@@ -31,7 +31,7 @@ ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "mode
           "model.seq_len": "T", "model.vocab_size": "V", "train.seed": "s", "train.lr": "lr",
           "train.steps": "steps", "train.batch_size": "bs", "train.weight_decay": "wd",
           "train.warmup_steps": "wu", "data.task": "", "data.max_period": "maxp",
-          "data.min_period": "minp"}
+          "data.min_period": "minp", "train.head_l0": "lambda", "train.heads_kept": "kept"}
 
 
 def name_part(key, value):

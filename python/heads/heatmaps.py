@@ -53,7 +53,7 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
     else fitted to its values."""
     L, H = np.asarray(panels[0][1]).shape
     cell = int(max(18, min(56, 1000 / H)))
-    left, right, top, bottom, gap = 80, 150, 80, 45, 75
+    left, right, top, bottom, gap = 80, 150, 80 + 16 * header.count("\n"), 45, 75  # a line more per header line
     panel_h = max(L * cell, 40)
     width = max(left + H * cell + right, 640)
     height = top + len(panels) * (panel_h + gap) - gap + bottom

@@ -1,7 +1,8 @@
 """heads.plot_run: the command `scripts/plot` (its usage text is that script's docstring): one
 run's results file drawn with gnuplot: the loss curves with the steps where heads formed, the
 attention maps of one probe per layer, the pattern-score heatmaps, every head's scores over
-training, the ablation and importance heatmaps, and the head study's figures (heads.studyplots).
+training, the ablation and importance heatmaps, the head study's figures (heads.studyplots) and
+the causal ones: patching, direct logit attribution, copying (heads.causalplots).
 
 Owns those figures' layout and the command's messages; reads the results file through
 heads.results, draws through heads.gnuplot and heads.heatmaps. Knows nothing of sweeps.
@@ -14,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from . import cli, gnuplot, heatmaps, results, studyplots, tokens
+from . import causalplots, cli, gnuplot, heatmaps, results, studyplots, tokens
 from .report_run import formation_steps
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",  # a head's
@@ -378,6 +379,15 @@ def main(doc):
             for stem, draw in (("heads", studyplots.plot_head_heatmaps),
                                ("pruning", studyplots.plot_pruning_curves),
                                ("composition", studyplots.plot_composition)):
+                name = f"{stem}.{args.format}"
+                if draw(f, run_name, os.path.join(outdir, name), tmp):
+                    written.append(name)
+            extra = {k: os.path.join(outdir, f"patching_{k}.{args.format}") for k in ("atp", "kv")}
+            if causalplots.plot_patching(f, run_name, os.path.join(outdir, f"patching.{args.format}"), tmp,
+                                         out_atp=extra["atp"], out_kv=extra["kv"]):
+                written.append(f"patching.{args.format}")
+                written += [os.path.basename(p) for p in extra.values() if os.path.exists(p)]
+            for stem, draw in (("dla", causalplots.plot_dla), ("copying", causalplots.plot_copying)):
                 name = f"{stem}.{args.format}"
                 if draw(f, run_name, os.path.join(outdir, name), tmp):
                     written.append(name)

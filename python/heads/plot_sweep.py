@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from . import cli, configs, gnuplot, pruning, results, stats, sweepaxes, words
+from . import cli, configs, gnuplot, l0plots, pruning, results, stats, sweepaxes, words
 
 SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                   "#7f7f7f", "#bcbd22", "#17becf"]
@@ -374,8 +374,11 @@ def main(doc):
                 plot(s, os.path.join(outdir, name), tmp, layout)
             written = list(names)
             # the head study's sweep plots, when the runs have pruning curves
+            # and, for a sweep over train.head_l0, the learned gates beside the pruning curves
             for plot, stem in ((plot_sweep_pruning, "pruning_curves"),
-                               (plot_heads_needed, "heads_needed")):
+                               (plot_heads_needed, "heads_needed"),
+                               (lambda s, out, tmp, _: l0plots.plot_gate_curve(s, out, tmp),
+                                "l0_curve")):
                 name = f"{stem}.{args.format}"
                 if plot(s, os.path.join(outdir, name), tmp, layout):
                     written.append(name)

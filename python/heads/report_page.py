@@ -11,7 +11,7 @@ import tempfile
 from .cli import UserError
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
-SCRIPTS = ["common.js", "chart.js", "run.js", "study.js", "sweep.js"]
+SCRIPTS = ["common.js", "chart.js", "run.js", "study.js", "causal.js", "sweep.js"]
 
 
 def _asset(name):

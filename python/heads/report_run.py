@@ -1,7 +1,8 @@
 """heads.report_run: one results file as the data of an interactive report page (scripts/report).
 
 Reads the run (attention maps, pattern scores, classes, ablation Δloss zeroed and mean-ablated,
-importance, losses; the head study through report_study) and returns a plain dict that
+importance, losses; the head study through report_study, the causal evidence and the head
+table's DLA, copying and patching columns through report_causal) and returns a plain dict that
 report_page serialises into the page. Attention maps are stored in the page as 8-bit integers
 round(255·p) (only the causal lower triangle) whenever every map value lies in [0, 1], which
 keeps each shown weight within 1/510 of the file's; otherwise as float32.
@@ -13,7 +14,7 @@ import os
 
 import numpy as np
 
-from . import report_study, results
+from . import report_causal, report_study, results
 from . import tokens as tok
 from .cli import UserError
 
@@ -160,4 +161,7 @@ def read_run(path, map_budget=16 << 20):
         d["formation"] = formation_steps(steps, scores) if scores else {}
         d["prune"] = report_study.read_prune(f)
         d["circuits"] = report_study.read_circuits(f, cfg) if "heads" in f else None
+        d["causal"] = report_causal.read_causal(f)
+        if d["causal"]:
+            d["heads"].update(report_causal.head_columns(d["causal"]))
     return d

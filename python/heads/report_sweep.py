@@ -9,7 +9,7 @@ Knows the summary's columns (docs/sweeps.md); knows nothing of HTML.
 """
 import math
 
-from . import compare, pruning, results, stats, sweepaxes
+from . import compare, l0curve, pruning, results, stats, sweepaxes
 from .cli import UserError
 from .configs import format_value
 from .words import plural
@@ -55,6 +55,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
         d["compare"] = {"header": [], "rows": [], "n_text": 0,
                         "notes": ["no complete runs"] + [n for n in [s.left_out_note()] if n]}
     d["pruning"] = _pruning(s, layout)
+    d["gates"] = _gates(s) if layout.points and l0curve.is_gate_sweep(s) else None
     classes = sweepaxes.class_names(s)
     d["class_names"] = classes
     d["class_counts"] = [
@@ -74,6 +75,33 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
                           "classes": ", ".join(f"{int(v)} {c}" for c, v in counts if v),
                           "report": (run_reports or {}).get(run)})
     return d
+
+
+def _gates(s):
+    """A sweep over train.head_l0: per group the λ = 0 runs' mean pruning curves and every λ's
+    heads kept and loss (mean, sample std, every seed), and the tables scripts/compare adds (the
+    gates against pruning; the scratch comparison when DIR_scratch is beside the sweep)."""
+    answer = l0curve.gate_curve(s)
+    groups = []
+    for g in answer["groups"]:
+        points = []
+        for p in g["points"]:
+            if p["lambda"] == 0:
+                continue
+            km, ksd, n = stats.mean_std([float(v) for v in p["heads_kept"]])
+            lm, lsd, _ = stats.mean_std(p["eval_loss"])
+            points.append({"lambda": format_value(p["lambda"]), "n": n, "heads_mean": km,
+                           "heads_std": _number(ksd), "loss_mean": lm, "loss_std": _number(lsd),
+                           "seeds": [[k, v] for k, v in zip(p["heads_kept"], p["eval_loss"])]})
+        curves = [{"criterion": c, "title": pruning.CRITERION_TEXT[c], "n": curve["n"],
+                   "heads_left": curve["heads_left"], "mean": curve["mean"],
+                   "std": [_number(x) for x in curve["std"]]} for c, curve in g["michel"].items()]
+        groups.append({"label": g["label"], "curves": curves, "points": points})
+    tables = []
+    for title, table in l0curve.tables(s):
+        table.pop("json")
+        tables.append({"title": title, **table})
+    return {"groups": groups, "tables": tables}
 
 
 def _pruning(s, layout):

@@ -26,7 +26,7 @@ require("numpy", "yaml")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from . import pruning  # noqa: E402
+from . import causal, pruning  # noqa: E402
 from .cli import UserError  # noqa: E402
 from .configs import values_equal  # noqa: E402
 from . import tokens  # noqa: E402
@@ -368,6 +368,7 @@ class RunResult:
             self.eval_step, self.eval_loss = get("eval/step"), get("eval/loss")
             self.classes = read_classes(f)
             self.prune = pruning.read_curves(f)
+            self.causal = causal.summary_values(f)
             self.n_params = sum(int(np.prod(obj.shape)) for obj in datasets(f["params"])) \
                 if "params" in f else 0
 

@@ -1,6 +1,7 @@
 """heads.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
 token, final losses, heads needed within the experiment's tolerance (relative, with a floor; both
-in the attributes), head-class counts) as summary.csv and summary.h5 (read back by
+in the attributes), the heads that carry 80% of the patching effect (heads.causal), head-class
+counts) as summary.csv and summary.h5 (read back by
 heads.results.Summary).
 
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
@@ -15,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from . import pruning
+from . import causal, pruning
 from .configs import format_value
 from .results import CLASSES
 
@@ -62,6 +63,7 @@ def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
     row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
         else float("nan")
     row.update(pruning.summary_values(result.prune if ok else {}, tolerance, floor))
+    row[causal.CARRY_COLUMN] = result.causal[causal.CARRY_COLUMN] if ok else None
     counts = result.class_counts() if ok else {}
     for c in CLASSES + sorted(set(counts) - set(CLASSES)):
         row[f"heads_{c}"] = counts.get(c, 0) if ok else None

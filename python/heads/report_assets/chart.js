@@ -42,7 +42,8 @@ function fmtTick(v) {
 }
 
 /* lineChart(container, series, opts): series [{name, points: [[x, y]], color, width, dash,
- * marker (radius), err: [e per point] (± error bars), line: false for points only, title}].
+ * marker (radius), err: [e per point] (± error bars), xerr: [e per point] (± along x), line:
+ * false for points only, title}].
  * opts: {width, height, logx, logy, logbase_x, xlabel, ylabel, xticks: [[v, label]], vlines:
  * [{x, label, color}], hlines: [{y, label}], ymin, ymax, legend: true}. Returns the svg. */
 function lineChart(container, series, opts) {
@@ -55,7 +56,8 @@ function lineChart(container, series, opts) {
   for (const s of series) s.points.forEach((p, i) => {
     if (p[1] === null || !isFinite(p[1])) return;
     if (opts.logy && p[1] <= 0) return;
-    xs.push(p[0]);
+    const ex = s.xerr ? (s.xerr[i] || 0) : 0;
+    xs.push(p[0] - ex, p[0] + ex);
     const e = s.err ? (s.err[i] || 0) : 0;
     ys.push(p[1] - e, p[1] + e);
   });
@@ -124,6 +126,14 @@ function lineChart(container, series, opts) {
                       "stroke-width": 1.5 }, g);
       for (const yv of [lo, hi])
         svgEl("line", { x1: X(p[0]) - 5, x2: X(p[0]) + 5, y1: Y(yv), y2: Y(yv), stroke: s.color }, g);
+    });
+    if (s.xerr) s.points.forEach((p, i) => {
+      const e = s.xerr[i];
+      if (!e || p[1] === null) return;
+      svgEl("line", { x1: X(p[0] - e), x2: X(p[0] + e), y1: Y(p[1]), y2: Y(p[1]), stroke: s.color,
+                      "stroke-width": 1.5 }, g);
+      for (const xv of [p[0] - e, p[0] + e])
+        svgEl("line", { x1: X(xv), x2: X(xv), y1: Y(p[1]) - 5, y2: Y(p[1]) + 5, stroke: s.color }, g);
     });
     if (s.marker || pts.length === 1)
       for (const p of pts) {

@@ -373,6 +373,7 @@ function buildRunPage(D) {
                     ["scores", "Scores over training"]];
   if (D.prune) sections.push(["pruning", "Pruning curves"]);
   if (D.circuits) sections.push(["composition", "Composition"]);
+  sections.push(["causal", "Causal"]);
   sections.push(["config", "Config"]);
   nav(sections);
   const sec = {};
@@ -391,5 +392,6 @@ function buildRunPage(D) {
   buildScoresOverSteps(D, sec.scores);
   if (D.prune) buildPruning(D, sec.pruning);
   if (D.circuits) buildComposition(D, sec.composition);
+  buildCausal(D, sec.causal);
   el("pre", { class: "config" }, sec.config).textContent = D.config_yaml;
 }

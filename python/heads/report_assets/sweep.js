@@ -1,8 +1,9 @@
 /* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against the key compared along
  * (n_head, else the one swept key; a series per group of the other swept keys; mean ± std and
  * every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
- * pruning curves of every layout and heads needed per group, head-class counts, and a row and
- * link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
+ * pruning curves of every layout and heads needed per group, for a sweep over train.head_l0 the
+ * heads the learned gates kept beside the λ = 0 runs' pruning curves (and the tables of
+ * scripts/compare for it), head-class counts, and a row and link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
  * common.js. Knows nothing of HDF5. */
 "use strict";
 
@@ -24,12 +25,51 @@ function buildSweepLoss(D, root) {
   chartLegend(root, svg, series);
 }
 
+/* a table of scripts/compare (header, rows, notes, n_text: the leading text columns) */
+function buildTable(T, root, id) {
+  const t = el("table", { class: "data", id }, root);
+  el("tr", {}, t, T.header.map((c, i) => `<th class="${i < T.n_text ? "l" : ""}">${escapeHtml(c)}</th>`).join(""));
+  for (const row of T.rows)
+    el("tr", {}, t, row.map((c, i) => `<td class="${i < T.n_text ? "l" : ""}">${escapeHtml(c)}</td>`).join(""));
+  for (const n of T.notes) el("p", { class: "note" }, root).textContent = n;
+}
+
 function buildCompare(D, root) {
-  const t = el("table", { class: "data", id: "compare-table" }, root);
-  el("tr", {}, t, D.compare.header.map((c, i) => `<th class="${i < D.compare.n_text ? "l" : ""}">${escapeHtml(c)}</th>`).join(""));
-  for (const row of D.compare.rows)
-    el("tr", {}, t, row.map((c, i) => `<td class="${i < D.compare.n_text ? "l" : ""}">${escapeHtml(c)}</td>`).join(""));
-  for (const n of D.compare.notes) el("p", { class: "note" }, root).textContent = n;
+  buildTable(D.compare, root, "compare-table");
+}
+
+/* a sweep over train.head_l0: per group the λ = 0 runs' mean pruning curves against heads left
+ * and every λ's heads kept and loss (± std both ways, every seed hollow); then compare's tables */
+function buildGates(D, root) {
+  const G = D.gates;
+  el("p", { class: "note" }, root, "Held-out loss against the heads left (all layers). Lines: the λ = 0 runs pruned " +
+     "(Michel et al. 2019), mean ± sample std over seeds, per criterion. Squares: the heads the learned L0 gates kept " +
+     "open (Voita et al. 2019) and the loss with only those, mean ± sample std over seeds both ways; hollow: each seed.");
+  const curveColours = { importance: "#1f77b4", delta_loss: "#2ca02c" };
+  const gateColours = ["#ff7f0e", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+  G.groups.forEach((g, k) => {
+    if (g.label) el("h3", {}, root, escapeHtml(g.label));
+    const series = g.curves.map(c => ({
+      name: `pruning λ = 0: ${c.title} (${plural(c.n, "seed")})`, color: curveColours[c.criterion] || "#444",
+      width: 2, marker: 2.5, points: c.heads_left.map((x, i) => [x, c.mean[i]]), err: c.std.map(v => v || 0) }));
+    g.points.forEach((p, j) => {
+      const colour = gateColours[j % gateColours.length];
+      series.push({ name: `gates λ = ${p.lambda} (${plural(p.n, "seed")})`, color: colour, line: false,
+                    marker: 5, points: [[p.heads_mean, p.loss_mean]], err: [p.loss_std || 0], xerr: [p.heads_std || 0] },
+                  { name: `gates λ = ${p.lambda}: each seed`, color: colour, line: false, hollow: true,
+                    marker: 3, nolegend: true, points: p.seeds });
+    });
+    const all = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null && v > 0);
+    const logy = all.length > 0 && Math.max(...all) / Math.min(...all) > 3;
+    const svg = lineChart(root, series, { width: 760, height: 380, logy, xlabel: "heads left (all layers)",
+                                          ylabel: "held-out eval loss" + (logy ? " (log scale)" : "") });
+    svg.id = `sweep-gates-${k}`;
+    chartLegend(root, svg, series);
+  });
+  G.tables.forEach((T, k) => {
+    el("h3", {}, root, escapeHtml(T.title));
+    buildTable(T, root, `gates-table-${k}`);
+  });
 }
 
 /* the head study of a sweep: every point's mean pruning curve on one axis per criterion, and heads
@@ -116,6 +156,7 @@ function buildSweepPage(D) {
          (D.description ? `; ${D.description}` : ""));
   const sections = [["loss", `Loss against ${D.x_label}`], ["compare", "Comparison"]];
   if (D.pruning) sections.push(["pruning", "Pruning"]);
+  if (D.gates) sections.push(["gates", "Learned head gates"]);
   sections.push(["classes", "Head classes"], ["runs", "Runs"]);
   nav(sections);
   const sec = {};
@@ -124,6 +165,7 @@ function buildSweepPage(D) {
   el("p", { class: "note" }, sec.loss, "Filled points and bars: mean ± sample standard deviation over seeds; hollow points: every seed.");
   buildCompare(D, sec.compare);
   if (D.pruning) buildSweepPruning(D, sec.pruning);
+  if (D.gates) buildGates(D, sec.gates);
   buildClasses(D, sec.classes);
   buildRuns(D, sec.runs);
 }
