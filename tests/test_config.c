@@ -866,9 +866,10 @@ static void test_marks_and_visit(void) {
     int lines = 0;
     for (char *s = seen; *s; s++) lines += *s == '\n';
     report("visit sees every key with typed values",
-           lines == 54 /* every key of the table */ && strstr(seen, "model.n_head=4\n") &&
-               strstr(seen, "output.prune_batches=1\n") && strstr(seen, "train.lr=0x1p-1\n") &&
-               strstr(seen, "data.task='induction'\n") && strstr(seen, "output.probe_text='x\ny'\n"),
+           lines == 56 /* every key of the table, and the newline inside probe_text */ &&
+               strstr(seen, "model.n_head=4\n") && strstr(seen, "output.prune_batches=1\n") &&
+               strstr(seen, "train.lr=0x1p-1\n") && strstr(seen, "data.task='induction'\n") &&
+               strstr(seen, "output.probe_text='x\ny'\n"),
            seen);
     report("task names",
            !strcmp(config_task_name(TASK_TWO_SOURCE), "two_source") &&
