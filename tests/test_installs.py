@@ -31,7 +31,11 @@ def python_sources():
     """[(where, source text)] of every Python file and documented Python block."""
     files = glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True)
     files += glob.glob(os.path.join(ROOT, "python", "**", "*.py"), recursive=True)
+    # npm's packages (tests/llama's node-llama-cpp) are not the project's code
+    files = [p for p in files if f"{os.sep}node_modules{os.sep}" not in p]
     for path in sorted(glob.glob(os.path.join(ROOT, "scripts", "*"))):
+        if not os.path.isfile(path):  # __pycache__, left by a script that imports from scripts/
+            continue
         with open(path, errors="replace") as f:
             first = f.readline()
         if path.endswith(".py") or (first.startswith("#!") and "python" in first):
