@@ -2,8 +2,8 @@
  * suite: direct logit attribution (the parts add up to the logit, every layout)
  *
  * On small random models of every layout (learned positions; grouped K/V with rotary;
- * shortformer; no positions with an output gate and a sink; one layer), every parameter perturbed so that biases and LayerNorm parameters are not
- * their initial 0 and 1:
+ * shortformer; no positions with an output gate and a sink; one layer), every parameter
+ * perturbed so that biases and LayerNorm parameters are not their initial 0 and 1:
  *   - the parts (embedding, each layer's b_o, each head, the final LayerNorm's bias) add up to the
  *     model's own logit of the target, per position (one marked position at a time) and as the
  *     mean over the marked positions, to 1e-5;

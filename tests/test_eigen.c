@@ -1,10 +1,10 @@
 /* test_eigen.c: the eigenvalue routine of the copying score (src/eigen.c).
  * suite: eigenvalues of the copying score (known spectra)
  *
- * On matrices whose eigenvalues are known in closed form: diagonal and triangular, a rotation (±i), a companion
- * matrix (the roots of its polynomial, real and complex), a similarity transform of a known
- * spectrum, a nilpotent Jordan block, a rank-deficient product B·A, badly scaled entries, sizes up
- * to 64. Each spectrum is compared as a multiset (greedy nearest matching). */
+ * On matrices whose eigenvalues are known in closed form: diagonal and triangular, a rotation
+ * (±i), a companion matrix (the roots of its polynomial, real and complex), a similarity
+ * transform of a known spectrum, a nilpotent Jordan block, a rank-deficient product B·A, badly
+ * scaled entries, sizes up to 64. Each spectrum is compared as a multiset (greedy nearest matching). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
