@@ -56,11 +56,7 @@ static int setup(Setup *s, TaskKind task, int vocab, int n_head, int n_kv_head, 
         test_check("setup: open the task", 0, "%s", err.text);
         return 0;
     }
-    model_init(&s->m, model_shape_from_config(c), c->batch_size);
-    model_init_weights(&s->m, seed);
-    Rng rng = rng_stream(seed, 61, 0); /* far from the init: heads differ, attention not uniform */
-    for (size_t i = 0; i < s->m.n_params; i++)
-        s->m.param_block[i] = test_quantize(s->m.param_block[i] + 0.3 * rng_normal(&rng));
+    test_model_perturbed_by(&s->m, model_shape_from_config(c), c->batch_size, seed, 61);
     return 1;
 }
 

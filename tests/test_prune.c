@@ -59,11 +59,7 @@ static int setup(Setup *s, int n_head, int eval_batches, uint64_t seed) {
         test_check("setup: open the induction task", 0, "%s", err.text);
         return 0;
     }
-    model_init(&s->m, model_shape_from_config(c), c->batch_size);
-    model_init_weights(&s->m, seed);
-    Rng rng = rng_stream(seed, 61, 0); /* far from the init: heads differ, attention not uniform */
-    for (size_t i = 0; i < s->m.n_params; i++)
-        s->m.param_block[i] = test_quantize(s->m.param_block[i] + 0.3 * rng_normal(&rng));
+    test_model_perturbed_by(&s->m, model_shape_from_config(c), c->batch_size, seed, 61);
     s->L = c->n_layer, s->H = n_head, s->LH = s->L * s->H, s->dh = c->d_head, s->D = c->d_model;
     s->E = n_head * c->d_head;
     return 1;

@@ -148,12 +148,16 @@ static inline int test_aborts(void (*fn)(void *), void *ctx) {
 #ifdef MODEL_H /* for the suites that include model.h first */
 /* A model of the shape with model_init_weights moved by normal(0, 0.3), quantized: attention is not
  * uniform, every head matters, biases and LayerNorm parameters are off their initial 0 and 1. */
-static inline void test_model_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
+static inline void test_model_perturbed_by(Model *m, ModelShape shape, int max_batch, uint64_t seed,
+                                           uint64_t purpose) {
     model_init(m, shape, max_batch);
     model_init_weights(m, seed);
-    Rng rng = rng_stream(seed, 51, 0);
+    Rng rng = rng_stream(seed, purpose, 0); /* the perturbation's stream, far from the init's */
     for (size_t i = 0; i < m->n_params; i++)
         m->param_block[i] = test_quantize(m->param_block[i] + 0.3 * rng_normal(&rng));
+}
+static inline void test_model_perturbed(Model *m, ModelShape shape, int max_batch, uint64_t seed) {
+    test_model_perturbed_by(m, shape, max_batch, seed, 51);
 }
 #endif
 
