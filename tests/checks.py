@@ -45,17 +45,18 @@ def run_check(name, fn, passthrough=()):
     print(f"# {name}: {time.time() - t0:.1f} s", flush=True)
 
 
-def heads12_run(harness, root, tmp, name, base_sets, sets, what="tiny run completes"):
-    """A run of configs/heads12.yaml with the arguments base_sets ("--set", "key=value", ...) and
-    the "key=value" strings sets, into tmp/NAME.h5, checked to exit 0: (its path, the finished
-    process)."""
+def heads12_run(harness, root, tmp, name, base_sets, sets, what="tiny run completes",
+                config="configs/heads12.yaml", timeout=600):
+    """A run of config (configs/heads12.yaml unless named) with the arguments base_sets ("--set",
+    "key=value", ...) and the "key=value" strings sets, into tmp/NAME.h5, checked to exit 0: (its
+    path, the finished process)."""
     import subprocess
     out = os.path.join(tmp, name + ".h5")
-    cmd = [harness, "configs/heads12.yaml", *base_sets, "--set", f"output.path={out}"]
+    cmd = [harness, config, *base_sets, "--set", f"output.path={out}"]
     for s in sets:
         cmd += ["--set", s]
-    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
-    check(f"{name}: {what}", run.returncode == 0, run.stderr[-400:])
+    run = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
+    check(f"{name}: {what}", run.returncode == 0, run.stderr[-600:])
     return out, run
 
 

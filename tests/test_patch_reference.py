@@ -36,7 +36,7 @@ import h5py
 import numpy as np
 import torch
 
-from checks import check, finish
+from checks import check, finish, heads12_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
@@ -52,13 +52,7 @@ TOL = 1e-4
 
 
 def train(tmp, name, config, sets):
-    out = os.path.join(tmp, name + ".h5")
-    cmd = [HARNESS, config, "--set", f"output.path={out}"]
-    for s in sets:
-        cmd += ["--set", s]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    check(f"{name}: the run completes", run.returncode == 0, run.stderr[-600:])
-    return out, run
+    return heads12_run(HARNESS, ROOT, tmp, name, [], sets, "the run completes", config=config, timeout=900)
 
 
 def stored(path):
