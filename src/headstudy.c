@@ -177,12 +177,8 @@ int head_study_prune_main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            long t = strtol(argv[++i], &end, 10);
-            if (end == argv[i] || *end || t < 0 || t > 1024) {
-                fprintf(stderr, "harness prune: --threads '%s': expected 0 to 1024\n", argv[i]);
-                return 2;
-            }
-            threads = (int)t;
+            i++;
+            if (!util_int_option("prune", "--threads", argv[i], 0, 1024, &threads)) return 2;
         } else if (argv[i][0] != '-' && !path) {
             path = argv[i];
         } else {

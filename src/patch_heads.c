@@ -287,19 +287,15 @@ int head_patching_main(int argc, char **argv) {
     const char *path = NULL;
     int batches = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
-        char *end = NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(patch_usage, stdout);
             return 0;
         } else if ((!strcmp(argv[i], "--batches") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
             const int is_batches = !strcmp(argv[i], "--batches");
-            long v = strtol(argv[++i], &end, 10);
-            if (end == argv[i] || *end || v < (is_batches ? 1 : 0) || v > (is_batches ? 100000 : 1024)) {
-                fprintf(stderr, "harness patch: %s '%s': expected %s\n", argv[i - 1], argv[i],
-                        is_batches ? "1 to 100000" : "0 to 1024");
+            i++;
+            if (!util_int_option("patch", argv[i - 1], argv[i], is_batches ? 1 : 0,
+                                 is_batches ? 100000 : 1024, is_batches ? &batches : &threads))
                 return 2;
-            }
-            *(is_batches ? &batches : &threads) = (int)v;
         } else if (argv[i][0] != '-' && !path) {
             path = argv[i];
         } else {

@@ -59,4 +59,18 @@ static inline double util_cpu_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* An integer option's value in [lo, hi] into *out, or 0 after printing
+ * "harness COMMAND: OPTION 'VALUE': expected LO to HI" (the subcommands' usage errors). */
+static inline int util_int_option(const char *command, const char *option, const char *value, long lo,
+                                  long hi, int *out) {
+    char *end = NULL;
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || v < lo || v > hi) {
+        fprintf(stderr, "harness %s: %s '%s': expected %ld to %ld\n", command, option, value, lo, hi);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
 #endif
