@@ -457,6 +457,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
                       RunStatus status, int resumed, Session *ses, UserError *err) {
     st->elapsed_before = now_seconds() - ses->start;
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
+    const double training_mib = util_peak_rss_mib();
     HeadStudy study;
     HeadPatching patching;
     const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
@@ -497,6 +498,9 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
             stderr,
             "time: patching %.2f s of CPU, %.1f%% of the steps' CPU time (output.patch_batches 0: none)\n",
             patching.cpu_seconds, 100.0 * patching.cpu_seconds / ses->step_cpu);
+    if (rc == ERR_OK && steps_run > 0) /* scripts/bench reads the training's figure */
+        fprintf(stderr, "memory: peak %.0f MiB in training, %.0f MiB with what followed\n", training_mib,
+                util_peak_rss_mib());
     if (patches) head_patching_free(&patching);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];

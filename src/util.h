@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "../kernels/check.h" /* CHECK and CHECK_ALLOC: one definition each, the kernels' */
@@ -57,6 +58,12 @@ static inline double util_cpu_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The process's peak resident memory so far (getrusage's max RSS), in MiB; 0 if unknown. */
+static inline double util_peak_rss_mib(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (double)u.ru_maxrss / 1024.0 : 0.0;
 }
 
 /* An integer option's value in [lo, hi] into *out, or 0 after printing

@@ -11,6 +11,7 @@ line and the /train datasets it reads.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -52,6 +53,13 @@ GENERATE_CONFIGS = [("D128 H8 d_head16 T256", 128, 8, 16, 256), ("D256 H8 d_head
 GENERATE_REPEATS = 10
 # long contexts at fixed tokens per step (B*T = 8192): where the attention's work grows as T^2
 CONTEXT_TOKENS = 8192
+# PyTorch's allocator (--torch-malloc): glibc's malloc returns every block above its mmap threshold
+# (at most 32 MiB) to the kernel when it is freed, so tensors of (B, H, T, T) scores are faulted in
+# again at every step, and on a VM that takes freed pages back from its guest (virtio-balloon free
+# page reporting) each fault waits for the host. jemalloc told to keep its memory (retain, no
+# decay) reuses it instead: PyTorch's CPU tuning guides recommend jemalloc or tcmalloc for this.
+JEMALLOC = os.path.join(BLAS_DIR, "libjemalloc.so.2")
+JEMALLOC_CONF = "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1"
 CONTEXT_CONFIGS = [(f"T{T} B{CONTEXT_TOKENS // T}", 256, 8, 32, T, CONTEXT_TOKENS // T)
                    for T in (256, 1024, 2048, 4096)]
 
@@ -132,7 +140,11 @@ output:
         elapsed = [float(x) for x in f["/train/elapsed_s"][()]]
         loss = float(f["/train/loss"][-1])
     steps_s = [b - a for a, b in zip(elapsed, elapsed[1:])]
-    return {"step_s": steps_s, "max_rss_kib": rss, "loss": loss}
+    # the training's peak (the run's `memory:` line), as PyTorch's process only trains; the whole
+    # run's, with the end-of-run study, beside it
+    m = re.search(r"^memory: peak (\d+) MiB in training", err, re.M)
+    return {"step_s": steps_s, "max_rss_kib": int(m.group(1)) * 1024 if m else rss, "run_max_rss_kib": rss,
+            "loss": loss}
 
 
 def default_blas():
@@ -153,11 +165,16 @@ def variant_available(variant):
     return build is None or os.path.exists(os.path.join(BLAS_DIR, build, "libblas.so.3"))
 
 
-def torch_env(variant, threads, pin=None):
+def torch_malloc_default():
+    """jemalloc where it is installed (install-deps bench installs it), else glibc's malloc."""
+    return "jemalloc" if os.path.exists(JEMALLOC) else "glibc"
+
+
+def torch_env(variant, threads, pin=None, malloc="glibc"):
     """The environment of one PyTorch run: OpenBLAS settings inherited from the caller's shell
     (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE, ...) are dropped, so OpenBLAS detects the CPU itself
     unless the variant says otherwise; pin = a core type for variants that leave it open (the
-    ISA match, see main)."""
+    ISA match, see main); malloc = "jemalloc" preloads jemalloc, keeping its memory."""
     _, build, extra, _ = VARIANTS[variant]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
     if pin and "OPENBLAS_CORETYPE" not in extra:
@@ -166,6 +183,8 @@ def torch_env(variant, threads, pin=None):
     if build:
         lib = os.path.join(BLAS_DIR, build)
         env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if malloc == "jemalloc":
+        env.update(LD_PRELOAD=JEMALLOC, MALLOC_CONF=JEMALLOC_CONF)
     return env
 
 
@@ -174,7 +193,7 @@ def torch_run(args, variant, name, D, H, dh, T, B, steps):
            "--n-head", str(H), "--d-head", str(dh), "--n-layer", str(LAYERS), "--seq-len", str(T),
            "--batch", str(B), "--steps", str(steps), "--threads", str(args.threads),
            "--budget", str(args.torch_budget), "--model", VARIANTS[variant][0]]
-    rc, out, err, rss = run_measured(cmd, env=torch_env(variant, args.threads, args.blas_pin))
+    rc, out, err, rss = run_measured(cmd, env=torch_env(variant, args.threads, args.blas_pin, args.torch_malloc))
     if rc != 0:
         raise RuntimeError(f"bench_torch.py ({variant}) failed ({rc}) on {name}:\n{err[-2000:]}")
     info = json.loads(out)
@@ -261,6 +280,9 @@ def main(argv, doc):
                     help="seconds after which a PyTorch run stops early (at least warm-up + 3 steps; default 20)")
     ap.add_argument("--torch", default=None, help="PyTorch variants, comma-separated: " + ",".join(VARIANTS) +
                     " (default: every one available)")
+    ap.add_argument("--torch-malloc", choices=("jemalloc", "glibc"), default=torch_malloc_default(),
+                    help="PyTorch's allocator: jemalloc keeping its memory (default where "
+                         "libjemalloc2 is installed) or glibc's malloc")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--quick", action="store_true",
                     help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
@@ -292,6 +314,8 @@ def main(argv, doc):
             if not variant_available(v):
                 ap.error(f"variant {v} needs Debian's lib{VARIANTS[v][1].replace('-', '0-')} "
                          f"({os.path.join(BLAS_DIR, VARIANTS[v][1])})")
+    if variants and args.torch_malloc == "jemalloc" and not os.path.exists(JEMALLOC):
+        ap.error(f"--torch-malloc jemalloc needs Debian's libjemalloc2 ({JEMALLOC}): scripts/install-deps bench")
     torch_warmup = 3
     for path in (args.harness, args.gemm_peak):
         if not os.access(path, os.X_OK):
@@ -300,7 +324,7 @@ def main(argv, doc):
     rep = Report()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     record = {"threads": args.threads, "date": date, "cpu": cpu, "harness": harness,
-              "isa": harness["isa"], "blas_pin": args.blas_pin, "blas": {},
+              "isa": harness["isa"], "blas_pin": args.blas_pin, "blas": {}, "torch_malloc": args.torch_malloc,
               "load_start": loadavg(), "runs": []}
     rep.line(f"# bench: harness ({harness['isa']}) vs PyTorch, {args.threads} threads, {cpu['name']}")
     rep.line()
@@ -312,6 +336,11 @@ def main(argv, doc):
         rep.line()
         for v in variants:
             rep.line(f"* {v}: " + VARIANTS[v][3].format(blas=default_blas()))
+        rep.line()
+        rep.line("PyTorch's allocator (--torch-malloc): " + (
+            f"jemalloc ({JEMALLOC} preloaded, MALLOC_CONF={JEMALLOC_CONF}: freed memory is kept and reused)"
+            if args.torch_malloc == "jemalloc" else
+            "glibc's malloc (blocks above 32 MiB go back to the kernel when freed and fault in again)"))
         rep.line()
     rep.line(f"load average at start: {record['load_start']:.2f}"
              + ("  (WARNING: the machine is busy; times will be noisy)" if record["load_start"] > 0.7 else ""))
@@ -331,7 +360,7 @@ def main(argv, doc):
         blases.setdefault(blas_key(v), v)
     for v in blases.values():
         rc, out, err, _ = run_measured([PYTHON, BENCH_TORCH, "--peak", str(torch_peak_size),
-                                        "--threads", str(args.threads)], env=torch_env(v, args.threads, args.blas_pin))
+                                        "--threads", str(args.threads)], env=torch_env(v, args.threads, args.blas_pin, args.torch_malloc))
         if rc != 0:
             raise SystemExit(f"torch.mm peak ({v}) failed: {err[-2000:]}")
         for w in variants:  # the variants that share this BLAS setting
@@ -393,8 +422,10 @@ def main(argv, doc):
              f"warm-up ({args.warmup} harness steps, {torch_warmup} PyTorch steps), the lowest such median "
              f"of {args.repeat} runs (PyTorch on the reference BLAS: 1 run). ratio = PyTorch time / "
              "harness time (> 1: the harness is faster). GFLOP/s and % peak: matmul FLOPs of forward + "
-             "backward (causal attention) per harness step time. MiB: max RSS of the process (PyTorch's "
-             "includes the interpreter and libtorch, about 230 MiB before the model exists).")
+             "backward (causal attention) per harness step time. MiB: the harness's peak RSS in training "
+             "(its `memory:` line; the whole run's, with the end-of-run study, is run_max_rss_kib in the "
+             "JSON) and PyTorch's max RSS of the process (it only trains; it includes the interpreter and "
+             "libtorch, about 230 MiB before the model exists).")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(rep.md) + "\n")
