@@ -98,6 +98,15 @@ class ReferenceModel(nn.Module):
         return loss
 
 
+def malloc_loaded():
+    """The allocator this process runs on: "jemalloc" when libjemalloc is mapped, else "glibc"."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "jemalloc" if "libjemalloc" in f.read() else "glibc"
+    except OSError:
+        return "unknown"
+
+
 def blas_info():
     """The BLAS this process really loaded (from /proc/self/maps), with OpenBLAS's own account of
     its build and of the kernels it picked (openblas_get_config / openblas_get_corename)."""
@@ -154,7 +163,7 @@ def main(argv):
     torch.set_num_threads(a.threads)
     torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # loads the BLAS
     info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model,
-            "blas": blas_info()}
+            "blas": blas_info(), "malloc": malloc_loaded()}
     if a.peak:
         info.update(gflops=peak(a.peak), n=a.peak)
         print(json.dumps(info))

@@ -679,8 +679,16 @@ def test_bench():
     check("bench: both sides measured (median step > 0, max RSS > 0)",
           h > 0 and t > 0 and runs[0]["harness"]["max_rss_kib"] > 0 and runs[0][f"torch_{variant}"]["max_rss_kib"] > 0,
           json.dumps(runs[0])[:400])
+    hrun = runs[0]["harness"]["runs"][0]
+    check("bench: the harness's MiB is its training peak (the run's `memory:` line), at most the whole "
+          "run's max RSS", 0 < hrun["max_rss_kib"] <= hrun["run_max_rss_kib"], json.dumps(hrun)[:400])
+    want_malloc = "jemalloc" if os.path.exists("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2") else "glibc"
+    loaded = [r.get("malloc") for r in runs[0][f"torch_{variant}"]["runs"]]
     with open(md) as f:
         text = f.read()
+    check(f"bench: PyTorch ran on the allocator the header names ({want_malloc} here)",
+          record.get("torch_malloc") == want_malloc and loaded and all(m == want_malloc for m in loaded)
+          and f"PyTorch's allocator (--torch-malloc): {want_malloc}" in text, str(loaded) + text[:1500])
     row = re.search(r"^\| D128 H1 T64 B32 +\| +" + variant + r" +\| +([\d.]+) +\| +([\d.]+) +\| +([\d.]+)x \|", text, re.M)
     check("bench: the table row's ratio is PyTorch ms / harness ms, as printed",
           row is not None and abs(float(row.group(3)) - float(row.group(1)) / float(row.group(2))) < 0.02 * float(row.group(3)) + 0.01,
