@@ -208,6 +208,7 @@ void head_gate_forward(float *out,        // (N, H·d_head); may be inp itself
                        const float *inp,  // (N, H·d_head)
                        const float *gate, // (H)
                        const float *fill, // (H·d_head) each head's replacement value, or NULL (0)
+                       size_t fill_ld,    // 0: that fill for every row; else row n's is fill + n·fill_ld
                        int N, int H, int d_head);
 void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be d_out), or NULL
                         float *d_gate, // (H) += Σ d_out · (inp − fill) over the head's columns, or NULL
@@ -215,6 +216,7 @@ void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be 
                         const float *inp,   // (N, H·d_head) the forward's input
                         const float *gate,  // (H)
                         const float *fill,  // (H·d_head) or NULL, as in the forward
+                        size_t fill_ld,     // as in the forward
                         int N, int H, int d_head);
 
 /* ---- hard_concrete.c: stochastic gates of the Hard Concrete distribution (Louizos et al. 2018)

@@ -355,12 +355,8 @@ static void head_mix_fwd(Pass *p) {
     if (!gate) return;
     float *mixed = slice(p, p->m->act.head_mixed, E);
     const float *z = heads_output(p->m, p->l);
-    if (p->iv->fill.kind != HEAD_FILL_PER_TOKEN) {
-        head_gate_forward(mixed, z, gate, fill, p->BT, s.n_head, s.d_head);
-        return;
-    }
-    for (int n = 0; n < p->BT; n++) /* the kernel takes one fill row: one call per token */
-        head_gate_forward(mixed + n * E, z + n * E, gate, fill + n * E, 1, s.n_head, s.d_head);
+    head_gate_forward(mixed, z, gate, fill, p->iv->fill.kind == HEAD_FILL_PER_TOKEN ? E : 0, p->BT, s.n_head,
+                      s.d_head);
 }
 static void head_mix_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
@@ -372,13 +368,8 @@ static void head_mix_bwd(Pass *p) {
     if (!gate && !d_gate) return;
     const float *g = iv->head_gate + (size_t)p->l * H;
     float *d_z = gate ? p->d : NULL; /* in place; unchanged where every gate is 1 */
-    if (iv->fill.kind != HEAD_FILL_PER_TOKEN) {
-        head_gate_backward(d_z, d_gate, p->d, z, g, fill, p->BT, H, s.d_head);
-        return;
-    }
-    for (int n = 0; n < p->BT; n++)
-        head_gate_backward(d_z ? d_z + n * E : NULL, d_gate, p->d + n * E, z + n * E, g, fill + n * E, 1, H,
-                           s.d_head);
+    head_gate_backward(d_z, d_gate, p->d, z, g, fill, iv->fill.kind == HEAD_FILL_PER_TOKEN ? E : 0, p->BT, H,
+                       s.d_head);
 }
 
 /* ---- w_o: h ← h + hook_head_mix · W_o + b_o */

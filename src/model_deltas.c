@@ -67,12 +67,14 @@ static void recompute_heads(Model *m, int l, int B, int T, const InputDelta *d, 
     const int g = d->part == HEAD_INPUT_Q ? d->head / group : d->head, shortformer = s.pos == POS_SHORTFORMER;
     const size_t BT = (size_t)B * T, W = qkv_width(s), E = (size_t)H * dh, nd = (size_t)n * dh;
     const ParamTensors *w = &m->params;
-    InputScratch sc = {xcalloc(BT * D, sizeof(float)), xcalloc(2 * BT, sizeof(float))};
-    float *plain = xcalloc(BT * D, sizeof(float)),
-          *plain_qk = shortformer ? xcalloc(BT * D, sizeof(float)) : plain;
-    float *moved = xcalloc(BT * D, sizeof(float)), *qkv = xcalloc(BT * W, sizeof(float));
-    float *packed = xcalloc(BT * 3 * nd, sizeof(float)), *out = xcalloc(BT * nd, sizeof(float));
-    float *lse = xcalloc((size_t)B * n * T, sizeof(float));
+    /* every buffer but qkv (of which only the delta's heads' columns are projected, and rope reads
+     * every head's) is written whole before it is read: no zeroing, once per path-patched forward */
+    InputScratch sc = {xmalloc(BT * D, sizeof(float)), xmalloc(2 * BT, sizeof(float))};
+    float *plain = xmalloc(BT * D, sizeof(float)),
+          *plain_qk = shortformer ? xmalloc(BT * D, sizeof(float)) : plain;
+    float *moved = xmalloc(BT * D, sizeof(float)), *qkv = xcalloc(BT * W, sizeof(float));
+    float *packed = xmalloc(BT * 3 * nd, sizeof(float)), *out = xmalloc(BT * nd, sizeof(float));
+    float *lse = xmalloc((size_t)B * n * T, sizeof(float));
     /* each input as the whole layer reads it: Q and K from LN(h (+ W_pos)), V from LN(h) */
     layer_input(plain, &sc, m, l, B, T, NULL, 0);
     if (shortformer) layer_input(plain_qk, &sc, m, l, B, T, NULL, 1);

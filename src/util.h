@@ -44,6 +44,16 @@ static inline int thread_count(void) {
 #endif
 }
 
+/* Uninitialised memory for a buffer the caller writes whole before reading: no zeroing pass. */
+static inline void *xmalloc(size_t count, size_t size) {
+    void *p = malloc(count && size ? count * size : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory allocating %zu bytes\n", count * size);
+        exit(2);
+    }
+    return p;
+}
+
 static inline void *xrealloc(void *p, size_t size) {
     void *q = realloc(p, size ? size : 1);
     if (!q) {

@@ -344,11 +344,11 @@ static void head_gate_sizes(OpCtx *c) {
 }
 static const float *head_gate_fill(const OpCtx *c) { return c->d[3] ? c->in[2] : NULL; }
 static void head_gate_fwd(OpCtx *c) {
-    head_gate_forward(c->out, c->in[0], c->in[1], head_gate_fill(c), c->d[0], c->d[1], c->d[2]);
+    head_gate_forward(c->out, c->in[0], c->in[1], head_gate_fill(c), 0, c->d[0], c->d[1], c->d[2]);
 }
 static void head_gate_bwd(OpCtx *c) {
-    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], head_gate_fill(c), c->d[0], c->d[1],
-                       c->d[2]);
+    head_gate_backward(c->grad[0], c->grad[1], c->r, c->in[0], c->in[1], head_gate_fill(c), 0, c->d[0],
+                       c->d[1], c->d[2]);
 }
 static const Op OP_HEAD_GATE = {"head_gate",
                                 "N H d_head fill",
@@ -1282,11 +1282,46 @@ static void test_head_gate_in_place(void) {
     test_fill_normal(inp, n, &rng, 0.0, 1.0);
     test_fill_normal(d_out, n, &rng, 0.0, 1.0);
     test_fill_normal(fill, H * dh, &rng, 0.3, 1.0);
-    head_gate_backward(apart, dg_apart, d_out, inp, gate, fill, N, H, dh);
-    head_gate_backward(d_out, dg_in, d_out, inp, gate, fill, N, H, dh);
+    head_gate_backward(apart, dg_apart, d_out, inp, gate, fill, 0, N, H, dh);
+    head_gate_backward(d_out, dg_in, d_out, inp, gate, fill, 0, N, H, dh);
     test_check("head_gate backward in place (d_inp = d_out) = into a separate buffer, bit for bit",
                !memcmp(apart, d_out, sizeof(float) * n) && !memcmp(dg_apart, dg_in, sizeof dg_in), "differs");
     free(inp), free(d_out), free(fill), free(apart);
+}
+
+/* head_gate with a fill row per row (fill_ld = the row's floats, as activation patching's
+ * clean-run fill): each row exactly as a call on that row alone with its row as the shared fill,
+ * and the gate gradient Σ over every row of d_out · (inp − that row's fill), against a double sum
+ * written here. */
+static void test_head_gate_fill_rows(void) {
+    const int N = 7, H = 3, dh = 5, E = H * dh, n = N * E;
+    Rng rng = rng_stream(7, 4, 0);
+    float *inp = test_alloc(n), *d_out = test_alloc(n), *fill = test_alloc(n), *out = test_alloc(n);
+    float *row = test_alloc(E), gate[3] = {0.0f, 0.25f, 1.0f}, d_gate[3] = {0};
+    test_fill_normal(inp, n, &rng, 0.0, 1.0);
+    test_fill_normal(d_out, n, &rng, 0.0, 1.0);
+    test_fill_normal(fill, n, &rng, 0.3, 1.0);
+    head_gate_forward(out, inp, gate, fill, (size_t)E, N, H, dh);
+    int same = 1;
+    for (int r = 0; r < N; r++) {
+        head_gate_forward(row, inp + r * E, gate, fill + r * E, 0, 1, H, dh);
+        same &= !memcmp(row, out + r * E, sizeof(float) * E);
+    }
+    test_check("head_gate forward, a fill row per row = each row alone with its fill, bit for bit", same,
+               "differs");
+    head_gate_backward(NULL, d_gate, d_out, inp, gate, fill, (size_t)E, N, H, dh);
+    double worst = 0.0;
+    for (int h = 0; h < H; h++) {
+        double want = 0.0;
+        for (int r = 0; r < N; r++)
+            for (int i = h * dh; i < (h + 1) * dh; i++)
+                want += (double)d_out[r * E + i] * ((double)inp[r * E + i] - fill[r * E + i]);
+        worst = fmax(worst, fabs(d_gate[h] - want) / (1.0 + fabs(want)));
+    }
+    test_check("head_gate backward, a fill row per row: d_gate = the sum over rows of d_out · (inp − "
+               "the row's fill) (1e-6)",
+               worst < 1e-6, "relative difference %.3g", worst);
+    free(inp), free(d_out), free(fill), free(out), free(row);
 }
 
 int main(void) {
@@ -1296,6 +1331,7 @@ int main(void) {
     /* 1. every kernel against finite differences and accumulation (the table), references */
     for (size_t i = 0; i < sizeof op_cases / sizeof op_cases[0]; i++) check_op(&op_cases[i], 1 + i);
     test_head_gate_in_place();
+    test_head_gate_fill_rows();
     test_crossentropy_mask(7, 6, 14);
     test_crossentropy_extreme();
     /* ragged edges of every block size seen so far: rows 4 / 12 / 144, columns 32 / 64 / 512 /
