@@ -6,7 +6,8 @@ never crashes a reader, never passes as good data, and never costs a run; the sm
 are refused in one line. Checks, one line each, then "N passed, M failed":
   checksums     every numeric dataset of a results file and of a .ckpt carries Fletcher-32; the
                 file is HDF5's 1.10 format (superblock >= 2) and h5dump reads it; a file of the
-                older format without checksums (h5repack) still passes check and reads
+                older format without checksums (h5repack) still passes check and reads; the
+                Python guard's verdict on a read that timed out or was SIGKILLed is not cached
   data flip     one byte of the last /eval/loss: check names /eval/loss (exit 1), the sweep calls
                 the run damaged (listed, left out of the summary, exit 1, not retrained), and
                 --redo-damaged retrains it
@@ -184,6 +185,27 @@ def test_checksums():
     check("the Python reader reads it", r.status == "complete" and len(r.eval_loss) > 0)
     rc, out, err = harness("inspect", old, "--tokens", "1,2,3")
     check("inspect runs its model", rc == 0, err[-200:])
+    uncertain_verdicts(path)
+
+
+def uncertain_verdicts(path):
+    """A read that did not finish in time, or whose reader was SIGKILLed, may be the machine's
+    doing: that verdict holds for the process, and the next command reads the file again."""
+    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "heads", "verified")
+    for what, patch in (("did not finish", "results._read_line = lambda stream, seconds: None"),
+                        ("SIGKILL", "results._WALKER = 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'")):
+        fresh = os.path.join(TMP, f"uncertain-{what.split()[0]}.h5")
+        shutil.copyfile(path, fresh)
+        code = (f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\n"
+                f"from heads import results\n{patch}\nprint(results.damages([{fresh!r}])[{fresh!r}])")
+        rc, out, err = run([PY, "-c", code])
+        lines = open(cache, encoding="utf-8", errors="replace").read() if os.path.exists(cache) else ""
+        check(f"the guard's verdict on a read that {what} holds for its process, not in the cache file",
+              rc == 0 and what in out and fresh not in lines, out + err[-300:])
+        rc, out, err = run([PY, "-c", code.split("\n")[0] + "\nfrom heads import results\n"
+                            f"print(repr(results.damages([{fresh!r}])[{fresh!r}]))"])
+        check(f"... and the next command reads the file again: whole ({what})", rc == 0 and out.strip() == "''",
+              out + err[-300:])
 
 
 def test_data_flip():

@@ -17,6 +17,7 @@ files read whole, under $XDG_CACHE_HOME).
 """
 import os
 import select
+import signal
 import subprocess
 import sys
 
@@ -118,6 +119,10 @@ for line in sys.stdin.buffer:
 """
 
 _DAMAGE = {}  # (path, size, mtime_ns, inode) -> "" or the problem
+# Verdicts that may be the machine's, not the file's: a read that did not finish in time (a loaded
+# machine, a slow disk) or a child killed by SIGKILL (the kernel's out-of-memory killer, a user).
+# They hold for this process only; the cache file keeps only what the file's bytes decide.
+_UNCERTAIN = set()
 _CACHE_LOADED = []
 _CACHE_LIMIT = 4 << 20  # bytes of the cache file before it starts again
 
@@ -193,7 +198,7 @@ def damages(paths):
     while todo:
         todo = _walk(todo)
     if keys:
-        _store({k: _DAMAGE[k] for k in keys if k in _DAMAGE})
+        _store({k: _DAMAGE[k] for k in keys if k in _DAMAGE and k not in _UNCERTAIN})
     return {p: _DAMAGE[_key(p)] for p in paths if _key(p) in _DAMAGE}
 
 
@@ -219,10 +224,13 @@ def _walk(todo):
             child.kill()
             _DAMAGE[key] = (f"damaged: reading it did not finish in {_seconds(path):.0f} s "
                             "(the HDF5 library is stuck in its metadata)")
+            _UNCERTAIN.add(key)
         else:
             rc = child.wait()
             how = f"signal {_signal_name(-rc)}" if rc < 0 else f"exit status {rc}"
             _DAMAGE[key] = f"damaged: the HDF5 library crashed reading it ({how})"
+            if rc == -signal.SIGKILL:
+                _UNCERTAIN.add(key)
         child.wait()
         return todo[i + 1:]
     child.wait()
@@ -249,7 +257,6 @@ def _read_line(stream, seconds):
 
 
 def _signal_name(n):
-    import signal
     try:
         return signal.Signals(n).name
     except ValueError:
