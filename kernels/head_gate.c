@@ -1,10 +1,11 @@
 /* head_gate.c: one scalar gate per attention head on its output columns, with the value an
  * ablated head is replaced by: out = gate[h] · inp + (1 − gate[h]) · fill[h] over head h's
  * d_head columns (fill NULL: 0), one fill row for every row or (fill_ld = the row's floats) a
- * fill row per row (activation patching: the clean run's output of each token). Gate 1 keeps a head, 0 replaces its output by fill (zero
- * ablation without fill, mean ablation with each head's mean output as fill), and d loss / d gate
- * at gate 1 is the head's importance (Michel et al. 2019). The model skips the forward when every
- * gate of a layer is 1 (training), where it would change no bit of a finite output.
+ * fill row per row (activation patching: the clean run's output of each token). Gate 1 keeps a
+ * head, 0 replaces its output by fill (zero ablation without fill, mean ablation with each head's
+ * mean output as fill), and d loss / d gate at gate 1 is the head's importance (Michel et al.
+ * 2019). The model skips the forward when every gate of a layer is 1 (training), where it would
+ * change no bit of a finite output.
  * Must not know: what a gate or a fill is used for (ablation, importance, pruning): that is
  * src/ablation.c's; kernels/ includes only kernels/ headers and the C library. */
 #include <stddef.h>

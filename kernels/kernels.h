@@ -207,7 +207,8 @@ void column_merge_backward(float *d_left,      // (N, W) = (overwritten), or NUL
 void head_gate_forward(float *out,        // (N, H·d_head); may be inp itself
                        const float *inp,  // (N, H·d_head)
                        const float *gate, // (H)
-                       const float *fill, // (H·d_head) each head's replacement value, or NULL (0)
+                       const float *fill, // (H·d_head) each head's replacement value, or NULL (0);
+                                          // with fill_ld > 0, N such rows fill_ld floats apart
                        size_t fill_ld,    // 0: that fill for every row; else row n's is fill + n·fill_ld
                        int N, int H, int d_head);
 void head_gate_backward(float *d_inp,  // (N, H·d_head) = (overwritten; may be d_out), or NULL
