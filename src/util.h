@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -26,7 +27,6 @@ static inline void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
-/* realloc that treats running out of memory like xcalloc does (a message, exit status 2). */
 /* The calling thread's index in its parallel region, and the threads a region gets (1 and 0
  * without OpenMP). */
 static inline int thread_index(void) {
@@ -44,16 +44,7 @@ static inline int thread_count(void) {
 #endif
 }
 
-/* Uninitialised memory for a buffer the caller writes whole before reading: no zeroing pass. */
-static inline void *xmalloc(size_t count, size_t size) {
-    void *p = malloc(count && size ? count * size : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory allocating %zu bytes\n", count * size);
-        exit(2);
-    }
-    return p;
-}
-
+/* realloc that treats running out of memory like xcalloc does (a message, exit status 2). */
 static inline void *xrealloc(void *p, size_t size) {
     void *q = realloc(p, size ? size : 1);
     if (!q) {
@@ -61,6 +52,12 @@ static inline void *xrealloc(void *p, size_t size) {
         exit(2);
     }
     return q;
+}
+
+/* Uninitialised memory for a buffer the caller writes whole before reading: no zeroing pass. */
+static inline void *xmalloc(size_t count, size_t size) {
+    CHECK(size == 0 || count <= SIZE_MAX / size);
+    return xrealloc(NULL, count * size);
 }
 
 /* The process's CPU time so far (every thread's), in seconds. */

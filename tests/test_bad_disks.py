@@ -196,14 +196,13 @@ def uncertain_verdicts(path):
                         ("SIGKILL", "results._WALKER = 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'")):
         fresh = os.path.join(TMP, f"uncertain-{what.split()[0]}.h5")
         shutil.copyfile(path, fresh)
-        code = (f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\n"
-                f"from heads import results\n{patch}\nprint(results.damages([{fresh!r}])[{fresh!r}])")
-        rc, out, err = run([PY, "-c", code])
+        prefix = f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\nfrom heads import results\n"
+        verdict = f"results.damages([{fresh!r}])[{fresh!r}]"
+        rc, out, err = run([PY, "-c", f"{prefix}{patch}\nprint({verdict})"])
         lines = open(cache, encoding="utf-8", errors="replace").read() if os.path.exists(cache) else ""
         check(f"the guard's verdict on a read that {what} holds for its process, not in the cache file",
               rc == 0 and what in out and fresh not in lines, out + err[-300:])
-        rc, out, err = run([PY, "-c", code.split("\n")[0] + "\nfrom heads import results\n"
-                            f"print(repr(results.damages([{fresh!r}])[{fresh!r}]))"])
+        rc, out, err = run([PY, "-c", f"{prefix}print(repr({verdict}))"])
         check(f"... and the next command reads the file again: whole ({what})", rc == 0 and out.strip() == "''",
               out + err[-300:])
 
