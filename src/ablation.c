@@ -31,7 +31,7 @@ static float *state_of(const Ablation *a, int k, int l) {
 /* A kept head state as the forward reads it: hook_resid_pre, then hook_z. */
 static HeadState head_state(const Ablation *a, int k, int l) {
     const float *state = state_of(a, k, l);
-    return (HeadState){state, state + a->resid_floats};
+    return (HeadState){.resid_pre = state, .z = state + a->resid_floats};
 }
 
 /* Keep the head states (hook_resid_pre and hook_z) of layers from_layer… of the forward that

@@ -444,15 +444,20 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
     CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
     CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
+    const HeadState *st = iv->start_state;
+    const int sparse = st && st->z && st->qkv && st->resid_post;
+    CHECK(!st || (st->resid_pre && (st->qkv != NULL) == (st->resid_post != NULL) && (!st->qkv || st->z)));
+    CHECK(!sparse || (iv->grads == MODEL_GRAD_NONE && !iv->keep_maps)); /* it has no layer to differentiate */
     int at_head_mix = 0; /* deltas in a layer started at its head mix: their heads recomputed */
     for (int i = 0; i < iv->n_input_deltas; i++) {
         const InputDelta *d = &iv->input_deltas[i];
         CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
         CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer);
         CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
-        at_head_mix += d->layer == iv->start_layer && iv->start_state && iv->start_state->z;
+        at_head_mix += d->layer == iv->start_layer && st && st->z;
     }
-    CHECK(at_head_mix <= 1); /* each one recomputes its heads from the state alone */
+    CHECK(at_head_mix == 0 || (sparse && at_head_mix == 1)); /* only a sparse start recomputes a head */
+    CHECK(!iv->residual_only || iv->grads == MODEL_GRAD_NONE);
     for (int k = 0; k < N_HEAD_INPUTS; k++) {
         const InputPatch *in = &iv->input[k];
         const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
@@ -471,13 +476,20 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     m->last.has_targets = targets != NULL;
     m->last.iv = *iv;
     m->last.whole = !iv->start_state;
-    m->last.from_head_mix = iv->start_state && iv->start_state->z;
+    m->last.from_head_mix = st && st->z;
+    m->last.sparse = sparse;
 }
 
-/* Layer l's stages, from its head mix when the forward starts there from a HeadState. */
+/* Layer l's stages, from its head mix when the forward starts there from a HeadState; from a
+ * sparse start the changed heads, the head mix and their share of W_o alone (model_sparse.c). */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
-    if (from_head_mix) model_delta_heads(m, l, p.B, p.T, heads_output(m, l));
+    if (from_head_mix && m->last.sparse) {
+        model_sparse_heads(m, l, heads_output(m, l));
+        m->plan.stage[m->plan.head_mix]->forward(&p);
+        model_sparse_output(m, l, head_mix_output(&p), slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
+        return;
+    }
     for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
         m->plan.stage[i]->forward(&p);
 }
@@ -498,6 +510,10 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
         embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
     }
     for (int l = first; l < L; l++) forward_layer(m, l, m->last.from_head_mix && l == first);
+    if (iv->residual_only) {
+        m->last.loss = NAN;
+        return m->last.loss;
+    }
     layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
                       p->lnf_b, BT, D);
     linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
@@ -508,6 +524,13 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
     m->last.loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
     return m->last.loss;
+}
+
+void model_final_rows(const Model *m, const int *rows, int n, float *out, float *stats) {
+    const int D = m->shape.d_model;
+    const float *final = m->act.residual + (size_t)m->shape.n_layer * m->last.batch * m->last.seq * D;
+    for (int i = 0; i < n; i++) memcpy(out + (size_t)i * D, final + (size_t)rows[i] * D, sizeof(float) * D);
+    layernorm_forward(out, stats, stats + n, out, m->params.lnf_g, m->params.lnf_b, n, D);
 }
 
 void model_zero_grad(Model *m) { memset(m->grad_block, 0, m->n_params * sizeof(float)); }

@@ -139,10 +139,19 @@ typedef struct {
 
 /* A layer's state at its head mix, which is all the rest of a forward reads: its hook_resid_pre
  * (B, T, D) and hook_z (B, T, E). With z NULL, the layer's input alone: a forward from it runs
- * the whole layer (a patch of the layer's Q, K, V or pattern on another forward's layers below). */
+ * the whole layer (a patch of the layer's Q, K, V or pattern on another forward's layers below).
+ * With hook_qkv (B, T, W) and hook_resid_post (B, T, D) as well, every hook of one forward that
+ * had no intervention in that layer: the layer is not run again. Only the heads an intervention
+ * changes (a head gate, an input gate below 1, an input delta) are recomputed, their attention
+ * alone from qkv (model_sparse.c), and the layer's output is resid_post + Σ over those heads of
+ * (their head-mix output − z)·W_o^h: a head's cost instead of the layer's, within float
+ * rounding of the whole layer's values (the sum runs in another order), resid_post's bits where
+ * nothing changed. */
 typedef struct {
     const float *resid_pre;
     const float *z;
+    const float *qkv;        /* NULL, or with resid_post: a sparse start (above) */
+    const float *resid_post;
 } HeadState;
 
 /* A head's inputs that activation patching replaces, each by a gate towards another forward's
@@ -196,13 +205,15 @@ typedef struct {
     int start_layer;
     const HeadState *start_state;
     /* n_input_deltas changes of some heads' Q/K/V inputs (NULL: none), each in start_layer or
-     * later. In a start_layer begun at its head mix (a start_state with z) at most one, whose
-     * heads are recomputed from the state's resid_pre alone (their attention; the others keep
-     * the state's z): the values of the whole layer run on that input. Forward only: a forward
-     * with any asks for no gradients. */
+     * later; in start_layer only from a sparse start (a HeadState with qkv and resid_post), at
+     * most one there. Forward only: a forward with any asks for no gradients. */
     const InputDelta *input_deltas;
     int n_input_deltas;
     int keep_maps; /* write hook_pattern (else only where the maps are small and the backward reads them) */
+    /* Stop at the final residual (the last layer's hook_resid_post): no final LayerNorm, logits
+     * or loss (model_forward returns NAN), for a caller that scores a few positions of it
+     * (model_final_rows; patching's metric). Forward only. */
+    int residual_only;
     ModelGrads grads; /* what model_backward may return: parameters need a whole forward on a model
                         * with gradients (no view); gates a forward from layer 0 */
     float *gate_grad; /* (L, H), MODEL_GRAD_GATES: += d loss / d gate (Michel et al.) */
@@ -237,6 +248,7 @@ typedef struct {
     Interventions iv;
     int whole;         /* from the embedding: every activation is there */
     int from_head_mix; /* started at start_layer's head mix (a HeadState with z) */
+    int sparse;        /* and sparsely (with the state's qkv and resid_post) */
     float loss;
 } ForwardState;
 
@@ -272,6 +284,10 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
  * the inputs and a copy of iv for the backward. */
 float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
                     const float *mask, int B, int T);
+/* The final LayerNorm of n positions of the last forward (rows: indices into its B·T), into out
+ * (n, D), what the unembedding reads there; with stats (2n floats) as scratch. The same values
+ * per row as the forward's own (a residual_only forward leaves this to its caller). */
+void model_final_rows(const Model *m, const int *rows, int n, float *out, float *stats);
 /* The gradients the last forward's interventions asked for (iv->grads) of its loss: the
  * parameters' accumulated into grad_block, the gates' into iv->gate_grad. A gates-only backward
  * stops at layer 0's head mix (nothing below it moves a gate), leaving grad_block incomplete. */
@@ -291,8 +307,10 @@ size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_forward_activation_floats(ModelShape shape, int B);
-/* The scratch floats a forward with one input delta allocates on top of the activations. */
+/* The scratch floats a forward allocates on top of the activations: with input deltas in layers
+ * that run whole, and from a sparse start (HeadState with qkv and resid_post). */
 size_t model_input_delta_floats(ModelShape shape, int B, int T);
+size_t model_sparse_floats(ModelShape shape, int B, int T);
 /* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
  * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
  * the activations for max_batch; 0 when it keeps none. */

@@ -14,10 +14,17 @@ static inline size_t qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.
 LayerPlan model_plan_of(ModelShape s);
 
 /* The input deltas (model_deltas.c) of layer l in the last forward's interventions, on (B, T):
- * the project stage's, which reprojects each delta's head's columns of act.qkv; and, in a layer
- * a forward starts at from a HeadState with z, each delta's heads recomputed (their attention
- * alone from the layer's input) into `heads`, the layer's hook_z. */
+ * the project stage's, which reprojects each delta's head's columns of act.qkv; and one delta's
+ * part alone, (B·T, d_head) from LN_l(h + delta) (after rotary for Q and K), h the layer's
+ * act.residual, for a sparse start. */
 void model_delta_columns(Model *m, int l, int B, int T);
-void model_delta_heads(Model *m, int l, int B, int T, float *heads);
+void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, float *part);
+
+/* A sparse start's layer l (model_sparse.c, model.h's HeadState): the heads an intervention
+ * changes recomputed into z (the layer's hook_z, the state's copied in before); then, from the
+ * head mix's output `mixed`, the layer's output resid_post + Σ (mixed − state z)_h · W_o^h into
+ * out (the next layer's input). */
+void model_sparse_heads(Model *m, int l, float *z);
+void model_sparse_output(Model *m, int l, const float *mixed, float *out);
 
 #endif

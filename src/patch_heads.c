@@ -51,17 +51,11 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
     const int n = hp->n_layer * hp->heads[k], layer = head / hp->heads[k];
     for (int i = 0; i < n; i++) gates[i] = i == head ? 0.0f : 1.0f;
     Interventions iv = patched(r, k, gates, c);
-    /* the layers below are the corrupted run's: the output starts at its layer's head mix, an
-     * input at its layer */
-    HeadState state = {
-        patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) + layer * r->floats[HOOK_RESID_PRE],
-        k == PATCH_HEAD_OUT ? patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + layer * r->floats[HOOK_Z]
-                            : NULL};
+    /* the layers below are the corrupted run's, and of its layer all but the patched head */
+    const HeadState state = patch_runs_state(r, PATCH_CORRUPT, c, layer);
     iv.start_layer = layer;
     iv.start_state = &state;
-    double sums[N_PATCH_METRICS] = {0};
-    patch_forward(v, &iv, &hp->set, c, PATCH_CORRUPT, sums);
-    return sums[hp->metric];
+    return patch_forward_metric(v, &iv, &hp->set, c, PATCH_CORRUPT, hp->metric);
 }
 
 /* Every head of every kind, exactly: one patched forward per head, kind and chunk. */
@@ -148,8 +142,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
         iv.grads = MODEL_GRAD_GATES | MODEL_GRAD_INPUT_GATES;
         iv.gate_grad = grad[PATCH_HEAD_OUT];
         iv.logit_grad = logit_grad; /* filled after the forward, read by the backward */
-        double unused[N_PATCH_METRICS] = {0};
-        patch_forward(m, &iv, &hp->set, c, PATCH_CORRUPT, unused);
+        patch_forward_logits(m, &iv, &hp->set, c, PATCH_CORRUPT);
         metric_logit_grad(logit_grad, m, &hp->set, hp->metric, c);
         model_backward(m);
     }
@@ -210,17 +203,19 @@ void head_patching_free(HeadPatching *hp) {
 }
 
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
-    /* a view's forward activations, any maps it keeps, and a pattern patch's P·V */
+    /* a view's forward activations, any maps it keeps, a sparse start's scratch and the score's */
     const size_t views =
-        (size_t)thread_count() * (model_forward_activation_floats(shape, cfg->batch_size) +
-                                  model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
-                                  (size_t)cfg->batch_size * cfg->seq_len * shape.n_head * shape.d_head);
+        (size_t)thread_count() *
+        ((model_forward_activation_floats(shape, cfg->batch_size) +
+          model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
+          model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) * sizeof(float) +
+         patch_forward_bytes(shape, cfg->batch_size, cfg->seq_len));
     const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
     const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
     const size_t logit_grad = BT * shape.vocab_size * sizeof(float);
     const size_t paths = path_patching_bytes(shape, cfg->batch_size, cfg->seq_len); /* after the views */
     return patch_runs_bytes(shape, cfg->patch_batches, cfg->batch_size, cfg->seq_len) +
-           (views * sizeof(float) > paths ? views * sizeof(float) : paths) + set + logit_grad;
+           (views > paths ? views : paths) + set + logit_grad;
 }
 
 void head_patching_print(const HeadPatching *hp, FILE *out) {

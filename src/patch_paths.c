@@ -80,17 +80,12 @@ static double setting_sum(const Model *m, const PatchRuns *r, PatchMetric metric
                           int c, Model *v, float *delta, float *zdiff) {
     sender_delta(delta, zdiff, m, r, c, st->sender_layer, st->sender_head);
     const InputDelta d = {st->receiver_layer, (HeadInput)st->kind, st->receiver_head, delta};
-    /* the corrupted run's state at the receiver's head mix: the forward recomputes the heads that
+    /* the corrupted run's state of the receiver's layer: the forward recomputes the heads that
      * read the delta and keeps every other head's corrupted output */
-    const int l = st->receiver_layer;
-    const HeadState from = {patch_runs_hook(r, PATCH_CORRUPT, HOOK_RESID_PRE, c) +
-                                l * r->floats[HOOK_RESID_PRE],
-                            patch_runs_hook(r, PATCH_CORRUPT, HOOK_Z, c) + l * r->floats[HOOK_Z]};
+    const HeadState from = patch_runs_state(r, PATCH_CORRUPT, c, st->receiver_layer);
     const Interventions iv = {
         .start_layer = st->receiver_layer, .start_state = &from, .input_deltas = &d, .n_input_deltas = 1};
-    double sums[N_PATCH_METRICS] = {0};
-    patch_forward(v, &iv, r->set, c, PATCH_CORRUPT, sums);
-    return sums[metric];
+    return patch_forward_metric(v, &iv, r->set, c, PATCH_CORRUPT, metric);
 }
 
 void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, PatchMetric metric,
@@ -149,8 +144,8 @@ void path_patching_free(PathPatching *pp) {
 size_t path_patching_bytes(ModelShape shape, int chunk, int T) {
     const size_t BT = (size_t)chunk * T;
     const size_t per_thread = model_forward_activation_floats(shape, chunk) +
-                              BT * (shape.d_model + shape.d_head) + model_input_delta_floats(shape, chunk, T);
-    return (size_t)thread_count() * per_thread * sizeof(float);
+                              BT * (shape.d_model + shape.d_head) + model_sparse_floats(shape, chunk, T);
+    return (size_t)thread_count() * (per_thread * sizeof(float) + patch_forward_bytes(shape, chunk, T));
 }
 
 void path_patching_print(const PathPatching *pp, FILE *out) {

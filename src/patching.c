@@ -6,6 +6,7 @@
 #include <string.h>
 #include "patching.h"
 #include "util.h"
+#include "../kernels/kernels.h"
 
 const char *const patch_metric_names[N_PATCH_METRICS] = {"loss", "logit_diff"};
 
@@ -61,21 +62,81 @@ void patch_set_free(PatchSet *ps) {
 
 PatchMetric patch_metric_of(const PatchSet *ps) { return ps->one_answer ? PATCH_LOGIT_DIFF : PATCH_LOSS; }
 
+/* The metrics of chunk c's last forward (residual_only), added to sums where wanted: the final
+ * LayerNorm at the positions alone, the two logits of the difference, and for the loss the
+ * unembedding and the softmax there. In position order: the sums do not depend on threads. */
+static void score_chunk(const Model *m, const PatchSet *ps, int c, const int wanted[N_PATCH_METRICS],
+                        double *sums) {
+    const int BT = ps->chunk * ps->T, D = m->shape.d_model, V = m->shape.vocab_size;
+    const size_t at = (size_t)c * BT;
+    const int *clean = ps->answer[PATCH_CLEAN] + at, *corrupt = ps->answer[PATCH_CORRUPT] + at;
+    int *rows = xmalloc((size_t)BT, sizeof(int)), n = 0;
+    for (int i = 0; i < BT; i++)
+        if (ps->positions[at + i] != 0.0f) rows[n++] = i;
+    if (n == 0) {
+        free(rows);
+        return;
+    }
+    float *x = xmalloc((size_t)n * D, sizeof(float)), *stats = xmalloc(2 * (size_t)n, sizeof(float));
+    model_final_rows(m, rows, n, x, stats);
+    const float *w_u = m->params.w_unembed; /* (D, V) */
+    if (wanted[PATCH_LOGIT_DIFF])
+        for (int i = 0; i < n; i++) {
+            double a = 0.0, b = 0.0;
+            for (int j = 0; j < D; j++) {
+                a += x[(size_t)i * D + j] * w_u[(size_t)j * V + clean[rows[i]]];
+                b += x[(size_t)i * D + j] * w_u[(size_t)j * V + corrupt[rows[i]]];
+            }
+            sums[PATCH_LOGIT_DIFF] += a - b;
+        }
+    if (wanted[PATCH_LOSS]) {
+        float *logits = xmalloc((size_t)n * V, sizeof(float)), *probs = xmalloc((size_t)n * V, sizeof(float));
+        float *losses = xmalloc((size_t)n, sizeof(float));
+        int *targets = xmalloc((size_t)n, sizeof(int));
+        for (int i = 0; i < n; i++) targets[i] = clean[rows[i]];
+        linear_forward(logits, x, w_u, NULL, n, D, V);
+        crossentropy_forward(losses, probs, logits, targets, n, V);
+        for (int i = 0; i < n; i++) sums[PATCH_LOSS] += losses[i];
+        free(logits), free(probs), free(losses), free(targets);
+    }
+    free(rows), free(x), free(stats);
+}
+
+size_t patch_forward_bytes(ModelShape shape, int chunk, int T) {
+    const size_t n = (size_t)chunk * T; /* at most every position */
+    return n * (sizeof(int) * 2 + sizeof(float) * (shape.d_model + 2 + 2 * (size_t)shape.vocab_size + 1));
+}
+
+/* The forward of chunk c's input to its final residual. */
+static void forward_chunk(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in) {
+    Interventions to_residual = iv ? *iv : (Interventions){0};
+    to_residual.residual_only = 1;
+    model_forward(m, &to_residual, ps->tokens[in] + (size_t)c * ps->chunk * ps->T, NULL, NULL, ps->chunk, ps->T);
+}
+
 void patch_forward(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in,
                    double *sums) {
-    const int B = ps->chunk, T = ps->T, V = m->shape.vocab_size;
-    const size_t at = (size_t)c * B * T;
-    const float *pos = ps->positions + at;
-    const int *clean = ps->answer[PATCH_CLEAN] + at, *corrupt = ps->answer[PATCH_CORRUPT] + at;
+    static const int both[N_PATCH_METRICS] = {1, 1};
+    forward_chunk(m, iv, ps, c, in);
+    score_chunk(m, ps, c, both, sums);
+}
+
+double patch_forward_metric(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in,
+                            PatchMetric metric) {
+    int wanted[N_PATCH_METRICS] = {0};
+    double sums[N_PATCH_METRICS] = {0};
+    wanted[metric] = 1;
+    forward_chunk(m, iv, ps, c, in);
+    score_chunk(m, ps, c, wanted, sums);
+    return sums[metric];
+}
+
+void patch_forward_logits(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in) {
+    const size_t at = (size_t)c * ps->chunk * ps->T;
     int any = 0;
-    for (int n = 0; n < B * T && !any; n++) any = pos[n] != 0.0f;
-    model_forward(m, iv, ps->tokens[in] + at, clean, any ? pos : NULL, B, T);
-    for (int n = 0; n < B * T; n++) { /* in position order: the sums do not depend on threads */
-        if (pos[n] == 0.0f) continue;
-        const float *logits = m->act.logits + (size_t)n * V;
-        sums[PATCH_LOSS] += m->act.losses[n];
-        sums[PATCH_LOGIT_DIFF] += (double)logits[clean[n]] - logits[corrupt[n]];
-    }
+    for (int n = 0; n < ps->chunk * ps->T && !any; n++) any = ps->positions[at + n] != 0.0f;
+    model_forward(m, iv, ps->tokens[in] + at, ps->answer[PATCH_CLEAN] + at, any ? ps->positions + at : NULL,
+                  ps->chunk, ps->T);
 }
 
 double patch_metric_mean(const PatchSet *ps, double sum) {
@@ -143,6 +204,14 @@ void patch_runs_free(PatchRuns *r) {
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c) {
     CHECK(c >= 0 && c < r->set->n_chunks);
     return r->act[in][p] ? r->act[in][p] + (size_t)c * r->n_layer * r->floats[p] : NULL;
+}
+
+HeadState patch_runs_state(const PatchRuns *r, PatchInput in, int c, int l) {
+    CHECK(l >= 0 && l < r->n_layer);
+    const HookPoint p[] = {HOOK_RESID_PRE, HOOK_Z, HOOK_QKV, HOOK_RESID_POST};
+    const float *at[4];
+    for (int i = 0; i < 4; i++) at[i] = patch_runs_hook(r, in, p[i], c) + l * r->floats[p[i]];
+    return (HeadState){at[0], at[1], at[2], at[3]};
 }
 
 double patch_effect(const PatchRuns *r, PatchMetric k, double patched) {

@@ -39,12 +39,20 @@ void patch_set_build(PatchSet *ps, const Task *task, int n_chunks, int chunk);
 void patch_set_free(PatchSet *ps);
 PatchMetric patch_metric_of(const PatchSet *ps);
 
-/* A forward of chunk c's clean or corrupted input with the interventions iv (NULL: none), its
- * targets the clean answers and its mask the positions (a chunk without positions has a NULL
- * mask), so that a backward differentiates the loss over the chunk's positions. Adds each
- * metric's sum over the chunk's positions to sums[N_PATCH_METRICS] (patch_metric_mean makes the
- * mean over the set). */
+/* A forward of chunk c's clean or corrupted input with the interventions iv (NULL: none), run to
+ * its final residual, scored at the set's positions: adds each metric's sum over the chunk's
+ * positions to sums[N_PATCH_METRICS] (patch_metric_mean makes the mean over the set). The final
+ * LayerNorm and the unembedding run at those positions alone, the logit difference from its two
+ * logits. */
 void patch_forward(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in, double *sums);
+/* The same for one metric, returning its sum (what a patched forward is scored by). */
+double patch_forward_metric(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in,
+                            PatchMetric metric);
+/* A whole forward of chunk c's input to the logits and the loss of the clean answers over its
+ * positions (a chunk without positions has a NULL mask), for a backward (attribution patching). */
+void patch_forward_logits(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in);
+/* The scratch bytes one patch_forward allocates beyond the model (the memory estimate's share). */
+size_t patch_forward_bytes(ModelShape shape, int chunk, int T);
 /* The mean over the set's positions of a metric's sum (NAN without positions). */
 double patch_metric_mean(const PatchSet *ps, double sum);
 
@@ -74,6 +82,9 @@ void patch_runs_free(PatchRuns *r);
  * layer l at + l · r->floats[p]; NULL where that hook is not kept. For hook_z this is a
  * HEAD_FILL_PER_TOKEN fill. */
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c);
+/* Layer l's state in one run of chunk c, every hook a sparse start reads (model.h's HeadState):
+ * a forward from it recomputes only the heads its interventions change. */
+HeadState patch_runs_state(const PatchRuns *r, PatchInput in, int c, int l);
 /* The bytes patch_runs_init keeps for a shape and set size (the memory estimate's share). */
 size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T);
 

@@ -17,6 +17,10 @@
  *     corrupted metric bit for bit, effect 0. For grouped K/V too.
  *  5. head_patching_run at 1 and 2 threads: the same bits (settings spread over threads), path
  *     patching's included.
+ *  8. One head of each kind, in layer 0 and 1, patched from a sparse start (only that head
+ *     recomputed, its output's change through W_o added to the corrupted hook_resid_post) = the
+ *     same patch in a whole forward within 1e-5; gates all 1 from it: the corrupted metrics bit
+ *     for bit. Rotary + grouped K/V + output gate + sink, and the shortformer.
  *  7. Without room for maps (budget 0) the clean run keeps no hook_pattern, every other hook the
  *     same bits.
  *  6. A layer-1 head's Q, K, V or pattern patched by a forward from layer 1's input (a HeadState
@@ -43,8 +47,8 @@ typedef struct {
     Model m;
 } Setup;
 
-static int setup(Setup *s, TaskKind task, int vocab, int n_head, int n_kv_head, uint64_t seed) {
-    config_defaults(&s->cfg);
+/* The task and a perturbed model on s->cfg as it stands (the layout keys set) with these sizes. */
+static int setup_with(Setup *s, TaskKind task, int vocab, int n_head, int n_kv_head, uint64_t seed) {
     Config *c = &s->cfg;
     c->task = task;
     c->vocab_size = vocab, c->d_model = 16, c->n_head = n_head, c->n_kv_head = n_kv_head, c->d_head = 4;
@@ -58,6 +62,11 @@ static int setup(Setup *s, TaskKind task, int vocab, int n_head, int n_kv_head, 
     }
     test_model_perturbed_by(&s->m, model_shape_from_config(c), c->batch_size, seed, 61);
     return 1;
+}
+
+static int setup(Setup *s, TaskKind task, int vocab, int n_head, int n_kv_head, uint64_t seed) {
+    config_defaults(&s->cfg);
+    return setup_with(s, task, vocab, n_head, n_kv_head, seed);
 }
 
 static void teardown(Setup *s) {
@@ -268,8 +277,8 @@ static void test_start_at_input(void) {
         double whole[N_PATCH_METRICS] = {0}, from[N_PATCH_METRICS] = {0};
         Interventions iv = every_head(&r, kind, gates, 0);
         patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, whole);
-        HeadState state = {patch_runs_hook(&r, PATCH_CORRUPT, HOOK_RESID_PRE, 0) + r.floats[HOOK_RESID_PRE],
-                           NULL};
+        HeadState state = {.resid_pre = patch_runs_hook(&r, PATCH_CORRUPT, HOOK_RESID_PRE, 0) +
+                                        r.floats[HOOK_RESID_PRE]};
         iv.start_layer = 1;
         iv.start_state = &state;
         patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, from);
@@ -282,6 +291,54 @@ static void test_start_at_input(void) {
                        !model_hook(&s.m, HOOK_QKV, 0),
                    "%.9g vs %.9g", whole[PATCH_LOGIT_DIFF], from[PATCH_LOGIT_DIFF]);
     }
+    patch_runs_free(&r);
+    patch_set_free(&ps);
+    teardown(&s);
+}
+
+/* One head of each kind patched from a sparse start of its layer (patch_runs_state: the
+ * corrupted run's hooks, only that head recomputed) = the same patch in a whole forward, the
+ * metrics within 1e-5 relative; with every gate 1 the corrupted metric bit for bit. Layer 0 and
+ * 1, in a layout with rotary, grouped K/V, an output gate and a sink, and the shortformer's. */
+static void test_sparse_start(PositionKind pos, int gated_sink) {
+    Setup s;
+    config_defaults(&s.cfg);
+    s.cfg.pos = pos, s.cfg.output_gate = gated_sink, s.cfg.sink = gated_sink;
+    if (!setup_with(&s, TASK_INDUCTION, 16, 4, 2, 29)) return;
+    PatchSet ps;
+    patch_set_build(&ps, &s.task, 1, 3);
+    PatchRuns r;
+    patch_runs_init(&r, &s.m, &ps);
+    const char *layout = pos == POS_ROPE ? "rotary, 2 K/V heads, output gate, sink" : "shortformer, 2 K/V heads";
+    for (int kind = 0; kind < N_PATCH_KINDS; kind++)
+        for (int l = 0; l < 2; l++) {
+            float gates[16], ones[16];
+            const int per_layer = kind == PATCH_K || kind == PATCH_V ? 2 : 4;
+            for (int i = 0; i < 16; i++) gates[i] = i == l * per_layer + 1 ? 0.0f : 1.0f, ones[i] = 1.0f;
+            double whole[N_PATCH_METRICS] = {0}, sparse[N_PATCH_METRICS] = {0}, none[N_PATCH_METRICS] = {0};
+            Interventions iv = every_head(&r, kind, gates, 0);
+            patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, whole);
+            const HeadState state = patch_runs_state(&r, PATCH_CORRUPT, 0, l);
+            iv.start_layer = l;
+            iv.start_state = &state;
+            patch_forward(&s.m, &iv, &ps, 0, PATCH_CORRUPT, sparse);
+            Interventions unchanged = every_head(&r, kind, ones, 0);
+            unchanged.start_layer = l;
+            unchanged.start_state = &state;
+            patch_forward(&s.m, &unchanged, &ps, 0, PATCH_CORRUPT, none);
+            int close = 1;
+            for (int k = 0; k < N_PATCH_METRICS; k++)
+                close &= fabs(sparse[k] - whole[k]) <= 1e-5 * fmax(1, fabs(whole[k]));
+            double corrupt[N_PATCH_METRICS] = {0};
+            patch_forward(&s.m, NULL, &ps, 0, PATCH_CORRUPT, corrupt);
+            char what[200];
+            snprintf(what, sizeof what,
+                     "%s: %s of a layer-%d head from a sparse start = in a whole forward (1e-5); none patched: "
+                     "the corrupted metrics bit for bit",
+                     layout, patch_kind_names[kind], l);
+            test_check(what, close && !memcmp(none, corrupt, sizeof none), "logit diff %.9g vs %.9g, loss %.9g vs %.9g",
+                       sparse[PATCH_LOGIT_DIFF], whole[PATCH_LOGIT_DIFF], sparse[PATCH_LOSS], whole[PATCH_LOSS]);
+        }
     patch_runs_free(&r);
     patch_set_free(&ps);
     teardown(&s);
@@ -349,6 +406,8 @@ int main(void) {
     test_own_values(4);
     test_own_values(2);
     test_start_at_input();
+    test_sparse_start(POS_ROPE, 1);
+    test_sparse_start(POS_SHORTFORMER, 0);
     test_no_maps();
     test_threads();
     return test_finish();

@@ -13,14 +13,15 @@
  *     the shortformer's Q and K, not its V), within 1e-5; every other column, the layer's input
  *     and the heads that do not read the changed columns keep the plain bits (a grouped K/V
  *     head's change reaches every query head of its group, and only those).
- *  4. A delta in the layer a forward starts at from a HeadState with z (only the heads reading it
- *     recomputed, their attention alone) = the layer run whole from a state without z: the loss
- *     and hook_z within 1e-5 (bit for bit or not is printed), the other heads' outputs the
- *     state's bit for bit; every layout and input.
+ *  4. A delta in the layer a forward starts at sparsely (a HeadState with hook_qkv and
+ *     hook_resid_post: only the heads reading it recomputed, their attention alone) = the layer
+ *     run whole from a state without z: the loss, hook_resid_post and hook_z within 1e-5 (bit for
+ *     bit or not is printed), the other heads' outputs the state's bit for bit; every layout and
+ *     input.
  *  5. Two deltas in one forward (two heads, two layers) = the by-hand columns of each.
  *  6. The refusals (a failed CHECK, in a child): a delta below the layer a forward starts at, two
- *     at a head-mix start's layer, a K/V head past n_kv_head, and a forward with deltas that asks
- *     for gradients.
+ *     at a sparse start's layer, one at a head-mix start without qkv and resid_post, a K/V head
+ *     past n_kv_head, and a forward with deltas that asks for gradients.
  * Ends with "N passed, M failed" and exits 1 if any check failed. */
 #include <math.h>
 #include <stdio.h>
@@ -268,6 +269,28 @@ static void test_two_deltas(void) {
     model_free(&m);
 }
 
+/* Layer l's hooks of the last forward, as a sparse start reads them. */
+typedef struct {
+    float *resid_pre, *qkv, *z, *resid_post;
+} Kept;
+
+static void keep_layer(Kept *k, const Model *m, int l) {
+    const HookPoint p[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
+    float **to[] = {&k->resid_pre, &k->qkv, &k->z, &k->resid_post};
+    for (int i = 0; i < 4; i++) {
+        const size_t n = model_hook_floats(m, p[i], B, T);
+        *to[i] = test_alloc(n);
+        memcpy(*to[i], model_hook(m, p[i], l), sizeof(float) * n);
+    }
+}
+
+/* sparse 1: every hook; 0: a head-mix start's resid_pre and z alone */
+static HeadState kept_state(const Kept *k, int sparse) {
+    return (HeadState){k->resid_pre, k->z, sparse ? k->qkv : NULL, sparse ? k->resid_post : NULL};
+}
+
+static void kept_free(Kept *k) { free(k->resid_pre), free(k->qkv), free(k->z), free(k->resid_post); }
+
 typedef struct {
     Model *m;
     const Interventions *iv;
@@ -288,82 +311,88 @@ static void test_refusals(void) {
     float *delta = test_alloc(BT * s.d_model);
     random_inputs(tokens, targets, delta, s, 42);
     model_forward(&m, NULL, tokens, targets, NULL, B, T);
-    float *resid = test_alloc(BT * s.d_model), *z = test_alloc(BT * s.n_head * s.d_head);
-    memcpy(resid, model_hook(&m, HOOK_RESID_PRE, 1), sizeof(float) * BT * s.d_model);
-    memcpy(z, model_hook(&m, HOOK_Z, 1), sizeof(float) * BT * s.n_head * s.d_head);
-    HeadState state = {resid, z};
+    Kept kept;
+    keep_layer(&kept, &m, 1);
+    const HeadState state = kept_state(&kept, 1), mix_only = kept_state(&kept, 0);
     InputDelta layer0 = {0, HEAD_INPUT_Q, 0, delta}, layer1 = {1, HEAD_INPUT_K, 0, delta};
     InputDelta past_kv = {1, HEAD_INPUT_V, 2, delta}; /* K/V heads are 0 and 1 */
     Interventions below_start = {.input_deltas = &layer0, .n_input_deltas = 1, .start_layer = 1};
     InputDelta two[2] = {layer1, {1, HEAD_INPUT_Q, 3, delta}};
     Interventions at_state = {
         .input_deltas = two, .n_input_deltas = 2, .start_layer = 1, .start_state = &state};
+    Interventions at_head_mix = {
+        .input_deltas = &layer1, .n_input_deltas = 1, .start_layer = 1, .start_state = &mix_only};
     Interventions bad_head = {.input_deltas = &past_kv, .n_input_deltas = 1};
     Interventions with_grads = {.input_deltas = &layer1, .n_input_deltas = 1, .grads = MODEL_GRAD_PARAMS};
     Interventions fine = {.input_deltas = &layer1, .n_input_deltas = 1, .start_layer = 1};
     Forward f[] = {{&m, &below_start, tokens, targets},
                    {&m, &at_state, tokens, targets},
+                   {&m, &at_head_mix, tokens, targets},
                    {&m, &bad_head, tokens, targets},
                    {&m, &with_grads, tokens, targets}};
     int refused = 1;
-    for (int k = 0; k < 4; k++) refused &= test_aborts(run_forward, &f[k]);
+    for (int k = 0; k < 5; k++) refused &= test_aborts(run_forward, &f[k]);
     /* the valid one here: a child of a process with OpenMP threads must not start a region */
     float loss = model_forward(&m, &fine, tokens, targets, NULL, B, T);
     int accepted = isfinite(loss);
-    test_check("refusals: a delta below start_layer, two at a head-mix start's layer, a K/V head past "
-               "n_kv_head, gradients asked with deltas; a delta at start_layer runs",
+    test_check("refusals: a delta below start_layer, two at a sparse start's layer, one at a head-mix start "
+               "without qkv and resid_post, a K/V head past n_kv_head, gradients asked with deltas; a delta "
+               "at start_layer runs",
                refused && accepted, "refused all: %d, the valid one ran: %d", refused, accepted);
-    free(delta), free(resid), free(z);
+    free(delta);
+    kept_free(&kept);
     model_free(&m);
 }
 
-/* A delta in the layer a forward starts at from a HeadState with z (only the heads that read it
- * recomputed) = the same delta with the layer run whole from a state without z: the loss and
- * the layer's hook_z within 1e-5, every head's output but theirs the state's bit for bit. */
-static void test_head_mix_start(const Layout *lay, int l, HeadInput part, int head) {
+/* A delta in the layer a forward starts at sparsely (a HeadState with qkv and resid_post: only
+ * the heads that read it recomputed) = the same delta with the layer run whole from a state
+ * without z: the loss, the layer's hook_z and hook_resid_post within 1e-5, every head's output
+ * but theirs the state's bit for bit. */
+static void test_sparse_start(const Layout *lay, int l, HeadInput part, int head) {
     const ModelShape s = lay->shape;
     const size_t BT = (size_t)B * T, D = s.d_model, E = (size_t)s.n_head * s.d_head;
     const int dh = s.d_head, group = s.n_head / s.n_kv_head;
     Model m;
     init_model(&m, s, 51);
     int tokens[B * T], targets[B * T];
-    float *delta = test_alloc(BT * D), *resid = test_alloc(BT * D), *z = test_alloc(BT * E);
-    float *z_whole = test_alloc(BT * E);
+    float *delta = test_alloc(BT * D), *z_whole = test_alloc(BT * E), *post_whole = test_alloc(BT * D);
     random_inputs(tokens, targets, delta, s, 52);
     model_forward(&m, NULL, tokens, targets, NULL, B, T);
-    memcpy(resid, model_hook(&m, HOOK_RESID_PRE, l), sizeof(float) * BT * D);
-    memcpy(z, model_hook(&m, HOOK_Z, l), sizeof(float) * BT * E);
+    Kept kept;
+    keep_layer(&kept, &m, l);
     InputDelta d = {l, part, head, delta};
-    HeadState input = {resid, NULL}, state = {resid, z};
+    HeadState input = {.resid_pre = kept.resid_pre}, state = kept_state(&kept, 1);
     Interventions whole = {.input_deltas = &d, .n_input_deltas = 1, .start_layer = l, .start_state = &input};
     Interventions heads = whole;
     heads.start_state = &state;
     float loss_whole = model_forward(&m, &whole, tokens, targets, NULL, B, T);
     memcpy(z_whole, model_hook(&m, HOOK_Z, l), sizeof(float) * BT * E);
+    memcpy(post_whole, model_hook(&m, HOOK_RESID_POST, l), sizeof(float) * BT * D);
     float loss_heads = model_forward(&m, &heads, tokens, targets, NULL, B, T);
-    const float *z_heads = model_hook(&m, HOOK_Z, l);
+    const float *z_heads = model_hook(&m, HOOK_Z, l), *post_heads = model_hook(&m, HOOK_RESID_POST, l);
     TestCompare cmp = test_compare_start(1e-5, 1e-5);
     test_compare(&cmp, loss_heads, loss_whole, "loss", 0);
+    for (size_t i = 0; i < BT * D; i++) test_compare(&cmp, post_heads[i], post_whole[i], "hook_resid_post", (long)i);
     int others_kept = 1, bits = !memcmp(&loss_heads, &loss_whole, sizeof loss_heads);
     for (size_t n = 0; n < BT; n++)
         for (int q = 0; q < s.n_head; q++) {
             int reads = part == HEAD_INPUT_Q ? q == head : q / group == head;
             const float *a = z_heads + n * E + (size_t)q * dh, *b = z_whole + n * E + (size_t)q * dh;
             for (int j = 0; j < dh; j++) test_compare(&cmp, a[j], b[j], "hook_z", (long)(n * E + q * dh + j));
-            if (!reads) others_kept &= !memcmp(a, z + n * E + (size_t)q * dh, sizeof(float) * dh);
+            if (!reads) others_kept &= !memcmp(a, kept.z + n * E + (size_t)q * dh, sizeof(float) * dh);
             bits &= !memcmp(a, b, sizeof(float) * dh);
         }
     static const char *const part_names[] = {"Q", "K", "V"};
-    char name[220];
-    snprintf(
-        name, sizeof name,
-        "%s: a delta on L%d head %d's %s from a head-mix start (its heads alone recomputed) = the layer run "
-        "whole (loss and hook_z; %s)",
-        lay->name, l, head, part_names[part], bits ? "bit for bit" : "not bit for bit");
+    char name[240];
+    snprintf(name, sizeof name,
+             "%s: a delta on L%d head %d's %s from a sparse start (its heads alone recomputed) = the layer run "
+             "whole (loss, hook_resid_post, hook_z; hook_z %s)",
+             lay->name, l, head, part_names[part], bits ? "bit for bit" : "not bit for bit");
     if (test_compare_report(name, &cmp))
         test_check("  ... and every head that does not read the delta keeps the state's output bit for bit",
                    others_kept, "a head's output moved");
-    free(delta), free(resid), free(z), free(z_whole);
+    free(delta), free(z_whole), free(post_whole);
+    kept_free(&kept);
     model_free(&m);
 }
 
@@ -386,7 +415,7 @@ int main(void) {
         }
     for (int k = 0; k < N_LAYOUTS; k++)
         for (int part = 0; part < HEAD_INPUT_PATTERN; part++)
-            test_head_mix_start(&layouts[k], 1, (HeadInput)part, layouts[k].shape.n_kv_head - 1);
+            test_sparse_start(&layouts[k], 1, (HeadInput)part, layouts[k].shape.n_kv_head - 1);
     test_two_deltas();
     test_refusals();
     return test_finish();

@@ -1,0 +1,142 @@
+/* model_sparse.c: a layer a forward starts at from a whole HeadState (model.h: its hook_resid_pre,
+ * hook_qkv, hook_z and hook_resid_post of one forward without interventions there), where only
+ * the heads an intervention changes are computed again (activation and path patching).
+ * A head is recomputed when an input gate of it is below 1 (its Q, its K/V head's K or V, its
+ * pattern) or an input delta reaches it: its Q, K and V from the state's qkv (the gated ones
+ * towards their fill, the delta's part projected from LN_l(h + delta)), its attention alone, the
+ * pattern fill's P·V, the output gate; the head mix (model.c) then gates every head as usual, and
+ * the layer's output is resid_post + Σ over the changed heads of (head-mix output − state's z)
+ * · W_o^h. Each step is the whole layer's kernel on that head's columns (the same bits for the
+ * head's z where gemm.c's column claim holds); only the output's sum runs in another order.
+ * Owns which heads a sparse start recomputes and how. Must not know: tasks, files, analysis. */
+#include <stdlib.h>
+#include <string.h>
+#include "model_internal.h"
+#include "util.h"
+#include "../kernels/kernels.h"
+
+/* Layer l's gate of input k for query head q (for K and V its K/V head's), 1 without one. */
+static float input_gate(const Model *m, int l, HeadInput k, int q) {
+    const ModelShape s = m->shape;
+    const float *g = m->last.iv.input[k].gate;
+    if (!g) return 1.0f;
+    const int kv = k == HEAD_INPUT_K || k == HEAD_INPUT_V;
+    return g[(size_t)l * (kv ? s.n_kv_head : s.n_head) + (kv ? q / (s.n_head / s.n_kv_head) : q)];
+}
+
+/* The input delta of layer l that query head q reads, or NULL. */
+static const InputDelta *delta_of(const Model *m, int l, int q) {
+    const Interventions *iv = &m->last.iv;
+    const int group = m->shape.n_head / m->shape.n_kv_head;
+    for (int i = 0; i < iv->n_input_deltas; i++) {
+        const InputDelta *d = &iv->input_deltas[i];
+        if (d->layer == l && (d->part == HEAD_INPUT_Q ? d->head == q : d->head == q / group)) return d;
+    }
+    return NULL;
+}
+
+static int recomputed(const Model *m, int l, int q) {
+    for (int k = 0; k < N_HEAD_INPUTS; k++)
+        if (input_gate(m, l, (HeadInput)k, q) != 1.0f) return 1;
+    return delta_of(m, l, q) != NULL;
+}
+
+/* Query head q of layer l recomputed into `z` (its columns of hook_z). */
+static void recompute_head(Model *m, int l, int q, float *z) {
+    const ModelShape s = m->shape;
+    const Interventions *iv = &m->last.iv;
+    const HeadState *st = iv->start_state;
+    const int B = m->last.batch, T = m->last.seq, dh = s.d_head, H = s.n_head, D = s.d_model;
+    const size_t BT = (size_t)B * T, W = qkv_width(s), E = (size_t)H * dh, P = 3 * (size_t)dh;
+    const int g = q / (H / s.n_kv_head);
+    const size_t col[3] = {(size_t)q * dh, (size_t)(H + g) * dh, (size_t)(H + s.n_kv_head + g) * dh};
+    const ParamTensors *w = &m->params;
+    float *packed = xmalloc(BT * P, sizeof(float)), *out = xmalloc(BT * dh, sizeof(float));
+    float *lse = xmalloc(BT, sizeof(float));
+    /* the state's Q, K and V of the head, each gated towards its fill where its gate is below 1 */
+    float gates[3];
+    int gated = 0;
+    for (int k = 0; k < 3; k++) gated |= (gates[k] = input_gate(m, l, (HeadInput)k, q)) != 1.0f;
+    for (size_t t = 0; t < BT; t++)
+        for (int k = 0; k < 3; k++) memcpy(packed + t * P + k * dh, st->qkv + t * W + col[k], sizeof(float) * dh);
+    if (gated) {
+        float *fill = xmalloc(BT * P, sizeof(float));
+        for (size_t t = 0; t < BT; t++)
+            for (int k = 0; k < 3; k++) {
+                const float *f = iv->input[k].fill;
+                /* an input without a fill has gate 1: its copy is never read */
+                memcpy(fill + t * P + k * dh, f ? f + ((size_t)l * BT + t) * W + col[k] : packed + t * P + k * dh,
+                       sizeof(float) * dh);
+            }
+        column_gate_forward(packed, fill, gates, (int)BT, (int)P, 0, 3, dh);
+        free(fill);
+    }
+    const InputDelta *d = delta_of(m, l, q);
+    if (d) { /* the delta's part from LN_l(h + delta), over what the state had */
+        float *part = xmalloc(BT * dh, sizeof(float));
+        model_delta_part(m, l, B, T, d, part);
+        for (size_t t = 0; t < BT; t++) memcpy(packed + t * P + d->part * dh, part + t * dh, sizeof(float) * dh);
+        free(part);
+    }
+    attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
+    const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
+    if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V, the map of each sequence (B, H, T, T) apart */
+        float *pv = xmalloc(BT * dh, sizeof(float)), every = 0.0f;
+        const float *maps = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)l * BT * H * T;
+        for (int b = 0; b < B; b++)
+            attention_values_forward(pv + (size_t)b * T * dh, maps + ((size_t)b * H + q) * T * T,
+                                     packed + (size_t)b * T * P, &every, 1, T, 1, dh);
+        column_gate_forward(out, pv, &gp, (int)BT, dh, 0, 1, dh);
+        free(pv);
+    }
+    if (s.output_gate) { /* O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns */
+        float *ln = xmalloc(BT * D, sizeof(float)), *stats = xmalloc(2 * BT, sizeof(float));
+        float *wg = xmalloc((size_t)D * dh, sizeof(float)), *pre = xmalloc(BT * dh, sizeof(float));
+        layernorm_forward(ln, stats, stats + BT, st->resid_pre, w->ln_g + (size_t)l * D, w->ln_b + (size_t)l * D,
+                          (int)BT, D);
+        const float *w_gate = w->w_gate + (size_t)l * D * E;
+        for (int i = 0; i < D; i++) memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)q * dh, sizeof(float) * dh);
+        linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)q * dh, (int)BT, D, dh);
+        sigmoid_gate_forward(out, pre, out, BT * dh);
+        free(ln), free(stats), free(wg), free(pre);
+    }
+    for (size_t t = 0; t < BT; t++) memcpy(z + t * E + (size_t)q * dh, out + t * dh, sizeof(float) * dh);
+    free(packed), free(out), free(lse);
+}
+
+void model_sparse_heads(Model *m, int l, float *z) {
+    for (int q = 0; q < m->shape.n_head; q++)
+        if (recomputed(m, l, q)) recompute_head(m, l, q, z);
+}
+
+void model_sparse_output(Model *m, int l, const float *mixed, float *out) {
+    const ModelShape s = m->shape;
+    const Interventions *iv = &m->last.iv;
+    const HeadState *st = iv->start_state;
+    const int H = s.n_head, dh = s.d_head, D = s.d_model;
+    const size_t BT = (size_t)m->last.batch * m->last.seq, E = (size_t)H * dh;
+    memcpy(out, st->resid_post, sizeof(float) * BT * D);
+    float *diff = NULL, *moved = NULL;
+    for (int q = 0; q < H; q++) {
+        const int gated = iv->head_gate && iv->head_gate[(size_t)l * H + q] != 1.0f;
+        if (!gated && !recomputed(m, l, q)) continue;
+        if (!diff) diff = xmalloc(BT * dh, sizeof(float)), moved = xmalloc(BT * D, sizeof(float));
+        for (size_t t = 0; t < BT; t++)
+            for (int j = 0; j < dh; j++)
+                diff[t * dh + j] = mixed[t * E + (size_t)q * dh + j] - st->z[t * E + (size_t)q * dh + j];
+        linear_forward(moved, diff, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D, NULL, (int)BT, dh, D);
+        for (size_t i = 0; i < BT * D; i++) out[i] += moved[i];
+    }
+    free(diff), free(moved);
+}
+
+size_t model_sparse_floats(ModelShape s, int B, int T) {
+    const size_t BT = (size_t)B * T, D = s.d_model, dh = s.d_head;
+    /* a recomputed head: its packed Q|K|V and their fill, its output, lse, and then the delta's
+     * part with model_delta_part's input, LayerNorm and weights, or P·V, or the output gate's
+     * LayerNorm, weights and pre-activation; after it, the output's difference and its product */
+    const size_t head = BT * (6 * dh + dh + 1);
+    const size_t delta = BT * (dh + 2 * D + 2) + D * dh, gate = BT * (D + 2 + dh) + D * dh;
+    const size_t during = head + (delta > gate ? delta : gate), output = BT * (dh + D);
+    return during > output ? during : output;
+}
