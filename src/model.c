@@ -526,11 +526,13 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     return m->last.loss;
 }
 
-void model_final_rows(const Model *m, const int *rows, int n, float *out, float *stats) {
+void model_final_rows(Model *m, const int *rows, int n) {
     const int D = m->shape.d_model;
     const float *final = m->act.residual + (size_t)m->shape.n_layer * m->last.batch * m->last.seq * D;
+    float *out = m->act.lnf_out;
+    CHECK(m->last.iv.residual_only && n <= m->last.batch * m->last.seq);
     for (int i = 0; i < n; i++) memcpy(out + (size_t)i * D, final + (size_t)rows[i] * D, sizeof(float) * D);
-    layernorm_forward(out, stats, stats + n, out, m->params.lnf_g, m->params.lnf_b, n, D);
+    layernorm_forward(out, m->act.lnf_mean, m->act.lnf_rstd, out, m->params.lnf_g, m->params.lnf_b, n, D);
 }
 
 void model_zero_grad(Model *m) { memset(m->grad_block, 0, m->n_params * sizeof(float)); }

@@ -265,6 +265,10 @@ typedef struct {
     float *act_block;
     Activations act;
     size_t att_probs_floats; /* what act.att_probs holds room for */
+    /* a sparse start's scratch (model_sparse.c), allocated by the first one, grown when a later
+     * one needs more: none in a forward that has none, no allocation in the ones after */
+    float *sparse_scratch;
+    size_t sparse_scratch_floats;
     ForwardState last;
 } Model;
 
@@ -284,10 +288,11 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
  * the inputs and a copy of iv for the backward. */
 float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
                     const float *mask, int B, int T);
-/* The final LayerNorm of n positions of the last forward (rows: indices into its B·T), into out
- * (n, D), what the unembedding reads there; with stats (2n floats) as scratch. The same values
- * per row as the forward's own (a residual_only forward leaves this to its caller). */
-void model_final_rows(const Model *m, const int *rows, int n, float *out, float *stats);
+/* The final LayerNorm of n positions of the last forward (rows: indices into its B·T, in
+ * increasing order), into act.lnf_out's first n rows, what the unembedding reads there: the same
+ * values per row as a whole forward's. After a residual_only forward (which writes none of
+ * act.lnf_out, act.logits, act.probs and act.losses, so a caller may use them for those rows). */
+void model_final_rows(Model *m, const int *rows, int n);
 /* The gradients the last forward's interventions asked for (iv->grads) of its loss: the
  * parameters' accumulated into grad_block, the gates' into iv->gate_grad. A gates-only backward
  * stops at layer 0's head mix (nothing below it moves a gate), leaving grad_block incomplete. */

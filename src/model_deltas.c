@@ -57,13 +57,13 @@ void model_delta_columns(Model *m, int l, int B, int T) {
     free(sc.x), free(sc.stats), free(z);
 }
 
-void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, float *part) {
+void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, float *part, float *scratch) {
     const ModelShape s = m->shape;
     const int D = s.d_model, dh = s.d_head;
     const size_t BT = (size_t)B * T, W = qkv_width(s), col = part_column(s, d->part, d->head);
     const ParamTensors *w = &m->params;
-    InputScratch sc = {xmalloc(BT * D, sizeof(float)), xmalloc(2 * BT, sizeof(float))};
-    float *z = xmalloc(BT * D, sizeof(float)), *cols = xmalloc((size_t)D * dh, sizeof(float));
+    InputScratch sc = {scratch, scratch + BT * D};
+    float *z = sc.stats + 2 * BT, *cols = z + BT * D; /* model_delta_part_floats in all */
     layer_input(z, &sc, m, l, B, T, d->delta, s.pos == POS_SHORTFORMER && d->part != HEAD_INPUT_V);
     /* the part's columns of W_qkv, whose product has the whole projection's bits there (gemm.c) */
     const float *w_qkv = w->w_qkv + (size_t)l * D * W;
@@ -71,7 +71,10 @@ void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, 
     linear_forward(part, z, cols, w->b_qkv + (size_t)l * W + col, (int)BT, D, dh);
     /* RoPE turns Q and K alike: the part alone as one head's rows */
     if (s.pos == POS_ROPE && d->part != HEAD_INPUT_V) rope_forward(part, B, T, 1, 0, dh, s.rope_dims, s.rope_base);
-    free(sc.x), free(sc.stats), free(z), free(cols);
+}
+
+size_t model_delta_part_floats(ModelShape s, int B, int T) {
+    return (size_t)B * T * (2 * (size_t)s.d_model + 2) + (size_t)s.d_model * s.d_head;
 }
 
 size_t model_input_delta_floats(ModelShape s, int B, int T) {

@@ -183,6 +183,7 @@ void model_free(Model *m) {
     free(m->v_block);
     free(m->act_block);
     free(m->act.att_probs);
+    free(m->sparse_scratch);
     memset(m, 0, sizeof *m);
 }
 

@@ -41,6 +41,28 @@ static int recomputed(const Model *m, int l, int q) {
     return delta_of(m, l, q) != NULL;
 }
 
+/* The scratch a sparse start's layer needs on the last forward's B and T: the model's own, grown
+ * to model_sparse_floats when short. */
+static float *scratch(Model *m) {
+    const size_t need = model_sparse_floats(m->shape, m->last.batch, m->last.seq);
+    if (need > m->sparse_scratch_floats) {
+        free(m->sparse_scratch);
+        m->sparse_scratch = xmalloc(need, sizeof(float));
+        m->sparse_scratch_floats = need;
+    }
+    return m->sparse_scratch;
+}
+
+/* A recomputed head's share of the scratch: its packed Q | K | V and their fill, its output and
+ * log-sum-exps, then room the delta's part, P·V or the output gate use one after another. */
+static size_t head_floats(ModelShape s, size_t BT) {
+    const size_t D = s.d_model, dh = s.d_head;
+    const size_t delta = BT * dh + model_delta_part_floats(s, 1, (int)BT), pv = BT * dh,
+                 gate = BT * (D + 2 + dh) + D * dh;
+    const size_t rest = delta > pv ? (delta > gate ? delta : gate) : (pv > gate ? pv : gate);
+    return BT * (6 * dh + dh + 1) + rest;
+}
+
 /* Query head q of layer l recomputed into `z` (its columns of hook_z). */
 static void recompute_head(Model *m, int l, int q, float *z) {
     const ModelShape s = m->shape;
@@ -51,8 +73,8 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     const int g = q / (H / s.n_kv_head);
     const size_t col[3] = {(size_t)q * dh, (size_t)(H + g) * dh, (size_t)(H + s.n_kv_head + g) * dh};
     const ParamTensors *w = &m->params;
-    float *packed = xmalloc(BT * P, sizeof(float)), *out = xmalloc(BT * dh, sizeof(float));
-    float *lse = xmalloc(BT, sizeof(float));
+    float *packed = scratch(m), *fill = packed + BT * P, *out = fill + BT * P, *lse = out + BT * dh;
+    float *rest = lse + BT; /* head_floats in all */
     /* the state's Q, K and V of the head, each gated towards its fill where its gate is below 1 */
     float gates[3];
     int gated = 0;
@@ -60,7 +82,6 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     for (size_t t = 0; t < BT; t++)
         for (int k = 0; k < 3; k++) memcpy(packed + t * P + k * dh, st->qkv + t * W + col[k], sizeof(float) * dh);
     if (gated) {
-        float *fill = xmalloc(BT * P, sizeof(float));
         for (size_t t = 0; t < BT; t++)
             for (int k = 0; k < 3; k++) {
                 const float *f = iv->input[k].fill;
@@ -69,39 +90,33 @@ static void recompute_head(Model *m, int l, int q, float *z) {
                        sizeof(float) * dh);
             }
         column_gate_forward(packed, fill, gates, (int)BT, (int)P, 0, 3, dh);
-        free(fill);
     }
     const InputDelta *d = delta_of(m, l, q);
     if (d) { /* the delta's part from LN_l(h + delta), over what the state had */
-        float *part = xmalloc(BT * dh, sizeof(float));
-        model_delta_part(m, l, B, T, d, part);
+        float *part = rest;
+        model_delta_part(m, l, B, T, d, part, part + BT * dh);
         for (size_t t = 0; t < BT; t++) memcpy(packed + t * P + d->part * dh, part + t * dh, sizeof(float) * dh);
-        free(part);
     }
     attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
     const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
     if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V, the map of each sequence (B, H, T, T) apart */
-        float *pv = xmalloc(BT * dh, sizeof(float)), every = 0.0f;
+        float *pv = rest, every = 0.0f;
         const float *maps = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)l * BT * H * T;
         for (int b = 0; b < B; b++)
             attention_values_forward(pv + (size_t)b * T * dh, maps + ((size_t)b * H + q) * T * T,
                                      packed + (size_t)b * T * P, &every, 1, T, 1, dh);
         column_gate_forward(out, pv, &gp, (int)BT, dh, 0, 1, dh);
-        free(pv);
     }
     if (s.output_gate) { /* O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns */
-        float *ln = xmalloc(BT * D, sizeof(float)), *stats = xmalloc(2 * BT, sizeof(float));
-        float *wg = xmalloc((size_t)D * dh, sizeof(float)), *pre = xmalloc(BT * dh, sizeof(float));
+        float *ln = rest, *stats = ln + BT * D, *pre = stats + 2 * BT, *wg = pre + BT * dh;
         layernorm_forward(ln, stats, stats + BT, st->resid_pre, w->ln_g + (size_t)l * D, w->ln_b + (size_t)l * D,
                           (int)BT, D);
         const float *w_gate = w->w_gate + (size_t)l * D * E;
         for (int i = 0; i < D; i++) memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)q * dh, sizeof(float) * dh);
         linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)q * dh, (int)BT, D, dh);
         sigmoid_gate_forward(out, pre, out, BT * dh);
-        free(ln), free(stats), free(wg), free(pre);
     }
     for (size_t t = 0; t < BT; t++) memcpy(z + t * E + (size_t)q * dh, out + t * dh, sizeof(float) * dh);
-    free(packed), free(out), free(lse);
 }
 
 void model_sparse_heads(Model *m, int l, float *z) {
@@ -116,27 +131,20 @@ void model_sparse_output(Model *m, int l, const float *mixed, float *out) {
     const int H = s.n_head, dh = s.d_head, D = s.d_model;
     const size_t BT = (size_t)m->last.batch * m->last.seq, E = (size_t)H * dh;
     memcpy(out, st->resid_post, sizeof(float) * BT * D);
-    float *diff = NULL, *moved = NULL;
+    float *diff = scratch(m), *moved = diff + BT * dh;
     for (int q = 0; q < H; q++) {
         const int gated = iv->head_gate && iv->head_gate[(size_t)l * H + q] != 1.0f;
         if (!gated && !recomputed(m, l, q)) continue;
-        if (!diff) diff = xmalloc(BT * dh, sizeof(float)), moved = xmalloc(BT * D, sizeof(float));
         for (size_t t = 0; t < BT; t++)
             for (int j = 0; j < dh; j++)
                 diff[t * dh + j] = mixed[t * E + (size_t)q * dh + j] - st->z[t * E + (size_t)q * dh + j];
         linear_forward(moved, diff, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D, NULL, (int)BT, dh, D);
         for (size_t i = 0; i < BT * D; i++) out[i] += moved[i];
     }
-    free(diff), free(moved);
 }
 
 size_t model_sparse_floats(ModelShape s, int B, int T) {
-    const size_t BT = (size_t)B * T, D = s.d_model, dh = s.d_head;
-    /* a recomputed head: its packed Q|K|V and their fill, its output, lse, and then the delta's
-     * part with model_delta_part's input, LayerNorm and weights, or P·V, or the output gate's
-     * LayerNorm, weights and pre-activation; after it, the output's difference and its product */
-    const size_t head = BT * (6 * dh + dh + 1);
-    const size_t delta = BT * (dh + 2 * D + 2) + D * dh, gate = BT * (D + 2 + dh) + D * dh;
-    const size_t during = head + (delta > gate ? delta : gate), output = BT * (dh + D);
-    return during > output ? during : output;
+    const size_t BT = (size_t)B * T, output = BT * ((size_t)s.d_head + s.d_model); /* the difference, its product */
+    const size_t head = head_floats(s, BT);
+    return head > output ? head : output;
 }

@@ -64,22 +64,17 @@ PatchMetric patch_metric_of(const PatchSet *ps) { return ps->one_answer ? PATCH_
 
 /* The metrics of chunk c's last forward (residual_only), added to sums where wanted: the final
  * LayerNorm at the positions alone, the two logits of the difference, and for the loss the
- * unembedding and the softmax there. In position order: the sums do not depend on threads. */
-static void score_chunk(const Model *m, const PatchSet *ps, int c, const int wanted[N_PATCH_METRICS],
-                        double *sums) {
+ * unembedding and the softmax there, in the model's logit rows. In position order: the sums do
+ * not depend on threads. */
+static void score_chunk(Model *m, const PatchSet *ps, int c, const int wanted[N_PATCH_METRICS], double *sums) {
     const int BT = ps->chunk * ps->T, D = m->shape.d_model, V = m->shape.vocab_size;
     const size_t at = (size_t)c * BT;
     const int *clean = ps->answer[PATCH_CLEAN] + at, *corrupt = ps->answer[PATCH_CORRUPT] + at;
-    int *rows = xmalloc((size_t)BT, sizeof(int)), n = 0;
+    int *rows = xcalloc((size_t)BT, sizeof(int)), n = 0;
     for (int i = 0; i < BT; i++)
         if (ps->positions[at + i] != 0.0f) rows[n++] = i;
-    if (n == 0) {
-        free(rows);
-        return;
-    }
-    float *x = xmalloc((size_t)n * D, sizeof(float)), *stats = xmalloc(2 * (size_t)n, sizeof(float));
-    model_final_rows(m, rows, n, x, stats);
-    const float *w_u = m->params.w_unembed; /* (D, V) */
+    model_final_rows(m, rows, n);
+    const float *x = m->act.lnf_out, *w_u = m->params.w_unembed; /* (n, D), (D, V) */
     if (wanted[PATCH_LOGIT_DIFF])
         for (int i = 0; i < n; i++) {
             double a = 0.0, b = 0.0;
@@ -89,22 +84,18 @@ static void score_chunk(const Model *m, const PatchSet *ps, int c, const int wan
             }
             sums[PATCH_LOGIT_DIFF] += a - b;
         }
-    if (wanted[PATCH_LOSS]) {
-        float *logits = xmalloc((size_t)n * V, sizeof(float)), *probs = xmalloc((size_t)n * V, sizeof(float));
-        float *losses = xmalloc((size_t)n, sizeof(float));
-        int *targets = xmalloc((size_t)n, sizeof(int));
-        for (int i = 0; i < n; i++) targets[i] = clean[rows[i]];
-        linear_forward(logits, x, w_u, NULL, n, D, V);
-        crossentropy_forward(losses, probs, logits, targets, n, V);
-        for (int i = 0; i < n; i++) sums[PATCH_LOSS] += losses[i];
-        free(logits), free(probs), free(losses), free(targets);
+    if (wanted[PATCH_LOSS] && n > 0) {
+        for (int i = 0; i < n; i++) rows[i] = clean[rows[i]]; /* the targets, in the same order */
+        linear_forward(m->act.logits, x, w_u, NULL, n, D, V);
+        crossentropy_forward(m->act.losses, m->act.probs, m->act.logits, rows, n, V);
+        for (int i = 0; i < n; i++) sums[PATCH_LOSS] += m->act.losses[i];
     }
-    free(rows), free(x), free(stats);
+    free(rows);
 }
 
 size_t patch_forward_bytes(ModelShape shape, int chunk, int T) {
-    const size_t n = (size_t)chunk * T; /* at most every position */
-    return n * (sizeof(int) * 2 + sizeof(float) * (shape.d_model + 2 + 2 * (size_t)shape.vocab_size + 1));
+    (void)shape;
+    return (size_t)chunk * T * sizeof(int); /* the positions' rows; the rest is the model's logit rows */
 }
 
 /* The forward of chunk c's input to its final residual. */
