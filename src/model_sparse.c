@@ -63,6 +63,18 @@ static size_t head_floats(ModelShape s, size_t BT) {
     return BT * (6 * dh + dh + 1) + rest;
 }
 
+/* Columns [col, col + dh) of every row of a (BT, W) block into rows `ld` apart (plain loops: a
+ * head is a few floats, below what a memcpy call pays for). */
+static void gather_part(float *to, const float *from, size_t BT, size_t W, size_t col, int dh, size_t ld) {
+    for (size_t t = 0; t < BT; t++)
+        for (int j = 0; j < dh; j++) to[t * ld + j] = from[t * W + col + j];
+}
+
+/* A query head's [Q | K | V] (BT, 3·dh) from a (BT, W) hook_qkv: its Q and its K/V head's K, V. */
+static void gather_head(float *packed, const float *qkv, size_t BT, size_t W, const size_t col[3], int dh) {
+    for (int k = 0; k < 3; k++) gather_part(packed + k * dh, qkv, BT, W, col[k], dh, 3 * (size_t)dh);
+}
+
 /* Query head q of layer l recomputed into `z` (its columns of hook_z). */
 static void recompute_head(Model *m, int l, int q, float *z) {
     const ModelShape s = m->shape;
@@ -79,23 +91,23 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     float gates[3];
     int gated = 0;
     for (int k = 0; k < 3; k++) gated |= (gates[k] = input_gate(m, l, (HeadInput)k, q)) != 1.0f;
-    for (size_t t = 0; t < BT; t++)
-        for (int k = 0; k < 3; k++) memcpy(packed + t * P + k * dh, st->qkv + t * W + col[k], sizeof(float) * dh);
+    gather_head(packed, st->qkv, BT, W, col, dh);
     if (gated) {
-        for (size_t t = 0; t < BT; t++)
-            for (int k = 0; k < 3; k++) {
-                const float *f = iv->input[k].fill;
-                /* an input without a fill has gate 1: its copy is never read */
-                memcpy(fill + t * P + k * dh, f ? f + ((size_t)l * BT + t) * W + col[k] : packed + t * P + k * dh,
-                       sizeof(float) * dh);
-            }
+        for (int k = 0; k < 3; k++) /* an input without a fill has gate 1: its columns are never read */
+            if (!iv->input[k].fill) CHECK(gates[k] == 1.0f);
+        const float *f[3] = {iv->input[0].fill, iv->input[1].fill, iv->input[2].fill};
+        for (int k = 0; k < 3; k++) {
+            const size_t one[3] = {col[k], col[k], col[k]};
+            if (f[k]) gather_part(fill + k * dh, f[k] + (size_t)l * BT * W, BT, W, one[0], dh, P);
+        }
         column_gate_forward(packed, fill, gates, (int)BT, (int)P, 0, 3, dh);
     }
     const InputDelta *d = delta_of(m, l, q);
     if (d) { /* the delta's part from LN_l(h + delta), over what the state had */
         float *part = rest;
         model_delta_part(m, l, B, T, d, part, part + BT * dh);
-        for (size_t t = 0; t < BT; t++) memcpy(packed + t * P + d->part * dh, part + t * dh, sizeof(float) * dh);
+        for (size_t t = 0; t < BT; t++)
+            for (int j = 0; j < dh; j++) packed[t * P + d->part * dh + j] = part[t * dh + j];
     }
     attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
     const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
@@ -116,7 +128,8 @@ static void recompute_head(Model *m, int l, int q, float *z) {
         linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)q * dh, (int)BT, D, dh);
         sigmoid_gate_forward(out, pre, out, BT * dh);
     }
-    for (size_t t = 0; t < BT; t++) memcpy(z + t * E + (size_t)q * dh, out + t * dh, sizeof(float) * dh);
+    for (size_t t = 0; t < BT; t++)
+        for (int j = 0; j < dh; j++) z[t * E + (size_t)q * dh + j] = out[t * dh + j];
 }
 
 void model_sparse_heads(Model *m, int l, float *z) {

@@ -75,15 +75,21 @@ static void score_chunk(Model *m, const PatchSet *ps, int c, const int wanted[N_
         if (ps->positions[at + i] != 0.0f) rows[n++] = i;
     model_final_rows(m, rows, n);
     const float *x = m->act.lnf_out, *w_u = m->params.w_unembed; /* (n, D), (D, V) */
-    if (wanted[PATCH_LOGIT_DIFF])
+    if (wanted[PATCH_LOGIT_DIFF]) { /* x · (u_clean − u_corrupt), W_U's columns as rows */
+        float *columns = xmalloc((size_t)V * D, sizeof(float)), *u = xmalloc((size_t)D, sizeof(float));
+        for (int j = 0; j < D; j++)
+            for (int v = 0; v < V; v++) columns[(size_t)v * D + j] = w_u[(size_t)j * V + v];
         for (int i = 0; i < n; i++) {
-            double a = 0.0, b = 0.0;
-            for (int j = 0; j < D; j++) {
-                a += x[(size_t)i * D + j] * w_u[(size_t)j * V + clean[rows[i]]];
-                b += x[(size_t)i * D + j] * w_u[(size_t)j * V + corrupt[rows[i]]];
-            }
-            sums[PATCH_LOGIT_DIFF] += a - b;
+            const float *xi = x + (size_t)i * D, *a = columns + (size_t)clean[rows[i]] * D,
+                        *b = columns + (size_t)corrupt[rows[i]] * D;
+            float diff = 0.0f;
+            for (int j = 0; j < D; j++) u[j] = a[j] - b[j];
+#pragma omp simd reduction(+ : diff)
+            for (int j = 0; j < D; j++) diff += xi[j] * u[j];
+            sums[PATCH_LOGIT_DIFF] += diff;
         }
+        free(columns), free(u);
+    }
     if (wanted[PATCH_LOSS] && n > 0) {
         for (int i = 0; i < n; i++) rows[i] = clean[rows[i]]; /* the targets, in the same order */
         linear_forward(m->act.logits, x, w_u, NULL, n, D, V);
