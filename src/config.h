@@ -72,7 +72,7 @@ typedef struct {
     double prune_step;    /* pruning curves: fraction of all heads removed per step; 0 = none */
     int prune_batches;    /* held-out batches the pruning criteria are measured on; 0 = all */
     int patch_batches;    /* activation patching: batches of clean/corrupted pairs; 0 = none */
-    int path_patch_heads; /* path patching among the top heads by activation patching; 0 = all */
+    int path_patch_heads; /* path patching among each layer's top heads by activation patching; 0 = all */
     int n_probe_text;
 
     /* bookkeeping, not config keys */

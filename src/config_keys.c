@@ -156,8 +156,9 @@ const ConfigKey config_keys[] = {
     INT_KEY("output", "patch_batches", patch_batches, 1, 0, INT_MAX, "0 = no patching at the end of a run",
             "activation and attribution patching per head: batches of batch_size clean/corrupted pairs"),
     INT_KEY("output", "path_patch_heads", path_patch_heads, 0, 0, INT_MAX, "0 = every head",
-            "path patching among only this many heads, those with the largest activation-patching effect of "
-            "their output (its cost grows as the square of the heads)"),
+            "path patching among only this many heads of each layer, those with the largest "
+            "activation-patching effect of their output in it (its cost grows as the square of the heads "
+            "per layer)"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

@@ -169,8 +169,8 @@ static const DocRow ROWS[] = {
      {"path patching to the value input of receiver K/V head B, as /patching/path_q", "1",
       DIMS("receiver layer", "receiver kv_head", "sender layer", "sender head"), NULL, NULL}},
     {"/patching/path_heads",
-     {"1 where the head took part in path patching (every head, or the output.path_patch_heads with the "
-      "largest |/patching/head_out|)",
+     {"1 where the head took part in path patching (every head, or the output.path_patch_heads of each "
+      "layer with the largest |/patching/head_out| in it)",
       "1", DIMS("layer", "head"), NULL, NULL}},
     {"/patching/atp_head_out",
      {"attribution-patching estimate of /patching/head_out: -(d m / d gate) / (m_clean - m_corrupt) on the "

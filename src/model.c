@@ -487,7 +487,8 @@ static void forward_layer(Model *m, int l, int from_head_mix) {
     if (from_head_mix && m->last.sparse) {
         model_sparse_heads(m, l, heads_output(m, l));
         m->plan.stage[m->plan.head_mix]->forward(&p);
-        model_sparse_output(m, l, head_mix_output(&p), slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
+        model_sparse_output(m, l, head_mix_output(&p),
+                            slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
         return;
     }
     for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)

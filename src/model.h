@@ -150,7 +150,7 @@ typedef struct {
 typedef struct {
     const float *resid_pre;
     const float *z;
-    const float *qkv;        /* NULL, or with resid_post: a sparse start (above) */
+    const float *qkv; /* NULL, or with resid_post: a sparse start (above) */
     const float *resid_post;
 } HeadState;
 

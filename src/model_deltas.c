@@ -70,7 +70,8 @@ void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, 
     for (int i = 0; i < D; i++) memcpy(cols + (size_t)i * dh, w_qkv + i * W + col, sizeof(float) * dh);
     linear_forward(part, z, cols, w->b_qkv + (size_t)l * W + col, (int)BT, D, dh);
     /* RoPE turns Q and K alike: the part alone as one head's rows */
-    if (s.pos == POS_ROPE && d->part != HEAD_INPUT_V) rope_forward(part, B, T, 1, 0, dh, s.rope_dims, s.rope_base);
+    if (s.pos == POS_ROPE && d->part != HEAD_INPUT_V)
+        rope_forward(part, B, T, 1, 0, dh, s.rope_dims, s.rope_base);
 }
 
 size_t model_delta_part_floats(ModelShape s, int B, int T) {

@@ -121,10 +121,11 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     }
     if (s.output_gate) { /* O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns */
         float *ln = rest, *stats = ln + BT * D, *pre = stats + 2 * BT, *wg = pre + BT * dh;
-        layernorm_forward(ln, stats, stats + BT, st->resid_pre, w->ln_g + (size_t)l * D, w->ln_b + (size_t)l * D,
-                          (int)BT, D);
+        layernorm_forward(ln, stats, stats + BT, st->resid_pre, w->ln_g + (size_t)l * D,
+                          w->ln_b + (size_t)l * D, (int)BT, D);
         const float *w_gate = w->w_gate + (size_t)l * D * E;
-        for (int i = 0; i < D; i++) memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)q * dh, sizeof(float) * dh);
+        for (int i = 0; i < D; i++)
+            memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)q * dh, sizeof(float) * dh);
         linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)q * dh, (int)BT, D, dh);
         sigmoid_gate_forward(out, pre, out, BT * dh);
     }
@@ -151,13 +152,15 @@ void model_sparse_output(Model *m, int l, const float *mixed, float *out) {
         for (size_t t = 0; t < BT; t++)
             for (int j = 0; j < dh; j++)
                 diff[t * dh + j] = mixed[t * E + (size_t)q * dh + j] - st->z[t * E + (size_t)q * dh + j];
-        linear_forward(moved, diff, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D, NULL, (int)BT, dh, D);
+        linear_forward(moved, diff, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D, NULL, (int)BT, dh,
+                       D);
         for (size_t i = 0; i < BT * D; i++) out[i] += moved[i];
     }
 }
 
 size_t model_sparse_floats(ModelShape s, int B, int T) {
-    const size_t BT = (size_t)B * T, output = BT * ((size_t)s.d_head + s.d_model); /* the difference, its product */
+    const size_t BT = (size_t)B * T,
+                 output = BT * ((size_t)s.d_head + s.d_model); /* the difference, its product */
     const size_t head = head_floats(s, BT);
     return head > output ? head : output;
 }

@@ -204,12 +204,12 @@ void head_patching_free(HeadPatching *hp) {
 
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
     /* a view's forward activations, any maps it keeps, a sparse start's scratch and the score's */
-    const size_t views =
-        (size_t)thread_count() *
-        ((model_forward_activation_floats(shape, cfg->batch_size) +
-          model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
-          model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) * sizeof(float) +
-         patch_forward_bytes(shape, cfg->batch_size, cfg->seq_len));
+    const size_t views = (size_t)thread_count() *
+                         ((model_forward_activation_floats(shape, cfg->batch_size) +
+                           model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
+                           model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) *
+                              sizeof(float) +
+                          patch_forward_bytes(shape, cfg->batch_size, cfg->seq_len));
     const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
     const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
     const size_t logit_grad = BT * shape.vocab_size * sizeof(float);
@@ -244,7 +244,7 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
 static const char *patch_usage =
     "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
     "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
-    "  estimate, path patching (among the run's output.path_patch_heads) and the direct logit\n"
+    "  estimate, path patching (among the run's output.path_patch_heads per layer) and the direct logit\n"
     "  attribution on the clean inputs on a complete results file and writes them into the file\n"
     "  (/patching, /dla), replacing any earlier ones. The file is rewritten atomically.\n"
     "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"

@@ -42,7 +42,7 @@ typedef struct {
     double atp_correlation[N_PATCH_KINDS]; /* Pearson r over the heads, NAN if undefined */
     Dla dla;                               /* direct logit attribution on the set's clean inputs (dla.h) */
     double cpu_seconds;                    /* the process's CPU time it took */
-    PathPatching path; /* path patching (patch_paths.h), among cfg->path_patch_heads heads */
+    PathPatching path; /* path patching (patch_paths.h), among cfg->path_patch_heads heads a layer */
 } HeadPatching;
 
 /* On n_chunks = cfg->patch_batches batches of cfg->batch_size pairs. */

@@ -16,20 +16,27 @@ typedef struct {
     int kind, sender_layer, sender_head, receiver_layer, receiver_head;
 } PathSetting;
 
-/* The heads that take part: every head, or the top_heads with the largest |head_out_effect|
- * (NAN last; ties to the lower index). */
+/* The heads that take part: every head, or in each layer the top_heads with the largest
+ * |head_out_effect| of that layer (NAN last; ties to the lower index). Per layer, because an
+ * early head acts through the later ones and its own effect is small: a ranking over all heads
+ * would take the last layer's alone and leave no path. */
 static void select_heads(PathPatching *pp, const double *head_out_effect) {
-    const int LH = pp->n_layer * pp->n_head;
-    pp->selected = xcalloc((size_t)LH, sizeof(int));
-    pp->n_selected = pp->top_heads > 0 && pp->top_heads < LH ? pp->top_heads : LH;
-    for (int taken = 0; taken < pp->n_selected; taken++) {
-        int best = -1;
-        for (int i = 0; i < LH; i++) {
-            if (pp->selected[i]) continue;
-            double v = fabs(head_out_effect[i]), b = best < 0 ? 0 : fabs(head_out_effect[best]);
-            if (best < 0 || (isnan(b) && !isnan(v)) || v > b) best = i;
+    const int L = pp->n_layer, H = pp->n_head;
+    const int per_layer = pp->top_heads > 0 && pp->top_heads < H ? pp->top_heads : H;
+    pp->selected = xcalloc((size_t)L * H, sizeof(int));
+    pp->n_selected = L * per_layer;
+    for (int l = 0; l < L; l++) {
+        const double *e = head_out_effect + (size_t)l * H;
+        int *taken = pp->selected + (size_t)l * H;
+        for (int n = 0; n < per_layer; n++) {
+            int best = -1;
+            for (int h = 0; h < H; h++) {
+                if (taken[h]) continue;
+                double v = fabs(e[h]), b = best < 0 ? 0 : fabs(e[best]);
+                if (best < 0 || (isnan(b) && !isnan(v)) || v > b) best = h;
+            }
+            taken[best] = 1;
         }
-        pp->selected[best] = 1;
     }
 }
 

@@ -11,9 +11,9 @@
  * head's K or V is read by every query head of its group). The normalised effect
  * (m_patched − m_corrupt) / (m_clean − m_corrupt) of the metric activation patching uses.
  *
- * With top_heads k > 0 and fewer than the L·H heads, only the k heads with the largest
- * |activation-patching effect of the head's output| take part: as senders, and as receivers
- * (their K/V heads for K and V); the other entries are NAN. The settings and chunks spread over
+ * With top_heads k > 0 and fewer than the H heads of a layer, only the k heads of each layer with
+ * the largest |activation-patching effect of the head's output| in it take part: as senders, and
+ * as receivers (their K/V heads for K and V); the other entries are NAN. The settings and chunks spread over
  * the threads, one model view each; every effect has the bits of one thread's run.
  * Knows the model and patching.h; nothing of files, the task or the config. */
 #ifndef PATCH_PATHS_H
@@ -28,8 +28,8 @@ extern const char *const path_kind_names[N_PATH_KINDS]; /* "path_q", "path_k", "
 
 typedef struct {
     int n_layer, n_head, n_kv_head;
-    int top_heads;               /* the limit asked for: 0 = every head */
-    int n_selected;              /* heads taking part: L·H, or top_heads when that is fewer */
+    int top_heads;               /* the limit asked for, per layer: 0 = every head */
+    int n_selected;              /* heads taking part: L·H, or L·top_heads when that is fewer */
     int *selected;               /* (L·H) 1 where the head takes part */
     int receivers[N_PATH_KINDS]; /* per layer: H for Q, H_kv for K and V */
     /* (L, receivers, L, H): [receiver layer, receiver head, sender layer, sender head], as

@@ -66,7 +66,8 @@ PatchMetric patch_metric_of(const PatchSet *ps) { return ps->one_answer ? PATCH_
  * LayerNorm at the positions alone, the two logits of the difference, and for the loss the
  * unembedding and the softmax there, in the model's logit rows. In position order: the sums do
  * not depend on threads. */
-static void score_chunk(Model *m, const PatchSet *ps, int c, const int wanted[N_PATCH_METRICS], double *sums) {
+static void score_chunk(Model *m, const PatchSet *ps, int c, const int wanted[N_PATCH_METRICS],
+                        double *sums) {
     const int BT = ps->chunk * ps->T, D = m->shape.d_model, V = m->shape.vocab_size;
     const size_t at = (size_t)c * BT;
     const int *clean = ps->answer[PATCH_CLEAN] + at, *corrupt = ps->answer[PATCH_CORRUPT] + at;
@@ -108,7 +109,8 @@ size_t patch_forward_bytes(ModelShape shape, int chunk, int T) {
 static void forward_chunk(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in) {
     Interventions to_residual = iv ? *iv : (Interventions){0};
     to_residual.residual_only = 1;
-    model_forward(m, &to_residual, ps->tokens[in] + (size_t)c * ps->chunk * ps->T, NULL, NULL, ps->chunk, ps->T);
+    model_forward(m, &to_residual, ps->tokens[in] + (size_t)c * ps->chunk * ps->T, NULL, NULL, ps->chunk,
+                  ps->T);
 }
 
 void patch_forward(Model *m, const Interventions *iv, const PatchSet *ps, int c, PatchInput in,

@@ -275,7 +275,7 @@ int results_write_maps(Results *r, const char *path, const float *maps, int S, i
     H5Pset_chunk(dcpl, 6, chunk);
     if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
         H5Pset_shuffle(dcpl);
-        H5Pset_deflate(dcpl, 4);
+        H5Pset_deflate(dcpl, 1); /* level 4 took 30% longer for 1.7% fewer bytes (sweep_text's maps) */
     }
     H5Pset_fletcher32(dcpl); /* of the compressed chunk: verified before it is inflated */
     int rc = write_dataset(r, path, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, maps, 6, dims, dcpl, err);

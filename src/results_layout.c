@@ -155,10 +155,11 @@ static int write_path_patching(Results *res, const PathPatching *pp, UserError *
         snprintf(path, sizeof path, "/patching/%s", path_kind_names[k]);
         rc = write_floats(res, path, pp->effect[k], 4, dims, err);
     }
-    char limit[96];
+    char limit[128];
     if (pp->n_selected < LH)
-        snprintf(limit, sizeof limit, "the %d of %d heads with the largest |/patching/head_out|",
-                 pp->n_selected, LH);
+        snprintf(limit, sizeof limit,
+                 "the %d of %d heads of each layer with the largest |/patching/head_out| (%d of %d)",
+                 pp->n_selected / L, H, pp->n_selected, LH);
     else snprintf(limit, sizeof limit, "every head (%d)", LH);
     if (rc == ERR_OK) rc = results_write_attr_string(res, "/patching", "path_heads", limit, err);
     if (rc == ERR_OK)

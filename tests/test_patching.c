@@ -309,7 +309,8 @@ static void test_sparse_start(PositionKind pos, int gated_sink) {
     patch_set_build(&ps, &s.task, 1, 3);
     PatchRuns r;
     patch_runs_init(&r, &s.m, &ps);
-    const char *layout = pos == POS_ROPE ? "rotary, 2 K/V heads, output gate, sink" : "shortformer, 2 K/V heads";
+    const char *layout =
+        pos == POS_ROPE ? "rotary, 2 K/V heads, output gate, sink" : "shortformer, 2 K/V heads";
     for (int kind = 0; kind < N_PATCH_KINDS; kind++)
         for (int l = 0; l < 2; l++) {
             float gates[16], ones[16];
@@ -332,12 +333,14 @@ static void test_sparse_start(PositionKind pos, int gated_sink) {
             double corrupt[N_PATCH_METRICS] = {0};
             patch_forward(&s.m, NULL, &ps, 0, PATCH_CORRUPT, corrupt);
             char what[200];
-            snprintf(what, sizeof what,
-                     "%s: %s of a layer-%d head from a sparse start = in a whole forward (1e-5); none patched: "
-                     "the corrupted metrics bit for bit",
-                     layout, patch_kind_names[kind], l);
-            test_check(what, close && !memcmp(none, corrupt, sizeof none), "logit diff %.9g vs %.9g, loss %.9g vs %.9g",
-                       sparse[PATCH_LOGIT_DIFF], whole[PATCH_LOGIT_DIFF], sparse[PATCH_LOSS], whole[PATCH_LOSS]);
+            snprintf(
+                what, sizeof what,
+                "%s: %s of a layer-%d head from a sparse start = in a whole forward (1e-5); none patched: "
+                "the corrupted metrics bit for bit",
+                layout, patch_kind_names[kind], l);
+            test_check(what, close && !memcmp(none, corrupt, sizeof none),
+                       "logit diff %.9g vs %.9g, loss %.9g vs %.9g", sparse[PATCH_LOGIT_DIFF],
+                       whole[PATCH_LOGIT_DIFF], sparse[PATCH_LOSS], whole[PATCH_LOSS]);
         }
     patch_runs_free(&r);
     patch_set_free(&ps);

@@ -372,7 +372,8 @@ static void test_sparse_start(const Layout *lay, int l, HeadInput part, int head
     const float *z_heads = model_hook(&m, HOOK_Z, l), *post_heads = model_hook(&m, HOOK_RESID_POST, l);
     TestCompare cmp = test_compare_start(1e-5, 1e-5);
     test_compare(&cmp, loss_heads, loss_whole, "loss", 0);
-    for (size_t i = 0; i < BT * D; i++) test_compare(&cmp, post_heads[i], post_whole[i], "hook_resid_post", (long)i);
+    for (size_t i = 0; i < BT * D; i++)
+        test_compare(&cmp, post_heads[i], post_whole[i], "hook_resid_post", (long)i);
     int others_kept = 1, bits = !memcmp(&loss_heads, &loss_whole, sizeof loss_heads);
     for (size_t n = 0; n < BT; n++)
         for (int q = 0; q < s.n_head; q++) {
@@ -384,10 +385,11 @@ static void test_sparse_start(const Layout *lay, int l, HeadInput part, int head
         }
     static const char *const part_names[] = {"Q", "K", "V"};
     char name[240];
-    snprintf(name, sizeof name,
-             "%s: a delta on L%d head %d's %s from a sparse start (its heads alone recomputed) = the layer run "
-             "whole (loss, hook_resid_post, hook_z; hook_z %s)",
-             lay->name, l, head, part_names[part], bits ? "bit for bit" : "not bit for bit");
+    snprintf(
+        name, sizeof name,
+        "%s: a delta on L%d head %d's %s from a sparse start (its heads alone recomputed) = the layer run "
+        "whole (loss, hook_resid_post, hook_z; hook_z %s)",
+        lay->name, l, head, part_names[part], bits ? "bit for bit" : "not bit for bit");
     if (test_compare_report(name, &cmp))
         test_check("  ... and every head that does not read the delta keeps the state's output bit for bit",
                    others_kept, "a head's output moved");
