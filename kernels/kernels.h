@@ -244,7 +244,7 @@ void hard_concrete_p_open_backward(float *d_log_alpha,     // (n) += d_p_open ·
                                    const float *log_alpha, // (n)
                                    int n, HardConcrete hc);
 
-/* ---- patch_mix.c: activation patching's gates on groups of columns, and P · V from given maps ----
+/* ---- patch_mix.c: activation patching's gates on groups of columns ----
  * x = gate[g] · x + (1 − gate[g]) · fill over group g's d_head columns starting at offset +
  * g·d_head of each row: gate 1 keeps a value, 0 replaces it by the fill (another forward's value
  * of the same row). */
@@ -262,13 +262,4 @@ void column_gate_backward(float *d_x,        // (N, W) in place, or NULL
                           const float *fill, // (N, W)
                           const float *gate, // (G)
                           int N, int W, int offset, int G, int d_head);
-/* out[b, t, h] = Σ_j probs[b, h, t, j] · V[b, j, h]: a head's output from given maps (patching a
- * pattern), for the heads whose gate is not 1 (the others' columns untouched); forward only,
- * nothing is differentiated through it. */
-void attention_values_forward(float *out,         // (B, T, E)
-                              const float *probs, // (B, H, T, T)
-                              const float *qkv,   // (B, T, 3E): V at 2E + h·d_head
-                              const float *gate,  // (H)
-                              int B, int T, int H, int d_head);
-
 #endif

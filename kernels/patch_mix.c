@@ -1,5 +1,5 @@
 /* patch_mix.c: the gates activation patching puts on a head's Q, K or V columns (or on its
- * output from a pattern), towards another forward's values, and a head's output from given maps.
+ * output from a pattern), towards another forward's values.
  * Must not know: which activations are patched, or why; kernels/ includes only kernels/ headers
  * and the C library. */
 #include <stddef.h>
@@ -32,23 +32,4 @@ void column_gate_backward(float *d_x, float *d_gate, const float *d, const float
         }
         if (d_gate) d_gate[g] += (float)sum;
     }
-}
-
-void attention_values_forward(float *out, const float *probs, const float *qkv, const float *gate, int B,
-                              int T, int H, int d_head) {
-    const size_t E = (size_t)H * d_head;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            if (gate[h] == 1.0f) continue;
-            const float *P = probs + ((size_t)b * H + h) * T * T;
-            for (int t = 0; t < T; t++) {
-                float *o = out + ((size_t)b * T + t) * E + (size_t)h * d_head;
-                for (int i = 0; i < d_head; i++) o[i] = 0.0f;
-                for (int j = 0; j <= t; j++) { /* causal: the maps are 0 above the diagonal */
-                    const float *v = qkv + ((size_t)b * T + j) * 3 * E + 2 * E + (size_t)h * d_head;
-                    for (int i = 0; i < d_head; i++) o[i] += P[(size_t)t * T + j] * v[i];
-                }
-            }
-        }
 }

@@ -276,16 +276,21 @@ static void qkv_patch_bwd(Pass *p) {
 /* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
  * (activation patching); nothing where every pattern gate of the layer is 1 */
 static const float *attend_input(const Pass *p);
-/* P_fill·V of the layer's heads whose gate is not 1 (all of them where gate is the all-1 NULL of
- * a gradient at gate 1), into a new (B, T, E) block. */
-static float *filled_values(const Pass *p, const float *gate) {
+/* P_fill·V of every head of the layer into a new (B, T, E) block: the attention run on the fill's
+ * Q and K (its hook_qkv, K repeated per query head under grouped K/V) with this forward's V. */
+static float *filled_values(const Pass *p) {
     const ModelShape s = p->m->shape;
-    const size_t E = (size_t)s.n_head * s.d_head;
-    float *pv = xcalloc((size_t)p->BT * E, sizeof(float));
-    const float *maps = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * p->BT * s.n_head * p->T;
-    float *every = xcalloc((size_t)s.n_head, sizeof(float)); /* 0: not 1, computed */
-    attention_values_forward(pv, maps, attend_input(p), gate ? gate : every, p->B, p->T, s.n_head, s.d_head);
-    free(every);
+    const size_t E = (size_t)s.n_head * s.d_head, W = qkv_width(s), BT = p->BT;
+    const float *fill = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * BT * W, *own = attend_input(p);
+    float *mixed = xmalloc(BT * 3 * E, sizeof(float)), *pv = xmalloc(BT * E, sizeof(float));
+    float *lse = xmalloc(BT * s.n_head, sizeof(float));
+    if (s.n_kv_head < s.n_head) kv_repeat_forward(mixed, fill, p->B, p->T, s.n_head, s.n_kv_head, s.d_head);
+    else memcpy(mixed, fill, sizeof(float) * BT * 3 * E);
+    for (size_t t = 0; t < BT; t++)
+        memcpy(mixed + t * 3 * E + 2 * E, own + t * 3 * E + 2 * E, sizeof(float) * E);
+    attention_forward(pv, NULL, lse, mixed, s.sink ? p->m->params.sink + (size_t)p->l * s.n_head : NULL, p->B,
+                      p->T, s.n_head, s.d_head);
+    free(mixed), free(lse);
     return pv;
 }
 static void pattern_patch_fwd(Pass *p) {
@@ -293,7 +298,7 @@ static void pattern_patch_fwd(Pass *p) {
     const size_t E = (size_t)s.n_head * s.d_head;
     const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
     if (!gate) return;
-    float *pv = filled_values(p, gate);
+    float *pv = filled_values(p);
     column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
 }
@@ -305,7 +310,7 @@ static void pattern_patch_bwd(Pass *p) {
      * intervention (begin_forward), its gate's gradient taken at gate 1 */
     CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
     if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
-    float *pv = filled_values(p, NULL);
+    float *pv = filled_values(p);
     column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
                          slice(p, p->m->act.att_out, E), pv, NULL, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);

@@ -158,13 +158,14 @@ typedef struct {
  * value on the same (B, T): x = g·x + (1 − g)·fill. Q, K and V are the head's columns of hook_qkv
  * (after rotary): Q per query head, K and V per K/V head (a grouped K/V head is one tensor, read
  * by every query head of its group); the pattern is a query head's map, the head's output then
- * g·O + (1 − g)·P_fill·V. */
+ * g·O + (1 − g)·P_fill·V, P_fill the map the other forward's Q and K give (recomputed from its
+ * hook_qkv, this forward's sink in the softmax: no maps are kept for it). */
 typedef enum { HEAD_INPUT_Q, HEAD_INPUT_K, HEAD_INPUT_V, HEAD_INPUT_PATTERN, N_HEAD_INPUTS } HeadInput;
 
 typedef struct {
     const float *gate; /* (L, H) for Q and the pattern, (L, H_kv) for K and V; NULL = all 1 */
-    const float *fill; /* Q, K, V: hook_qkv of every layer (L, B, T, W); the pattern: hook_pattern of
-                        * every layer (L, B, H, T, T) */
+    const float *fill; /* hook_qkv of every layer (L, B, T, W): its Q, K or V columns, or for the
+                        * pattern its Q and K, whose map the pattern is */
 } InputPatch;
 
 /* A change to a layer's input h that only one head's Q, K or V projection reads (path patching:

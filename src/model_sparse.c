@@ -4,7 +4,7 @@
  * A head is recomputed when an input gate of it is below 1 (its Q, its K/V head's K or V, its
  * pattern) or an input delta reaches it: its Q, K and V from the state's qkv (the gated ones
  * towards their fill, the delta's part projected from LN_l(h + delta)), its attention alone, the
- * pattern fill's P·V, the output gate; the head mix (model.c) then gates every head as usual, and
+ * pattern fill's P·V (the attention on the fill's Q and K), the output gate; the head mix (model.c) then gates every head as usual, and
  * the layer's output is resid_post + Σ over the changed heads of (head-mix output − state's z)
  * · W_o^h. Each step is the whole layer's kernel on that head's columns (the same bits for the
  * head's z where gemm.c's column claim holds); only the output's sum runs in another order.
@@ -54,10 +54,11 @@ static float *scratch(Model *m) {
 }
 
 /* A recomputed head's share of the scratch: its packed Q | K | V and their fill, its output and
- * log-sum-exps, then room the delta's part, P·V or the output gate use one after another. */
+ * log-sum-exps, then room the delta's part, P·V (with its Q | K | V and log-sum-exps) or the
+ * output gate use one after another. */
 static size_t head_floats(ModelShape s, size_t BT) {
     const size_t D = s.d_model, dh = s.d_head;
-    const size_t delta = BT * dh + model_delta_part_floats(s, 1, (int)BT), pv = BT * dh,
+    const size_t delta = BT * dh + model_delta_part_floats(s, 1, (int)BT), pv = BT * (3 * dh + dh + 1),
                  gate = BT * (D + 2 + dh) + D * dh;
     const size_t rest = delta > pv ? (delta > gate ? delta : gate) : (pv > gate ? pv : gate);
     return BT * (6 * dh + dh + 1) + rest;
@@ -111,12 +112,13 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     }
     attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
     const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
-    if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V, the map of each sequence (B, H, T, T) apart */
-        float *pv = rest, every = 0.0f;
-        const float *maps = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)l * BT * H * T;
-        for (int b = 0; b < B; b++)
-            attention_values_forward(pv + (size_t)b * T * dh, maps + ((size_t)b * H + q) * T * T,
-                                     packed + (size_t)b * T * P, &every, 1, T, 1, dh);
+    if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V: the attention on the fill's Q and K with this V */
+        float *mixed = rest, *pv = mixed + BT * P, *pv_lse = pv + BT * dh;
+        const float *f = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)l * BT * W;
+        for (int k = 0; k < 2; k++) gather_part(mixed + k * dh, f, BT, W, col[k], dh, P);
+        for (size_t t = 0; t < BT; t++)
+            for (int j = 0; j < dh; j++) mixed[t * P + 2 * dh + j] = packed[t * P + 2 * dh + j];
+        attention_forward(pv, NULL, pv_lse, mixed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
         column_gate_forward(out, pv, &gp, (int)BT, dh, 0, 1, dh);
     }
     if (s.output_gate) { /* O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns */

@@ -25,10 +25,8 @@ static HeadInput input_of(PatchKind k) {
                           : HEAD_INPUT_PATTERN;
 }
 
-/* The hook tensor of the clean run that fills a kind's gate. */
-static HookPoint fill_hook(PatchKind k) {
-    return k == PATCH_HEAD_OUT ? HOOK_Z : k == PATCH_PATTERN ? HOOK_PATTERN : HOOK_QKV;
-}
+/* The hook tensor of the clean run that fills a kind's gate (the pattern's: its Q and K). */
+static HookPoint fill_hook(PatchKind k) { return k == PATCH_HEAD_OUT ? HOOK_Z : HOOK_QKV; }
 
 /* The interventions of kind k with the gates `gates` (that kind's shape) on chunk c: the clean
  * run's values as the fill. */
@@ -62,8 +60,7 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
 static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) {
     const int C = hp->set.n_chunks, threads = thread_count();
     int total = 0, start[N_PATCH_KINDS + 1];
-    for (int k = 0; k < N_PATCH_KINDS; k++)
-        start[k] = total, total += hp->measured[k] ? hp->n_layer * hp->heads[k] : 0;
+    for (int k = 0; k < N_PATCH_KINDS; k++) start[k] = total, total += hp->n_layer * hp->heads[k];
     start[N_PATCH_KINDS] = total;
     Model *views = xcalloc((size_t)threads, sizeof(Model));
     float *gates = xcalloc((size_t)threads * hp->n_layer * hp->n_head, sizeof(float));
@@ -80,9 +77,8 @@ static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) 
     for (int k = 0; k < N_PATCH_KINDS; k++)
         for (int i = 0; i < hp->n_layer * hp->heads[k]; i++) {
             double total_sum = 0.0; /* in chunk order, whichever thread ran what */
-            for (int c = 0; c < C && hp->measured[k]; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
-            hp->effect[k][i] =
-                hp->measured[k] ? patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum)) : NAN;
+            for (int c = 0; c < C; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
+            hp->effect[k][i] = patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum));
         }
     for (int t = 0; t < threads; t++) model_free(&views[t]);
     free(views);
@@ -134,7 +130,6 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
     for (int c = 0; c < hp->set.n_chunks; c++) {
         Interventions iv = patched(r, PATCH_HEAD_OUT, ones, c);
         for (int k = PATCH_Q; k < N_PATCH_KINDS; k++) {
-            if (!hp->measured[k]) continue;
             iv.input[input_of((PatchKind)k)] =
                 patched(r, (PatchKind)k, NULL, c).input[input_of((PatchKind)k)];
             iv.input_grad[input_of((PatchKind)k)] = grad[k];
@@ -149,7 +144,7 @@ static void attribution_effects(HeadPatching *hp, Model *m, const PatchRuns *r) 
     const double span = r->metric[PATCH_CLEAN][hp->metric] - r->metric[PATCH_CORRUPT][hp->metric];
     for (int k = 0; k < N_PATCH_KINDS; k++) {
         const int n = L * hp->heads[k];
-        for (int i = 0; i < n; i++) hp->atp[k][i] = span != 0 && hp->measured[k] ? -grad[k][i] / span : NAN;
+        for (int i = 0; i < n; i++) hp->atp[k][i] = span != 0 ? -grad[k][i] / span : NAN;
         hp->atp_correlation[k] = pearson(hp->atp[k], hp->effect[k], n);
         free(grad[k]);
     }
@@ -173,14 +168,6 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     hp->metric = patch_metric_of(&hp->set);
     PatchRuns r;
     patch_runs_init(&r, m, &hp->set);
-    for (int k = 0; k < N_PATCH_KINDS; k++)
-        hp->measured[k] = patch_runs_hook(&r, PATCH_CLEAN, fill_hook((PatchKind)k), 0) != NULL;
-    if (!hp->measured[PATCH_PATTERN])
-        snprintf(
-            hp->note, sizeof hp->note,
-            "pattern patching skipped: the clean run's maps (n_layer x batch x n_head x seq_len^2 floats a "
-            "batch) exceed %zu MiB",
-            PATCH_MAPS_BUDGET >> 20);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
     exact_effects(hp, m, &r);
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
@@ -233,7 +220,6 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
         fprintf(out, " %s L%dH%d %+.3f%s", patch_kind_names[k], best / hp->heads[k], best % hp->heads[k],
                 hp->effect[k][best], k + 1 < N_PATCH_KINDS ? "," : "\n");
     }
-    if (hp->note[0]) fprintf(out, "%s\n", hp->note);
     fprintf(out, "attribution patching (AtP) against it, Pearson r:");
     for (int k = 0; k < N_PATCH_KINDS; k++)
         fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],

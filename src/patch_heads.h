@@ -35,14 +35,12 @@ typedef struct {
     PatchMetric metric;                                   /* what the effects are of */
     double metric_value[N_PATCH_INPUTS][N_PATCH_METRICS]; /* clean and corrupted runs */
     int heads[N_PATCH_KINDS];                             /* per layer: H, or H_kv for K and V */
-    int measured[N_PATCH_KINDS];   /* 0: skipped (the pattern, when the maps are too large), all NAN */
-    char note[200];                /* why a kind was skipped, or "" */
-    double *effect[N_PATCH_KINDS]; /* (L, heads) exact normalised effect */
-    double *atp[N_PATCH_KINDS];    /* (L, heads) AtP estimate of it */
-    double atp_correlation[N_PATCH_KINDS]; /* Pearson r over the heads, NAN if undefined */
-    Dla dla;                               /* direct logit attribution on the set's clean inputs (dla.h) */
-    double cpu_seconds;                    /* the process's CPU time it took */
-    PathPatching path; /* path patching (patch_paths.h), among cfg->path_patch_heads heads a layer */
+    double *effect[N_PATCH_KINDS];                        /* (L, heads) exact normalised effect */
+    double *atp[N_PATCH_KINDS];                           /* (L, heads) AtP estimate of it */
+    double atp_correlation[N_PATCH_KINDS];                /* Pearson r over the heads, NAN if undefined */
+    Dla dla;            /* direct logit attribution on the set's clean inputs (dla.h) */
+    double cpu_seconds; /* the process's CPU time it took */
+    PathPatching path;  /* path patching (patch_paths.h), among cfg->path_patch_heads heads a layer */
 } HeadPatching;
 
 /* On n_chunks = cfg->patch_batches batches of cfg->batch_size pairs. */

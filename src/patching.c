@@ -142,49 +142,34 @@ double patch_metric_mean(const PatchSet *ps, double sum) {
     return ps->n_positions > 0 ? sum / (double)ps->n_positions : NAN;
 }
 
-/* The hook points both runs keep, with one layer's floats for a batch of one chunk (the clean
- * run's maps apart: patch_runs_keep_maps). */
+/* The hook points both runs keep, with one layer's floats for a batch of one chunk. */
 static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
-    static const HookPoint kept[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_PATTERN, HOOK_Z, HOOK_RESID_POST};
+    static const HookPoint kept[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
     memset(floats, 0, sizeof(size_t) * N_HOOKS);
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
         floats[kept[i]] = model_hook_floats(m, kept[i], chunk, T);
 }
 
-int patch_runs_keep_maps(ModelShape shape, int n_chunks, int chunk, int T, size_t bytes) {
-    const Model shaped = {.shape = shape}; /* model_hook_floats reads only the shape */
-    const double maps = (double)model_hook_floats(&shaped, HOOK_PATTERN, chunk, T) * shape.n_layer * n_chunks;
-    return maps * sizeof(float) <= (double)bytes;
-}
-
 size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T) {
-    const Model shaped = {.shape = shape};
+    const Model shaped = {.shape = shape}; /* model_hook_floats reads only the shape */
     size_t floats[N_HOOKS], total = 0;
     kept_floats(floats, &shaped, chunk, T);
-    for (int p = 0; p < N_HOOKS; p++)
-        if (p != HOOK_PATTERN) total += N_PATCH_INPUTS * floats[p];
-    if (patch_runs_keep_maps(shape, n_chunks, chunk, T, PATCH_MAPS_BUDGET)) total += floats[HOOK_PATTERN];
+    for (int p = 0; p < N_HOOKS; p++) total += N_PATCH_INPUTS * floats[p];
     return total * shape.n_layer * (size_t)n_chunks * sizeof(float);
 }
 
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps) {
-    patch_runs_init_budget(r, m, ps, PATCH_MAPS_BUDGET);
-}
-
-void patch_runs_init_budget(PatchRuns *r, Model *m, const PatchSet *ps, size_t map_bytes) {
     memset(r, 0, sizeof *r);
     r->set = ps;
     r->n_layer = m->shape.n_layer;
     kept_floats(r->floats, m, ps->chunk, ps->T);
-    const int maps = patch_runs_keep_maps(m->shape, ps->n_chunks, ps->chunk, ps->T, map_bytes);
     for (int in = 0; in < N_PATCH_INPUTS; in++) {
-        const Interventions keep = {.keep_maps = maps && in == PATCH_CLEAN};
         for (int p = 0; p < N_HOOKS; p++)
-            if (r->floats[p] && (p != HOOK_PATTERN || keep.keep_maps))
-                r->act[in][p] = xcalloc(r->floats[p] * r->n_layer * ps->n_chunks, sizeof(float));
+            if (r->floats[p])
+                r->act[in][p] = xmalloc(r->floats[p] * r->n_layer * ps->n_chunks, sizeof(float));
         double sums[N_PATCH_METRICS] = {0};
         for (int c = 0; c < ps->n_chunks; c++) {
-            patch_forward(m, &keep, ps, c, (PatchInput)in, sums);
+            patch_forward(m, NULL, ps, c, (PatchInput)in, sums);
             for (int p = 0; p < N_HOOKS; p++)
                 for (int l = 0; l < r->n_layer && r->act[in][p]; l++)
                     memcpy((float *)patch_runs_hook(r, (PatchInput)in, (HookPoint)p, c) + l * r->floats[p],

@@ -59,10 +59,8 @@ double patch_metric_mean(const PatchSet *ps, double sum);
 /* The clean and the corrupted run on every chunk: each layer's activations at the hook points
  * patching reads, in the model's activation layout for a batch of one chunk, and the metrics.
  * Kept of both runs: hook_resid_pre, hook_qkv, hook_z and hook_resid_post (the last layer's is
- * the final residual); of the clean run also hook_pattern (the fill of a pattern patch), when
- * its maps fit PATCH_MAPS_BUDGET: (n_chunks · L · chunk · H · T²) floats, which long contexts
- * exceed (T = 4096, 32 heads: 17 GB a batch), and then no run keeps maps. */
-#define PATCH_MAPS_BUDGET ((size_t)256 << 20) /* bytes of the clean run's kept maps */
+ * the final residual); no maps (a pattern patch recomputes the clean map from hook_qkv), so the
+ * memory is O(T) per sequence at any context. */
 typedef struct {
     const PatchSet *set;
     int n_layer;
@@ -73,10 +71,6 @@ typedef struct {
 } PatchRuns;
 
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps);
-/* The same with another budget for the clean run's maps (tests: 0 keeps none). */
-void patch_runs_init_budget(PatchRuns *r, Model *m, const PatchSet *ps, size_t map_bytes);
-/* Whether the clean run keeps its maps (hook_pattern) within `bytes` for a shape and set size. */
-int patch_runs_keep_maps(ModelShape shape, int n_chunks, int chunk, int T, size_t bytes);
 void patch_runs_free(PatchRuns *r);
 /* Chunk c's activations of one input at hook point p, every layer: (L, <one layer's shape>),
  * layer l at + l · r->floats[p]; NULL where that hook is not kept. For hook_z this is a

@@ -202,9 +202,6 @@ int results_write_patching(Results *res, const HeadPatching *hp, UserError *err)
         if (rc == ERR_OK) rc = write_floats(res, path, hp->atp[k], 2, dims, err);
         if (rc == ERR_OK)
             rc = results_write_attr_double(res, path, "correlation", hp->atp_correlation[k], err);
-        snprintf(path, sizeof path, "/patching/%s", patch_kind_names[k]);
-        if (rc == ERR_OK && !hp->measured[k])
-            rc = results_write_attr_string(res, path, "note", hp->note, err);
     }
     if (rc == ERR_OK) rc = write_path_patching(res, &hp->path, err);
     if (rc == ERR_OK) rc = results_write_dla(res, &hp->dla, err);

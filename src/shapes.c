@@ -218,15 +218,13 @@ void shapes_memory(const Config *cfg, MemoryEstimate *e) {
     if (cfg->patch_batches >
         0) { /* after the study's views and states are freed: what it needs beyond them */
         const size_t model_maps = probe_maps > training_maps ? probe_maps : training_maps;
-        const size_t chunk_maps = model_map_floats(
-            s, cfg->batch_size, cfg->seq_len, max_batch,
-            patch_runs_keep_maps(s, cfg->patch_batches, cfg->batch_size, cfg->seq_len, PATCH_MAPS_BUDGET));
+        const size_t chunk_maps = model_map_floats(s, cfg->batch_size, cfg->seq_len, max_batch, 0);
         double patching = (double)head_patching_bytes(s, cfg) +
                           (chunk_maps > model_maps ? (double)(chunk_maps - model_maps) * sizeof(float) : 0.0);
         add_part(
             e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
             "study: activation patching beyond the views and states above: the clean and corrupted runs' "
-            "hook tensors (the clean maps within 256 MiB), one model view per thread, one batch's maps",
+            "hook tensors, one model view per thread, one batch's maps",
             "output.patch_batches, train.batch_size, model.seq_len");
     }
 }

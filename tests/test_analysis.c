@@ -711,7 +711,7 @@ static void test_interventions(void) {
     memcpy(z1, model_hook(&m, HOOK_Z, 1), sizeof(float) * BTE);
     gates[H + 1] = 0.5f; /* a layer-1 gate moves */
     float whole = model_forward(&m, &gated, a.inputs, a.targets, a.mask, a.B, a.T);
-    HeadState state = {resid, z1};
+    HeadState state = {.resid_pre = resid, .z = z1};
     Interventions restart = gated;
     restart.start_layer = 1;
     restart.start_state = &state;
