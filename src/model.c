@@ -486,13 +486,12 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
 }
 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState; from a
- * sparse start the changed heads, the head mix and their share of W_o alone (model_sparse.c). */
+ * sparse start the changed heads and their share of W_o alone (model_sparse.c). */
 static void forward_layer(Model *m, int l, int from_head_mix) {
     Pass p = {m, &m->last.iv, l, m->last.batch, m->last.seq, m->last.batch * m->last.seq, NULL, GRAD_SET};
-    if (from_head_mix && m->last.sparse) {
+    if (from_head_mix && m->last.sparse) { /* the state stays where it is: nothing is copied */
         model_sparse_heads(m, l, heads_output(m, l));
-        m->plan.stage[m->plan.head_mix]->forward(&p);
-        model_sparse_output(m, l, head_mix_output(&p),
+        model_sparse_output(m, l, heads_output(m, l),
                             slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
         return;
     }
@@ -508,7 +507,7 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
     const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
-    if (iv->start_state) { /* the layer's head state into its activations */
+    if (iv->start_state && !m->last.sparse) { /* the layer's head state into its activations */
         size_t E = (size_t)s.n_head * s.d_head;
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
         if (iv->start_state->z) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
@@ -609,6 +608,11 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     if (!m->last.whole &&
         (layer < first || (layer == first && m->last.from_head_mix && (p == HOOK_QKV || p == HOOK_PATTERN))))
         return NULL;
+    if (m->last.sparse &&
+        layer == first) /* its input is the state's; of its heads only the changed were computed */
+        return p == HOOK_RESID_PRE    ? m->last.iv.start_state->resid_pre
+               : p == HOOK_RESID_POST ? m->act.residual + (layer + 1) * BT * D
+                                      : NULL;
     Pass pass = {(Model *)m, &m->last.iv, layer, m->last.batch, m->last.seq, (int)BT, NULL, GRAD_SET};
     switch (p) {
     case HOOK_RESID_PRE: return m->act.residual + layer * BT * D;

@@ -26,10 +26,9 @@ typedef struct {
 } InputScratch;
 
 /* z = LN_l(h + delta (+ W_pos[t])), delta NULL for none. */
-static void layer_input(float *z, InputScratch *sc, const Model *m, int l, int B, int T, const float *delta,
-                        int with_positions) {
+static void layer_input(float *z, InputScratch *sc, const Model *m, int l, int B, int T, const float *h,
+                        const float *delta, int with_positions) {
     const size_t D = m->shape.d_model, BT = (size_t)B * T;
-    const float *h = m->act.residual + (size_t)l * BT * D;
     const ParamTensors *w = &m->params;
     for (size_t k = 0; k < BT * D; k++) sc->x[k] = delta ? h[k] + delta[k] : h[k];
     if (with_positions) position_add_forward(sc->x, sc->x, w->pos_emb, B, T, (int)D);
@@ -49,7 +48,8 @@ void model_delta_columns(Model *m, int l, int B, int T) {
             sc = (InputScratch){xcalloc(BT * D, sizeof(float)), xcalloc(2 * BT, sizeof(float))};
             z = xcalloc(BT * D, sizeof(float));
         }
-        layer_input(z, &sc, m, l, B, T, d->delta, s.pos == POS_SHORTFORMER && d->part != HEAD_INPUT_V);
+        layer_input(z, &sc, m, l, B, T, m->act.residual + (size_t)l * BT * D, d->delta,
+                    s.pos == POS_SHORTFORMER && d->part != HEAD_INPUT_V);
         linear_forward_columns(m->act.qkv + l * BT * W, z, m->params.w_qkv + l * D * W,
                                m->params.b_qkv + l * W, (int)BT, (int)D, (int)W,
                                (int)part_column(s, d->part, d->head), s.d_head);
@@ -57,14 +57,15 @@ void model_delta_columns(Model *m, int l, int B, int T) {
     free(sc.x), free(sc.stats), free(z);
 }
 
-void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, float *part, float *scratch) {
+void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, const float *h, float *part,
+                      float *scratch) {
     const ModelShape s = m->shape;
     const int D = s.d_model, dh = s.d_head;
     const size_t BT = (size_t)B * T, W = qkv_width(s), col = part_column(s, d->part, d->head);
     const ParamTensors *w = &m->params;
     InputScratch sc = {scratch, scratch + BT * D};
     float *z = sc.stats + 2 * BT, *cols = z + BT * D; /* model_delta_part_floats in all */
-    layer_input(z, &sc, m, l, B, T, d->delta, s.pos == POS_SHORTFORMER && d->part != HEAD_INPUT_V);
+    layer_input(z, &sc, m, l, B, T, h, d->delta, s.pos == POS_SHORTFORMER && d->part != HEAD_INPUT_V);
     /* the part's columns of W_qkv, whose product has the whole projection's bits there (gemm.c) */
     const float *w_qkv = w->w_qkv + (size_t)l * D * W;
     for (int i = 0; i < D; i++) memcpy(cols + (size_t)i * dh, w_qkv + i * W + col, sizeof(float) * dh);

@@ -15,17 +15,18 @@ LayerPlan model_plan_of(ModelShape s);
 
 /* The input deltas (model_deltas.c) of layer l in the last forward's interventions, on (B, T):
  * the project stage's, which reprojects each delta's head's columns of act.qkv; and one delta's
- * part alone, (B·T, d_head) from LN_l(h + delta) (after rotary for Q and K), h the layer's
- * act.residual, for a sparse start, with model_delta_part_floats of scratch. */
+ * part alone, (B·T, d_head) from LN_l(h + delta) (after rotary for Q and K), h a sparse start's
+ * resid_pre, with model_delta_part_floats of scratch. */
 void model_delta_columns(Model *m, int l, int B, int T);
-void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, float *part, float *scratch);
+void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, const float *h, float *part,
+                      float *scratch);
 size_t model_delta_part_floats(ModelShape s, int B, int T); /* its scratch */
 
 /* A sparse start's layer l (model_sparse.c, model.h's HeadState): the heads an intervention
- * changes recomputed into z (the layer's hook_z, the state's copied in before); then, from the
- * head mix's output `mixed`, the layer's output resid_post + Σ (mixed − state z)_h · W_o^h into
- * out (the next layer's input). */
+ * changes recomputed into their columns of z (the layer's hook_z buffer; the other columns are
+ * not written); then the layer's output resid_post + Σ (head mix − state z)_h · W_o^h into out
+ * (the next layer's input). */
 void model_sparse_heads(Model *m, int l, float *z);
-void model_sparse_output(Model *m, int l, const float *mixed, float *out);
+void model_sparse_output(Model *m, int l, const float *z, float *out);
 
 #endif

@@ -4,10 +4,12 @@
  * A head is recomputed when an input gate of it is below 1 (its Q, its K/V head's K or V, its
  * pattern) or an input delta reaches it: its Q, K and V from the state's qkv (the gated ones
  * towards their fill, the delta's part projected from LN_l(h + delta)), its attention alone, the
- * pattern fill's P·V (the attention on the fill's Q and K), the output gate; the head mix (model.c) then gates every head as usual, and
- * the layer's output is resid_post + Σ over the changed heads of (head-mix output − state's z)
- * · W_o^h. Each step is the whole layer's kernel on that head's columns (the same bits for the
- * head's z where gemm.c's column claim holds); only the output's sum runs in another order.
+ * pattern fill's P·V (the attention on the fill's Q and K), the output gate. The layer's output
+ * is then resid_post + Σ over the changed heads (those recomputed, and those whose head gate is
+ * not 1) of (their head mix − the state's z) · W_o^h, one product over those heads' columns; the
+ * other heads are never touched, so the layer's hook_z and hook_head_mix are not written. Each
+ * step is the whole layer's kernel on that head's columns (the same bits for the head's z where
+ * gemm.c's column claim holds); only the output's sum runs in another order.
  * Owns which heads a sparse start recomputes and how. Must not know: tasks, files, analysis. */
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,12 @@ static size_t head_floats(ModelShape s, size_t BT) {
     return BT * (6 * dh + dh + 1) + rest;
 }
 
+/* Whether head q's head-mix output differs from the state's z: recomputed, or gated. */
+static int changed(const Model *m, int l, int q) {
+    const float *g = m->last.iv.head_gate;
+    return (g && g[(size_t)l * m->shape.n_head + q] != 1.0f) || recomputed(m, l, q);
+}
+
 /* Columns [col, col + dh) of every row of a (BT, W) block into rows `ld` apart (plain loops: a
  * head is a few floats, below what a memcpy call pays for). */
 static void gather_part(float *to, const float *from, size_t BT, size_t W, size_t col, int dh, size_t ld) {
@@ -106,7 +114,7 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     const InputDelta *d = delta_of(m, l, q);
     if (d) { /* the delta's part from LN_l(h + delta), over what the state had */
         float *part = rest;
-        model_delta_part(m, l, B, T, d, part, part + BT * dh);
+        model_delta_part(m, l, B, T, d, st->resid_pre, part, part + BT * dh);
         for (size_t t = 0; t < BT; t++)
             for (int j = 0; j < dh; j++) packed[t * P + d->part * dh + j] = part[t * dh + j];
     }
@@ -140,29 +148,48 @@ void model_sparse_heads(Model *m, int l, float *z) {
         if (recomputed(m, l, q)) recompute_head(m, l, q, z);
 }
 
-void model_sparse_output(Model *m, int l, const float *mixed, float *out) {
+void model_sparse_output(Model *m, int l, const float *z, float *out) {
     const ModelShape s = m->shape;
     const Interventions *iv = &m->last.iv;
     const HeadState *st = iv->start_state;
     const int H = s.n_head, dh = s.d_head, D = s.d_model;
     const size_t BT = (size_t)m->last.batch * m->last.seq, E = (size_t)H * dh;
-    memcpy(out, st->resid_post, sizeof(float) * BT * D);
-    float *diff = scratch(m), *moved = diff + BT * dh;
-    for (int q = 0; q < H; q++) {
-        const int gated = iv->head_gate && iv->head_gate[(size_t)l * H + q] != 1.0f;
-        if (!gated && !recomputed(m, l, q)) continue;
+    int n = 0;
+    for (int q = 0; q < H; q++) n += changed(m, l, q);
+    if (n == 0) {
+        memcpy(out, st->resid_post, sizeof(float) * BT * D);
+        return;
+    }
+    /* the changed heads' (head mix − state's z) side by side, (BT, n·dh), against their rows of
+     * W_o stacked, (n·dh, D): one product */
+    const size_t nd = (size_t)n * dh;
+    float *diff = scratch(m), *w = diff + BT * nd, *head = w + nd * D;
+    for (int q = 0, i = 0; q < H; q++) {
+        if (!changed(m, l, q)) continue;
+        const float g = iv->head_gate ? iv->head_gate[(size_t)l * H + q] : 1.0f;
+        gather_part(head, recomputed(m, l, q) ? z : st->z, BT, E, (size_t)q * dh, dh, (size_t)dh);
+        if (g != 1.0f) { /* this head's head mix alone: g·z + (1 − g)·fill */
+            const HeadFill *f = &iv->fill;
+            const float *fill = f->kind == HEAD_FILL_PER_HEAD ? f->values + (size_t)l * E + (size_t)q * dh
+                                : f->kind == HEAD_FILL_PER_TOKEN
+                                    ? f->values + (size_t)l * BT * E + (size_t)q * dh
+                                    : NULL;
+            head_gate_forward(head, head, &g, fill, f->kind == HEAD_FILL_PER_TOKEN ? E : 0, (int)BT, 1, dh);
+        }
         for (size_t t = 0; t < BT; t++)
             for (int j = 0; j < dh; j++)
-                diff[t * dh + j] = mixed[t * E + (size_t)q * dh + j] - st->z[t * E + (size_t)q * dh + j];
-        linear_forward(moved, diff, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D, NULL, (int)BT, dh,
-                       D);
-        for (size_t i = 0; i < BT * D; i++) out[i] += moved[i];
+                diff[t * nd + (size_t)i * dh + j] = head[t * dh + j] - st->z[t * E + (size_t)q * dh + j];
+        memcpy(w + (size_t)i * dh * D, m->params.w_o + (size_t)l * E * D + (size_t)q * dh * D,
+               sizeof(float) * dh * D);
+        i++;
     }
+    linear_forward(out, diff, w, NULL, (int)BT, (int)nd, D);
+    for (size_t i = 0; i < BT * D; i++) out[i] += st->resid_post[i];
 }
 
 size_t model_sparse_floats(ModelShape s, int B, int T) {
-    const size_t BT = (size_t)B * T,
-                 output = BT * ((size_t)s.d_head + s.d_model); /* the difference, its product */
+    const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;
+    const size_t output = BT * E + E * s.d_model + BT * s.d_head; /* the differences, W_o's rows, a head */
     const size_t head = head_floats(s, BT);
     return head > output ? head : output;
 }
