@@ -55,15 +55,24 @@ static float *scratch(Model *m) {
     return m->sparse_scratch;
 }
 
-/* A recomputed head's share of the scratch: its packed Q | K | V and their fill, its output and
- * log-sum-exps, then room the delta's part, P·V (with its Q | K | V and log-sum-exps) or the
- * output gate use one after another. */
-static size_t head_floats(ModelShape s, size_t BT) {
+/* The heads' share of the scratch: the delta's part (projected once, read by every head of a K/V
+ * group), then a recomputed head's packed Q | K | V and their fill, its output and log-sum-exps,
+ * then room P·V (with its Q | K | V and log-sum-exps) or the output gate use one after the
+ * other; model_delta_part's own scratch is that head's room before any head runs. */
+static size_t heads_floats(ModelShape s, size_t BT) {
     const size_t D = s.d_model, dh = s.d_head;
-    const size_t delta = BT * dh + model_delta_part_floats(s, 1, (int)BT), pv = BT * (3 * dh + dh + 1),
-                 gate = BT * (D + 2 + dh) + D * dh;
-    const size_t rest = delta > pv ? (delta > gate ? delta : gate) : (pv > gate ? pv : gate);
-    return BT * (6 * dh + dh + 1) + rest;
+    const size_t pv = BT * (3 * dh + dh + 1), gate = BT * (D + 2 + dh) + D * dh;
+    const size_t head = BT * (6 * dh + dh + 1) + (pv > gate ? pv : gate),
+                 delta = model_delta_part_floats(s, 1, (int)BT);
+    return BT * dh + (head > delta ? head : delta);
+}
+
+/* The input delta of layer l (a sparse start has at most one), or NULL. */
+static const InputDelta *layer_delta(const Model *m, int l) {
+    const Interventions *iv = &m->last.iv;
+    for (int i = 0; i < iv->n_input_deltas; i++)
+        if (iv->input_deltas[i].layer == l) return &iv->input_deltas[i];
+    return NULL;
 }
 
 /* Whether head q's head-mix output differs from the state's z: recomputed, or gated. */
@@ -84,8 +93,9 @@ static void gather_head(float *packed, const float *qkv, size_t BT, size_t W, co
     for (int k = 0; k < 3; k++) gather_part(packed + k * dh, qkv, BT, W, col[k], dh, 3 * (size_t)dh);
 }
 
-/* Query head q of layer l recomputed into `z` (its columns of hook_z). */
-static void recompute_head(Model *m, int l, int q, float *z) {
+/* Query head q of layer l recomputed into `z` (its columns of hook_z), with `part` the layer's
+ * delta's part (B·T, d_head) when the delta reaches q. */
+static void recompute_head(Model *m, int l, int q, float *z, const float *part) {
     const ModelShape s = m->shape;
     const Interventions *iv = &m->last.iv;
     const HeadState *st = iv->start_state;
@@ -94,8 +104,8 @@ static void recompute_head(Model *m, int l, int q, float *z) {
     const int g = q / (H / s.n_kv_head);
     const size_t col[3] = {(size_t)q * dh, (size_t)(H + g) * dh, (size_t)(H + s.n_kv_head + g) * dh};
     const ParamTensors *w = &m->params;
-    float *packed = scratch(m), *fill = packed + BT * P, *out = fill + BT * P, *lse = out + BT * dh;
-    float *rest = lse + BT; /* head_floats in all */
+    float *packed = scratch(m) + BT * dh, *fill = packed + BT * P, *out = fill + BT * P, *lse = out + BT * dh;
+    float *rest = lse + BT; /* heads_floats in all, with the part before it */
     /* the state's Q, K and V of the head, each gated towards its fill where its gate is below 1 */
     float gates[3];
     int gated = 0;
@@ -105,19 +115,14 @@ static void recompute_head(Model *m, int l, int q, float *z) {
         for (int k = 0; k < 3; k++) /* an input without a fill has gate 1: its columns are never read */
             if (!iv->input[k].fill) CHECK(gates[k] == 1.0f);
         const float *f[3] = {iv->input[0].fill, iv->input[1].fill, iv->input[2].fill};
-        for (int k = 0; k < 3; k++) {
-            const size_t one[3] = {col[k], col[k], col[k]};
-            if (f[k]) gather_part(fill + k * dh, f[k] + (size_t)l * BT * W, BT, W, one[0], dh, P);
-        }
+        for (int k = 0; k < 3; k++)
+            if (f[k]) gather_part(fill + k * dh, f[k] + (size_t)l * BT * W, BT, W, col[k], dh, P);
         column_gate_forward(packed, fill, gates, (int)BT, (int)P, 0, 3, dh);
     }
     const InputDelta *d = delta_of(m, l, q);
-    if (d) { /* the delta's part from LN_l(h + delta), over what the state had */
-        float *part = rest;
-        model_delta_part(m, l, B, T, d, st->resid_pre, part, part + BT * dh);
+    if (d) /* the delta's part from LN_l(h + delta), over what the state had */
         for (size_t t = 0; t < BT; t++)
             for (int j = 0; j < dh; j++) packed[t * P + d->part * dh + j] = part[t * dh + j];
-    }
     attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
     const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
     if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V: the attention on the fill's Q and K with this V */
@@ -144,8 +149,14 @@ static void recompute_head(Model *m, int l, int q, float *z) {
 }
 
 void model_sparse_heads(Model *m, int l, float *z) {
+    const InputDelta *d = layer_delta(m, l);
+    const size_t BT = (size_t)m->last.batch * m->last.seq;
+    float *part = scratch(m);
+    if (d)
+        model_delta_part(m, l, m->last.batch, m->last.seq, d, m->last.iv.start_state->resid_pre, part,
+                         part + BT * m->shape.d_head);
     for (int q = 0; q < m->shape.n_head; q++)
-        if (recomputed(m, l, q)) recompute_head(m, l, q, z);
+        if (recomputed(m, l, q)) recompute_head(m, l, q, z, part);
 }
 
 void model_sparse_output(Model *m, int l, const float *z, float *out) {
@@ -190,6 +201,6 @@ void model_sparse_output(Model *m, int l, const float *z, float *out) {
 size_t model_sparse_floats(ModelShape s, int B, int T) {
     const size_t BT = (size_t)B * T, E = (size_t)s.n_head * s.d_head;
     const size_t output = BT * E + E * s.d_model + BT * s.d_head; /* the differences, W_o's rows, a head */
-    const size_t head = head_floats(s, BT);
-    return head > output ? head : output;
+    const size_t heads = heads_floats(s, BT);
+    return heads > output ? heads : output;
 }
