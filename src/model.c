@@ -480,6 +480,10 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     m->last.mask = mask;
     m->last.has_targets = targets != NULL;
     m->last.iv = *iv;
+    if (st) { /* the caller's HeadState may be gone when a hook is read: the pointers stay valid */
+        m->last.state = *st;
+        m->last.iv.start_state = &m->last.state;
+    }
     m->last.whole = !iv->start_state;
     m->last.from_head_mix = st && st->z;
     m->last.sparse = sparse;

@@ -250,6 +250,7 @@ typedef struct {
     int whole;         /* from the embedding: every activation is there */
     int from_head_mix; /* started at start_layer's head mix (a HeadState with z) */
     int sparse;        /* and sparsely (with the state's qkv and resid_post) */
+    HeadState state;   /* a copy of the start state, which iv.start_state then points to */
     float loss;
 } ForwardState;
 
