@@ -26,15 +26,19 @@ static float input_gate(const Model *m, int l, HeadInput k, int q) {
     return g[(size_t)l * (kv ? s.n_kv_head : s.n_head) + (kv ? q / (s.n_head / s.n_kv_head) : q)];
 }
 
-/* The input delta of layer l that query head q reads, or NULL. */
-static const InputDelta *delta_of(const Model *m, int l, int q) {
+/* The input delta of layer l (a sparse start has at most one), or NULL. */
+static const InputDelta *layer_delta(const Model *m, int l) {
     const Interventions *iv = &m->last.iv;
-    const int group = m->shape.n_head / m->shape.n_kv_head;
-    for (int i = 0; i < iv->n_input_deltas; i++) {
-        const InputDelta *d = &iv->input_deltas[i];
-        if (d->layer == l && (d->part == HEAD_INPUT_Q ? d->head == q : d->head == q / group)) return d;
-    }
+    for (int i = 0; i < iv->n_input_deltas; i++)
+        if (iv->input_deltas[i].layer == l) return &iv->input_deltas[i];
     return NULL;
+}
+
+/* Layer l's delta when query head q reads it, or NULL. */
+static const InputDelta *delta_of(const Model *m, int l, int q) {
+    const InputDelta *d = layer_delta(m, l);
+    const int group = m->shape.n_head / m->shape.n_kv_head;
+    return d && (d->part == HEAD_INPUT_Q ? d->head == q : d->head == q / group) ? d : NULL;
 }
 
 static int recomputed(const Model *m, int l, int q) {
@@ -65,14 +69,6 @@ static size_t heads_floats(ModelShape s, size_t BT) {
     const size_t head = BT * (6 * dh + dh + 1) + (pv > gate ? pv : gate),
                  delta = model_delta_part_floats(s, 1, (int)BT);
     return BT * dh + (head > delta ? head : delta);
-}
-
-/* The input delta of layer l (a sparse start has at most one), or NULL. */
-static const InputDelta *layer_delta(const Model *m, int l) {
-    const Interventions *iv = &m->last.iv;
-    for (int i = 0; i < iv->n_input_deltas; i++)
-        if (iv->input_deltas[i].layer == l) return &iv->input_deltas[i];
-    return NULL;
 }
 
 /* Whether head q's head-mix output differs from the state's z: recomputed, or gated. */
