@@ -91,8 +91,9 @@ static void build_tensor_table(Model *m) {
     CHECK(total == m->n_params);
 }
 
-/* Lay the activations out in one block for batches up to B; returns its size in floats. */
-static size_t point_activations(Activations *a, float *base, ModelShape s, int B) {
+/* Lay the activations out in one block for batches up to B; returns its size in floats. With
+ * forward_only the backward's part (from d_residual on) is not in the block: its pointers are NULL. */
+static size_t point_activations(Activations *a, float *base, ModelShape s, int B, int forward_only) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer, H = s.n_head;
     size_t E = H * s.d_head, BT = (size_t)B * T, W = qkv_width(s), off = 0;
     size_t full = s.n_kv_head < s.n_head ? 3 * E : 0, G = s.output_gate ? E : 0;
@@ -122,6 +123,7 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     TAKE(losses, BT);
     TAKE(loss_weight, BT);
     a->forward_floats = off;
+    if (forward_only) base = NULL;
     TAKE(d_residual, BT * D);
     TAKE(d_ln_out, BT * D);
     TAKE(d_qkv, BT * 3 * E);
@@ -137,11 +139,15 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     return off;
 }
 
-/* Activations for batches up to max_batch, and the plan of stages that fills them. */
-static void alloc_activations(Model *m, int max_batch) {
+/* Activations for batches up to max_batch (the forward's only for a view, which has no backward),
+ * and the plan of stages that fills them. Only the forward's part of a view: calloc zeroes a block
+ * that malloc takes from its free lists (after the study's views are freed), and every page it
+ * zeroes is resident, so a view's unused backward part would cost as much memory as a used one. */
+static void alloc_activations(Model *m, int max_batch, int forward_only) {
     m->max_batch = max_batch;
-    m->act_block = xcalloc(point_activations(&m->act, NULL, m->shape, max_batch), sizeof(float));
-    point_activations(&m->act, m->act_block, m->shape, max_batch);
+    const size_t floats = point_activations(&m->act, NULL, m->shape, max_batch, forward_only);
+    m->act_block = xcalloc(forward_only ? m->act.forward_floats : floats, sizeof(float));
+    point_activations(&m->act, m->act_block, m->shape, max_batch, forward_only);
     m->plan = model_plan_of(m->shape);
 }
 
@@ -160,7 +166,7 @@ void model_init(Model *m, ModelShape shape, int max_batch) {
     point_params(&m->params, m->param_block, shape);
     point_params(&m->grads, m->grad_block, shape);
     build_tensor_table(m);
-    alloc_activations(m, max_batch);
+    alloc_activations(m, max_batch, 0);
 }
 
 void model_init_view(Model *view, const Model *m, int max_batch) {
@@ -172,7 +178,7 @@ void model_init_view(Model *view, const Model *m, int max_batch) {
     memcpy(view->tensors, m->tensors, sizeof m->tensors);
     view->n_tensors = m->n_tensors;
     view->is_view = 1;
-    alloc_activations(view, max_batch);
+    alloc_activations(view, max_batch, 1);
 }
 
 void model_free(Model *m) {
@@ -217,12 +223,12 @@ size_t model_param_floats(ModelShape shape) {
 
 size_t model_activation_floats(ModelShape shape, int B) {
     Activations a;
-    return point_activations(&a, NULL, shape, B);
+    return point_activations(&a, NULL, shape, B, 0);
 }
 
 size_t model_forward_activation_floats(ModelShape shape, int B) {
     Activations a;
-    point_activations(&a, NULL, shape, B);
+    point_activations(&a, NULL, shape, B, 1);
     return a.forward_floats;
 }
 
