@@ -113,6 +113,18 @@ void attention_backward(float *d_qkv,       // (B, T, 3E) = (overwritten: no zer
                         const float *sink,  // (H) the forward's, or NULL
                         int B, int T, int H, int d_head);
 
+/* ---- attention_cached.c: one new position over a K/V cache (generation) ----
+ * The last row of attention_forward for n positions (and its sink), from the new position's
+ * queries and the n cached keys and values; query head h reads K/V head h / (H / H_kv).
+ * Forward only. */
+void attention_cached_forward(float *out,        // (H · d_head)
+                              float *scores,     // (n) scratch
+                              const float *q,    // (H · d_head) the new position's queries
+                              const float *k,    // (n, H_kv · d_head) the cache's keys, the new one last
+                              const float *v,    // (n, H_kv · d_head) its values
+                              const float *sink, // (H), or NULL
+                              int n, int H, int H_kv, int d_head);
+
 /* d sink_h += -Σ_{b,t} P_sink,t · (dO_t · O_t), P_sink,t = exp(sink_h − lse_t): the sink takes that
  * share of the mass and, as a key of value 0, dP_sink = 0, so
  * dS_sink = -P_sink Σ_j P_tj dP_tj = -P_sink (dO_t · O_t). */

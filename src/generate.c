@@ -1,7 +1,7 @@
 /* generate.c: see generate.h. Every step that has a kernel is the kernel the full forward runs
- * (LayerNorm, linear, positions, column merge, output gate); what the full forward has no kernel
- * for is here: one query row's attention over the cached keys, and RoPE at one position (the
- * angles themselves come from rope_forward, so they are the full forward's bits).
+ * (LayerNorm, linear, positions, column merge, output gate), and one query row's attention over
+ * the cached keys is attention_cached_forward; what has no kernel is here: RoPE at one position
+ * (the angles themselves come from rope_forward, so they are the full forward's bits).
  * Knows the model and, for the command, the results file and the run's vocabulary (inspect.h);
  * nothing of training. */
 #include <errno.h>
@@ -81,38 +81,6 @@ static void rope_row(float *qkv, const float *angles, int n_rot_heads, int d_hea
     }
 }
 
-/* Each query head of the new position over the n cached keys of its K/V head: softmax of
- * q·k_j / sqrt(d_head) (with the sink's exp in the denominator), times the values. */
-static void attend_cached(float *out, float *scores, const float *qkv, const float *k, const float *v,
-                          const float *sink, int n, ModelShape s) {
-    const int H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, group = H / Hkv;
-    const float scale = 1.0f / sqrtf((float)dh);
-    for (int h = 0; h < H; h++) {
-        const float *q = qkv + (size_t)h * dh;
-        const int g = h / group;
-        float max = sink ? sink[h] : -INFINITY;
-        for (int j = 0; j < n; j++) {
-            const float *kj = k + ((size_t)j * Hkv + g) * dh;
-            float dot = 0.0f;
-            for (int d = 0; d < dh; d++) dot += q[d] * kj[d];
-            scores[j] = dot * scale;
-            max = fmaxf(max, scores[j]);
-        }
-        float den = sink ? expf(sink[h] - max) : 0.0f;
-        for (int j = 0; j < n; j++) {
-            scores[j] = expf(scores[j] - max);
-            den += scores[j];
-        }
-        float *o = out + (size_t)h * dh;
-        memset(o, 0, sizeof(float) * dh);
-        for (int j = 0; j < n; j++) {
-            const float *vj = v + ((size_t)j * Hkv + g) * dh;
-            float p = scores[j] / den;
-            for (int d = 0; d < dh; d++) o[d] += p * vj[d];
-        }
-    }
-}
-
 /* One block on the new token's residual c->h (updated in place), its K/V appended to the cache. */
 static void step_layer(KVCache *c, int l, int t) {
     const Model *m = c->m;
@@ -136,7 +104,8 @@ static void step_layer(KVCache *c, int l, int t) {
     float *k = c->k + (size_t)l * c->capacity * Ekv, *v = c->v + (size_t)l * c->capacity * Ekv;
     memcpy(k + (size_t)t * Ekv, c->qkv + E, sizeof(float) * Ekv);
     memcpy(v + (size_t)t * Ekv, c->qkv + E + Ekv, sizeof(float) * Ekv);
-    attend_cached(c->att, c->scores, c->qkv, k, v, s.sink ? p->sink + (size_t)l * H : NULL, t + 1, s);
+    attention_cached_forward(c->att, c->scores, c->qkv, k, v, s.sink ? p->sink + (size_t)l * H : NULL, t + 1,
+                             H, Hkv, dh);
     const float *heads = c->att;
     if (s.output_gate) {
         linear_forward(c->gate, c->z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, 1, D, E);

@@ -10,7 +10,8 @@
  *     FD cannot see a wrong forward (the backward would be checked against the same mistake), so
  *     linear and attention, which are being optimised, are also compared with a double-precision
  *     reference, forward and backward, at shapes that cross their blocking, and must give the
- *     same bits at 1, 2, 3, 4 and 7 threads (as must global_norm).
+ *     same bits at 1, 2, 3, 4 and 7 threads (as must global_norm). attention_cached (forward
+ *     only: generation) against attention_forward's rows, grouped K/V heads and the sink included.
  *  2. The whole model: FD of the loss with respect to a sample of elements of every tensor of the
  *     parameter table and to every head gate, for the layouts that break code (H = 1, many heads
  *     of d_head 2, E > D, E < D, odd sizes, T = 1, 1 and 3 layers, B < max_batch, T < seq_len).
@@ -745,6 +746,45 @@ static void attention_ctx_free(AttentionCtx *c) {
     free(c->qkv), free(c->out), free(c->probs), free(c->lse), free(c->r), free(c->d_qkv);
 }
 
+/* attention_cached_forward at every position t of a sequence (n = t + 1 cached keys) against
+ * row t of attention_forward on the whole sequence, whose K and V are the cache's grouped heads
+ * repeated to one per query head (as kv_repeat does) and the same sink. */
+static void test_attention_cached(int T, int H, int H_kv, int d_head, int with_sink, uint64_t seed) {
+    Rng rng = rng_stream(seed, 6, 1);
+    const int E = H * d_head, Ekv = H_kv * d_head, group = H / H_kv, row = 3 * E;
+    float *qkv = test_alloc((size_t)T * row), *out = test_alloc((size_t)T * E),
+          *lse = test_alloc((size_t)H * T);
+    float *q = test_alloc((size_t)T * E), *k = test_alloc((size_t)T * Ekv), *v = test_alloc((size_t)T * Ekv);
+    float *sink = test_alloc((size_t)H), *cached = test_alloc((size_t)E), *scores = test_alloc((size_t)T);
+    test_fill_normal(q, (size_t)T * E, &rng, 0.0, 1.5);
+    test_fill_normal(k, (size_t)T * Ekv, &rng, 0.0, 1.5);
+    test_fill_normal(v, (size_t)T * Ekv, &rng, 0.0, 1.0);
+    test_fill_normal(sink, (size_t)H, &rng, 0.0, 1.0);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < d_head; d++) {
+                float *r = qkv + (size_t)t * row;
+                const size_t g = (size_t)t * Ekv + (size_t)(h / group) * d_head + d;
+                r[h * d_head + d] = q[(size_t)t * E + h * d_head + d];
+                r[E + h * d_head + d] = k[g];
+                r[2 * E + h * d_head + d] = v[g];
+            }
+    attention_forward(out, NULL, lse, qkv, with_sink ? sink : NULL, 1, T, H, d_head);
+    TestCompare cmp = test_compare_start(1e-6, 1e-5);
+    for (int t = 0; t < T; t++) {
+        attention_cached_forward(cached, scores, q + (size_t)t * E, k, v, with_sink ? sink : NULL, t + 1, H,
+                                 H_kv, d_head);
+        for (int i = 0; i < E; i++)
+            test_compare(&cmp, cached[i], out[(size_t)t * E + i], "out", (long)t * E + i);
+    }
+    char name[128];
+    snprintf(name, sizeof name,
+             "attention_cached T=%d H=%d H_kv=%d d_head=%d%s: every position = attention_forward's row", T, H,
+             H_kv, d_head, with_sink ? " sink" : "");
+    test_compare_report(name, &cmp);
+    free(qkv), free(out), free(lse), free(q), free(k), free(v), free(sink), free(cached), free(scores);
+}
+
 /* Forward (out, the maps, lse) and backward against double math; also: rows of the maps sum to 1
  * and are exactly 0 above the diagonal (the analysis reads them as they are). The backward runs
  * as training runs it, without the maps. Without the maps the forward must give the same out
@@ -1347,6 +1387,11 @@ int main(void) {
     for (size_t i = 0; i < sizeof attention_shapes / sizeof attention_shapes[0]; i++)
         test_attention_reference(attention_shapes[i][0], attention_shapes[i][1], attention_shapes[i][2],
                                  attention_shapes[i][3], 200 + i);
+    const int cached_shapes[][5] = {{1, 1, 1, 1, 0},  {37, 4, 2, 5, 0},   {64, 6, 1, 16, 1},
+                                    {20, 3, 3, 8, 1}, {300, 2, 2, 33, 0}, {129, 8, 4, 4, 1}};
+    for (size_t i = 0; i < sizeof cached_shapes / sizeof cached_shapes[0]; i++)
+        test_attention_cached(cached_shapes[i][0], cached_shapes[i][1], cached_shapes[i][2],
+                              cached_shapes[i][3], cached_shapes[i][4], 300 + i);
     test_global_norm();
 
     /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,
