@@ -46,7 +46,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads import cli, experiments, harness, results, stats, summary  # noqa: E402
+from heads import cli, experiments, harness, pool, results, stats, summary  # noqa: E402
 from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
                     run_check, statuses)
 import numpy as np  # noqa: E402
@@ -315,6 +315,37 @@ exec {harness.HARNESS} "$@"
     check("failing runs: summary rows with status failed and no loss",
           rows["h1_dh16_s1"]["status"] == "failed" and rows["h1_dh16_s1"]["final_eval_loss"] == ""
           and rows["h1_dh16_s0"]["status"] == "complete", str(rows.get("h1_dh16_s1")))
+
+    # ./harness relinked while a sweep runs: for a moment it cannot be executed. The wrapper makes
+    # itself so after seed 0 trains, for 1.5 s (a relink) or for good (removed, left broken).
+    for name, restore in (("relinked", "(sleep 1.5; chmod +x \"$0\") &"), ("unexecutable", "")):
+        wrapper = write(os.path.join(TMP, f"{name}-harness"), f"""#!/bin/sh
+case "$*" in
+  *--shapes*) ;;
+  *train.seed=0*) {harness.HARNESS} "$@"; rc=$?; chmod -x "$0"; {restore}
+    exit $rc ;;
+esac
+exec {harness.HARNESS} "$@"
+""")
+        os.chmod(wrapper, 0o755)
+        exp_path = experiment(name, "grid: {n_head: [1]}\nseeds: [0, 1]\nwidth: fixed_width\n")
+        t0 = time.time()
+        p = script("sweep", exp_path, "--results", res, env=dict(os.environ, HARNESS=wrapper))
+        st = statuses(os.path.join(res, name))
+        if restore:
+            check("harness relinked mid-sweep (not executable for 1.5 s): the next run waits for it "
+                  "and completes, no traceback",
+                  p.returncode == 0 and st == {"h1_dh16_s0": "complete", "h1_dh16_s1": "complete"}
+                  and "Traceback" not in p.stdout + p.stderr, f"rc {p.returncode} {st}\n{p.stdout[-600:]}{p.stderr[-600:]}")
+        else:
+            log = open(os.path.join(res, name, "h1_dh16_s1.log")).read()
+            check("harness left unexecutable mid-sweep: that run FAILED with the reason after "
+                  f"{pool.START_RETRY_SECONDS:.0f} s of retries (in its log too), exit 1, no traceback",
+                  p.returncode == 1 and st == {"h1_dh16_s0": "complete"}
+                  and "FAILED h1_dh16_s1: cannot start" in p.stdout and "Permission denied" in p.stdout
+                  and "cannot start" in log and "Traceback" not in p.stdout + p.stderr
+                  and time.time() - t0 >= pool.START_RETRY_SECONDS,
+                  f"rc {p.returncode} {st}\n{p.stdout[-600:]}{p.stderr[-600:]}")
 
     exp_path = experiment("badlr", "grid: {train.lr: [0.01, -1]}\n")
     p = script("sweep", exp_path, "--results", res)

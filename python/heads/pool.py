@@ -67,6 +67,33 @@ def log_tail(path, lines=8):
 _libc = None
 
 
+# How long a launch keeps trying while the harness cannot be executed: `make` relinking it
+# (the linker writing build/harness: ETXTBSY, ENOEXEC or EACCES on a half-written file, ENOENT
+# between unlink and create) takes well under a second; after this the run fails with the reason.
+START_RETRY_SECONDS = 10.0
+
+
+def start_harness(cmd, log):
+    """The harness of cmd started with its output to log, in a process group of its own (see
+    _child_setup). While the program cannot be executed it tries again every 0.2 s for
+    START_RETRY_SECONDS; then the last OSError is raised."""
+    end = time.time() + START_RETRY_SECONDS
+    while True:
+        try:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=REPO, preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
+        except OSError:
+            if time.time() >= end:
+                raise
+            time.sleep(0.2)
+
+
+def start_failure(cmd, e):
+    """One line for a harness that could not be started."""
+    return (f"cannot start {cmd[0]}: {e.strerror or e} (tried for {START_RETRY_SECONDS:.0f} s; "
+            "is it being rebuilt, or was it removed?)")
+
+
 def _child_setup(parent_pid):
     """In the child before exec: its own process group (a terminal ^C reaches only the sweep,
     which forwards it once), and SIGTERM when the sweep dies, so no harness outlives it."""
@@ -226,9 +253,16 @@ class RunPool:
         extra, left = resume_args(h5_path, force)
         cmd = harness_command(self.exp.base_path, self.overrides(run), extra)
         log_file = open_log(log_path, cmd, left)
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=REPO,
-                                preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
+        try:
+            proc = start_harness(cmd, log_file)
+        except OSError as e:
+            message = start_failure(cmd, e)
+            log_file.write(f"# {message}\n")
+            log_file.close()
+            lock.release()
+            self.failed.append((run, message))
+            self.say(f"FAILED {run.name}: {message}")
+            return
         self.running.append(Job(run, proc, log_path, h5_path, time.time(), log_file, lock))
         self.say(f"start  {run.name}" + (f" (resuming {left.describe()})" if left else ""))
 
@@ -359,9 +393,12 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
         log_path = os.path.join(outdir, name + ".log")
         t0 = time.time()
         with open_log(log_path, cmd, left) as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=REPO,
-                                    preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
+            try:
+                proc = start_harness(cmd, log)
+            except OSError as e:
+                log.write(f"# {start_failure(cmd, e)}\n")
+                print(f"FAILED {name}: {start_failure(cmd, e)}", flush=True)
+                return 1
         print(f"start  {name} on {launch_info()}: train.threads={sweep.threads}, "
               f"log {log_path}", flush=True)
 
