@@ -336,7 +336,8 @@ exec {harness.HARNESS} "$@"
             check("harness relinked mid-sweep (not executable for 1.5 s): the next run waits for it "
                   "and completes, no traceback",
                   p.returncode == 0 and st == {"h1_dh16_s0": "complete", "h1_dh16_s1": "complete"}
-                  and "Traceback" not in p.stdout + p.stderr, f"rc {p.returncode} {st}\n{p.stdout[-600:]}{p.stderr[-600:]}")
+                  and "Traceback" not in p.stdout + p.stderr,
+                  f"rc {p.returncode} {st}\n{p.stdout[-600:]}{p.stderr[-600:]}")
         else:
             log = open(os.path.join(res, name, "h1_dh16_s1.log")).read()
             check("harness left unexecutable mid-sweep: that run FAILED with the reason after "
