@@ -39,10 +39,14 @@ static void make_holder(OutputLock *lk) {
     snprintf(lk->holder, sizeof lk->holder, "pid %ld on %.250s since %s", (long)getpid(), host, since);
 }
 
+/* The line written over the old one, then the file cut to it: a reader never finds it empty
+ * between the two (truncating first did that at every progress note, and a reader then named
+ * no holder); the line ends in '\n', so a longer old one's tail, until the cut, is past it. */
 static void write_holder(int fd, const char *line) {
     size_t n = strlen(line);
     /* only for other writers' messages: a failed write leaves the lock held and the run going */
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, n, 0) != (ssize_t)n) (void)ftruncate(fd, 0);
+    if (pwrite(fd, line, n, 0) == (ssize_t)n) (void)ftruncate(fd, (off_t)n);
+    else (void)ftruncate(fd, 0);
 }
 
 void output_lock_note_progress(OutputLock *lk, long step, long steps) {

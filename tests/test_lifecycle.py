@@ -396,6 +396,38 @@ def test_in_progress():
         proc.communicate(timeout=60)
 
 
+def test_holder_line():
+    """The lock file's holder line, which the harness rewrites at every progress line, is never
+    found empty by a reader (a reader then names no writer: test_in_progress's message flaked)."""
+    d = os.path.join(TOP, "holder")
+    os.makedirs(d)
+    config, path = os.path.join(d, "run.yaml"), os.path.join(d, "run.h5")
+    with open(config, "w") as f:
+        f.write("model: {vocab_size: 16, d_model: 16, n_head: 2, n_layer: 1, seq_len: 8}\n"
+                "train: {steps: 5000000, batch_size: 1, seed: 1, threads: 1}\n"
+                "data: {task: induction, min_period: 2, max_period: 3}\n"
+                f"output: {{path: {path}, log_every: 1, eval_every: 1000000, attn_every: 1000000, "
+                "probes: 1, probe_len: 8}\n")
+    proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, errors="replace")
+    reads = empty = 0
+    try:
+        for line in proc.stderr:
+            if line.startswith("step 2/"):
+                break
+        end = time.time() + 1.5
+        while time.time() < end:
+            with open(path + ".lock") as f:
+                text = f.read()
+            reads += 1
+            empty += not text.strip()
+        check(f"the lock's holder line, rewritten at every step (log_every 1): never empty in {reads} "
+              "reads during the run", reads > 1000 and empty == 0, f"{empty} of {reads} reads empty")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+
 SWEEP = os.path.join(inj.ROOT, "scripts", "sweep")
 PY = "/usr/bin/python3"
 RUNS = ("h1_dh16_s3", "h2_dh8_s3", "h4_dh4_s3")
@@ -507,6 +539,7 @@ def main():
         run_check("memory peak", test_memory_peak)
         run_check("small disk", test_small_disk)
         run_check("in progress", test_in_progress)
+        run_check("holder line", test_holder_line)
         run_check("sweep", test_sweep)
     finally:
         shutil.rmtree(TOP, ignore_errors=True)

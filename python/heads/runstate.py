@@ -199,11 +199,24 @@ def _flock_holder(lock_path, anonymous):
         try:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return f.read().strip() or anonymous
+            return _holder_line(f) or anonymous
         except OSError:
             return None
         fcntl.flock(f, fcntl.LOCK_UN)
     return None
+
+
+def _holder_line(f):
+    """The first line of a held lock file: the holder writes it right after locking (and over
+    itself, never truncating first), so an empty file is read again for up to a second, as
+    src/outlock.c's own reader does."""
+    for _ in range(40):
+        f.seek(0)
+        line = f.read().split("\n")[0].strip()
+        if line:
+            return line
+        time.sleep(0.025)
+    return ""
 
 
 def lock_holder(outdir, name):
