@@ -73,25 +73,27 @@ _libc = None
 START_RETRY_SECONDS = 10.0
 
 
+class StartFailed(Exception):
+    """The harness could not be started; the message (one line) is also in the run's log."""
+
+
 def start_harness(cmd, log):
     """The harness of cmd started with its output to log, in a process group of its own (see
     _child_setup). While the program cannot be executed it tries again every 0.2 s for
-    START_RETRY_SECONDS; then the last OSError is raised."""
+    START_RETRY_SECONDS; then StartFailed, its reason written to log too."""
     end = time.time() + START_RETRY_SECONDS
     while True:
         try:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=REPO, preexec_fn=lambda pid=os.getpid(): _child_setup(pid))
-        except OSError:
-            if time.time() >= end:
-                raise
-            time.sleep(0.2)
-
-
-def start_failure(cmd, e):
-    """One line for a harness that could not be started."""
-    return (f"cannot start {cmd[0]}: {e.strerror or e} (tried for {START_RETRY_SECONDS:.0f} s; "
-            "is it being rebuilt, or was it removed?)")
+        except OSError as e:
+            if time.time() < end:
+                time.sleep(0.2)
+                continue
+            message = (f"cannot start {cmd[0]}: {e.strerror or e} (tried for "
+                       f"{START_RETRY_SECONDS:.0f} s; is it being rebuilt, or was it removed?)")
+            log.write(f"# {message}\n")
+            raise StartFailed(message) from e
 
 
 def _child_setup(parent_pid):
@@ -255,13 +257,11 @@ class RunPool:
         log_file = open_log(log_path, cmd, left)
         try:
             proc = start_harness(cmd, log_file)
-        except OSError as e:
-            message = start_failure(cmd, e)
-            log_file.write(f"# {message}\n")
+        except StartFailed as e:
             log_file.close()
             lock.release()
-            self.failed.append((run, message))
-            self.say(f"FAILED {run.name}: {message}")
+            self.failed.append((run, str(e)))
+            self.say(f"FAILED {run.name}: {e}")
             return
         self.running.append(Job(run, proc, log_path, h5_path, time.time(), log_file, lock))
         self.say(f"start  {run.name}" + (f" (resuming {left.describe()})" if left else ""))
@@ -395,9 +395,8 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
         with open_log(log_path, cmd, left) as log:
             try:
                 proc = start_harness(cmd, log)
-            except OSError as e:
-                log.write(f"# {start_failure(cmd, e)}\n")
-                print(f"FAILED {name}: {start_failure(cmd, e)}", flush=True)
+            except StartFailed as e:
+                print(f"FAILED {name}: {e}", flush=True)
                 return 1
         print(f"start  {name} on {launch_info()}: train.threads={sweep.threads}, "
               f"log {log_path}", flush=True)
