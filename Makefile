@@ -16,7 +16,7 @@ PKGS    := yaml-0.1 hdf5
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo -I/usr/include/hdf5/serial)
 # KCFLAGS: the kernels' flags (no library headers: kernels/ builds alone); CFLAGS adds the program's
 KCFLAGS := -std=c11 -O3 $(CFLAGS_ARCH) -fno-math-errno -g -Wall -Wextra -Wshadow -D_GNU_SOURCE -MMD -MP
-CFLAGS  := $(KCFLAGS) -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' $(DEP_CFLAGS)
+CFLAGS  := $(KCFLAGS) -Isrc -I. -DHARNESS_VERSION='"$(VERSION)"' -DGIT_REV='"$(GIT_REV)"' $(DEP_CFLAGS)
 # libhdf5_hl (the H5DS dimension-scale API) sits beside libhdf5, but hdf5.pc does not list it
 # (Debian, Homebrew): put it right before -lhdf5, whatever pkg-config returned.
 LDLIBS  := $(patsubst -lhdf5,-lhdf5_hl -lhdf5,$(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)) -lm
@@ -39,7 +39,7 @@ endif
 
 KERNELS := $(wildcard kernels/*.c)
 KERNEL_OBJ := $(KERNELS:%.c=$(BUILD)/%.o)
-LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNELS)
+LIB_SRC := $(filter-out src/cli/main.c,$(wildcard src/*/*.c)) $(KERNELS)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # every tests/test_*.c is a C suite (tests/run finds the same files: no list to keep)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
@@ -47,7 +47,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 .PHONY: all run test test-c bench clean deps fuzz valgrind-check
 all: harness $(BUILD)/libkernels.a
 
-$(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/main.o
+$(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/cli/main.o
 	$(CC) -o $@ $^ $(LDLIBS)
 
 # ./harness at the top is the build of the current variant
@@ -63,7 +63,7 @@ $(BUILD)/%.o: %.c | $(BUILD)/build-deps.ok
 # binary never names a commit older than the one it was built from.
 $(BUILD)/git-rev: FORCE | $(BUILD)/build-deps.ok
 	@echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
-$(BUILD)/src/main.o $(BUILD)/src/results_file.o: $(BUILD)/git-rev
+$(BUILD)/src/cli/main.o $(BUILD)/src/results/results_file.o: $(BUILD)/git-rev
 .PHONY: FORCE
 FORCE:
 
@@ -86,7 +86,7 @@ $(BUILD)/libkernels.a: $(KERNEL_OBJ)
 
 $(BUILD)/test_%: tests/test_%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc -Ikernels $(filter %.c %.o,$^) -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
 # The LD_PRELOAD shim of the fault-injection and crash suites (tests/faultshim.c): plain flags,
 # no sanitizers (it replaces malloc, which the sanitizers' runtimes own).
@@ -123,11 +123,11 @@ $(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o
 
 # One training step alone, for profiles (docs/performance.md): bench_step D H D_HEAD T B STEPS THREADS
 $(BUILD)/bench_step: scripts/bench_step.c $(LIB_OBJ)
-	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # One generated token's cost by position, cached and recomputed: bench_generate D H D_HEAD T REPEATS
 $(BUILD)/bench_generate: scripts/bench_generate.c $(LIB_OBJ)
-	$(CC) $(CFLAGS) -Isrc -Ikernels $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build harness
@@ -146,10 +146,10 @@ FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -
                 $(shell pkg-config --cflags yaml-0.1 2>/dev/null)
 FUZZ_LDLIBS  := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) -lm
 
-CONFIG_SRC := $(wildcard src/config_*.c)
-build/fuzz/fuzz_config: tests/fuzz_config.c $(CONFIG_SRC) src/config.h src/config_internal.h src/error.c src/error.h src/util.h
+CONFIG_SRC := $(wildcard src/config/*.c)
+build/fuzz/fuzz_config: tests/fuzz_config.c $(CONFIG_SRC) $(wildcard src/config/*.h) src/base/error.c src/base/error.h src/base/util.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz_config.c $(CONFIG_SRC) src/error.c -o $@ $(FUZZ_LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -I. tests/fuzz_config.c $(CONFIG_SRC) src/base/error.c -o $@ $(FUZZ_LDLIBS)
 
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)

@@ -1,5 +1,5 @@
 /* bench_generate.c: the cost of one generated token by position, through the K/V cache
- * (src/generate.c) and by a full forward over the whole sequence so far (src/model.c), for the
+ * (src/cli/generate.c) and by a full forward over the whole sequence so far (src/model/model.c), for the
  * bench's "generate" table (python/heads/bench.py; `make bench` builds it as
  * build/bench_generate).
  *
@@ -17,10 +17,10 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "generate.h"
-#include "kernels.h"
+#include "cli/generate.h"
+#include "kernels/kernels.h"
 #include "bench_model.h"
-#include "model.h"
+#include "model/model.h"
 
 int main(int argc, char **argv) {
     int v[5];

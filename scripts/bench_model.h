@@ -6,7 +6,7 @@
 #define BENCH_MODEL_H
 #include <stdlib.h>
 #include <time.h>
-#include "model.h"
+#include "model/model.h"
 
 /* A positive integer below 2^20, or 0 when s is not one. */
 static inline int bench_positive(const char *s) {

@@ -18,8 +18,8 @@
 #include <omp.h>
 #endif
 #include "bench_model.h"
-#include "model.h"
-#include "kernels.h"
+#include "model/model.h"
+#include "kernels/kernels.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -11,7 +11,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "../kernels/gemm.h"
+#include "kernels/gemm.h"
 
 static double now(void) {
     struct timespec ts;

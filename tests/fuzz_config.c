@@ -1,4 +1,4 @@
-/* fuzz_config.c: a libFuzzer target for the config loader (src/config_*.c and libyaml under it).
+/* fuzz_config.c: a libFuzzer target for the config loader (src/config/*.c and libyaml under it).
  *
  * Each input is a config file. It is written to a memfd (a temp file where memfd_create is
  * missing) and goes through what main does with a config: config_defaults, config_load, a
@@ -14,7 +14,7 @@
  *   - config_mark places every key that config_visit visits in the config file or --set.
  * Build and run with `make fuzz` or scripts/fuzz (see there); reproduce a crash with
  * `build/fuzz/fuzz_config CRASH_FILE`. Assumes Linux (memfd, /proc/self/fd). */
-#include "config.h"
+#include "config/config.h"
 
 #include <ctype.h>
 #include <fcntl.h>

@@ -35,7 +35,7 @@ Optimiser semantics (what the C harness is specified to do), step s = 0..steps-1
 
 Learned head gates (train.head_l0 = lambda > 0; docs/model.md "Learned head gates (L0)"), from
 that text: log_alpha [L,H] is one more parameter (no weight decay; its gradient in the norm).
-At step s, u = 1e-6 + (1 - 2e-6) * uniform from the generator stream (seed, 7, s) of src/rng.h
+At step s, u = 1e-6 + (1 - 2e-6) * uniform from the generator stream (seed, 7, s) of src/base/rng.h
 (splitmix64 seeding, xoshiro256**, written out again below), one per head in (layer, head)
 order, rounded to float32; gate = clip(sigmoid((log u - log(1-u) + log_alpha)/beta)*(r-l) + l,
 0, 1); the objective is the gated forward's loss + lambda/L * sum sigmoid(log_alpha -
@@ -415,7 +415,7 @@ M64 = (1 << 64) - 1
 
 
 class Stream:
-    """src/rng.h's generator for one (seed, purpose, index): splitmix64 seeds xoshiro256**."""
+    """src/base/rng.h's generator for one (seed, purpose, index): splitmix64 seeds xoshiro256**."""
 
     def __init__(self, seed, purpose, index):
         x = (seed ^ ((purpose * 0xD1B54A32D192ED03) & M64) ^ ((index * 0x8CB92BA72F3D8DD7) & M64)) & M64

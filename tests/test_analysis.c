@@ -1,4 +1,4 @@
-/* test_analysis.c: the per-head analysis of src/analysis.c against answers known by construction.
+/* test_analysis.c: the per-head analysis of src/analysis/analysis.c against answers known by construction.
  * suite: analysis (pattern scores, snapshots, importance)
  *
  *  1. analysis_pattern_scores on hand-made maps: pure previous-token, self, first-token and
@@ -38,13 +38,13 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "analysis.h"
-#include "evaluate.h"
-#include "kernels.h"
-#include "config.h"
-#include "model.h"
-#include "prune.h"
-#include "tasks.h"
+#include "analysis/analysis.h"
+#include "analysis/evaluate.h"
+#include "kernels/kernels.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "analysis/prune.h"
+#include "data/tasks.h"
 #include "testlib.h"
 
 #define SCORE_TOL 1e-6

@@ -1,12 +1,12 @@
-/* test_config.c: table-driven tests of the YAML config loader (src/config_*.c only).
+/* test_config.c: table-driven tests of the YAML config loader (src/config/*.c only).
  * suite: config loader
  *
  * Each case is a YAML text, optional --set overrides, and either the error we expect (its
  * "LINE:COL" and a phrase of the message) or a check of the loaded values. Errors are what
  * users see, so the exact location and wording are the point of most cases. Ends with
  * "N passed, M failed" and exits 1 on any failure. */
-#include "config.h"
-#include "config_internal.h" /* config_n_keys: the key table's length */
+#include "config/config.h"
+#include "config/config_internal.h" /* config_n_keys: the key table's length */
 
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* test_dla.c: direct logit attribution (src/dla.c).
+/* test_dla.c: direct logit attribution (src/analysis/dla.c).
  * suite: direct logit attribution (the parts add up to the logit, every layout)
  *
  * On small random models of every layout (learned positions; grouped K/V with rotary;
@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dla.h"
+#include "analysis/dla.h"
 #include "testlib.h"
 
 static double parts_sum(const Dla *d) {

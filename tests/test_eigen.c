@@ -1,4 +1,4 @@
-/* test_eigen.c: the eigenvalue routine of the copying score (src/eigen.c).
+/* test_eigen.c: the eigenvalue routine of the copying score (src/analysis/eigen.c).
  * suite: eigenvalues of the copying score (known spectra)
  *
  * On matrices whose eigenvalues are known in closed form: diagonal and triangular, a rotation
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "eigen.h"
+#include "analysis/eigen.h"
 #include "testlib.h"
 
 /* Largest distance from a computed eigenvalue to its nearest unmatched expected one. */

@@ -19,7 +19,7 @@ Every case must end in one of two ways:
              complete result (its final rename failed: docs/reliability.md)
   hdf5       as failed, but HDF5 itself ended the process (exit(-1), or a crash in its error
              paths when an allocation fails: HDF5 1.10.8 defects), and the harness's last line
-             says so (src/fatal.c); only under malloc failures
+             says so (src/base/fatal.c); only under malloc failures
   completed  exit 0 and output.path holding the run's own result (every dataset but the
              timing column bitwise equal to an undisturbed run, and `harness check` passes it):
              the failed call was one the program can do without (a stdio buffer, the lock
@@ -75,7 +75,7 @@ def one_case(harness, shim, work, ref, prev, kind, n):
         return passes, "completed", f"exit 0 but harness check says: {said[-300:]}"
     how = "failed"
     if not 0 < p.returncode < 128:
-        # HDF5's own defects under memory exhaustion, which the harness names (src/fatal.c)
+        # HDF5's own defects under memory exhaustion, which the harness names (src/base/fatal.c)
         if not re.match(r"harness: .*(inside \S*hdf5|the HDF5 library stopped)", last):
             return False, "bad", f"exit status {p.returncode}: {last}"
         how = "hdf5"

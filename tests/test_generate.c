@@ -1,4 +1,4 @@
-/* test_generate.c: the K/V cache of src/generate.c against the full forward of src/model.c.
+/* test_generate.c: the K/V cache of src/cli/generate.c against the full forward of src/model/model.c.
  * suite: generation with a K/V cache (cached step = full forward, every layout)
  *
  * For every layout (learned positions with E = D, E < D and E > D; rotary full and partial;
@@ -18,12 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config.h"
-#include "generate.h"
-#include "model.h"
-#include "shapes.h"
+#include "config/config.h"
+#include "cli/generate.h"
+#include "model/model.h"
+#include "cli/shapes.h"
 #include "testlib.h"
-#include "util.h"
+#include "base/util.h"
 
 #define ATOL 4e-6
 #define RTOL 4e-6

@@ -1,4 +1,4 @@
-/* test_kernels.c: gradient checks of every kernel and of the whole model (kernels/, src/model.c).
+/* test_kernels.c: gradient checks of every kernel and of the whole model (kernels/, src/model/model.c).
  * suite: kernels (finite differences)
  *
  *  1. Each kernel's backward against finite differences (FD) of its own forward, from one table
@@ -15,7 +15,7 @@
  *  2. The whole model: FD of the loss with respect to a sample of elements of every tensor of the
  *     parameter table and to every head gate, for the layouts that break code (H = 1, many heads
  *     of d_head 2, E > D, E < D, odd sizes, T = 1, 1 and 3 layers, B < max_batch, T < seq_len).
- *     The learned head gates (src/head_l0.c): d (loss + L0 penalty) / d log α of a step, its
+ *     The learned head gates (src/train/head_l0.c): d (loss + L0 penalty) / d log α of a step, its
  *     noise fixed, against FD of that objective; the Hard Concrete sample's forward against the
  *     shares of gates at exactly 0 and 1 its distribution implies.
  *  3. Thread-count independence of the whole model: bit-identical loss, logits, maps and
@@ -60,10 +60,10 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "kernels.h"
-#include "attention_thin.h" /* ATTENTION_THIN_MAX: which path a width takes */
-#include "head_l0.h"
-#include "model.h"
+#include "kernels/kernels.h"
+#include "kernels/attention_thin.h" /* ATTENTION_THIN_MAX: which path a width takes */
+#include "train/head_l0.h"
+#include "model/model.h"
 #include "testlib.h"
 
 #define FD_STEP (1.0f / 64.0f)
@@ -1172,7 +1172,7 @@ static void test_hard_concrete_distribution(void) {
     free(u), free(la), free(g);
 }
 
-/* The learned head gates (src/head_l0.c) through the model: the objective of a step is
+/* The learned head gates (src/train/head_l0.c) through the model: the objective of a step is
  * loss(gates sampled from log α with the step's fixed noise) + λ · (1/L) Σ P(g ≠ 0), and
  * head_l0_gradient's d objective / d log α must be its finite difference (the chain through the
  * model's gate gradient, the sample's reparameterised derivative and the penalty's, with its

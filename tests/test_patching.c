@@ -1,4 +1,4 @@
-/* test_patching.c: the clean/corrupted set and the metric of activation patching (src/patching.c).
+/* test_patching.c: the clean/corrupted set and the metric of activation patching (src/analysis/patching.c).
  * suite: patching (clean and corrupted inputs, metric, clean and corrupted runs)
  *
  *  1. induction: the clean inputs are the run's held-out batches; each corrupted row is the clean
@@ -33,11 +33,11 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "config.h"
-#include "model.h"
-#include "patch_heads.h"
-#include "patching.h"
-#include "tasks.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "analysis/patch_heads.h"
+#include "analysis/patching.h"
+#include "data/tasks.h"
 #include "testlib.h"
 
 typedef struct {

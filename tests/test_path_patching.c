@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kernels.h"
-#include "model.h"
-#include "rng.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "base/rng.h"
 #include "testlib.h"
 
 enum { B = 3, T = 10 };

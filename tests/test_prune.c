@@ -1,4 +1,4 @@
-/* test_prune.c: the head study's evaluations (src/ablation.c, src/prune.c) against brute force.
+/* test_prune.c: the head study's evaluations (src/analysis/ablation.c, src/analysis/prune.c) against brute force.
  * suite: head study (ablation, mean ablation, pruning curves against brute force)
  *
  *  1. Ablation by gates = ablation by weights: a head zero-ablated through its gate gives the loss
@@ -30,12 +30,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "ablation.h"
-#include "config.h"
-#include "model.h"
-#include "prune.h"
-#include "tasks.h"
-#include "evaluate.h"
+#include "analysis/ablation.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "analysis/prune.h"
+#include "data/tasks.h"
+#include "analysis/evaluate.h"
 #include "testlib.h"
 
 #define LOSS_TOL 1e-5

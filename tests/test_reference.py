@@ -27,7 +27,7 @@ the last line is "N passed, M failed"; exit status 1 if anything failed):
      on the final /params and the same 2 held-out batches (the gated forward g*o + (1-g)*a, autograd).
   2c. learned head gates (train.head_l0 > 0; two cases, one with Louizos et al.'s temperature, a
      wider stretch, GQA and the output gate): the same 10 steps, the reference drawing each step's
-     Hard Concrete gates from the generator stream it writes out again (src/rng.h's algorithm) and
+     Hard Concrete gates from the generator stream it writes out again (src/base/rng.h's algorithm) and
      adding the L0 penalty to the objective. /params/log_alpha of the steps=0 run equals the
      reference's initialisation bit for bit; /train/loss, the final /params (the reference's baked
      as docs/model.md says), /gates/p_open per step and the final /params/log_alpha as in 2, and

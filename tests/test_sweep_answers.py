@@ -23,7 +23,7 @@ each, then "N passed, M failed"; exit status 1 if anything failed:
   figures' CSVs   final_eval_loss, eval_curves, head_classes, pruning_curves, heads_needed: one
                   row per layout (every swept key, never pooled) with the numbers recomputed;
                   class counts sum to n_head x n_layer
-  tolerance       src/prune.h and python/heads/pruning.py define the same relative tolerance and
+  tolerance       src/analysis/prune.h and python/heads/pruning.py define the same relative tolerance and
                   floor; the harness's printed heads needed equals the recomputation from /prune;
                   compare warns when a run's loss is below the floor
   report          the sweep page's comparison table is compare's; its head-class table counts
@@ -459,7 +459,7 @@ def test_known_summary():
 
 def test_tolerance_c_and_python():
     """prune.h and pruning.py name the same numbers; the harness prints what /prune recomputes."""
-    with open(os.path.join(ROOT, "src", "prune.h")) as f:
+    with open(os.path.join(ROOT, "src", "analysis", "prune.h")) as f:
         h = f.read()
     with open(os.path.join(ROOT, "python", "heads", "pruning.py")) as f:
         py = f.read()
@@ -467,7 +467,7 @@ def test_tolerance_c_and_python():
     c_floor = re.search(r"#define PRUNE_TOLERANCE_FLOOR ([0-9.]+)", h)
     p_rel = re.search(r"^DEFAULT_TOLERANCE = ([0-9.]+)", py, re.M)
     p_floor = re.search(r"^DEFAULT_FLOOR = ([0-9.]+)", py, re.M)
-    check("src/prune.h and python/heads/pruning.py: the same tolerance, 0.05 and 0.01 nats",
+    check("src/analysis/prune.h and python/heads/pruning.py: the same tolerance, 0.05 and 0.01 nats",
           all((c_rel, c_floor, p_rel, p_floor)) and float(c_rel[1]) == float(p_rel[1]) == REL
           and float(c_floor[1]) == float(p_floor[1]) == FLOOR, f"{c_rel} {c_floor} {p_rel} {p_floor}")
     out = os.path.join(TMP, "one.h5")

@@ -16,7 +16,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "rng.h"
+#include "base/rng.h"
 
 static int test_passed, test_failed;
 

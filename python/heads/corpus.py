@@ -1,7 +1,7 @@
 """heads.corpus: subword corpora for the `tokens` task: a SentencePiece BPE model trained on text
 files, and nanoGPT-style train.bin / val.bin (little-endian uint16 ids) encoded with it.
 
-Knows nothing of results files or runs. The harness reads the .model itself (src/tokenizer.c)
+Knows nothing of results files or runs. The harness reads the .model itself (src/data/tokenizer.c)
 and supports exactly what make_corpus trains: BPE, the identity normalizer (no NFKC), byte
 fallback, no user-defined symbols.
 

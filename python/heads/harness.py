@@ -35,7 +35,7 @@ def _typed(kind, text):
 
 def config_keys():
     """Every config key of the harness, read once from `harness --keys` (the key table of
-    src/config_keys.c; no copy is kept here): {"model.n_head": {"type", "default", "range",
+    src/config/config_keys.c; no copy is kept here): {"model.n_head": {"type", "default", "range",
     "meaning"}} in the harness's order, defaults typed. A harness that cannot run is a UserError."""
     global _KEYS
     if _KEYS is None:
@@ -78,7 +78,7 @@ def keys_markdown():
                 .replace("<", "&lt;").replace(">", "&gt;"))
     lines = ["# Config keys", "",
              "Every key of a config, as `./harness --keys` prints it from the harness's own key table",
-             "(`src/config_keys.c`). Generated: `scripts/keys-doc > docs/keys.md`; `tests/test_format.py` fails",
+             "(`src/config/config_keys.c`). Generated: `scripts/keys-doc > docs/keys.md`; `tests/test_format.py` fails",
              "when this file differs from what the harness prints. A key may be written bare (`n_head`) in",
              "`--set` and in experiment files when one section has it; `./harness --keys NAME` resolves one.",
              "What the keys do, the tasks and training: [configuration.md](configuration.md).", "",

@@ -16,7 +16,7 @@ CRITERION_TEXT = {"importance": "Michel importance (normalised per layer)",
                   "delta_loss": "measured single-head Δloss"}
 # The heads-needed tolerance: a pruned model is "as good" while its loss stays within
 # max(relative x unpruned loss, floor) of the unpruned loss. The floor keeps the count meaningful
-# near zero loss (a run at 0.0012 nats would otherwise allow 0.00006). src/prune.h defines the
+# near zero loss (a run at 0.0012 nats would otherwise allow 0.00006). src/analysis/prune.h defines the
 # same two numbers (PRUNE_TOLERANCE_RELATIVE, PRUNE_TOLERANCE_FLOOR) for the harness's table.
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_FLOOR = 0.01  # nats
@@ -34,7 +34,7 @@ def read_curves(f):
 
 def loss_limit(unpruned, tolerance=DEFAULT_TOLERANCE, floor=DEFAULT_FLOOR):
     """The highest loss that still counts as unharmed: unpruned + max(tolerance x unpruned,
-    floor) (as src/prune.c's prune_loss_limit)."""
+    floor) (as src/analysis/prune.c's prune_loss_limit)."""
     return float(unpruned) + max(tolerance * float(unpruned), floor)
 
 
@@ -55,7 +55,7 @@ def below_floor_warning(unpruned, floor=DEFAULT_FLOOR):
 
 def heads_needed(heads_left, eval_loss, tolerance=DEFAULT_TOLERANCE, floor=DEFAULT_FLOOR):
     """Fewest heads left whose loss is within the tolerance (loss_limit) of the first (unpruned)
-    point, every point before it within too (as src/prune.c's prune_heads_needed)."""
+    point, every point before it within too (as src/analysis/prune.c's prune_heads_needed)."""
     limit = loss_limit(eval_loss[0], tolerance, floor)
     needed = int(heads_left[0])
     for left, loss in zip(heads_left[1:], eval_loss[1:]):

@@ -39,7 +39,7 @@ _PROGRESS = re.compile(r"step (\d+)/(\d+)")
 
 # What the harness says when the disk, not the input, failed it (it exits 2 for both): the
 # system's words for a write it refused, or the harness's own refusal at start when the disk
-# has too little room for the run (src/main.c: "... MiB are free; refused before step 1").
+# has too little room for the run (src/cli/main.c: "... MiB are free; refused before step 1").
 _IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large",
                                "MiB are free; refused before step 1")),
                 ("I/O error", ("Input/output error", "Read-only file system"))]
@@ -209,7 +209,7 @@ def _flock_holder(lock_path, anonymous):
 def _holder_line(f):
     """The first line of a held lock file: the holder writes it right after locking (and over
     itself, never truncating first), so an empty file is read again for up to a second, as
-    src/outlock.c's own reader does."""
+    src/results/outlock.c's own reader does."""
     for _ in range(40):
         f.seek(0)
         line = f.read().split("\n")[0].strip()
@@ -227,7 +227,7 @@ def lock_holder(outdir, name):
 
 def harness_lock_holder(h5_path):
     """'pid N on HOST since TIME' when a harness holds the lock of its output path
-    (<path>.lock, src/outlock.c), else None: a run started by hand counts as running too."""
+    (<path>.lock, src/results/outlock.c), else None: a run started by hand counts as running too."""
     return _flock_holder(h5_path + ".lock", "a harness")
 
 
@@ -277,7 +277,7 @@ class Leftover:
 def leftover(h5_path):
     """The latest state a harness left at h5_path that its --resume continues (an interrupted
     results file, its .ckpt, a stranded temporary: docs/reliability.md), or None. The harness
-    decides for itself (src/train.c, train_resume_source); this reads the same files to say
+    decides for itself (src/train/train.c, train_resume_source); this reads the same files to say
     where a run stands."""
     found = []
     for path in [h5_path, h5_path + ".ckpt"] + _temporaries(h5_path) + \

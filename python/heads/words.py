@@ -1,6 +1,6 @@
 """heads.words: numbers and words as every table, note, figure and page prints them: p values
 (two significant digits, scientific below 1e-3) and counts with the noun's plural (the harness's
-own table picks its articles in src/head_table.c).
+own table picks its articles in src/analysis/head_table.c).
 
 Pure functions of numbers and text: knows nothing of runs or files.
 """

@@ -1,0 +1,64 @@
+/* tasks.h: the training tasks: batches, held-out batches and probe sequences.
+ *
+ *   induction   BOS, then a random segment of period p (drawn per sequence) repeated to fill T;
+ *               the loss is taken where the next token is a repeat (t >= p).
+ *   two_source  BOS, then groups (a, b, =, pair(a,b)): the target at "=" needs both earlier tokens.
+ *   text        byte-level language modelling over a file (vocab 256).
+ *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention), optionally
+ *               with the SentencePiece model that made it (data.tokenizer, see tokenizer.h).
+ * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
+ * without saving generator state. File tasks train on data.path and hold out data.val_path; without
+ * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
+ * stream, the rest the held-out stream; the two never overlap.
+ * Must not know: the model, the results file, training. */
+#ifndef TASKS_H
+#define TASKS_H
+
+#include <stdint.h>
+#include "config/config.h"
+#include "tokenizer.h"
+
+typedef struct {
+    int B, T;
+    int *inputs;  // (B, T)
+    int *targets; // (B, T)
+    float *mask;  // (B, T) 1 where the loss is taken
+} Batch;
+
+typedef struct {
+    const Config *cfg;
+    uint16_t *file_tokens; /* text/tokens: the whole file as ids */
+    int64_t n_tokens, n_train;
+    int pair_symbols;     /* two_source: symbols per slot */
+    Tokenizer *tokenizer; /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
+} Task;
+
+int task_open(Task *task, const Config *cfg, UserError *err);
+void task_close(Task *task);
+
+void batch_alloc(Batch *b, int B, int T);
+void batch_free(Batch *b);
+
+void task_train_batch(const Task *task, Batch *out, int64_t step);
+void task_eval_batch(const Task *task, Batch *out, int index);
+
+/* The corrupted twin of a held-out batch (activation patching, docs/analyses.md): the same
+ * length and positions, what the metric reads changed. induction: every token after the
+ * segment's first copy re-drawn (never the clean token at that position), so nothing repeats;
+ * two_source: in each group one source (a or b, drawn) changed and its pair token with it;
+ * text, tokens: another held-out window (resample patching). `index` names its generator
+ * stream; corrupt's mask is the clean batch's. */
+void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, int index);
+
+/* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
+ * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
+ * NUL-terminated; NULL otherwise). */
+typedef struct {
+    int P, T;
+    int *tokens;
+    char **labels;
+} Probes;
+void task_probes(const Task *task, Probes *out);
+void probes_free(Probes *p);
+
+#endif
