@@ -1,5 +1,5 @@
 /* check.h: the always-on check macro and the aligned float allocation of the kernels (internal to
- * kernels/, and re-exported to the program by src/util.h so that there is one CHECK).
+ * kernels/, and re-exported to the program by src/base/util.h so that there is one CHECK).
  * Owns: CHECK (a programming error, a shape that cannot be: print file and line, abort),
  * CHECK_ALLOC (out of memory: a message, exit status 2) and alloc_floats (64-byte aligned scratch).
  * Must not know: the program (config, user errors, exit codes), anything outside kernels/. */

@@ -7,7 +7,7 @@
  * 2019). The model skips the forward when every gate of a layer is 1 (training), where it would
  * change no bit of a finite output.
  * Must not know: what a gate or a fill is used for (ablation, importance, pruning): that is
- * src/ablation.c's; kernels/ includes only kernels/ headers and the C library. */
+ * src/analysis/ablation.c's; kernels/ includes only kernels/ headers and the C library. */
 #include <stddef.h>
 #include <stdlib.h>
 #include "kernels.h"
