@@ -136,19 +136,6 @@ static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, pt
 #endif
 }
 
-void attention_copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, int cols) {
-    for (int i = 0; i < rows; i++) {
-        float *d = dst + (size_t)i * cols;
-        const float *s = src + i * ld_src;
-#ifdef VEC_W
-        for (int j = 0; j < cols; j += VEC_W) /* inline: these rows are too short for memcpy */
-            vec_store_n(d + j, cols - j, vec_load_n(s + j, cols - j));
-#else
-        memcpy(d, s, sizeof(float) * cols);
-#endif
-    }
-}
-
 /* A row stride for row-panel scratch that is not a multiple of 4 KiB, so the rows of one tile
  * do not all fall into the same L1 cache sets. */
 static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
@@ -192,9 +179,9 @@ static void forward_pair(float *o, float *map, float *lse, const float *src, int
      * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
     size_t head = (size_t)T * d_head;
     float *k_t = q + head, *v = q + 2 * head, *scratch_panel = q + 3 * head;
-    attention_copy_rows(q, src, row, T, d_head);
+    vec_copy_rows(q, src, row, T, d_head);
     gemm_transpose(k_t, T, src + E, row, T, d_head);
-    attention_copy_rows(v, src + 2 * E, row, T, d_head);
+    vec_copy_rows(v, src + 2 * E, row, T, d_head);
     /* one panel of GEMM_MR queries at a time, start to end while it is in L1: P, then P·V
      * (which reads P up to the panel's last diagonal position, zeroed right of each row's) */
     for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
@@ -263,11 +250,11 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
     float *k = q + head, *k_t = q + 2 * head, *v_t = q + 3 * head, *g = q + 4 * head;
     float *ds = q + 5 * head, *p_scratch = ds + (size_t)block * ld;
     float *dk = dq + E, *dv = dq + 2 * E;
-    attention_copy_rows(q, src, row, T, d_head);
-    attention_copy_rows(k, src + E, row, T, d_head);
+    vec_copy_rows(q, src, row, T, d_head);
+    vec_copy_rows(k, src + E, row, T, d_head);
     if (!map) gemm_transpose(k_t, T, src + E, row, T, d_head);
     gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
-    attention_copy_rows(g, g_src, E, T, d_head);
+    vec_copy_rows(g, g_src, E, T, d_head);
     for (int b0 = 0; b0 < T; b0 += block) {
         int b1 = T - b0 < block ? T : b0 + block;
         const float *p = map ? map + (size_t)b0 * T : p_scratch;

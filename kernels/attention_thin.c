@@ -66,8 +66,8 @@ static void load_forward_operands(float *qt, float *k, float *v, const float *sr
     for (int c = 0; c < d; c++)
         for (int t = 0; t < T; t++) qt[(size_t)c * padded(T) + t] *= scale;
     zero_padding(qt, T, d);
-    attention_copy_rows(k, src + E, row, T, d);
-    attention_copy_rows(v, src + 2 * E, row, T, d);
+    vec_copy_rows(k, src + E, row, T, d);
+    vec_copy_rows(v, src + 2 * E, row, T, d);
 }
 
 /* One block of W queries t0 .. t0+n-1 against keys 0 .. t0+n-1. */
@@ -139,9 +139,9 @@ static void load_backward_operands(float *qs, float *g, float *kt, float *vt, fl
     gemm_transpose(vt, padded(T), src + 2 * E, row, T, d);
     zero_padding(kt, T, d);
     zero_padding(vt, T, d);
-    attention_copy_rows(qs, src, row, T, d);
+    vec_copy_rows(qs, src, row, T, d);
     for (int i = 0; i < T * d; i++) qs[i] *= scale;
-    attention_copy_rows(g, d_out, ld_o, T, d);
+    vec_copy_rows(g, d_out, ld_o, T, d);
     for (int t = 0; t < T; t++) {
         float sum = 0.0f;
         for (int c = 0; c < d; c++) sum += d_out[t * ld_o + c] * out[t * ld_o + c];

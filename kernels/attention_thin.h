@@ -15,10 +15,6 @@
 #define ATTENTION_THIN_MAX (VEC_W / 2)
 #endif
 
-/* dst (rows, cols) contiguous = src (rows, cols) with row stride ld_src: the per-head copies both
- * paths make (defined in attention.c). */
-void attention_copy_rows(float *dst, const float *src, ptrdiff_t ld_src, int rows, int cols);
-
 /* Scratch floats one thread needs for a pair of sequence length T and width d. */
 size_t attention_thin_forward_floats(int T, int d);
 size_t attention_thin_backward_floats(int T, int d);

@@ -35,7 +35,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "gemm.h"
-#include "attention_thin.h" /* kernels_describe names its width limit */
 #include "check.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -192,19 +191,7 @@ GemmBlocking gemm_blocking(void) {
     return blk;
 }
 
-void kernels_describe(char *buf, size_t size) {
-    const char *isa = TILE_ISA;
-    GemmBlocking b = gemm_blocking();
-    char attention[64] = "attention: per-head GEMMs at every d_head";
-    if (ATTENTION_THIN_MAX > 0)
-        snprintf(attention, sizeof attention, "attention: thin-head path for d_head <= %d",
-                 ATTENTION_THIN_MAX);
-    snprintf(buf, size,
-             "%s (GEMM %s, KC %d fixed; MC %d, NC %d from the caches: L1d %ld KiB, L2 %ld KiB, "
-             "L3 %ld KiB%s; %s)",
-             isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
-             b.l2 ? "" : "; unknown, defaults assumed", attention);
-}
+const char *gemm_isa_name(void) { return TILE_ISA; }
 
 /* The largest blocks gemm packs for an (M, N, K) product: B's kc x nc, A's kc x mc. */
 static void packed_blocks(int M, int N, int K, int *kc, int *nc, int *mc) {

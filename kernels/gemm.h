@@ -83,6 +83,9 @@ void gemm_small(float *c, ptrdiff_t ldc,                        // (M, N)
 /* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols. */
 void gemm_transpose(float *dst, ptrdiff_t ld_dst, const float *src, ptrdiff_t ld_src, int rows, int cols);
 
+/* The instruction set of this build's tile: "AVX-512", "AVX2" or "portable". */
+const char *gemm_isa_name(void);
+
 /* Which micro-kernel this build uses, e.g. "AVX-512 12x32", "AVX2 6x16" or "portable C 4x8". */
 const char *gemm_kernel_name(void);
 

@@ -194,7 +194,7 @@ void kv_repeat_backward(float *d_qkv_grouped, // (B, T, (H + 2·H_kv)·d_head) +
                         const float *d_qkv,   // (B, T, 3·H·d_head)
                         int B, int T, int n_head, int n_kv_head, int d_head);
 
-/* ---- gemm.c: what this build's kernels run on ----
+/* ---- describe.c: what this build's kernels run on ----
  * One line: the instruction-set path ("AVX-512", "AVX2" or "portable", the first word), the GEMM
  * register tile and its cache blocking, the cache sizes it was sized from, and the widest head
  * the attention's thin-head path takes. */

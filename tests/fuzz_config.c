@@ -1,4 +1,4 @@
-/* fuzz_config.c: a libFuzzer target for the config loader (src/config/*.c and libyaml under it).
+/* fuzz_config.c: a libFuzzer target for the config loader (the files of src/config/ and libyaml under it).
  *
  * Each input is a config file. It is written to a memfd (a temp file where memfd_create is
  * missing) and goes through what main does with a config: config_defaults, config_load, a

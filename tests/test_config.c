@@ -1,4 +1,4 @@
-/* test_config.c: table-driven tests of the YAML config loader (src/config/*.c only).
+/* test_config.c: table-driven tests of the YAML config loader (the files of src/config/ only).
  * suite: config loader
  *
  * Each case is a YAML text, optional --set overrides, and either the error we expect (its

@@ -1,4 +1,4 @@
-/* headstudy.c: mean ablation, pruning curves, composition scores; `harness prune` (headstudy.h).
+/* headstudy.c: mean ablation, pruning curves, composition scores (headstudy.h).
  * Owns the study's order. Must not know: training, the batch loop, the results layout (results_layout.c
  * writes what it computes). */
 #include <errno.h>
@@ -8,7 +8,6 @@
 #include <unistd.h>
 #include "headstudy.h"
 #include "ablation.h"
-#include "results/results.h"
 #include "base/util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -107,94 +106,4 @@ void head_study_print(const HeadStudy *hs, FILE *out) {
         fprintf(out, "highest K-composition: %s\n", top);
     }
     fflush(out);
-}
-
-static const char *prune_usage =
-    "usage: harness prune RUN.h5 [--step F] [--threads N]\n"
-    "  Runs the end-of-run head study on a complete results file and writes it into the file:\n"
-    "  mean ablation (/heads/ablation_delta_mean), pruning curves (/prune), composition scores\n"
-    "  (/circuits) and copying scores (/scores/copying), replacing any earlier ones. The file is\n"
-    "  rewritten atomically.\n"
-    "  --step F     heads removed per pruning step as a fraction of all heads (default: the\n"
-    "               run's output.prune_step, or the key's default 0.1 when the run had 0)\n"
-    "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
-
-int head_study_open_run(const char *path, const char *command, int threads, Config *cfg, Task *task, Model *m,
-                        UserError *err) {
-    if (results_check_complete(path, command, err) != ERR_OK) return ERR_USER;
-    if (results_read_run_config(path, cfg, err) != ERR_OK) return ERR_USER;
-#ifdef _OPENMP
-    omp_set_num_threads(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : omp_get_num_procs());
-#else
-    (void)threads;
-#endif
-    if (task_open(task, cfg, err) != ERR_OK) return ERR_USER;
-    if (results_load_model(path, cfg, cfg->batch_size, m, err) == ERR_OK) return ERR_OK;
-    task_close(task);
-    return ERR_USER;
-}
-
-static int write_study(Results *res, const void *hs, UserError *err) {
-    return results_write_study(res, hs, err);
-}
-
-static int prune_file(const char *path, double step, int threads, UserError *err) {
-    Config cfg;
-    Task task;
-    Model m;
-    if (head_study_open_run(path, "prune", threads, &cfg, &task, &m, err) != ERR_OK) return ERR_USER;
-    if (step >= 0) {
-        cfg.prune_step = step;
-    } else if (cfg.prune_step == 0) { /* the run skipped its curves: prune is asked for them */
-        Config defaults;
-        config_defaults(&defaults);
-        cfg.prune_step = defaults.prune_step;
-    }
-    HeadStudy hs;
-    head_study_run(&hs, &m, &task, &cfg);
-    const char *old[] = {"/prune", "/circuits", "/scores/copying", "/heads/ablation_delta_mean"};
-    int rc = results_rewrite(path, old, 4, write_study, &hs, err);
-    if (rc == ERR_OK) head_study_print(&hs, stdout);
-    head_study_free(&hs);
-    model_free(&m);
-    task_close(&task);
-    return rc;
-}
-
-int head_study_prune_main(int argc, char **argv) {
-    const char *path = NULL;
-    double step = -1;
-    int threads = 0;
-    for (int i = 1; i < argc; i++) {
-        char *end = NULL;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(prune_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
-            step = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(step > 0 && step <= 1)) {
-                fprintf(stderr, "harness prune: --step '%s': expected a fraction in (0, 1]\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            i++;
-            if (!util_int_option("prune", "--threads", argv[i], 0, 1024, &threads)) return 2;
-        } else if (argv[i][0] != '-' && !path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "harness prune: unexpected argument '%s'\n%s", argv[i], prune_usage);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "harness prune: no results file given\n%s", prune_usage);
-        return 2;
-    }
-    UserError err;
-    if (prune_file(path, step, threads, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
-        return 2;
-    }
-    fprintf(stderr, "%s: pruning curves, mean ablation, composition and copying scores written\n", path);
-    return 0;
 }

@@ -1,9 +1,8 @@
 /* headstudy.h: the end-of-run study of how the heads work together, on a trained model: zero and
- * mean ablation, Michel et al.'s gate-gradient importance, Michel et al.'s pruning curves and one-head-per-layer test (prune.h), and the
- * composition and copying scores (circuits.h), which results_write_study writes to
+ * mean ablation, Michel et al.'s gate-gradient importance, Michel et al.'s pruning curves and
+ * one-head-per-layer test (prune.h), and the composition and copying scores (circuits.h), which results_write_study writes to
  * /heads/ablation_delta_mean, /prune, /circuits and /scores/copying.
- * Also `harness prune RUN.h5`, which runs the same study on a complete results file and writes
- * it into that file atomically (a copy beside it is written, then renamed over it).
+ * `harness prune RUN.h5` (cli/study_commands.c) runs the same study on a complete results file.
  * Knows nothing of training or of the results layout. */
 #ifndef HEADSTUDY_H
 #define HEADSTUDY_H
@@ -32,15 +31,5 @@ void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg
 void head_study_free(HeadStudy *hs);
 /* A few lines: heads needed within 5% per criterion, one head per layer, top K-composition. */
 void head_study_print(const HeadStudy *hs, FILE *out);
-
-/* For a command that adds to a complete results file (prune, patch): the run's config, its task
- * and its trained model (from /params), with `threads` OpenMP threads (0: the run's
- * train.threads, all cores when that is 0). ERR_USER with one line when the file is not a
- * complete run; on ERR_OK the caller frees the task and the model. */
-int head_study_open_run(const char *path, const char *command, int threads, Config *cfg, Task *task, Model *m,
-                        UserError *err);
-
-/* `harness prune RUN.h5 [--step F]`: argv[0] is "prune". Returns the exit status. */
-int head_study_prune_main(int argc, char **argv);
 
 #endif

@@ -1,5 +1,4 @@
-/* patch_heads.c: activation patching per head and attribution patching (patch_heads.h), and
- * `harness patch`.
+/* patch_heads.c: activation patching per head and attribution patching (patch_heads.h).
  * Owns the settings patched and their order. Must not know: training, the results layout
  * (results_layout.c writes what it computes). */
 #include <errno.h>
@@ -9,7 +8,6 @@
 #include <unistd.h>
 #include "patch_heads.h"
 #include "headstudy.h"
-#include "results/results.h"
 #include "base/util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -225,74 +223,4 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
         fprintf(out, " %s %.3f%s", patch_kind_names[k], hp->atp_correlation[k],
                 k + 1 < N_PATCH_KINDS ? "," : "\n");
     path_patching_print(&hp->path, out);
-}
-
-static const char *patch_usage =
-    "usage: harness patch RUN.h5 [--batches N] [--threads N]\n"
-    "  Runs activation patching per head (output, Q, K, V, pattern), its attribution-patching\n"
-    "  estimate, path patching (among the run's output.path_patch_heads per layer) and the direct logit\n"
-    "  attribution on the clean inputs on a complete results file and writes them into the file\n"
-    "  (/patching, /dla), replacing any earlier ones. The file is rewritten atomically.\n"
-    "  --batches N  batches of train.batch_size clean/corrupted pairs (default: the run's\n"
-    "               output.patch_batches, or the key's default 1 when the run had 0)\n"
-    "  --threads N  OpenMP threads (default: the run's train.threads; 0 = all cores)\n";
-
-static int write_patching(Results *res, const void *hp, UserError *err) {
-    return results_write_patching(res, hp, err);
-}
-
-static int patch_file(const char *path, int batches, int threads, UserError *err) {
-    Config cfg;
-    Task task;
-    Model m;
-    if (head_study_open_run(path, "patch", threads, &cfg, &task, &m, err) != ERR_OK) return ERR_USER;
-    if (batches > 0) {
-        cfg.patch_batches = batches;
-    } else if (cfg.patch_batches == 0) { /* the run skipped patching: patch is asked for it */
-        Config defaults;
-        config_defaults(&defaults);
-        cfg.patch_batches = defaults.patch_batches;
-    }
-    HeadPatching hp;
-    head_patching_run(&hp, &m, &task, &cfg);
-    const char *old[] = {"/patching", "/dla"};
-    int rc = results_rewrite(path, old, 2, write_patching, &hp, err);
-    if (rc == ERR_OK) head_patching_print(&hp, stdout);
-    head_patching_free(&hp);
-    model_free(&m);
-    task_close(&task);
-    return rc;
-}
-
-int head_patching_main(int argc, char **argv) {
-    const char *path = NULL;
-    int batches = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(patch_usage, stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "--batches") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
-            const int is_batches = !strcmp(argv[i], "--batches");
-            i++;
-            if (!util_int_option("patch", argv[i - 1], argv[i], is_batches ? 1 : 0,
-                                 is_batches ? 100000 : 1024, is_batches ? &batches : &threads))
-                return 2;
-        } else if (argv[i][0] != '-' && !path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "harness patch: unexpected argument '%s'\n%s", argv[i], patch_usage);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "harness patch: no results file given\n%s", patch_usage);
-        return 2;
-    }
-    UserError err;
-    if (patch_file(path, batches, threads, &err) != ERR_OK) {
-        fprintf(stderr, "%s\n", err.text);
-        return 2;
-    }
-    fprintf(stderr, "%s: activation and attribution patching and direct logit attribution written\n", path);
-    return 0;
 }

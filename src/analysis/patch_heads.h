@@ -51,7 +51,4 @@ void head_patching_print(const HeadPatching *hp, FILE *out);
 /* The bytes head_patching_run allocates beyond the model (the memory estimate's share). */
 size_t head_patching_bytes(ModelShape shape, const Config *cfg);
 
-/* `harness patch RUN.h5 [--batches N] [--threads N]`: argv[0] is "patch". Returns the exit status. */
-int head_patching_main(int argc, char **argv);
-
 #endif

@@ -27,6 +27,7 @@
 #include "analysis/patch_heads.h"
 #include "results/results.h"
 #include "shapes.h"
+#include "study_commands.h"
 #include "data/tasks.h"
 #include "train/train.h"
 
@@ -160,8 +161,8 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0) return generate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "prune") == 0) return head_study_prune_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "patch") == 0) return head_patching_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "prune") == 0) return prune_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;

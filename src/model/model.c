@@ -31,11 +31,21 @@ typedef struct {
                               * the next adds to it */
 } Pass;
 
-struct Stage {
+typedef struct {
     const char *name;
     void (*forward)(Pass *p);
     void (*backward)(Pass *p);
-};
+} Stage;
+
+/* The plan of a layer's attention: its stages in forward order, a function of the shape alone
+ * (model_plan_of), so the model keeps none: it is a few pointers to fill. */
+#define MODEL_MAX_STAGES 10
+typedef struct {
+    const Stage *stage[MODEL_MAX_STAGES];
+    int n_stages;
+    int head_mix;  /* index of the head-mix stage, where a forward from a HeadState begins */
+    int qkv_patch; /* index of the qkv-patch stage, the lowest an input gate sits at */
+} LayerPlan;
 
 /* Layer p->l's slice of a per-layer activation of `width` floats per token. */
 static float *slice(const Pass *p, float *tensor, size_t width) {
@@ -412,7 +422,7 @@ static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pa
 static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
 
 /* The stages of the shape's attention, in forward order. */
-LayerPlan model_plan_of(ModelShape s) {
+static LayerPlan model_plan_of(ModelShape s) {
     LayerPlan plan = {0};
 #define ADD(st) (plan.stage[plan.n_stages++] = (st))
     ADD(&STAGE_LAYERNORM);
@@ -433,7 +443,8 @@ LayerPlan model_plan_of(ModelShape s) {
 }
 
 const char *model_stage_name(const Model *m, int i) {
-    return i >= 0 && i < m->plan.n_stages ? m->plan.stage[i]->name : NULL;
+    const LayerPlan plan = model_plan_of(m->shape);
+    return i >= 0 && i < plan.n_stages ? plan.stage[i]->name : NULL;
 }
 
 /* ---------------------------------------------------------------- forward and backward */
@@ -499,8 +510,8 @@ static void forward_layer(Model *m, int l, int from_head_mix) {
                             slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
         return;
     }
-    for (int i = from_head_mix ? m->plan.head_mix : 0; i < m->plan.n_stages; i++)
-        m->plan.stage[i]->forward(&p);
+    const LayerPlan plan = model_plan_of(m->shape);
+    for (int i = from_head_mix ? plan.head_mix : 0; i < plan.n_stages; i++) plan.stage[i]->forward(&p);
 }
 
 float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
@@ -562,7 +573,8 @@ void model_backward(Model *m) {
     if (iv->logit_grad) memcpy(a->d_logits, iv->logit_grad, sizeof(float) * BT * V);
     else crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
     /* a backward for gates only stops where nothing below moves one */
-    const int stop = params ? -1 : iv->grads & MODEL_GRAD_INPUT_GATES ? m->plan.qkv_patch : m->plan.head_mix;
+    const LayerPlan plan = model_plan_of(s);
+    const int stop = params ? -1 : iv->grads & MODEL_GRAD_INPUT_GATES ? plan.qkv_patch : plan.head_mix;
     linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D,
                     V);
     memset(a->d_residual, 0, sizeof(float) * BT * D);
@@ -570,8 +582,8 @@ void model_backward(Model *m) {
                        p->lnf_g, a->lnf_mean, a->lnf_rstd, BT, D);
     for (int l = L - 1; l >= 0; l--) {
         Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
-        for (int i = m->plan.n_stages - 1; i >= 0; i--) {
-            m->plan.stage[i]->backward(&pass);
+        for (int i = plan.n_stages - 1; i >= 0; i--) {
+            plan.stage[i]->backward(&pass);
             if (l == 0 && i == stop) return;
         }
     }

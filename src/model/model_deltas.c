@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model_internal.h"
+#include "model_layout.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
 

@@ -4,14 +4,10 @@
 #ifndef MODEL_INTERNAL_H
 #define MODEL_INTERNAL_H
 #include <stddef.h>
-#include "model.h"
+#include "model_types.h"
 
 /* Width of the fused projection: Q for every head, K and V for every K/V head. */
 static inline size_t qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head; }
-
-/* The stages of the shape's attention, in forward order (model.c; model_init builds the plan
- * once). */
-LayerPlan model_plan_of(ModelShape s);
 
 /* The input deltas (model_deltas.c) of layer l in the last forward's interventions, on (B, T):
  * the project stage's, which reprojects each delta's head's columns of act.qkv; and one delta's

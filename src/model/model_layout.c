@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "model.h"
+#include "model_layout.h"
 #include "model_internal.h"
 #include "base/rng.h"
 #include "base/util.h"
@@ -139,16 +139,15 @@ static size_t point_activations(Activations *a, float *base, ModelShape s, int B
     return off;
 }
 
-/* Activations for batches up to max_batch (the forward's only for a view, which has no backward),
- * and the plan of stages that fills them. Only the forward's part of a view: calloc zeroes a block
- * that malloc takes from its free lists (after the study's views are freed), and every page it
- * zeroes is resident, so a view's unused backward part would cost as much memory as a used one. */
+/* Activations for batches up to max_batch (the forward's only for a view, which has no backward).
+ * Only the forward's part of a view: calloc zeroes a block that malloc takes from its free lists
+ * (after the study's views are freed), and every page it zeroes is resident, so a view's unused
+ * backward part would cost as much memory as a used one. */
 static void alloc_activations(Model *m, int max_batch, int forward_only) {
     m->max_batch = max_batch;
     const size_t floats = point_activations(&m->act, NULL, m->shape, max_batch, forward_only);
     m->act_block = xcalloc(forward_only ? m->act.forward_floats : floats, sizeof(float));
     point_activations(&m->act, m->act_block, m->shape, max_batch, forward_only);
-    m->plan = model_plan_of(m->shape);
 }
 
 void model_init(Model *m, ModelShape shape, int max_batch) {

@@ -1,6 +1,6 @@
-/* check_internal.h: what the parts of `harness check` share (check.c, the driver and the
- * checker's helpers; check_layout.c, the file's form; check_analysis.c, the analyses recomputed);
- * nothing else includes it. */
+/* check_internal.h: what the parts of `harness check` share (check.c, the driver; checker.c, the
+ * checker's helpers; check_layout.c, the file's form; check_analysis.c, the analyses recomputed;
+ * check_gates.c, the learned head gates); nothing else includes it. */
 #ifndef CHECK_INTERNAL_H
 #define CHECK_INTERNAL_H
 #include <stdint.h>

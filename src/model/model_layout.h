@@ -1,0 +1,46 @@
+/* model_layout.h: a model's memory (model_layout.c, with the scratch sizes of model_deltas.c and
+ * model_sparse.c): the shape from a config, init, views, weights, the tensor table, and the sizes and
+ * costs other modules plan with.
+ * Must not know: tasks, files, training, analysis. */
+#ifndef MODEL_LAYOUT_H
+#define MODEL_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model_types.h"
+
+ModelShape model_shape_from_config(const Config *cfg);
+void model_init(Model *m, ModelShape shape, int max_batch);
+void model_free(Model *m);
+/* A model that shares m's parameters (read, never copied: they must outlive the view and not
+ * change while it runs) with activations of its own for batches up to max_batch: forwards only,
+ * one per thread of the analysis. Freed with model_free. */
+void model_init_view(Model *view, const Model *m, int max_batch);
+/* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
+void model_init_weights(Model *m, uint64_t seed);
+const TensorSpec *model_find_tensor(const Model *m, const char *name);
+
+/* The sizes model_init allocates, from the shape alone (what shapes.c's memory estimate reads,
+ * so that the estimate follows the code): floats of one parameter-sized block (model_init makes
+ * four: parameters, gradients, AdamW's two moments) and of the activations for batches up to B. */
+size_t model_param_floats(ModelShape shape);
+size_t model_activation_floats(ModelShape shape, int B);
+/* Of those, the floats a forward alone writes (a model view that never runs a backward). */
+size_t model_forward_activation_floats(ModelShape shape, int B);
+/* The scratch floats a forward allocates on top of the activations: with input deltas in layers
+ * that run whole, and from a sparse start (HeadState with qkv and resid_post). */
+size_t model_input_delta_floats(ModelShape shape, int B, int T);
+size_t model_sparse_floats(ModelShape shape, int B, int T);
+
+/* FLOP and parameter accounting for --shapes and the benchmark (forward matmuls, per token). */
+typedef struct {
+    double params_embed, params_layer_qkv, params_layer_o, params_layer_gate, params_layer_sink,
+        params_layer_ln;
+    double params_final;
+    double flops_qkv, flops_scores, flops_mix, flops_o, flops_gate, flops_unembed; /* per token, per layer */
+    double params_total, flops_forward; /* per token, whole model, full context of seq_len */
+    double kv_cache_values;             /* K and V values cached per token, all layers */
+} ModelCost;
+ModelCost model_cost(ModelShape s);
+
+#endif
