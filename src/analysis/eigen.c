@@ -63,119 +63,154 @@ static void hessenberg(int n, double *a, double *v) {
     }
 }
 
+/* The index l of the lowest negligible subdiagonal entry of the active block ..last, which splits
+ * the matrix there (set to zero); 0 when there is none. */
+static int split_point(int n, double *a, int last, double norm) {
+    int l;
+    for (l = last; l >= 1; l--) {
+        double s = fabs(A(l - 1, l - 1)) + fabs(A(l, l));
+        if (s == 0.0) s = norm;
+        if (fabs(A(l, l - 1)) + s == s) {
+            A(l, l - 1) = 0.0;
+            break;
+        }
+    }
+    return l;
+}
+
+/* The roots the block l..last gives up now: one real root when it is 1 × 1, two (real or a
+ * conjugate pair) when it is 2 × 2, into re/im at last (and last - 1); returns how many (0: none,
+ * the block is larger). */
+static int deflate(int n, const double *a, int l, int last, double shift, double *re, double *im) {
+    double x = A(last, last);
+    if (l == last) {
+        re[last] = x + shift;
+        im[last] = 0.0;
+        return 1;
+    }
+    if (l != last - 1) return 0;
+    double y = A(last - 1, last - 1), w = A(last, last - 1) * A(last - 1, last);
+    double p = 0.5 * (y - x), q = p * p + w, z = sqrt(fabs(q));
+    x += shift;
+    if (q >= 0.0) {
+        z = p + (p >= 0 ? z : -z);
+        re[last - 1] = re[last] = x + z;
+        if (z != 0.0) re[last] = x - w / z;
+        im[last - 1] = im[last] = 0.0;
+    } else {
+        re[last - 1] = re[last] = x + p;
+        im[last - 1] = z;
+        im[last] = -z;
+    }
+    return 2;
+}
+
+/* Where the double-shift bulge starts (m, from last - 2 up to l): the first column of
+ * (a − s1)(a − s2) as (p, q, r), and two consecutive small subdiagonal entries above the block,
+ * if any. x, y, w: the shifts' trailing 2 × 2 block. */
+static int bulge_start(int n, const double *a, int l, int last, double x, double y, double w, double pqr[3]) {
+    int m;
+    double p = 0.0, q = 0.0, r = 0.0;
+    for (m = last - 2; m >= l; m--) {
+        double z = A(m, m), rr = x - z, ss = y - z;
+        p = (rr * ss - w) / A(m + 1, m) + A(m, m + 1);
+        q = A(m + 1, m + 1) - z - rr - ss;
+        r = A(m + 2, m + 1);
+        double s = fabs(p) + fabs(q) + fabs(r);
+        p /= s, q /= s, r /= s;
+        if (m == l) break;
+        double u = fabs(A(m, m - 1)) * (fabs(q) + fabs(r));
+        double v = fabs(p) * (fabs(A(m - 1, m - 1)) + fabs(z) + fabs(A(m + 1, m + 1)));
+        if (u + v == v) break;
+    }
+    pqr[0] = p, pqr[1] = q, pqr[2] = r;
+    return m;
+}
+
+/* Chase the bulge from m down the block l..last with 3 × 3 reflections (2 × 2 at the bottom);
+ * (p, q, r): bulge_start's first column. */
+static void chase_bulge(int n, double *a, int l, int m, int last, double p, double q, double r) {
+    for (int i = m + 2; i <= last; i++) {
+        A(i, i - 2) = 0.0;
+        if (i != m + 2) A(i, i - 3) = 0.0;
+    }
+    for (int k = m; k <= last - 1; k++) {
+        double scale = 1.0;
+        if (k != m) {
+            p = A(k, k - 1);
+            q = A(k + 1, k - 1);
+            r = k != last - 1 ? A(k + 2, k - 1) : 0.0;
+            scale = fabs(p) + fabs(q) + fabs(r);
+            if (scale != 0.0) p /= scale, q /= scale, r /= scale;
+        }
+        double s = sqrt(p * p + q * q + r * r);
+        if (p < 0) s = -s;
+        if (s == 0.0) continue;
+        if (k == m) {
+            if (l != m) A(k, k - 1) = -A(k, k - 1);
+        } else {
+            A(k, k - 1) = -s * scale;
+        }
+        p += s;
+        double ux = p / s, uy = q / s, uz = r / s;
+        q /= p, r /= p;
+        for (int j = k; j <= last; j++) { /* rows k, k+1, k+2 */
+            double t = A(k, j) + q * A(k + 1, j);
+            if (k != last - 1) {
+                t += r * A(k + 2, j);
+                A(k + 2, j) -= t * uz;
+            }
+            A(k + 1, j) -= t * uy;
+            A(k, j) -= t * ux;
+        }
+        int bottom = last < k + 3 ? last : k + 3;
+        for (int i = l; i <= bottom; i++) { /* columns k, k+1, k+2 */
+            double t = ux * A(i, k) + uy * A(i, k + 1);
+            if (k != last - 1) {
+                t += uz * A(i, k + 2);
+                A(i, k + 2) -= t * r;
+            }
+            A(i, k + 1) -= t * q;
+            A(i, k) -= t;
+        }
+    }
+}
+
+/* One double-shift QR step on the block l..last (its: the steps taken on it so far; the 10th and
+ * 20th take an exceptional shift, which breaks a cycle, and add it to *shift). */
+static void qr_step(int n, double *a, int l, int last, int its, double *shift) {
+    double x = A(last, last), y = A(last - 1, last - 1), w = A(last, last - 1) * A(last - 1, last);
+    if (its == 10 || its == 20) {
+        *shift += x;
+        for (int i = 0; i <= last; i++) A(i, i) -= x;
+        double s = fabs(A(last, last - 1)) + fabs(A(last - 1, last - 2));
+        x = y = 0.75 * s;
+        w = -0.4375 * s * s;
+    }
+    double pqr[3];
+    const int m = bulge_start(n, a, l, last, x, y, w, pqr);
+    chase_bulge(n, a, l, m, last, pqr[0], pqr[1], pqr[2]);
+}
+
 /* The eigenvalues of the upper Hessenberg a: QR steps with two shifts (the eigenvalues of the
  * trailing 2 × 2 block, kept real as a pair) on the active block l..last, deflating one root
- * (a negligible a[last][last-1]) or two (a negligible a[last-1][last-2]) at a time. */
+ * (a negligible a[last][last-1]) or two (a negligible a[last-1][last-2]) at a time; -1 when a
+ * block takes more than 60 steps. */
 static int hessenberg_qr(int n, double *a, double *re, double *im) {
     double norm = 0.0, shift = 0.0;
     for (int i = 0; i < n; i++)
         for (int j = i > 0 ? i - 1 : 0; j < n; j++) norm += fabs(A(i, j));
-    int last = n - 1;
-    while (last >= 0) {
-        int its = 0, l;
-        do {
-            for (l = last; l >= 1; l--) { /* the lowest negligible subdiagonal entry splits the matrix */
-                double s = fabs(A(l - 1, l - 1)) + fabs(A(l, l));
-                if (s == 0.0) s = norm;
-                if (fabs(A(l, l - 1)) + s == s) {
-                    A(l, l - 1) = 0.0;
-                    break;
-                }
-            }
-            double x = A(last, last);
-            if (l == last) { /* one real root */
-                re[last] = x + shift;
-                im[last--] = 0.0;
-                continue;
-            }
-            double y = A(last - 1, last - 1), w = A(last, last - 1) * A(last - 1, last);
-            if (l == last - 1) { /* a 2 × 2 block: two roots, real or a conjugate pair */
-                double p = 0.5 * (y - x), q = p * p + w, z = sqrt(fabs(q));
-                x += shift;
-                if (q >= 0.0) {
-                    z = p + (p >= 0 ? z : -z);
-                    re[last - 1] = re[last] = x + z;
-                    if (z != 0.0) re[last] = x - w / z;
-                    im[last - 1] = im[last] = 0.0;
-                } else {
-                    re[last - 1] = re[last] = x + p;
-                    im[last - 1] = z;
-                    im[last] = -z;
-                }
-                last -= 2;
-                continue;
+    for (int last = n - 1; last >= 0;) {
+        for (int its = 0;; its++) {
+            const int l = split_point(n, a, last, norm);
+            const int roots = deflate(n, a, l, last, shift, re, im);
+            if (roots) {
+                last -= roots;
+                break;
             }
             if (its == 60) return -1;
-            if (its == 10 || its == 20) { /* an exceptional shift breaks a cycle */
-                shift += x;
-                for (int i = 0; i <= last; i++) A(i, i) -= x;
-                double s = fabs(A(last, last - 1)) + fabs(A(last - 1, last - 2));
-                x = y = 0.75 * s;
-                w = -0.4375 * s * s;
-            }
-            its++;
-            /* Where the double-shift bulge starts: the first column of (a − s1)(a − s2), and two
-             * consecutive small subdiagonal entries above the block, if any. */
-            int m;
-            double p = 0.0, q = 0.0, r = 0.0;
-            for (m = last - 2; m >= l; m--) {
-                double z = A(m, m), rr = x - z, ss = y - z;
-                p = (rr * ss - w) / A(m + 1, m) + A(m, m + 1);
-                q = A(m + 1, m + 1) - z - rr - ss;
-                r = A(m + 2, m + 1);
-                double s = fabs(p) + fabs(q) + fabs(r);
-                p /= s, q /= s, r /= s;
-                if (m == l) break;
-                double u = fabs(A(m, m - 1)) * (fabs(q) + fabs(r));
-                double v = fabs(p) * (fabs(A(m - 1, m - 1)) + fabs(z) + fabs(A(m + 1, m + 1)));
-                if (u + v == v) break;
-            }
-            for (int i = m + 2; i <= last; i++) {
-                A(i, i - 2) = 0.0;
-                if (i != m + 2) A(i, i - 3) = 0.0;
-            }
-            /* Chase the bulge down with 3 × 3 reflections (2 × 2 at the bottom). */
-            for (int k = m; k <= last - 1; k++) {
-                double scale = 1.0;
-                if (k != m) {
-                    p = A(k, k - 1);
-                    q = A(k + 1, k - 1);
-                    r = k != last - 1 ? A(k + 2, k - 1) : 0.0;
-                    scale = fabs(p) + fabs(q) + fabs(r);
-                    if (scale != 0.0) p /= scale, q /= scale, r /= scale;
-                }
-                double s = sqrt(p * p + q * q + r * r);
-                if (p < 0) s = -s;
-                if (s == 0.0) continue;
-                if (k == m) {
-                    if (l != m) A(k, k - 1) = -A(k, k - 1);
-                } else {
-                    A(k, k - 1) = -s * scale;
-                }
-                p += s;
-                double ux = p / s, uy = q / s, uz = r / s;
-                q /= p, r /= p;
-                for (int j = k; j <= last; j++) { /* rows k, k+1, k+2 */
-                    double t = A(k, j) + q * A(k + 1, j);
-                    if (k != last - 1) {
-                        t += r * A(k + 2, j);
-                        A(k + 2, j) -= t * uz;
-                    }
-                    A(k + 1, j) -= t * uy;
-                    A(k, j) -= t * ux;
-                }
-                int bottom = last < k + 3 ? last : k + 3;
-                for (int i = l; i <= bottom; i++) { /* columns k, k+1, k+2 */
-                    double t = ux * A(i, k) + uy * A(i, k + 1);
-                    if (k != last - 1) {
-                        t += uz * A(i, k + 2);
-                        A(i, k + 2) -= t * r;
-                    }
-                    A(i, k + 1) -= t * q;
-                    A(i, k) -= t;
-                }
-            }
-        } while (l < last - 1);
+            qr_step(n, a, l, last, its, &shift);
+        }
     }
     return 0;
 }

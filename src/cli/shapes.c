@@ -46,15 +46,12 @@ void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size) {
              grouped(tokens, c, 32), grouped((double)per_token * tokens, d, 32));
 }
 
-void shapes_print(const Config *cfg, FILE *out) {
-    ModelShape s = model_shape_from_config(cfg);
-    ModelCost c = model_cost(s);
-    int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
-    int E = H * dh, W = (H + 2 * Hkv) * dh, L = s.n_layer;
+/* The config's shape in two lines: sizes, then the attention's kind. */
+static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
+    const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, E = H * dh;
     static const char *const pos_names[] = {"learned positions", "rotary",
                                             "shortformer (learned positions on the Q/K input only)",
                                             "no positions"};
-    char a[32], b[32], d[32];
     fprintf(out,
             "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
             "seq_len T=%d, vocab V=%d\n",
@@ -62,7 +59,7 @@ void shapes_print(const Config *cfg, FILE *out) {
             E == D  ? " (= D)"
             : E > D ? " (> D)"
                     : " (< D)",
-            L, T, s.vocab_size);
+            s.n_layer, s.seq_len, s.vocab_size);
     fprintf(out, "attention: %s K/V heads H_kv=%d%s; %s",
             Hkv == H   ? "multi-head,"
             : Hkv == 1 ? "multi-query,"
@@ -71,6 +68,12 @@ void shapes_print(const Config *cfg, FILE *out) {
     if (s.pos == POS_ROPE)
         fprintf(out, " on the first %d of %d dims per head, base %g", s.rope_dims, dh, s.rope_base);
     fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
+}
+
+/* One block's tensors for one sequence, then the K/V cache of generation. */
+static void print_block(ModelShape s, FILE *out) {
+    const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
+    const int E = H * dh, W = (H + 2 * Hkv) * dh;
     fprintf(out, "one block, one sequence (the mainline):\n");
     fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
     const char *qkv_cols = Hkv == H ? "3E" : "(H+2H_kv)d_h";
@@ -88,49 +91,83 @@ void shapes_print(const Config *cfg, FILE *out) {
             s.output_gate ? ", times sigmoid(Z . W_gate + b_gate)" : "");
     fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D,
             E, D);
-    char cache[160];
+    char cache[160], a[32];
     shapes_kv_cache_line(s, T, cache, sizeof cache);
     fprintf(out, "K/V cache (harness generate's): 2*H_kv*d_head*L = %s (%s bytes per token in bf16)\n\n",
-            cache, grouped(2 * c.kv_cache_values, a, 32));
+            cache, grouped(2 * model_cost(s).kv_cache_values, a, 32));
+}
 
+/* A row of a table: its label, its per-layer value (< 0: "-", a whole-model part) and its
+ * whole-model value; shown only where the shape has the part. */
+typedef struct {
+    const char *label;
+    double per_layer, whole;
+    int shown;
+} CountRow;
+
+static void print_counts(const CountRow *rows, int n, FILE *out) {
+    char a[32], b[32];
+    for (int i = 0; i < n; i++)
+        if (rows[i].shown)
+            fprintf(out, "  %-34s%15s  %15s\n", rows[i].label,
+                    rows[i].per_layer < 0 ? "-" : grouped(rows[i].per_layer, a, 32),
+                    grouped(rows[i].whole, b, 32));
+}
+
+static void print_params(ModelShape s, ModelCost c, FILE *out) {
+    const double L = s.n_layer;
+    const int learned = s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER;
+    const double layer =
+        c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_sink + c.params_layer_ln;
+    const CountRow rows[] = {
+        {learned ? "embeddings (tok V*D + pos T*D)" : "embeddings (tok V*D; no W_pos)", -1, c.params_embed,
+         1},
+        {"W_qkv + b_qkv (D*W + W)", c.params_layer_qkv, L * c.params_layer_qkv, 1},
+        {"W_gate + b_gate (D*E + E)", c.params_layer_gate, L * c.params_layer_gate, s.output_gate},
+        {"W_o + b_o (E*D + D)", c.params_layer_o, L * c.params_layer_o, 1},
+        {"sink logits (H)", c.params_layer_sink, L * c.params_layer_sink, s.sink},
+        {"LayerNorm (2*D)", c.params_layer_ln, L * c.params_layer_ln, 1},
+        {"final LN + unembedding (2*D + D*V)", -1, c.params_final, 1},
+        {"total", layer, c.params_total, 1},
+    };
     fprintf(out, "parameters                          per layer        whole model\n");
-    fprintf(out, "  %-34s%15s  %15s\n",
-            s.pos == POS_LEARNED || s.pos == POS_SHORTFORMER ? "embeddings (tok V*D + pos T*D)"
-                                                             : "embeddings (tok V*D; no W_pos)",
-            "-", grouped(c.params_embed, a, 32));
-    fprintf(out, "  W_qkv + b_qkv (D*W + W)           %15s  %15s\n", grouped(c.params_layer_qkv, a, 32),
-            grouped(L * c.params_layer_qkv, b, 32));
-    if (s.output_gate)
-        fprintf(out, "  W_gate + b_gate (D*E + E)         %15s  %15s\n", grouped(c.params_layer_gate, a, 32),
-                grouped(L * c.params_layer_gate, b, 32));
-    fprintf(out, "  W_o + b_o (E*D + D)               %15s  %15s\n", grouped(c.params_layer_o, a, 32),
-            grouped(L * c.params_layer_o, b, 32));
-    if (s.sink)
-        fprintf(out, "  sink logits (H)                   %15s  %15s\n", grouped(c.params_layer_sink, a, 32),
-                grouped(L * c.params_layer_sink, b, 32));
-    fprintf(out, "  LayerNorm (2*D)                   %15s  %15s\n", grouped(c.params_layer_ln, a, 32),
-            grouped(L * c.params_layer_ln, b, 32));
-    fprintf(out, "  final LN + unembedding (2*D + D*V)%15s  %15s\n", "-", grouped(c.params_final, a, 32));
-    fprintf(out, "  total                             %15s  %15s\n\n",
-            grouped(c.params_layer_qkv + c.params_layer_o + c.params_layer_gate + c.params_layer_sink +
-                        c.params_layer_ln,
-                    a, 32),
-            grouped(c.params_total, b, 32));
+    print_counts(rows, (int)(sizeof rows / sizeof rows[0]), out);
+    fprintf(out, "\n");
+}
 
-    double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate;
+static void print_flops(ModelShape s, ModelCost c, FILE *out) {
+    const double per_layer = c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate;
+    const struct {
+        const char *label;
+        double flops;
+        int shown;
+    } rows[] = {
+        {"QKV projection   2*D*W", c.flops_qkv, 1},
+        {"scores Q.K^T     2*T*E", c.flops_scores, 1},
+        {"weights . V      2*T*E", c.flops_mix, 1},
+        {"output W_o       2*E*D", c.flops_o, 1},
+        {"output gate      2*D*E", c.flops_gate, s.output_gate},
+    };
+    char a[32], b[32];
     fprintf(out,
-            "matmul FLOPs per token, forward (multiply-add = 2; attention over a full context of T=%d)\n", T);
-    fprintf(out, "  QKV projection   2*D*W            %15s\n", grouped(c.flops_qkv, a, 32));
-    fprintf(out, "  scores Q.K^T     2*T*E            %15s\n", grouped(c.flops_scores, a, 32));
-    fprintf(out, "  weights . V      2*T*E            %15s\n", grouped(c.flops_mix, a, 32));
-    fprintf(out, "  output W_o       2*E*D            %15s\n", grouped(c.flops_o, a, 32));
-    if (s.output_gate)
-        fprintf(out, "  output gate      2*D*E            %15s\n", grouped(c.flops_gate, a, 32));
+            "matmul FLOPs per token, forward (multiply-add = 2; attention over a full context of T=%d)\n",
+            s.seq_len);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].shown) fprintf(out, "  %-34s%15s\n", rows[i].label, grouped(rows[i].flops, a, 32));
     fprintf(out, "  per layer                         %15s   x %d layers = %s\n", grouped(per_layer, a, 32),
-            L, grouped(L * per_layer, d, 32));
+            s.n_layer, grouped(s.n_layer * per_layer, b, 32));
     fprintf(out, "  unembedding      2*D*V            %15s\n", grouped(c.flops_unembed, a, 32));
     fprintf(out, "  total forward                     %15s   (forward + backward ~ 3x: %s)\n",
             grouped(c.flops_forward, a, 32), grouped(3 * c.flops_forward, b, 32));
+}
+
+void shapes_print(const Config *cfg, FILE *out) {
+    const ModelShape s = model_shape_from_config(cfg);
+    const ModelCost c = model_cost(s);
+    print_summary(cfg, s, out);
+    print_block(s, out);
+    print_params(s, c, out);
+    print_flops(s, c, out);
     print_memory(cfg, out);
 }
 

@@ -43,10 +43,6 @@ void model_zero_grad(Model *m);
 const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
 
-/* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
- * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
- * the activations for max_batch; 0 when it keeps none. */
-size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps);
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
 /* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
  * the last. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "model_layout.h"
 #include "model_internal.h"
+#include "kernels/kernels.h"
 #include "base/rng.h"
 #include "base/util.h"
 
@@ -256,4 +257,16 @@ ModelCost model_cost(ModelShape s) {
         L * (c.flops_qkv + c.flops_scores + c.flops_mix + c.flops_o + c.flops_gate) + c.flops_unembed;
     c.kv_cache_values = 2 * s.n_kv_head * (double)s.d_head * L; /* per token */
     return c;
+}
+
+/* Whether the last forward keeps its attention maps: when asked (keep_maps), and for a backward
+ * that reads them (attention_reads_maps) when they take no more memory than the other
+ * activations (H · T at most about the floats per token of the rest: T <= 256 in the bench's
+ * layouts); it then skips recomputing them, the same bits for less work, and memory stays
+ * O(B · T · (D + E)). Longer contexts keep none. */
+size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps) {
+    size_t maps = (size_t)s.n_layer * B * s.n_head * T * T;
+    int keeps =
+        keep_maps || (attention_reads_maps(s.d_head) && maps <= model_activation_floats(s, max_batch));
+    return keeps ? maps : 0;
 }

@@ -43,4 +43,9 @@ typedef struct {
 } ModelCost;
 ModelCost model_cost(ModelShape s);
 
+/* The attention maps (floats) a forward of B sequences of T keeps in the model: all of them when
+ * asked (keep_maps: the analysis), else those its backward reads where they are no larger than
+ * the activations for max_batch; 0 when it keeps none. */
+size_t model_map_floats(ModelShape s, int B, int T, int max_batch, int keep_maps);
+
 #endif

@@ -1,0 +1,53 @@
+/* model_stages.h: what model.c's passes over layers need of model_stages.c: a layer's pass, a
+ * stage, the plan of a shape's stages, and the activations' per-layer slices. Internal to model/.
+ * Must not know: tasks, files, training, analysis. */
+#ifndef MODEL_STAGES_H
+#define MODEL_STAGES_H
+#include <stddef.h>
+#include "model_types.h"
+#include "kernels/kernels.h"
+
+/* One layer's pass through the plan. */
+typedef struct {
+    Model *m;
+    const Interventions *iv; /* the forward's */
+    int l, B, T, BT;
+    float *d;            /* backward: the gradient at the output of the stage being run */
+    GradWrite d_z_write; /* backward: the first stage to reach z = LN(h) sets its gradient,
+                              * the next adds to it */
+} Pass;
+
+typedef struct {
+    const char *name;
+    void (*forward)(Pass *p);
+    void (*backward)(Pass *p);
+} Stage;
+
+/* The plan of a layer's attention: its stages in forward order, a function of the shape alone
+ * (model_plan_of), so the model keeps none: it is a few pointers to fill. */
+#define MODEL_MAX_STAGES 10
+typedef struct {
+    const Stage *stage[MODEL_MAX_STAGES];
+    int n_stages;
+    int head_mix;  /* index of the head-mix stage, where a forward from a HeadState begins */
+    int qkv_patch; /* index of the qkv-patch stage, the lowest an input gate sits at */
+} LayerPlan;
+
+/* The stages of the shape's attention, in forward order. */
+LayerPlan model_plan_of(ModelShape s);
+
+/* Layer p->l's slice of a per-layer activation of `width` floats per token. */
+static inline float *slice(const Pass *p, float *tensor, size_t width) {
+    return tensor + (size_t)p->l * p->BT * width;
+}
+
+/* Layer l's maps where the last forward kept them, else NULL: hook_pattern of a whole forward
+ * (the only kind a backward runs through). */
+const float *kept_maps(const Model *m, int l);
+/* hook_z of layer l: the heads' outputs, after the output gate when there is one. */
+float *heads_output(const Model *m, int l);
+int gates_all_one(const float *gate, int H);
+/* The input of W_o: hook_head_mix. */
+const float *head_mix_output(const Pass *p);
+
+#endif
