@@ -24,6 +24,45 @@ static inline __m256i lanes8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* The tile's store: c = (load_c ? c : c_init ? the c_init row : 0) + acc, masked to mr x nr
+ * (m0, m1: the lanes of nr in each vector). */
+ALWAYS_INLINE void tile_store(__m256 acc[MR][2], const int nv, float *c, ptrdiff_t ldc, int mr, int nr,
+                              int load_c, const float *c_init, __m256i m0, __m256i m1) {
+    __m256 init0 = _mm256_setzero_ps(), init1 = _mm256_setzero_ps();
+    if (!load_c && c_init) {
+        init0 = _mm256_maskload_ps(c_init, m0);
+        if (nv == 2) init1 = _mm256_maskload_ps(c_init + 8, m1);
+    }
+    if (mr == MR && nr == 8 * nv) {
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + i * ldc;
+            if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
+            else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
+            _mm256_storeu_ps(ci, acc[i][0]);
+            if (nv == 2) {
+                if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
+                else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
+                _mm256_storeu_ps(ci + 8, acc[i][1]);
+            }
+        }
+        return;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
+        else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
+        _mm256_maskstore_ps(ci, m0, acc[i][0]);
+        if (nv == 2) {
+            if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
+            else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
+            _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
+        }
+    }
+}
+
 /* The same tile with AVX2: 6 x 16, 12 accumulators of 8 floats, 2 loads of B and 6 broadcasts
  * of A per 12 fused multiply-adds. */
 ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, int kc, const float *a,
@@ -62,40 +101,7 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         }
         b += ldb;
     }
-    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
-    __m256 init0 = _mm256_setzero_ps(), init1 = _mm256_setzero_ps();
-    if (!load_c && c_init) {
-        init0 = _mm256_maskload_ps(c_init, m0);
-        if (nv == 2) init1 = _mm256_maskload_ps(c_init + 8, m1);
-    }
-    if (mr == MR && nr == 8 * nv) {
-#pragma GCC unroll 6
-        for (int i = 0; i < MR; i++) {
-            float *ci = c + i * ldc;
-            if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]);
-            else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
-            _mm256_storeu_ps(ci, acc[i][0]);
-            if (nv == 2) {
-                if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]);
-                else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
-                _mm256_storeu_ps(ci + 8, acc[i][1]);
-            }
-        }
-        return;
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-        float *ci = c + i * ldc;
-        if (load_c == 1) acc[i][0] = _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]);
-        else if (c_init) acc[i][0] = _mm256_add_ps(init0, acc[i][0]);
-        _mm256_maskstore_ps(ci, m0, acc[i][0]);
-        if (nv == 2) {
-            if (load_c == 1) acc[i][1] = _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]);
-            else if (c_init) acc[i][1] = _mm256_add_ps(init1, acc[i][1]);
-            _mm256_maskstore_ps(ci + 8, m1, acc[i][1]);
-        }
-    }
+    tile_store(acc, nv, c, ldc, mr, nr, load_c, c_init, m0, m1);
 }
 const char *gemm_kernel_name(void) { return "AVX2 6x16"; }
 

@@ -15,6 +15,45 @@
 #include <immintrin.h>
 
 #define TILE_ISA "AVX-512"
+/* The tile's store: c = (load_c ? c : c_init ? the c_init row : 0) + acc, masked to mr x nr
+ * (m0, m1: the lanes of nr in each vector). */
+ALWAYS_INLINE void tile_store(__m512 acc[MR][2], const int nv, float *c, ptrdiff_t ldc, int mr, int nr,
+                              int load_c, const float *c_init, __mmask16 m0, __mmask16 m1) {
+    __m512 init0 = _mm512_setzero_ps(), init1 = _mm512_setzero_ps();
+    if (!load_c && c_init) {
+        init0 = _mm512_maskz_loadu_ps(m0, c_init);
+        if (nv == 2) init1 = _mm512_maskz_loadu_ps(m1, c_init + 16);
+    }
+    if (mr == MR && nr == 16 * nv) {
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + i * ldc;
+            if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
+            else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
+            _mm512_storeu_ps(ci, acc[i][0]);
+            if (nv == 2) {
+                if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
+                else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
+                _mm512_storeu_ps(ci + 16, acc[i][1]);
+            }
+        }
+        return;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
+        else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
+        _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+        if (nv == 2) {
+            if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
+            else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
+            _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+        }
+    }
+}
+
 /* 64 KiB of B per micro-panel: the 12-row tile reuses each B load 12 times and streams B
  * from L2 at full rate */
 enum { TILE_KC = 512, TILE_TRANSPOSES = 1 };
@@ -56,40 +95,7 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
         }
         b += ldb;
     }
-    /* c = (load_c ? c : c_init ? the c_init row : 0) + acc */
-    __m512 init0 = _mm512_setzero_ps(), init1 = _mm512_setzero_ps();
-    if (!load_c && c_init) {
-        init0 = _mm512_maskz_loadu_ps(m0, c_init);
-        if (nv == 2) init1 = _mm512_maskz_loadu_ps(m1, c_init + 16);
-    }
-    if (mr == MR && nr == 16 * nv) {
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            float *ci = c + i * ldc;
-            if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]);
-            else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
-            _mm512_storeu_ps(ci, acc[i][0]);
-            if (nv == 2) {
-                if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]);
-                else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
-                _mm512_storeu_ps(ci + 16, acc[i][1]);
-            }
-        }
-        return;
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-        float *ci = c + i * ldc;
-        if (load_c == 1) acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), acc[i][0]);
-        else if (c_init) acc[i][0] = _mm512_add_ps(init0, acc[i][0]);
-        _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
-        if (nv == 2) {
-            if (load_c == 1) acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), acc[i][1]);
-            else if (c_init) acc[i][1] = _mm512_add_ps(init1, acc[i][1]);
-            _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
-        }
-    }
+    tile_store(acc, nv, c, ldc, mr, nr, load_c, c_init, m0, m1);
 }
 const char *gemm_kernel_name(void) { return "AVX-512 12x32"; }
 
