@@ -1,6 +1,6 @@
-/* model_internal.h: what model.c (the stages, forward and backward), model_layout.c (the
- * parameter and activation layouts) and model_deltas.c (the input deltas) share; nothing else
- * includes it. */
+/* model_internal.h: what the files of model/ share beyond the types (model_stages.c, model.c,
+ * model_layout.c, model_deltas.c, model_sparse.c): the fused projection's width, the input
+ * deltas and the sparse start; nothing outside model/ includes it. */
 #ifndef MODEL_INTERNAL_H
 #define MODEL_INTERNAL_H
 #include <stddef.h>
