@@ -1,6 +1,6 @@
 /* bench_generate.c: the cost of one generated token by position, through the K/V cache
  * (src/cli/generate.c) and by a full forward over the whole sequence so far (src/model/model.c), for the
- * bench's "generate" table (python/heads/bench.py; `make bench` builds it as
+ * bench's "generate" table (python/heads/bench/bench.py; `make bench` builds it as
  * build/bench_generate).
  *
  * usage: bench_generate D H D_HEAD T REPEATS

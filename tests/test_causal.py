@@ -13,7 +13,7 @@ scripts/compare say it, checked against independent computations:
 2. scripts/plot writes patching.png, patching_atp.png (and patching_kv.png, the K and V panels
    and their estimates, under grouped K/V), dla.png and copying.png, each with a CSV beside it
    holding the file's numbers (every kind and its AtP estimate).
-3. heads.causal.heads_carrying on hand-worked examples (ties, negative effects, NaN, all zero)
+3. heads.read.causal.heads_carrying on hand-worked examples (ties, negative effects, NaN, all zero)
    and on the runs' /patching/head_out against a NumPy loop; the report's causal data holds it,
    the DLA parts and the head table's DLA, copying and patching columns as in the file.
    The end-of-run head table on the terminal prints the copying, patching and DLA columns as in
@@ -43,7 +43,9 @@ HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(RO
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
-from heads import causal, report_run, summary  # noqa: E402
+from heads.read import causal  # noqa: E402
+from heads.report import report_run
+from heads.sweep import summary
 
 PY = "/usr/bin/python3"
 TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "model.seq_len=16",

@@ -16,7 +16,7 @@
    bit the same), keeps the file complete, leaves no temporary file.
 4. `harness prune` on an interrupted, diverged, truncated or non-results file: one line naming
    the file, exit status 2, the file byte for byte unchanged, no temporary file left.
-5. heads.pruning: Holm's adjustment on a hand-worked example; heads needed on a made-up curve.
+5. heads.read.pruning: Holm's adjustment on a hand-worked example; heads needed on a made-up curve.
 6. scripts/plot's head-study figures per layout (SVG text): heads and pruning for every run;
    Q-, K-, V-composition with the heads named (3 layers too), V only with rotary, none with the
    output gate.
@@ -38,7 +38,7 @@ from checks import check, finish, heads12_run
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads import pruning  # noqa: E402
+from heads.read import pruning  # noqa: E402
 
 TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "model.seq_len=16",
         "--set", "train.steps=40", "--set", "train.batch_size=8", "--set", "train.threads=1",
@@ -294,7 +294,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    # heads.pruning
+    # heads.read.pruning
     adjusted = pruning.holm([0.01, 0.04, 0.03, 0.005, float("nan")])
     want = [0.03, 0.06, 0.06, 0.02]
     check("Holm: [0.01, 0.04, 0.03, 0.005] -> [0.03, 0.06, 0.06, 0.02] (nan kept, not counted)",

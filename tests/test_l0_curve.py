@@ -17,7 +17,7 @@ chart (every pruning curve and λ), and its tables equal to scripts/compare's.
 usage: /usr/bin/python3 tests/test_l0_curve.py [--keep]
   --keep   keep the temporary directory (fixtures, figures, CSVs) and print its path
 
-The fixture is two sweep directories written with h5py (and heads.summary for the summary.h5
+The fixture is two sweep directories written with h5py (and heads.sweep.summary for the summary.h5
 under test): 4 heads x 2 layers, λ in {0, 0.01, 0.05} x 4 seeds, the λ = 0 runs with pruning
 curves of one head a step (importance) and of two heads a step (delta_loss: the matched loss is
 then interpolated between points), the gated runs with a /heads/kept mask; and a scratch sweep
@@ -57,7 +57,7 @@ def script(name, *args):
 
 
 class Experiment:
-    """What heads.summary.write_summary reads of an experiment."""
+    """What heads.sweep.summary.write_summary reads of an experiment."""
     text, path, base, width, description = "", "-", "-", "fixed_width", ""
 
     def __init__(self, name, swept):
@@ -68,7 +68,7 @@ class Experiment:
 
 
 def summary_row(run, loss, **keys):
-    from heads import results
+    from heads.read import results
     return {"run": run, "status": "complete", **keys, "seed": keys["train.seed"], "n_head": H,
             "d_head": 4, "d_model": 16, "n_layer": L, "E": 16, "params": 1000,
             "flops_per_token": 2000, "final_step": STEPS, "final_train_loss": loss,
@@ -78,7 +78,7 @@ def summary_row(run, loss, **keys):
 
 def make_gate_sweep(outdir):
     """The λ sweep's run files and summary; returns nothing (the checks read the files back)."""
-    from heads import summary
+    from heads.sweep import summary
     os.makedirs(outdir)
     rng = np.random.RandomState(7)
     rows = []
@@ -214,7 +214,7 @@ def test_gate_table():
 
 
 def test_scratch(d, got):
-    from heads import summary
+    from heads.sweep import summary
     sd = os.path.join(TMP, "l0_scratch")
     os.makedirs(sd)
     rng = np.random.RandomState(3)

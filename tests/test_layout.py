@@ -8,7 +8,8 @@
    can hold.
 2. The checker fails where it should: small trees made here, each with one fault (a wrong-way
    include, a bare include of another folder's header, a circle of calls between two files of
-   one folder, two folders that may include each other, a Python import circle, a 71-line
+   one folder, two folders that may include each other, a Python import circle, a Python import
+   of a subpackage its __init__ does not name, a 71-line
    function, a 601-line C file, a 451-line Python module), each named in its output.
 3. docs/code.md is what scripts/code-map makes of the tree (so the map cannot drift), and it
    names every source file and every folder's include rule.
@@ -73,9 +74,12 @@ def small_tree(root):
     # 70 lines: the longest a function may be
     write(root, "src/high/c.c", '#include "low/b.h"\nint c(int x) {\n' + "    x++;\n" * 67 + "    return b(x) - 1;\n}\n")
     write(root, "kernels/k.h", "int k(void);\n")
-    write(root, "python/pkg/__init__.py", "")
-    write(root, "python/pkg/one.py", "from . import two\n")
-    write(root, "python/pkg/two.py", "X = 1\n")
+    write(root, "python/heads/__init__.py", "")
+    write(root, "python/heads/lo/__init__.py", '"""lo.\n\nMay import: nothing\n"""\n')
+    write(root, "python/heads/hi/__init__.py", '"""hi.\n\nMay import: lo\n"""\n')
+    write(root, "python/heads/lo/two.py", "X = 1\n")
+    write(root, "python/heads/lo/three.py", "from . import two\n")
+    write(root, "python/heads/hi/one.py", "from ..lo import two\n")
 
 
 FAULTS = [
@@ -93,8 +97,11 @@ FAULTS = [
      lambda r: write(r, "src/low/README.md", "# low\n\nMay include: high\n"),
      "folders may include each other in a circle"),
     ("a Python import circle",
-     lambda r: write(r, "python/pkg/two.py", "from . import one\nX = 1\n"),
+     lambda r: write(r, "python/heads/lo/two.py", "from . import three\nX = 1\n"),
      "import each other in a circle"),
+    ("a Python import the wrong way (lo imports hi)",
+     lambda r: write(r, "python/heads/lo/two.py", "from ..hi import one\nX = 1\n"),
+     "heads.lo may import only nothing"),
     ("a function of 71 lines",
      lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) {\n' + "    x++;\n" * 68 + "    return x;\n}\n"),
      "a is 71 lines, over 70"),
@@ -102,7 +109,7 @@ FAULTS = [
      lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) { return x + 1; }\n' + "\n" * 599),
      "601 lines, over 600"),
     ("a Python module of 451 lines",
-     lambda r: write(r, "python/pkg/two.py", "X = 1\n" * 451),
+     lambda r: write(r, "python/heads/lo/two.py", "X = 1\n" * 451),
      "451 lines, over 450"),
     ("a folder without a README",
      lambda r: os.remove(os.path.join(r, "src/high/README.md")),

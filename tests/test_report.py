@@ -59,7 +59,9 @@ import numpy as np  # noqa: E402
 import h5py  # noqa: E402
 from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
                     open_page, run_check)
-from heads import harness, pruning, report_page, report_run, results, tokens  # noqa: E402
+from heads.core import harness, tokens  # noqa: E402
+from heads.read import pruning, results
+from heads.report import report_page, report_run
 
 PY = "/usr/bin/python3"
 SHOWN = 1 / 510 + 0.5e-4 + 1e-7  # the page's stated precision: 8-bit levels, shown to 4 decimals

@@ -46,7 +46,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads import cli, experiments, harness, pool, results, stats, summary  # noqa: E402
+from heads.core import cli, harness, stats  # noqa: E402
+from heads.sweep import experiments, pool, summary
+from heads.read import results
 from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
                     run_check, statuses)
 import numpy as np  # noqa: E402
@@ -751,7 +753,7 @@ def test_bench_scaling_table():
     over the harness's, and the load average beside the figures."""
     import contextlib
     import io
-    from heads import bench_report
+    from heads.bench import bench_report
     entry = {"config": "T1024 B8", "B": 8, "T": 1024, "flops": 4e9,
              "harness": {"median_s": 0.5, "max_rss_kib": 200 * 1024},
              "torch_openblas512": {"median_s": 2.0, "max_rss_kib": 900 * 1024}, "load": [3.04, 12.5]}

@@ -23,7 +23,7 @@ each, then "N passed, M failed"; exit status 1 if anything failed:
   figures' CSVs   final_eval_loss, eval_curves, head_classes, pruning_curves, heads_needed: one
                   row per layout (every swept key, never pooled) with the numbers recomputed;
                   class counts sum to n_head x n_layer
-  tolerance       src/analysis/prune.h and python/heads/pruning.py define the same relative tolerance and
+  tolerance       src/analysis/prune.h and python/heads/read/pruning.py define the same relative tolerance and
                   floor; the harness's printed heads needed equals the recomputation from /prune;
                   compare warns when a run's loss is below the floor
   report          the sweep page's comparison table is compare's; its head-class table counts
@@ -433,7 +433,7 @@ def test_sweep(name, browser):
 def test_known_summary():
     """A summary with known numbers whose best head count (1) is the baseline: narrowest against
     best is the 16-head row's test, counted once; one run below the tolerance's floor warns."""
-    from heads import summary  # only to write the summary.h5 under test
+    from heads.sweep import summary  # only to write the summary.h5 under test
     outdir = os.path.join(RESULTS, "known")
     losses = {1: [0.0040, 0.0050, 0.0045], 4: [0.0061, 0.0066, 0.0058],
               16: [0.0090, 0.0081, 0.0087]}
@@ -467,7 +467,7 @@ def test_tolerance_c_and_python():
     c_floor = re.search(r"#define PRUNE_TOLERANCE_FLOOR ([0-9.]+)", h)
     p_rel = re.search(r"^DEFAULT_TOLERANCE = ([0-9.]+)", py, re.M)
     p_floor = re.search(r"^DEFAULT_FLOOR = ([0-9.]+)", py, re.M)
-    check("src/analysis/prune.h and python/heads/pruning.py: the same tolerance, 0.05 and 0.01 nats",
+    check("src/analysis/prune.h and python/heads/read/pruning.py: the same tolerance, 0.05 and 0.01 nats",
           all((c_rel, c_floor, p_rel, p_floor)) and float(c_rel[1]) == float(p_rel[1]) == REL
           and float(c_floor[1]) == float(p_floor[1]) == FLOOR, f"{c_rel} {c_floor} {p_rel} {p_floor}")
     out = os.path.join(TMP, "one.h5")
@@ -478,12 +478,12 @@ def test_tolerance_c_and_python():
     with h5py.File(out, "r") as f:
         want = [needed_by_hand(f[f"prune/{c}/heads_left"][()], f[f"prune/{c}/eval_loss"][()])
                 for c in ("importance", "delta_loss")]
-    from heads import pruning
+    from heads.read import pruning
     with h5py.File(out, "r") as f:
         py_needed = [pruning.heads_needed(f[f"prune/{c}/heads_left"][()],
                                           f[f"prune/{c}/eval_loss"][()])
                      for c in ("importance", "delta_loss")]
-    check("the harness's printed heads needed = the recomputation = heads.pruning's",
+    check("the harness's printed heads needed = the recomputation = heads.read.pruning's",
           m is not None and [int(m[2]), int(m[4])] == want == py_needed,
           f"{m and m.group(0)} vs {want} / {py_needed}")
     # the same curves as tests/test_prune.c's near-zero case: 24 heads with 5% alone, 1 with it

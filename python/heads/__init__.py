@@ -1,34 +1,21 @@
-"""heads: the Python side of the harness, one module per concern; the scripts in scripts/ are thin
-command-line fronts over it, and users import it to read results (put this folder, python/, on
-sys.path or PYTHONPATH).
+"""heads: the Python side of the harness; the scripts in scripts/ are thin command-line fronts over
+it, and users import it to read results (`from heads import results`; put this folder's parent,
+python/, on sys.path or PYTHONPATH, or pip install -e python/).
 
-  cli          argument parser (--help is the script's docstring), UserError, die
-  configs      harness config YAML with line:col marks, values as the harness reads them
-  harness      the ./harness binary: its command line, `--shapes` parsed
-  experiments  experiment files expanded into named runs
-  results      THE reader of results files and of a sweep's summary.h5
-  summary      a sweep's summary.csv / summary.h5, written
-  runstate     a run's lock and log; complete / running / failed / missing
-  pool         running runs here, N at a time, or one under its lock
-  slurm        a sweep as a Slurm job array; submissions and squeue
-  stats        mean, std, Welch's t-test
-  pruning      what /prune says: heads needed, prunable fraction, Holm's adjustment, mean curves
-  compare      a sweep's head counts compared (scripts/compare and the sweep report)
-  gnuplot      running gnuplot, its terminals and data files
-  heatmaps     layer x head heatmaps (gnuplot)
-  studyplots   the head study's figures: heads, pruning curves, composition; per sweep
-  tokens       a probe's tokens as text, per task
-  report_run, report_study, report_sweep, report_page
-               the HTML report: a run's data, its pruning and composition sections, a sweep's
-               data, one self-contained page (code in report_assets/)
-  export       runs to TransformerLens, torch, npz
-  corpus       SentencePiece corpora (scripts/tokenize)
-  sweep_cli    scripts/sweep: the command line, the checks, the plan, the pool or Slurm, the summary
-  plot_run     scripts/plot: a run's figures
-  plot_sweep   scripts/plot-sweep: a sweep's figures
-  report_cli   scripts/report: a run's or a sweep's pages, where they go
-  bench, bench_report, bench_machine
-               scripts/bench: what runs and how it is measured, its tables, the machine it ran on
+One subpackage per layer, each importing only those above it in this list (its __init__ says
+which; scripts/check-layout checks it):
+
+  core     the command line, configs with line:col marks, the ./harness binary, words, statistics,
+           tokens as text, SentencePiece corpora
+  read     THE reader of results files and summary.h5 (read.results, also `heads.results`), what
+           /patching, /dla and /prune say
+  sweep    experiments into runs, a run's lock, log and state, local pools and Slurm, the summary,
+           scripts/sweep
+  answers  how a sweep is laid out, its layouts compared (scripts/compare), the L0 sweeps
+  report   the HTML report's data and its one self-contained page (scripts/report)
+  plots    the figures (gnuplot): scripts/plot and scripts/plot-sweep
+  bench    scripts/bench
+  export   runs to TransformerLens, torch, npz and GGUF (scripts/export)
 
 Needs numpy and yaml (and h5py to read results files; the bench modules need only h5py); scipy is
 optional. A missing one is one line naming the Debian package and the pip/conda name (require,

@@ -45,7 +45,7 @@ void prune_one_head_per_layer(Ablation *a, int rank_batches, double *delta, int 
 /* The heads-needed tolerance: a pruned model is as good as the unpruned one while its loss stays
  * within max(PRUNE_TOLERANCE_RELATIVE x the unpruned loss, PRUNE_TOLERANCE_FLOOR nats) of it.
  * The floor keeps the count meaningful near zero loss, where 5% is nothing (0.00006 nats at a
- * loss of 0.0012). python/heads/pruning.py defines the same two numbers for sweeps. */
+ * loss of 0.0012). python/heads/read/pruning.py defines the same two numbers for sweeps. */
 #define PRUNE_TOLERANCE_RELATIVE 0.05
 #define PRUNE_TOLERANCE_FLOOR 0.01
 

@@ -1,0 +1,6 @@
+"""heads.core: what every part of the package shares: the command line (cli), harness configs with
+line:col marks (configs), the ./harness binary (harness), numbers and words as printed (words),
+statistics (stats), a probe's tokens as text (tokens) and SentencePiece corpora (corpus).
+
+May import: nothing of heads but its top (require)
+"""

@@ -1,0 +1,160 @@
+"""heads.core.harness: the ./harness program seen from Python: where it is, the command line of one
+run, and `harness --shapes` (parameters, FLOPs per token) parsed.
+
+The repository root is two levels above this file; ./harness there is the binary (override:
+$HARNESS). The config keys come from `harness --keys`. Knows nothing of experiments or results
+files.
+"""
+import csv
+import io
+import os
+import re
+import subprocess
+
+from .cli import UserError
+from .configs import format_value
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HARNESS = os.environ.get("HARNESS", os.path.join(REPO, "harness"))
+
+_KEYS = None
+_RESOLVED = {}  # key as written -> its section.key, or the UserError saying why not
+
+
+def _typed(kind, text):
+    """A default as `harness --keys` prints it, as the Python value YAML would give."""
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        return text == "true"
+    return text
+
+
+def config_keys():
+    """Every config key of the harness, read once from `harness --keys` (the key table of
+    src/config/config_keys.c; no copy is kept here): {"model.n_head": {"type", "default", "range",
+    "meaning"}} in the harness's order, defaults typed. A harness that cannot run is a UserError."""
+    global _KEYS
+    if _KEYS is None:
+        try:
+            p = subprocess.run([HARNESS, "--keys"], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise UserError(f"cannot run {HARNESS} --keys: {e.strerror} (run `make` first?)") from None
+        if p.returncode != 0:
+            raise UserError(f"{HARNESS} --keys failed: {(p.stderr or p.stdout).strip()[:300]}")
+        rows = list(csv.DictReader(io.StringIO(p.stdout), delimiter="\t"))
+        _KEYS = {r["key"]: dict(r, default=_typed(r["type"], r["default"])) for r in rows}
+    return _KEYS
+
+
+def resolve_key(key):
+    """The config key as the harness resolves it (`harness --keys KEY`, the resolution of its
+    --set): "n_head" -> "model.n_head", "model.n_head" stays. An unknown or ambiguous key is a
+    UserError with the harness's message ("'path' is in several sections (data.path,
+    output.path); write section.key"), for the caller to put its place in front of."""
+    if key not in _RESOLVED:
+        try:
+            p = subprocess.run([HARNESS, "--keys", key], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise UserError(f"cannot run {HARNESS} --keys: {e.strerror} (run `make` first?)") from None
+        if p.returncode == 0:
+            _RESOLVED[key] = p.stdout.splitlines()[1].split("\t", 1)[0]
+        elif p.returncode == 2 and p.stderr.startswith("--keys: "):
+            _RESOLVED[key] = UserError(p.stderr.strip()[len("--keys: "):])
+        else:
+            raise UserError(f"{HARNESS} --keys {key} failed: {(p.stderr or p.stdout).strip()[:300]}")
+    if isinstance(_RESOLVED[key], UserError):
+        raise _RESOLVED[key]
+    return _RESOLVED[key]
+
+
+def keys_markdown():
+    """docs/keys.md: every config key as `harness --keys` prints it, as one Markdown table."""
+    def cell(text):
+        return (text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+                .replace("<", "&lt;").replace(">", "&gt;"))
+    lines = ["# Config keys", "",
+             "Every key of a config, as `./harness --keys` prints it from the harness's own key table",
+             "(`src/config/config_keys.c`). Generated: `scripts/keys-doc > docs/keys.md`; `tests/test_format.py` fails",
+             "when this file differs from what the harness prints. A key may be written bare (`n_head`) in",
+             "`--set` and in experiment files when one section has it; `./harness --keys NAME` resolves one.",
+             "What the keys do, the tasks and training: [configuration.md](configuration.md).", "",
+             "| key | type | default | range | meaning |", "|---|---|---|---|---|"]
+    for key, row in config_keys().items():
+        default = row["default"]
+        shown = ("true" if default else "false") if isinstance(default, bool) else str(default) if default != "" else '""'
+        lines.append(f"| `{key}` | {row['type']} | {cell(shown)} | {cell(row['range'])} | {cell(row['meaning'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def key_sections():
+    """{section: [key names]} of the harness's config keys."""
+    out = {}
+    for key in config_keys():
+        section, name = key.split(".", 1)
+        out.setdefault(section, []).append(name)
+    return out
+
+
+def key_default(key):
+    """The harness's default for "section.key" (None for an unknown key)."""
+    row = config_keys().get(key)
+    return row["default"] if row else None
+
+
+def harness_command(base_path, overrides, extra=()):
+    cmd = [HARNESS, base_path]
+    for key, value in overrides.items():
+        cmd += ["--set", f"{key}={format_value(value)}"]
+    return cmd + list(extra)
+
+
+def parse_shapes(text):
+    """(params, forward FLOPs per token, E) from `harness --shapes` output; None where not found."""
+    params = flops = width = None
+    section = None
+    for line in text.splitlines():
+        if line.startswith("parameters"):
+            section = "params"
+        elif line.startswith("matmul FLOPs"):
+            section = "flops"
+        m = re.match(r"\s*total\s+([\d,]+)\s+([\d,]+)\s*$", line)
+        if m and section == "params":
+            params = int(m.group(2).replace(",", ""))
+        m = re.match(r"\s*total forward\s+([\d,]+)", line)
+        if m:
+            flops = int(m.group(1).replace(",", ""))
+        m = re.search(r"E=H\*d_head=(\d+)", line)
+        if m:
+            width = int(m.group(1))
+    return params, flops, width
+
+
+def shapes_formula(cfg):
+    """Parameters and forward FLOPs per token from the docs/model.md formulas (a check on --shapes)."""
+    V, D, H = cfg["vocab_size"], cfg["d_model"], cfg["n_head"]
+    dh = cfg["d_head"] or D // H
+    E, L, T = H * dh, cfg["n_layer"], cfg["seq_len"]
+    per_layer = 3 * D * E + 3 * E + E * D + D + 2 * D
+    pos_emb = T * D if cfg.get("pos", "learned") in ("learned", "shortformer") else 0  # none stored otherwise
+    params = V * D + pos_emb + L * per_layer + 2 * D + D * V
+    flops = L * (2 * D * 3 * E + 2 * T * E + 2 * T * E + 2 * E * D) + 2 * D * V
+    return params, flops
+
+
+def run_shapes(base_path, overrides):
+    """Run `harness --shapes`; returns (ok, params, flops, E, message)."""
+    cmd = harness_command(base_path, overrides)
+    cmd.insert(1, "--shapes")
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
+    except OSError as e:
+        return False, None, None, None, f"cannot run {HARNESS}: {e.strerror} (run `make` first?)"
+    if p.returncode != 0:
+        return False, None, None, None, (p.stderr.strip() or p.stdout.strip()
+                                         or f"harness --shapes exited with {p.returncode}")
+    params, flops, width = parse_shapes(p.stdout)
+    return True, params, flops, width, ""

@@ -1,0 +1,391 @@
+"""heads.plots.plot_sweep: the command `scripts/plot-sweep` (its usage text is that script's
+docstring): a whole sweep drawn with gnuplot from its summary.h5 and its runs' files, along the
+key compared along (heads.answers.sweepaxes.Layout: n_head, else the grid's first key) with a series per
+group of the other swept keys: final eval loss (mean ± std over seeds, every seed), the mean eval
+curves of every layout, the head classes of every layout, the mean pruning curves and heads
+needed; beside every figure a CSV of exactly the numbers it draws.
+
+Owns those figures' layout, the colour ramp and the command's messages; reads through
+heads.results and heads.answers.sweepaxes, draws through heads.plots.gnuplot. Knows nothing of how the runs
+were made.
+"""
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from ..core import cli, configs, stats, words
+from . import gnuplot, l0plots
+from ..read import pruning, results
+from ..answers import sweepaxes
+
+SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+                  "#7f7f7f", "#bcbd22", "#17becf"]
+CLASS_COLOURS = {"prev": "#1f77b4", "self": "#2ca02c", "first": "#ff7f0e", "induction": "#d62728",
+                 "duplicate": "#9467bd", "mixed": "#c7c7c7"}
+
+
+def sequential(i, n):
+    """Colour i of n along a light-to-dark blue-purple ramp (head counts in order)."""
+    t = 0.0 if n <= 1 else i / (n - 1)
+    stops = [(0.0, (0x9e, 0xca, 0xe1)), (0.35, (0x42, 0x92, 0xc6)), (0.7, (0x6a, 0x51, 0xa3)),
+             (1.0, (0x3f, 0x00, 0x7d))]
+    for (t0, c0), (t1, c1) in zip(stops, stops[1:]):
+        if t <= t1:
+            u = (t - t0) / (t1 - t0)
+            return "#%02x%02x%02x" % tuple(int(round(a + u * (b - a))) for a, b in zip(c0, c1))
+    return "#3f007d"
+
+
+def x_tics(layout, s):
+    """gnuplot xtics at positions 0, 1, ... of the by key's values; head counts also say d_head
+    (or E = H x d_head when d_head is fixed)."""
+    parts = []
+    heads = layout.by in sweepaxes.HEAD_KEYS
+    d_heads = {}
+    for idx in layout.points.values():
+        for i in idx:
+            d_heads.setdefault(results.plain(s[layout.by][i]), set()).add(int(s["d_head"][i]))
+    one_width = heads and len(set().union(*d_heads.values())) == 1
+    for j, v in enumerate(layout.by_values):
+        extra = ""
+        dh = d_heads.get(v, set())
+        if heads and len(dh) == 1:
+            extra = f"\\nE {v * next(iter(dh))}" if one_width else f"\\ndh {next(iter(dh))}"
+        parts.append(f'"{configs.format_value(v)}{extra}" {j}')
+    return "set xtics (" + ", ".join(parts) + ")"
+
+
+def x_label(layout):
+    return "number of heads" if layout.by in sweepaxes.HEAD_KEYS else layout.by
+
+
+def group_colours(layout):
+    return {g: SERIES_COLOURS[k % len(SERIES_COLOURS)] for k, g in enumerate(layout.groups)}
+
+
+def plot_final_loss(s, out, tmp, layout):
+    """Final eval loss against the by key (mean ± std over seeds, every seed a dot), a series
+    per group; final_eval_loss.csv beside it."""
+    colours = group_colours(layout)
+    parts, dots, csv_rows, n_seeds = [], [], [], set()
+    for k, group in enumerate(layout.groups):
+        mean_rows, dot_rows = [], []
+        for point in layout.points:
+            if point[:-1] != group:
+                continue
+            x = layout.by_values.index(point[-1])
+            losses = layout.values(point, "final_eval_loss")
+            m, sd, n = stats.mean_std(losses)
+            n_seeds.add(n)
+            mean_rows.append([x, m, 0.0 if math.isnan(sd) else sd, n])
+            dot_rows += [[x, v] for v in losses]
+            csv_rows.append(list(point) + [m, sd, n, " ".join(repr(v) for v in losses)])
+        mp = os.path.join(tmp, f"final_mean_{k}.txt")
+        dp = os.path.join(tmp, f"final_dots_{k}.txt")
+        gnuplot.write_columns(mp, ["x", "mean", "std", "n"], mean_rows)
+        gnuplot.write_columns(dp, ["x", "loss"], dot_rows)
+        title = layout.group_label(group) if group else "mean ± std over seeds"
+        parts.append(f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 ps 1.2 "
+                     f"lc rgb '{colours[group]}' title {gnuplot.gp_string(title)}")
+        dots.append(f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb "
+                    f"'{colours[group]}' " + ("title 'each seed'" if k == 0 else "notitle"))
+    sweepaxes.write_csv(out, layout.keys + ["final_eval_loss_mean", "final_eval_loss_std", "n",
+                                            "final_eval_loss_each_seed"], csv_rows)
+    seeds = "/".join(str(n) for n in sorted(n_seeds))
+    values = np.asarray([r[-4] for r in csv_rows if np.isfinite(r[-4]) and r[-4] > 0])
+    logy = len(values) > 0 and values.max() / values.min() > 3.0
+    width_text = {"fixed_width": "fixed width: d_head = d_model / n_head (same params and FLOPs)",
+                  "fixed_d_head": "fixed d_head: width H*d_head grows with the heads",
+                  }.get(s.width, f"width rule {s.width}")
+    title = f"{s.name}: final eval loss against {x_label(layout)} ({seeds} seeds)\\n{width_text}"
+    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+set output {gnuplot.gp_string(out)}
+set title "{title}"
+set xrange [-0.5:{len(layout.by_values) - 0.5}]
+{x_tics(layout, s)}
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
+set bmargin 7
+set ylabel 'final eval loss (mean ± sample std over seeds){", log scale" if logy else ""}'
+{"set logscale y" if logy else ""}
+set format y '{"%g" if logy else "%.3f"}'
+set grid
+set key below
+set bars 2
+set offsets 0, 0, graph 0.05, graph 0.05
+plot {", ".join(parts + dots)}
+"""
+    gnuplot.run_gnuplot(script, out, tmp)
+
+
+def eval_curves(s, idx):
+    """Eval steps all runs idx share, with the mean and sample std of their eval loss there."""
+    curves = []
+    for i in idx:
+        with results.open_file(s.run_path(i)) as f:
+            curves.append((np.asarray(f["eval/step"][()]), np.asarray(f["eval/loss"][()])))
+    common = set(curves[0][0].tolist())
+    for steps, _ in curves[1:]:
+        common &= set(steps.tolist())
+    common = sorted(common)
+    at = [[float(loss[list(steps).index(st)]) for steps, loss in curves] for st in common]
+    return common, [stats.mean_std(v)[:2] for v in at]
+
+
+def plot_eval_curves(s, out, tmp, layout):
+    """Mean eval loss against step, a line per point (colour: the by value, dash: the group),
+    whole run and second half; eval_curves.csv beside it."""
+    dash = {g: j + 1 for j, g in enumerate(layout.groups)}
+    heads = layout.by in sweepaxes.HEAD_KEYS
+    parts, all_values, max_step, csv_rows = [], [], 0, []
+    for k, (point, idx) in enumerate(layout.points.items()):
+        steps, ms = eval_curves(s, idx)
+        mean = [m for m, _ in ms]
+        csv_rows += [list(point) + [st, m, sd, len(idx)] for st, (m, sd) in zip(steps, ms)]
+        all_values += mean
+        max_step = max(max_step, max(steps) if steps else 0)
+        path = os.path.join(tmp, f"curve_{k}.txt")
+        gnuplot.write_columns(path, ["step", "mean_eval_loss"], zip(steps, mean))
+        colour = sequential(layout.by_values.index(point[-1]), len(layout.by_values))
+        parts.append((path, colour, dash[point[:-1]], layout.point_label(point), steps, mean))
+    sweepaxes.write_csv(out, layout.keys + ["step", "eval_loss_mean", "eval_loss_std", "n"],
+                        csv_rows)
+    values = np.asarray([v for v in all_values if np.isfinite(v) and v > 0])
+    logy = len(values) and values.max() / values.min() > 3.0
+    late = [v for *_, steps, mean in parts for st, v in zip(steps, mean) if st >= max_step / 2]
+    lo, hi = (min(late), max(late)) if late else (0, 1)
+    pad = 0.08 * (hi - lo) if hi > lo else 0.01
+    zoom_range = f"[{lo / 1.25}:{hi * 1.25}]" if logy and lo > 0 else f"[{lo - pad}:{hi + pad}]"
+    plot_cmd = ", \\\n     ".join(
+        f"{gnuplot.gp_string(p)} using 1:2 with linespoints lw 2 pt 7 ps 0.5 dt {d} lc rgb '{c}' "
+        f"title {gnuplot.gp_string(t)}" for p, c, d, t, *_ in parts)
+    n = sum(len(v) for v in layout.points.values())
+    line_of = "head count" if heads else layout.by
+    script = f"""{gnuplot.terminal_for(out, 1300, 560)}
+set output {gnuplot.gp_string(out)}
+set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: eval loss during training, mean over seeds, one line per {line_of}{" and group" if layout.group_keys else ""} ({words.plural(n, "complete run")})')} font ',12'
+set xlabel 'training step'
+set ylabel 'eval loss{" (log scale)" if logy else ""}'
+set grid
+set format y '%g'
+{"set logscale y" if logy else ""}
+set key top right font ',9'
+set title 'whole run'
+plot {plot_cmd}
+{"" if logy else "set format y '%.3f'"}
+set title 'second half of training (zoom)'
+set xrange [{max_step / 2}:{max_step}]
+set yrange {zoom_range}
+set key top right font ',9'
+plot {plot_cmd}
+unset multiplot
+"""
+    gnuplot.run_gnuplot(script, out, tmp)
+
+
+def plot_head_classes(s, out, tmp, layout):
+    """Head classes of every point: mean count over seeds (stacked; the bar is n_head x n_layer
+    heads) and the fraction of all heads; head_classes.csv beside it."""
+    classes = sweepaxes.class_names(s)
+    rows = sweepaxes.class_counts(s, layout)
+    labels, counts = [], []
+    for point, all_heads, n, c in rows:
+        n_head = {int(s["n_head"][i]) for i in layout.points[point]}
+        n_layer = {int(s["n_layer"][i]) for i in layout.points[point]}
+        text = f"{'/'.join(map(str, sorted(n_head)))} × {'/'.join(map(str, sorted(n_layer)))}"
+        others = [k for k in layout.keys if k not in sweepaxes.HEAD_KEYS]
+        if others:
+            text += "\\n" + sweepaxes.label(others, [dict(zip(layout.keys, point))[k]
+                                                     for k in others])
+        labels.append(text)
+        counts.append([c[k] for k in classes])
+    counts = np.asarray(counts)
+    total = counts.sum(axis=1, keepdims=True)
+    frac = counts / np.where(total > 0, total, 1)
+    sweepaxes.write_csv(out, layout.keys + ["all_heads", "n"] + [f"count_{c}" for c in classes]
+                        + [f"fraction_{c}" for c in classes],
+                        [list(p) + [a, n] + list(cr) + list(fr)
+                         for (p, a, n, _), cr, fr in zip(rows, counts, frac)])
+    cpath, fpath = os.path.join(tmp, "class_counts.txt"), os.path.join(tmp, "class_frac.txt")
+    for path, data in ((cpath, counts), (fpath, frac)):
+        with open(path, "w") as f:
+            f.write("# label " + " ".join(classes) + "\n")
+            for text, row in zip(labels, data):
+                f.write(f'"{text}" ' + " ".join(f"{v:.6g}" for v in row) + "\n")
+
+    def stacked(path):
+        cols = []
+        for j, c in enumerate(classes):
+            colour = CLASS_COLOURS.get(c, SERIES_COLOURS[j % len(SERIES_COLOURS)])
+            first = ":xtic(1)" if j == 0 else ""
+            cols.append(f"{gnuplot.gp_string(path)} using {j + 2}{first} title {gnuplot.gp_string(c)} "
+                        f"lc rgb '{colour}'")
+        return "plot " + ", \\\n     ".join(cols)
+
+    n_runs = sum(len(v) for v in layout.points.values())
+    script = f"""{gnuplot.terminal_for(out, 1300, 560)}
+set output {gnuplot.gp_string(out)}
+set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: head classes of every layout (final /scores/class, mean over seeds; {words.plural(n_runs, "complete run")})')} font ',12'
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.9 border rgb '#444444'
+set boxwidth 0.7
+set grid ytics
+set xlabel 'heads per layer × layers' {"offset 0,-1.2" if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else ""}
+set bmargin {6 if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else 4}
+set key outside right top font ',9' title 'class'
+set title 'number of heads (a bar: all n_head × n_layer heads)'
+set ylabel 'heads of each class (mean over seeds)'
+set yrange [0:{max(1.0, float(total.max()) * 1.08)}]
+{stacked(cpath)}
+set title 'fraction of heads'
+set ylabel 'fraction of all heads'
+set yrange [0:1]
+{stacked(fpath)}
+unset multiplot
+"""
+    gnuplot.run_gnuplot(script, out, tmp)
+
+
+def plot_sweep_pruning(s, out, tmp, layout):
+    """Both criteria side by side: mean eval loss against the fraction of heads pruned, a line per
+    point; pruning_curves.csv beside it. False when no run has pruning curves."""
+    panels = [(c, pruning.sweep_curves(s, c, layout.keys, layout.points)) for c in pruning.CRITERIA]
+    panels = [(c, d) for c, d in panels if d]
+    if not panels:
+        return False
+    sweepaxes.write_csv(out, ["criterion"] + layout.keys + [
+        "fraction_pruned", "heads_left", "eval_loss_mean", "eval_loss_std", "n"],
+        [[c] + list(point) + [fr, left, m, sd, n]
+         for c, data in panels for point, (frac, lefts, mean, std, n) in data.items()
+         for fr, left, m, sd in zip(frac, lefts, mean, std)])
+    dash = {g: j + 1 for j, g in enumerate(layout.groups)}
+    values = np.concatenate([v[2] for _, d in panels for v in d.values()])
+    values = values[np.isfinite(values) & (values > 0)]
+    logy = len(values) > 0 and values.max() / values.min() > 3.0
+    lines = [gnuplot.terminal_for(out, 1300, 600), f"set output {gnuplot.gp_string(out)}",
+             f"set multiplot layout 1,{len(panels)} title {gnuplot.gp_string(f'{s.name}: pruning curves of every layout (mean over seeds; importance measured again after each step)')} font ',12'",
+             "set xlabel 'fraction of all heads pruned'", "set xrange [0:1]", "set grid",
+             f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
+             "set logscale y" if logy else "", "set format y '%g'", "set key top left font ',9'"]
+    for c, data in panels:
+        parts = []
+        for k, (point, (frac, _, mean, _, n)) in enumerate(data.items()):
+            path = os.path.join(tmp, f"sweep_prune_{c}_{k}.txt")
+            gnuplot.write_columns(path, ["fraction_pruned", "mean_eval_loss"], zip(frac, mean))
+            colour = sequential(layout.by_values.index(point[-1]), len(layout.by_values))
+            title = f"{layout.point_label(point)}, {words.plural(n, 'seed')}"
+            parts.append(f"{gnuplot.gp_string(path)} using 1:2 with linespoints lw 2 pt 7 ps 0.6 "
+                         f"dt {dash[point[:-1]]} lc rgb '{colour}' title {gnuplot.gp_string(title)}")
+        lines += [f"set title {gnuplot.gp_string(pruning.CRITERION_TEXT[c])}",
+                  "plot " + ", ".join(parts)]
+    lines.append("unset multiplot")
+    gnuplot.run_gnuplot("\n".join(lines) + "\n", out, tmp)
+    return True
+
+
+def heads_needed_points(s, layout):
+    """[(point, all heads, [heads needed of each seed])] of the points whose runs have them."""
+    if "heads_needed" not in s.data:
+        return []
+    out = []
+    for point, idx in layout.points.items():
+        values = [float(s["heads_needed"][i]) for i in idx if float(s["heads_needed"][i]) == float(s["heads_needed"][i])]
+        if values:
+            out.append((point, int(s["n_head"][idx[0]]) * int(s["n_layer"][idx[0]]), values))
+    return out
+
+
+def plot_heads_needed(s, out, tmp, layout):
+    """Heads needed (mean ± std over seeds, every seed a dot) and all heads against the by key, a
+    series per group; heads_needed.csv beside it. False when no run has them."""
+    points = heads_needed_points(s, layout)
+    if not points:
+        return False
+    tol = pruning.tolerance_text(*sweepaxes.tolerance_of(s))
+    colours = group_colours(layout)
+    csv_rows, parts, all_drawn = [], [], []
+    for k, group in enumerate(layout.groups):
+        mine = [(p, a, v) for p, a, v in points if p[:-1] == group]
+        if not mine:
+            continue
+        mean_rows, dots = [], []
+        for point, all_heads, values in mine:
+            m, sd, n = stats.mean_std(values)
+            x = layout.by_values.index(point[-1])
+            mean_rows.append([x, m, 0.0 if math.isnan(sd) else sd, all_heads])
+            dots += [[x, v] for v in values]
+            csv_rows.append(list(point) + [all_heads, m, sd, n, " ".join(repr(v) for v in values)])
+        mp, dp = os.path.join(tmp, f"needed_mean_{k}.txt"), os.path.join(tmp, f"needed_dots_{k}.txt")
+        gnuplot.write_columns(mp, ["x", "mean", "std", "all_heads"], mean_rows)
+        gnuplot.write_columns(dp, ["x", "heads_needed"], dots)
+        name = f" ({layout.group_label(group)})" if group else ""
+        all_heads = [(x, a) for x, _, _, a in mean_rows]
+        if all_heads not in all_drawn:  # groups of the same layouts share one grey line
+            all_drawn.append(all_heads)
+            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc "
+                         f"rgb '#7f7f7f' title 'all heads (n_head × n_layer)'")
+        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "
+                  f"'{colours[group]}' title {gnuplot.gp_string('heads needed (mean ± std over seeds)' + name)}",
+                  f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb '{colours[group]}' "
+                  + ("title 'each seed'" if k == 0 else "notitle")]
+    sweepaxes.write_csv(out, layout.keys + ["all_heads", "heads_needed_mean", "heads_needed_std",
+                                            "n", "heads_needed_each_seed"], csv_rows)
+    top = max(r[len(layout.keys)] for r in csv_rows)
+    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+set output {gnuplot.gp_string(out)}
+set title {gnuplot.gp_string(f'{s.name}: heads needed to keep the eval loss within {tol} of the unpruned model (fewer of the two pruning criteria)')} font ',10'
+set xrange [-0.5:{len(layout.by_values) - 0.5}]
+{x_tics(layout, s)}
+set yrange [0:{top * 1.1 + 0.5}]
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
+set bmargin 8
+set ylabel 'heads (all layers)'
+set grid
+set key below
+set bars 2
+plot {", ".join(parts)}
+"""
+    gnuplot.run_gnuplot(script, out, tmp)
+    return True
+
+
+def main(doc):
+    """scripts/plot-sweep: doc is its usage text (--help); returns the exit status."""
+    ap = cli.arg_parser(doc)
+    ap.add_argument("results_dir")
+    ap.add_argument("-o", "--outdir")
+    ap.add_argument("--format", default="png")
+    ap.add_argument("--by")
+    args = ap.parse_args()
+    if args.format not in gnuplot.FORMATS:
+        cli.die(f"--format {args.format}: use one of " + ", ".join(gnuplot.FORMATS))
+    names = [f"{stem}.{args.format}" for stem in ("final_eval_loss", "eval_curves", "head_classes")]
+    try:
+        s = results.Summary(args.results_dir)
+        if s.left_out_note():
+            print(s.left_out_note(), file=sys.stderr)
+        if "n_head" not in s.data or not any(st == "complete" for st in s["status"]):
+            cli.die(f"{args.results_dir}: no complete runs to plot")
+        outdir = os.path.abspath(args.outdir or os.path.join(s.dir, "plots"))
+        os.makedirs(outdir, exist_ok=True)
+        layout = sweepaxes.Layout(s, args.by)
+        with tempfile.TemporaryDirectory() as tmp:
+            for plot, name in zip((plot_final_loss, plot_eval_curves, plot_head_classes), names):
+                plot(s, os.path.join(outdir, name), tmp, layout)
+            written = list(names)
+            # the head study's sweep plots, when the runs have pruning curves
+            # and, for a sweep over train.head_l0, the learned gates beside the pruning curves
+            for plot, stem in ((plot_sweep_pruning, "pruning_curves"),
+                               (plot_heads_needed, "heads_needed"),
+                               (lambda s, out, tmp, _: l0plots.plot_gate_curve(s, out, tmp),
+                                "l0_curve")):
+                name = f"{stem}.{args.format}"
+                if plot(s, os.path.join(outdir, name), tmp, layout):
+                    written.append(name)
+    except cli.UserError as e:
+        cli.die(str(e))
+    print(f"{outdir}/: " + ", ".join(written) + " (each with its numbers in a .csv beside it)")
+    return 0

@@ -1,0 +1,304 @@
+"""heads.sweep.experiments: experiment files (base config + grid + width rule + seeds; format at the top
+of experiments/heads.yaml) expanded into runs with readable names; mistakes reported as
+`file:line:col: message` (UserError).
+
+Knows the config keys through heads.core.harness; knows nothing of running, results or Slurm.
+"""
+import difflib
+import itertools
+import os
+import re
+
+import yaml
+
+from ..core.cli import UserError
+from ..core.configs import Marked, format_value, read_config_file, read_text
+from ..core.harness import REPO, key_default, key_sections, resolve_key
+from ..read.pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
+
+
+WIDTH_RULES = {
+    "fixed_width": "d_head = d_model / n_head: E = d_model, same parameters and FLOPs at every "
+                   "head count (Vaswani et al. 2017, Table 3(A))",
+    "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
+    "free": "d_head as the config says (0 = d_model / n_head)",
+}
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance",
+                   "tolerance_floor"]
+
+# Short names for run names: h8_dh16_lr0.003_s0.
+ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
+          "model.seq_len": "T", "model.vocab_size": "V", "train.seed": "s", "train.lr": "lr",
+          "train.steps": "steps", "train.batch_size": "bs", "train.weight_decay": "wd",
+          "train.warmup_steps": "wu", "data.task": "", "data.max_period": "maxp",
+          "data.min_period": "minp", "train.head_l0": "lambda", "train.heads_kept": "kept"}
+
+
+def name_part(key, value):
+    short = ABBREV.get(key, key.split(".")[-1])
+    text = format_value(value)
+    if not re.fullmatch(r"[-+]?[0-9.]+([eE][-+]?[0-9]+)?", text):  # keep a number's sign
+        text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
+    return short + text
+
+
+class Run:
+    """One run of an experiment: its name, its --set overrides and what it varies."""
+
+    def __init__(self, name, overrides, swept, index):
+        self.name = name
+        self.overrides = overrides  # {'section.key': value} passed to the harness with --set
+        self.swept = swept          # {'section.key': value} for every grid key (incl. train.seed)
+        self.index = index
+
+    @property
+    def seed(self):
+        return self.swept.get("train.seed", self.overrides.get("train.seed"))
+
+    @property
+    def point(self):
+        """The swept values other than the seed: runs with one point are repeats over seeds."""
+        return tuple((k, v) for k, v in self.swept.items() if k != "train.seed")
+
+    def __repr__(self):
+        return f"Run({self.name!r})"
+
+
+class Experiment:
+    """An experiment file. See the comment at the top of experiments/heads.yaml for the format."""
+
+    def __init__(self, path, sets=()):
+        """sets: `section.key=value` assignments (sweep --set), applied to every run."""
+        self.path = path
+        self._cli_where = {}
+        self.text = read_text(path, "experiment file")
+        self.doc = Marked(path, self.text)
+        d = self.doc.data
+        if not isinstance(d, dict):
+            raise UserError(f"{path}:1:1: an experiment file is a mapping with keys "
+                            + ", ".join(EXPERIMENT_KEYS))
+        for key in d:
+            if key not in EXPERIMENT_KEYS:
+                hint = difflib.get_close_matches(key, EXPERIMENT_KEYS, 1)
+                raise UserError(self.doc.where((key,)) + f"unknown key '{key}'"
+                                + (f" (did you mean '{hint[0]}'?)" if hint else "")
+                                + "; known: " + ", ".join(EXPERIMENT_KEYS))
+        stem = os.path.splitext(os.path.basename(path))[0]
+        self.name = str(d.get("name", stem))
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", self.name):
+            raise UserError(self.doc.where(("name",), True) +
+                            f"name '{self.name}' names a directory under results/: "
+                            "use letters, digits, '.', '_' or '-'")
+        self.description = str(d.get("description", "")).strip()
+
+        if "base" not in d:
+            raise UserError(f"{path}:1:1: missing 'base:', the config file every run starts from "
+                            "(e.g. base: configs/heads12.yaml)")
+        self.base = str(d["base"])
+        self.base_path = self.base if os.path.isabs(self.base) else os.path.join(REPO, self.base)
+        if not os.path.isfile(self.base_path):
+            raise UserError(self.doc.where(("base",), True) +
+                            f"base config '{self.base}' not found (relative paths are relative to "
+                            f"the repository root {REPO})")
+        try:
+            self.base_config = read_config_file(self.base_path)
+        except (OSError, yaml.YAMLError) as e:
+            raise UserError(self.doc.where(("base",), True) + f"cannot read '{self.base}': {e}")
+
+        self.set = self._flat_mapping("set", lists=False)
+        self.grid = self._flat_mapping("grid", lists=True)
+        if "seeds" in d:
+            if "train.seed" in self.grid:
+                raise UserError(self.doc.where(("seeds",)) +
+                                "seeds: and grid: train.seed both sweep the seed; keep one")
+            seeds = d["seeds"]
+            if isinstance(seeds, int) and not isinstance(seeds, bool):
+                seeds = list(range(seeds))  # `seeds: 3` means 0, 1, 2
+            self._check_list(("seeds",), seeds, "train.seed")
+            self.grid["train.seed"] = seeds
+            self._grid_paths["train.seed"] = ("seeds",)
+        self._apply_sets(sets)
+        for key in self.grid:
+            if key in self.set and key not in self._cli_where:
+                raise UserError(self.doc.where(self._set_paths[key]) +
+                                f"{key} is both set here and swept in grid:; keep one")
+
+        self.tolerance = d.get("tolerance", DEFAULT_TOLERANCE)
+        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float)) \
+                or not 0 <= self.tolerance < 1:
+            raise UserError(self.doc.where(("tolerance",), True) +
+                            f"tolerance {self.tolerance!r}: the relative eval-loss tolerance of "
+                            "'heads needed' is a number in [0, 1), e.g. 0.05 for 5%")
+        self.tolerance_floor = d.get("tolerance_floor", DEFAULT_FLOOR)
+        if isinstance(self.tolerance_floor, bool) \
+                or not isinstance(self.tolerance_floor, (int, float)) \
+                or not 0 <= self.tolerance_floor < 100:
+            raise UserError(self.doc.where(("tolerance_floor",), True) +
+                            f"tolerance_floor {self.tolerance_floor!r}: the absolute floor of the "
+                            "'heads needed' tolerance, in nats, is a number in [0, 100), e.g. 0.01")
+        self.width = str(d.get("width", "free"))
+        if self.width not in WIDTH_RULES:
+            hint = difflib.get_close_matches(self.width, WIDTH_RULES, 1)
+            raise UserError(self.doc.where(("width",), True) + f"unknown width rule '{self.width}'"
+                            + (f" (did you mean '{hint[0]}'?)" if hint else "")
+                            + "; use fixed_width, fixed_d_head or free")
+        if self.width == "fixed_width" and "model.d_head" in self.grid:
+            raise UserError(self.doc.where(self._grid_paths["model.d_head"]) +
+                            "width: fixed_width derives model.d_head from d_model / n_head; "
+                            "do not sweep it too (or use width: free)")
+        if self.width == "fixed_width" and "model.d_head" in self.set:
+            raise UserError(self.where_key("model.d_head") +
+                            "width: fixed_width derives model.d_head from d_model / n_head; "
+                            "remove it here (or use width: fixed_d_head)")
+        self.runs = self._expand()
+
+    # -- parsing helpers
+
+    def _section_key(self, key, where):
+        """'n_head' -> 'model.n_head'; 'model.n_head' stays: the harness's own resolution (its
+        message when the key is unknown or in several sections, placed at `where`)."""
+        try:
+            return resolve_key(str(key))
+        except UserError as e:
+            raise UserError(where + str(e)) from None
+
+    def _apply_sets(self, assignments):
+        """sweep --set section.key=value, as the harness's --set (the value read as YAML), for
+        every run: it replaces the file's set: value of that key; a swept key is an error."""
+        for text in assignments:
+            where = f"--set:1:1: '{text}': "
+            key, eq, value_text = text.partition("=")
+            if not eq or not key:
+                raise UserError(where + "expected key=value, e.g. model.n_head=4 or n_head=4")
+            try:  # read as an experiment file's values are (3e-3 is a number, as the harness says)
+                value = Marked("--set", value_text).data if value_text else ""
+            except UserError as e:
+                raise UserError(where + "the value is not a YAML value (" + str(e).split(": ", 1)[-1] + ")")
+            full = self._section_key(key, where)
+            if full in self.grid:
+                raise UserError(where + f"{full} is swept in grid: of {self.path}; a --set would "
+                                "replace every value of the sweep (remove it from the grid instead)")
+            if full in ("output.path", "train.threads"):
+                raise UserError(where + f"{full} is chosen by the sweep (results/<experiment>/<run>.h5;"
+                                " threads: use --threads)")
+            self.set[full] = value
+            self._cli_where[full] = where
+
+    def _check_list(self, keypath, values, key):
+        if not isinstance(values, list) or not values:
+            raise UserError(self.doc.where(keypath, True) +
+                            f"{key}: expected a non-empty list of values, e.g. [1, 2, 4]")
+        for i, v in enumerate(values):
+            if isinstance(v, (dict, list)) or v is None:
+                raise UserError(self.doc.where(keypath + (i,), True) +
+                                f"{key}: each value must be a single number or word")
+        seen = set()
+        for i, v in enumerate(values):
+            if format_value(v) in seen:
+                raise UserError(self.doc.where(keypath + (i,), True) +
+                                f"{key}: value {format_value(v)} is listed twice")
+            seen.add(format_value(v))
+
+    def _flat_mapping(self, what, lists):
+        """`set:`/`grid:` as {'section.key': value}; accepts `section.key: v`, `key: v` and
+        `section: {key: v}`."""
+        d = self.doc.data.get(what, {}) or {}
+        paths = {}
+        setattr(self, f"_{what}_paths", paths)
+        if not isinstance(d, dict):
+            raise UserError(self.doc.where((what,), True) +
+                            f"{what}: expected a mapping of section.key: value")
+        out = {}
+        items = []
+        for key, value in d.items():
+            if key in key_sections() and isinstance(value, dict):
+                items += [(f"{key}.{k}", v, (what, key, k)) for k, v in value.items()]
+            else:
+                items.append((key, value, (what, key)))
+        for key, value, keypath in items:
+            full = self._section_key(key, self.doc.where(keypath))
+            if full in out:
+                raise UserError(self.doc.where(keypath) + f"{full} is given twice")
+            if full in ("output.path", "train.threads"):
+                raise UserError(self.doc.where(keypath) + f"{full} is chosen by the sweep "
+                                "(results/<experiment>/<run>.h5; threads = nproc // -j); remove it")
+            if lists:
+                self._check_list(keypath, value, full)
+            elif isinstance(value, (dict, list)) or value is None:
+                raise UserError(self.doc.where(keypath, True) +
+                                f"{full}: a sweep passes values with --set, so each must be a "
+                                "single number or word (put lists in the base config)")
+            out[full] = value
+            paths[full] = keypath
+        return out
+
+    # -- expansion
+
+    def value_of(self, key, run_values):
+        for source in (run_values, self.set, self.base_config):
+            if key in source:
+                return source[key]
+        return key_default(key)
+
+    def where_key(self, key):
+        """`file:line:col: ` of the place in the experiment file (or the --set) that sets this
+        config key."""
+        if key in self._cli_where:
+            return self._cli_where[key]
+        if key in self._grid_paths:
+            return self.doc.where(self._grid_paths[key])
+        if key in self._set_paths:
+            return self.doc.where(self._set_paths[key])
+        return self.doc.where(("base",), True)
+
+    def _expand(self):
+        keys = list(self.grid)
+        # Seeds vary fastest within a grid point, so runs of one point sit together in listings;
+        # head counts come first in names.
+        ordered = [k for k in ("model.n_head", "model.d_head") if k in keys]
+        ordered += [k for k in keys if k not in ordered and k != "train.seed"]
+        if "train.seed" in keys:
+            ordered.append("train.seed")
+        show_heads = (self.width != "free" or "model.n_head" in keys or "model.d_head" in keys)
+        runs, names = [], {}
+        for index, combo in enumerate(itertools.product(*(self.grid[k] for k in ordered))):
+            values = dict(zip(ordered, combo))
+            overrides = dict(self.set)
+            overrides.update(values)
+            n_head = self.value_of("model.n_head", values)
+            d_model = self.value_of("model.d_model", values)
+            d_head = self.value_of("model.d_head", values)
+            if self.width == "fixed_width":
+                if not isinstance(n_head, int) or not isinstance(d_model, int) or n_head < 1 \
+                        or d_model % n_head:
+                    where = self.where_key("model.n_head" if "model.n_head" in self.grid
+                                           else "model.d_model")
+                    raise UserError(where + f"width: fixed_width needs d_model divisible by "
+                                    f"n_head, but d_model {d_model} / n_head {n_head} is not whole")
+                d_head = d_model // n_head
+                overrides["model.d_head"] = d_head
+            elif self.width == "fixed_d_head":
+                if not isinstance(d_head, int) or d_head < 1:
+                    raise UserError(f"{self.path}:1:1: width: fixed_d_head keeps model.d_head "
+                                    "fixed, so it needs a value: add it under set: "
+                                    "(e.g. model.d_head: 16) or to the base config")
+                overrides["model.d_head"] = d_head
+            elif not d_head and isinstance(n_head, int) and isinstance(d_model, int) \
+                    and n_head > 0 and d_model % n_head == 0:
+                d_head = d_model // n_head
+            parts = []
+            if show_heads:
+                parts += [name_part("model.n_head", n_head), name_part("model.d_head", d_head)]
+            parts += [name_part(k, values[k]) for k in ordered
+                      if k not in ("model.n_head", "model.d_head", "train.seed")]
+            parts.append(name_part("train.seed", self.value_of("train.seed", values)))
+            name = "_".join(parts)
+            if name in names:
+                raise UserError(f"{self.path}:1:1: runs {names[name]} and {index} would both be "
+                                f"named '{name}'; make the grid values distinct")
+            names[name] = index
+            runs.append(Run(name, overrides, values, index))
+        return runs
+
+    def swept_keys(self):
+        return list(self.grid)

@@ -1,0 +1,489 @@
+"""heads.sweep.runstate: the state of a run however it was launched (a local sweep, a Slurm array task,
+`sweep --run` by hand): its lock, its log's header and footer, and from them, the results file,
+its checkpoint and Slurm's queue: complete / stale / running / interrupted / unreadable / failed
+/ missing (`sweep --status`, docs/reliability.md, docs/slurm.md); and what a harness left that
+its --resume continues (`leftover`), which sweeps resume instead of training afresh.
+
+Knows the results reader, an experiment's run names and heads.sweep.slurm's queue; knows
+nothing of how runs are launched.
+"""
+import fcntl
+import os
+import re
+import signal
+import socket
+import sys
+import time
+
+from ..core.cli import UserError, die, indent, now_text, shell_quote
+from .experiments import Experiment
+from ..read.results import damage, damages, read_status, stale_runs
+from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
+
+
+# the state of a run, however it was launched (a local sweep, a Slurm array task, --run by hand)
+#
+# Whoever runs a run holds an advisory lock on <results>/.run-locks/<run>.lock (flock) while its
+# harness runs, and writes <run>.log: a '#' header line with the command, '# started TIME on
+# WHERE', the harness's output, and a last line '# finished TIME: exit status N (meaning) after
+# S'. From these, the results file and Slurm's queue, `sweep --status` tells complete, running,
+# failed (with the error) and missing runs apart without knowing how they were started.
+
+EXIT_MEANING = {0: "complete", 2: "bad input", 3: "diverged", 130: "interrupted"}
+LOCK_DIR = ".run-locks"
+_STARTED = re.compile(r"^# started (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: on (.*))?$")
+_FINISHED = re.compile(r"^# finished (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d): exit status (-?\d+)"
+                       r"(?: \((interrupted))?")
+_PROGRESS = re.compile(r"step (\d+)/(\d+)")
+
+
+# What the harness says when the disk, not the input, failed it (it exits 2 for both): the
+# system's words for a write it refused, or the harness's own refusal at start when the disk
+# has too little room for the run (src/cli/main.c: "... MiB are free; refused before step 1").
+_IO_FAILURES = [("disk full", ("No space left on device", "Disk quota exceeded", "File too large",
+                               "MiB are free; refused before step 1")),
+                ("I/O error", ("Input/output error", "Read-only file system"))]
+
+
+def exit_meaning(rc, log_path=None):
+    """'bad input', 'diverged', ..., 'killed by signal SIGKILL', 'error'; 'disk full' or 'I/O
+    error' for an exit status 2 whose log (log_path) says the system refused a write."""
+    if rc == 2 and log_path:
+        try:
+            with open(log_path, errors="replace") as f:
+                tail = f.read()[-4000:]
+        except OSError:
+            tail = ""
+        for meaning, words in _IO_FAILURES:
+            if any(w in tail for w in words):
+                return meaning
+    if rc < 0 or (rc > 128 and rc != 130):
+        sig = -rc if rc < 0 else rc - 128
+        try:
+            return f"killed by signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"killed by signal {sig}" if rc < 0 else "error"
+    return EXIT_MEANING.get(rc, "error")
+
+
+def available_cpus():
+    """CPUs this process may use: $SLURM_CPUS_PER_TASK inside a Slurm job (--cpus-per-task),
+    else the CPU affinity mask, else the CPU count."""
+    v = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if v.isdigit() and int(v) > 0:
+        return int(v)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def launch_info():
+    """Where this process runs, for logs and locks: 'HOST (pid N)' or
+    'HOST (slurm job 12_3, pid N)'."""
+    job = slurm_task_id()
+    return f"{socket.gethostname()} (" + (f"slurm job {job}, " if job else "") + \
+        f"pid {os.getpid()})"
+
+
+def log_header(cmd):
+    """The first two lines of a run's log: the command, and when and where it started."""
+    return ("# " + " ".join(shell_quote(c) for c in cmd) + "\n"
+            + f"# started {now_text()} on {launch_info()}\n")
+
+
+def stopped_by(rc, forwarded):
+    """Whether a harness that exited with rc was stopped by a signal its runner passed on to it
+    (forwarded: the signal numbers): it saved its results (130), or died of that signal before
+    it could install its handlers. Either way the run was interrupted, not failed."""
+    return bool(forwarded) and (rc == 130 or -rc in forwarded)
+
+
+def log_footer(rc, seconds, forwarded=(), log_path=None):
+    """The last line of a run's log, written when its harness has exited; forwarded: the
+    signals its runner passed on to it; log_path: the log so far (what the harness said)."""
+    meaning = exit_meaning(rc, log_path)
+    if stopped_by(rc, forwarded) and rc != 130:
+        meaning = (f"interrupted: killed by the {signal.Signals(-rc).name} passed on to it, "
+                   "before it could save")
+    return f"# finished {now_text()}: exit status {rc} ({meaning}) after {seconds:.1f} s\n"
+
+
+def log_error_tail(lines, n=8):
+    """The last lines of a log that are neither '#' lines nor progress lines (the error)."""
+    body = [l for l in lines if not l.startswith("#")]
+    errors = [l for l in body if not re.match(r"\s*step \d+/\d+", l)]
+    return "\n".join((errors or body)[-n:])
+
+
+class RunLog:
+    """What a run's log says: started (time text), where, finished, rc (None: no footer: still
+    running or killed), interrupted (the footer says so: stopped by a signal, not failed),
+    progress (done, total) steps, and tail (the error lines)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.exists = False
+        self.started = self.where = self.finished = self.rc = self.progress = None
+        self.interrupted = False
+        self.tail = ""
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        self.exists = True
+        for line in lines:  # a resumed run's log has one header per session: the last one's
+            m = _STARTED.match(line) if line.startswith("# started") else None
+            if m:
+                self.started, self.where = m.group(1), m.group(2)
+        for line in reversed(lines[-3:]):
+            m = _FINISHED.match(line)
+            if m:
+                self.finished, self.rc = m.group(1), int(m.group(2))
+                self.interrupted = m.group(3) is not None
+                break
+        for line in reversed(lines):
+            m = _PROGRESS.search(line)
+            if m and not line.startswith("#"):
+                self.progress = (int(m.group(1)), int(m.group(2)))
+                break
+        self.tail = log_error_tail(lines)
+
+
+class RunLock:
+    """The lock a run's runner holds while its harness runs (flock on <results>/.run-locks/
+    <run>.lock, which holds the holder's launch_info()). On a file system without flock the
+    lock is a no-op, and `--status` falls back on the logs and Slurm's queue."""
+
+    def __init__(self, outdir, name):
+        self.path = os.path.join(outdir, LOCK_DIR, name + ".lock")
+        self.file = None
+
+    def acquire(self, attempts=20):
+        """True when held (or when locks do not work here); False when another holds it."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        f = open(self.path, "a+")
+        for i in range(attempts):
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if i == attempts - 1:  # held for 2 s: not just a `--status` peeking at it
+                    f.close()
+                    return False
+                time.sleep(0.1)
+            except OSError:  # no flock on this file system: run unlocked
+                break
+        f.seek(0)
+        f.truncate()
+        f.write(launch_info() + "\n")
+        f.flush()
+        self.file = f
+        return True
+
+    def release(self):
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def _flock_holder(lock_path, anonymous):
+    """What the holder of an flock on lock_path wrote into it (anonymous if nothing), or None
+    when nobody holds it (or locks do not work on this file system). Peeks with a shared lock
+    for an instant, which the harness and RunLock.acquire wait out."""
+    try:
+        f = open(lock_path)
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder_line(f) or anonymous
+        except OSError:
+            return None
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+def _holder_line(f):
+    """The first line of a held lock file: the holder writes it right after locking (and over
+    itself, never truncating first), so an empty file is read again for up to a second, as
+    src/results/outlock.c's own reader does."""
+    for _ in range(40):
+        f.seek(0)
+        line = f.read().split("\n")[0].strip()
+        if line:
+            return line
+        time.sleep(0.025)
+    return ""
+
+
+def lock_holder(outdir, name):
+    """launch_info() of the process that holds the run's lock, or None when nobody does (or
+    locks do not work on this file system)."""
+    return _flock_holder(os.path.join(outdir, LOCK_DIR, name + ".lock"), "?")
+
+
+def harness_lock_holder(h5_path):
+    """'pid N on HOST since TIME' when a harness holds the lock of its output path
+    (<path>.lock, src/results/outlock.c), else None: a run started by hand counts as running too."""
+    return _flock_holder(h5_path + ".lock", "a harness")
+
+
+def _temporaries(h5_path):
+    """The temporaries beside h5_path (<path>.tmp.XXXXXX, or <path>.tmp of older versions)."""
+    directory, base = os.path.split(h5_path)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names
+                  if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n))
+
+
+def _state_of(path):
+    """(status, /checkpoint step or None, train.steps or None) of a results file or checkpoint;
+    status '' when it cannot be read."""
+    try:
+        with h5py_file(path) as f:
+            status = f.attrs.get("status", b"")
+            status = status.decode() if isinstance(status, bytes) else str(status)
+            step = f["checkpoint"].attrs.get("step") if "checkpoint" in f else None
+            steps = f["config"].attrs.get("steps") if "config" in f else None
+            return status, None if step is None else int(step), None if steps is None else int(steps)
+    except (OSError, KeyError, ValueError, TypeError):
+        return "", None, None
+
+
+def h5py_file(path):
+    import h5py  # heads.results says how to install it when it is missing
+    return h5py.File(path, "r")
+
+
+class Leftover:
+    """What `harness --resume` continues for a results path: step (of total), where (the file)
+    and what (a phrase: 'an interrupted run', 'a checkpoint', 'a trained run (the study only)',
+    'a complete result that could not be moved into place')."""
+
+    def __init__(self, step, total, where, what):
+        self.step, self.total, self.where, self.what = step, total, where, what
+
+    def describe(self):
+        return f"{self.what}, resumable at step {self.step}" + \
+            (f" of {self.total}" if self.total is not None else "") + f" ({self.where})"
+
+
+def leftover(h5_path):
+    """The latest state a harness left at h5_path that its --resume continues (an interrupted
+    results file, its .ckpt, a stranded temporary: docs/reliability.md), or None. The harness
+    decides for itself (src/train/train.c, train_resume_source); this reads the same files to say
+    where a run stands."""
+    found = []
+    for path in [h5_path, h5_path + ".ckpt"] + _temporaries(h5_path) + \
+            _temporaries(h5_path + ".ckpt"):
+        if not os.path.exists(path):
+            continue
+        status, step, steps = _state_of(path)
+        stranded = ".tmp" in path[len(h5_path):]
+        if stranded and status in ("complete", "diverged"):
+            return Leftover(steps, steps, path, f"a {status} result that could not be moved into "
+                            "place")
+        if step is None or status not in ("interrupted", "running", "trained") \
+                or (stranded and status == "running"):
+            continue
+        what = {"interrupted": "an interrupted run", "running": "a checkpoint",
+                "trained": "a trained run (the study only)"}[status]
+        found.append(Leftover(step, steps, path, what))
+    return max(found, key=lambda left: left.step) if found else None
+
+
+def unreadable_why(h5_path):
+    """Why a results file that is there cannot be read ('' when it can, or is not there)."""
+    if not os.path.exists(h5_path):
+        return ""
+    try:
+        with h5py_file(h5_path) as f:
+            f.attrs.get("status")
+        return ""
+    except OSError as e:
+        return str(e).split(" (")[0] or "not an HDF5 file"
+
+
+def resume_args(h5_path, force):
+    """The harness options for a sweep's run of h5_path and what it resumes: (["--force"],
+    None) when asked to train afresh, (["--resume"], Leftover) when a harness left a state
+    there, ([], None) otherwise."""
+    if force:
+        return ["--force"], None
+    left = leftover(h5_path)
+    return (["--resume"], left) if left is not None else ([], None)
+
+
+def open_log(log_path, cmd, left):
+    """A run's log opened for its harness, the header written: a fresh log, or, when the run
+    resumes (left: a Leftover), the old one appended to after a '# resumed at step N' line."""
+    log = open(log_path, "a" if left is not None else "w")
+    if left is not None:
+        log.write(f"# resumed at step {left.step} from {left.describe()}\n")
+    log.write(log_header(cmd))
+    log.flush()
+    return log
+
+
+def leftover_temp(h5_path):
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if _temporaries(h5_path) else ""
+
+
+STATES = ("complete", "stale", "running", "interrupted", "unreadable", "damaged", "failed", "missing")
+# the count line: the four every sweep has, then the others that occur
+SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted", "unreadable", "damaged")
+
+
+class RunState:
+    """state: one of STATES ('damaged': its results file cannot be read
+    whole, heads.results.damage); detail: one line; error: the error lines (failed runs)."""
+
+    def __init__(self, name, state, detail="", error=""):
+        self.name, self.state, self.detail, self.error = name, state, detail, error
+
+
+def run_state(outdir, name, submission=None, queue=None, stale=""):
+    """The state of one run of a results directory, from its results file and what else its
+    harness left (leftover), its lock, its log, its latest Slurm submission (a Submission or
+    None) and Slurm's queue (slurm_queue()); stale: which keys of a complete run differ from
+    what the experiment asks for (heads.results.stale_runs), old -> new."""
+    h5 = os.path.join(outdir, name + ".h5")
+    status = read_status(h5)
+    if status == "damaged":
+        return RunState(name, "damaged", f"{h5}: {damage(h5)}; kept as it is (sweep "
+                                         "--redo-damaged retrains it)")
+    if status == "complete":
+        return RunState(name, "stale", stale + "; the next sweep reruns it") if stale \
+            else RunState(name, "complete")
+    log = RunLog(os.path.join(outdir, name + ".log"))
+    holder = lock_holder(outdir, name) or harness_lock_holder(h5)
+    queued = None
+    if submission is not None and submission.job and queue:
+        queued = queue.get((submission.job, submission.index))
+    current = holder is not None  # the log is the running one's (the holder wrote it)
+    if holder is None and queued and queued[0] in SLURM_ACTIVE:
+        holder = f"{queued[1]} (slurm job {submission.task})"
+        # started in Slurm; its runner may not have taken the lock and begun the log yet
+        current = bool(log.where and f"slurm job {submission.task}," in log.where)
+    if holder is not None:
+        detail = f"on {holder}"
+        if current and log.started:
+            detail += f", started {log.started}"
+        if current and log.progress and log.rc is None:
+            detail += f", step {log.progress[0]}/{log.progress[1]}"
+        return RunState(name, "running", detail)
+    if queued:
+        return RunState(name, "missing", f"queued: slurm job {submission.task} {queued[0]} "
+                                         f"({queued[1]})")
+    if log.rc == 0 and read_status(h5) == "complete":  # finished since we looked
+        return RunState(name, "complete")
+
+    file_status = read_status(h5) or leftover_temp(h5)
+    slurm_lines = ""
+    task_out = submission.output() if submission is not None else None
+    if task_out:
+        try:
+            with open(task_out, errors="replace") as f:
+                text = f.read().splitlines()
+            slurm_lines = "\n".join([l for l in text if re.search(
+                r"slurmstepd|error|Error|Traceback|CANCELLED|DUE TO", l)][-6:])
+        except OSError:
+            pass
+    where = f" [{log.where}]" if log.where else ""
+    left = leftover(h5)
+    if left is not None:
+        how = f"; last session: exit status {log.rc} ({exit_meaning(log.rc)})" \
+            if log.rc not in (None, 0) else ""
+        error = f"slurm ({task_out}):\n" + slurm_lines if slurm_lines else ""
+        return RunState(name, "interrupted", left.describe() + how + where +
+                        "; the next sweep resumes it", error)
+    why = unreadable_why(h5)
+    if why:
+        return RunState(name, "unreadable", f"{h5}: {why}" + (
+            f" (its log ends: exit status {log.rc}, {exit_meaning(log.rc)})"
+            if log.rc is not None else "") + "; sweep --force trains it afresh")
+    if log.exists and log.started:
+        if log.rc is not None:
+            if log.rc == 0:
+                detail = ("the harness exited 0 but left no complete results file"
+                          + (f" ({file_status})" if file_status else ""))
+            else:
+                detail = f"exit status {log.rc} ({exit_meaning(log.rc, log.path)})"
+            detail += f" at {log.finished}{where}"
+        else:
+            detail = ("stopped without finishing: no exit status in its log (killed: node "
+                      "failure, time limit, out of memory?)" + where)
+            if file_status:
+                detail += f"; results file: {file_status}"
+        error = log.tail
+        if slurm_lines:
+            error = (error + "\n" if error else "") + f"slurm ({task_out}):\n" + slurm_lines
+        return RunState(name, "failed", detail + f"; log {log.path}", error)
+    if file_status in ("diverged", "interrupted"):
+        return RunState(name, "failed", f"results file says {file_status} (no log)")
+    if task_out and slurm_lines:
+        return RunState(name, "failed", f"slurm job {submission.task} ended before running the "
+                                        f"harness; output {task_out}", slurm_lines)
+    if submission is not None and submission.job and queue is not None:
+        return RunState(name, "missing", f"submitted as slurm job {submission.task}, which is "
+                                         "no longer queued and left no log (cancelled?)")
+    return RunState(name, "missing")
+
+
+def show_status(results_dir):
+    """--status: the state of every run of a results directory (STATES), with what each is
+    waiting for."""
+    outdir = os.path.normpath(results_dir)
+    if not os.path.isdir(outdir):
+        die(f"{results_dir}: no such results directory (scripts/sweep writes "
+               "results/<experiment>/)")
+    names = None
+    exp_file = os.path.join(outdir, "experiment.yaml")
+    if os.path.exists(exp_file):
+        try:
+            names = [r.name for r in Experiment(exp_file).runs]
+        except UserError as e:
+            print(f"warning: {e}; listing the runs from the files instead", file=sys.stderr)
+    subs = slurm_submissions(outdir)
+    if names is None:  # no copy of the experiment: whatever runs left files here
+        found = set(subs)
+        for f in os.listdir(outdir):
+            f = re.sub(r"\.h5\.tmp\.\w{6}$", ".h5", f)
+            for ext in (".h5", ".log", ".h5.tmp"):
+                if f.endswith(ext) and f != "summary.h5":
+                    found.add(f[:-len(ext)])
+        names = sorted(found)
+    queue = slurm_queue() if subs else None
+    damages([os.path.join(outdir, n + ".h5") for n in names])  # one reader child for them all
+    stale = stale_runs(outdir, names)
+    states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
+    count = {k: sum(s.state == k for s in states) for k in STATES}
+    shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
+    print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
+          + ", ".join(f"{count[k]} {k}" for k in sorted(shown, key=SHOWN_ORDER.index)))
+    width = max([len(s.name) for s in states] + [8])
+    for kind in STATES[1:]:
+        for st in states:
+            if st.state == kind:
+                print(f"{kind:<11} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
+                if st.error:
+                    print(indent(st.error))
+    if subs and queue is None:
+        print("(squeue not available: queued Slurm tasks show as missing)")
+    summary = os.path.join(outdir, "summary.csv")
+    if count["complete"]:
+        newest = max(os.path.getmtime(os.path.join(outdir, s.name + ".h5"))
+                     for s in states if s.state == "complete")
+        if not os.path.exists(summary):
+            print("no summary.csv yet: scripts/sweep EXPERIMENT.yaml --summary-only writes it")
+        elif os.path.getmtime(summary) < newest:
+            print("summary.csv is older than some results: scripts/sweep EXPERIMENT.yaml "
+                  "--summary-only rewrites it")
+    return 0 if count["complete"] == len(states) and states else 1

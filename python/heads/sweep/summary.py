@@ -1,0 +1,210 @@
+"""heads.sweep.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
+token, final losses, heads needed within the experiment's tolerance (relative, with a floor; both
+in the attributes), the heads that carry 80% of the patching effect (heads.read.causal), head-class
+counts) as summary.csv and summary.h5 (read back by
+heads.results.Summary).
+
+Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
+"""
+import csv
+import errno
+import io
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from ..read import causal, pruning
+from ..core.configs import format_value
+from ..read.results import CLASSES
+
+try:
+    import h5py
+except ImportError:  # pragma: no cover
+    h5py = None
+
+
+SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_layer", "E",
+                 "params", "flops_per_token", "final_step", "final_train_loss", "final_eval_loss",
+                 "min_eval_loss", "train_seconds"]
+
+
+def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
+                floor=pruning.DEFAULT_FLOOR):
+    """One summary row (dict) for a run; result is a RunResult or None; shapes (params, flops);
+    tolerance and floor: the heads-needed columns' tolerance, max(tolerance x the unpruned loss,
+    floor nats) (heads.read.pruning)."""
+    row = {"run": run.name, "status": result.status if result else "missing"}
+    for key in run.swept:
+        row[key] = run.swept[key]
+    ov = run.overrides
+    if result is not None:
+        c = result.config
+        row.update(seed=c.get("seed"), n_head=c.get("n_head"), d_head=c.get("d_head"),
+                   d_model=c.get("d_model"), n_layer=c.get("n_layer"))
+    else:
+        row.update(seed=run.seed, n_head=ov.get("model.n_head"), d_head=ov.get("model.d_head"),
+                   d_model=ov.get("model.d_model"), n_layer=ov.get("model.n_layer"))
+    try:
+        row["E"] = int(row["n_head"]) * int(row["d_head"])
+    except (TypeError, ValueError):
+        row["E"] = None
+    row["params"], row["flops_per_token"] = shapes
+    if result is not None and row["params"] is None:
+        row["params"] = result.n_params
+    ok = result is not None and result.status == "complete"
+    row["final_step"] = int(result.train_step[-1]) + 1 if ok and len(result.train_step) else None
+    row["final_train_loss"] = result.final_train_loss if ok else float("nan")
+    row["final_eval_loss"] = result.final_eval_loss if ok else float("nan")
+    row["min_eval_loss"] = float(np.min(result.eval_loss)) if ok and len(result.eval_loss) \
+        else float("nan")
+    row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
+        else float("nan")
+    row.update(pruning.summary_values(result.prune if ok else {}, tolerance, floor))
+    row[causal.CARRY_COLUMN] = result.causal[causal.CARRY_COLUMN] if ok else None
+    counts = result.class_counts() if ok else {}
+    for c in CLASSES + sorted(set(counts) - set(CLASSES)):
+        row[f"heads_{c}"] = counts.get(c, 0) if ok else None
+    return row
+
+
+def summary_columns(rows, swept):
+    cols = ["run", "status"] + [k for k in swept] + [c for c in SUMMARY_FIXED[2:]]
+    for row in rows:
+        for k in row:
+            if k not in cols:
+                cols.append(k)
+    return cols
+
+
+class SummaryWriteError(Exception):
+    """summary.csv / summary.h5 (or another file of write_pair) could not be written (the disk,
+    not the input): one line."""
+
+
+def write_summary(outdir, rows, experiment):
+    """summary.csv and summary.h5 (one dataset per column, one element per run), as one pair:
+    both are made in memory and written to temporaries first, then renamed into place, so that
+    a full disk or an I/O error leaves the previous pair (SummaryWriteError says which)."""
+    swept = experiment.swept_keys()
+    cols = summary_columns(rows, swept)
+    text = io.StringIO(newline="")
+    w = csv.writer(text)
+    w.writerow(cols)
+    for row in rows:
+        w.writerow(["" if row.get(c) is None or (isinstance(row.get(c), float)
+                                                 and math.isnan(row[c]))
+                    else format_value(row[c]) for c in cols])
+    h5 = io.BytesIO()  # HDF5 never writes to the disk itself: it crashes on some failed writes
+    _summary_h5(h5, rows, cols, swept, experiment)
+    write_pair(outdir, {"summary.csv": text.getvalue().encode("utf-8"),
+                        "summary.h5": h5.getvalue()})
+
+
+def _failure(e):
+    """A disk's refusal in words: 'disk full (No space left on device)', 'I/O error (...)'."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"disk full ({e.strerror})"
+    return f"I/O error ({e.strerror or e})"
+
+
+def write_pair(outdir, contents):
+    """Write {name: bytes} into outdir as one set: every temporary written and fsync'ed first
+    (a failure removes them: the old files stay), then each renamed into place; should a rename
+    fail, the files already renamed get their old contents back (kept as hard links until the
+    set is in place). A crash between the renames (no disk space is needed there) is the only
+    way to mix old and new files."""
+    temps, backups = {}, {}
+    try:
+        for name, data in contents.items():
+            temps[name] = _write_temp(os.path.join(outdir, name), data)
+        for name in contents:
+            path = os.path.join(outdir, name)
+            if os.path.exists(path):
+                backup = path + ".old.tmp." + os.path.basename(temps[name]).rsplit(".", 1)[-1]
+                try:
+                    os.link(path, backup)
+                    backups[name] = backup
+                except OSError:  # no hard links here: no way back for this one
+                    pass
+        done = []
+        try:
+            for name in contents:
+                os.replace(temps[name], os.path.join(outdir, name))
+                done.append(name)
+        except OSError:
+            for name in done:
+                if name in backups:
+                    os.replace(backups.pop(name), os.path.join(outdir, name))
+            raise
+    except OSError as e:
+        raise SummaryWriteError(f"{outdir}: cannot write {' and '.join(contents)}: "
+                                f"{_failure(e)}; the previous ones are kept") from None
+    finally:
+        for tmp in list(temps.values()) + list(backups.values()):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _sync_directory(outdir, " and ".join(contents))
+
+
+def _write_temp(path, data):
+    """A temporary beside path (mkstemp: a unique name, the permissions an ordinary create
+    gives) holding data, fsync'ed; its path."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _sync_directory(directory, what):
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some file systems refuse: the files are in place (as the harness)
+        print(f"warning: {directory}: the directory could not be synced ({e.strerror}); "
+              f"{what} are in place but may not survive a power loss", file=sys.stderr)
+    finally:
+        os.close(fd)
+
+
+def _summary_h5(target, rows, cols, swept, experiment):
+    with h5py.File(target, "w") as f:
+        f.attrs["experiment"] = experiment.name
+        f.attrs["experiment_yaml"] = experiment.text
+        f.attrs["experiment_path"] = experiment.path
+        f.attrs["base"] = experiment.base
+        f.attrs["width"] = experiment.width
+        f.attrs["description"] = experiment.description
+        f.attrs["tolerance"] = getattr(experiment, "tolerance", pruning.DEFAULT_TOLERANCE)
+        f.attrs["tolerance_floor"] = getattr(experiment, "tolerance_floor", pruning.DEFAULT_FLOOR)
+        f.attrs["swept"] = np.array(swept, dtype=h5py.string_dtype())
+        f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())
+        for c in cols:
+            values = [row.get(c) for row in rows]
+            present = [v for v in values if v is not None]
+            if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                               for v in present) and len(present) == len(values):
+                data = np.array(values, dtype=np.int64)
+            elif present and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                                 for v in present):
+                data = np.array([np.nan if v is None else float(v) for v in values])
+            else:
+                data = np.array(["" if v is None else format_value(v) for v in values],
+                                dtype=h5py.string_dtype())
+            f.create_dataset(c, data=data)
