@@ -28,6 +28,11 @@
 #include "kernels.h"
 #include "gemm.h"
 #include "vec_math.h"
+#ifdef VEC_W /* the softmax rows on the vector layer (AVX-512 or AVX2), else in scalar C */
+#include "softmax_rows_vec.h"
+#else
+#include "softmax_rows_scalar.h"
+#endif
 #include "check.h"
 #include "attention_thin.h"
 
@@ -41,49 +46,7 @@ static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, i
                          float sink) {
     float inv[GEMM_MR];
     CHECK(rows <= GEMM_MR);
-#ifdef VEC_W
-    VecF vscale = vec_set1(scale);
-    float maxs[GEMM_MR];
-    for (int r = 0; r < rows; r++) {
-        float *x = p + r * ld;
-        int n = t0 + r + 1;
-        VecF vmax = vec_set1(-INFINITY);
-        for (int j = 0; j < n; j += VEC_W)
-            vmax = vec_max_n(vmax, vec_mul(vec_load_n(x + j, n - j), vscale), n - j);
-        maxs[r] = fmaxf(vec_reduce_max(vmax), sink);
-    }
-    for (int r = 0; r < rows; r++) {
-        float *x = p + r * ld;
-        int n = t0 + r + 1;
-        VecF maxv = vec_set1(maxs[r]), vsum = vec_set1(0.0f);
-        for (int j = 0; j < n; j += VEC_W) {
-            VecF e = vec_keep_n(vec_exp(vec_fmsub(vec_load_n(x + j, n - j), vscale, maxv)), n - j);
-            vec_store_n(x + j, n - j, e);
-            vsum = vec_add(vsum, e);
-        }
-        float den = vec_reduce_add(vsum) + expf(sink - maxs[r]);
-        inv[r] = 1.0f / den;
-        lse[r] = maxs[r] + logf(den);
-    }
-    for (int r = 0; r < rows; r++) {
-        float *x = p + r * ld;
-        int n = t0 + r + 1;
-        VecF vinv = vec_set1(inv[r]);
-        for (int j = 0; j < n; j += VEC_W) vec_store_n(x + j, n - j, vec_mul(vec_load_n(x + j, n - j), vinv));
-    }
-#else
-    for (int r = 0; r < rows; r++) {
-        float *x = p + r * ld;
-        int n = t0 + r + 1;
-        float maxs = sink;
-        for (int j = 0; j < n; j++) maxs = x[j] * scale > maxs ? x[j] * scale : maxs;
-        for (int j = 0; j < n; j++) x[j] = exp_poly(x[j] * scale - maxs);
-        float den = sum_lanes(x, n) + expf(sink - maxs);
-        inv[r] = 1.0f / den;
-        lse[r] = maxs + logf(den);
-        for (int j = 0; j < n; j++) x[j] *= inv[r];
-    }
-#endif
+    softmax_rows_exp(p, ld, lse, inv, t0, rows, scale, sink);
     for (int r = 0; r < rows; r++) {
         int n = t0 + r + 1;
         if (n_zero > n) memset(p + r * ld + n, 0, sizeof(float) * (n_zero - n));
@@ -96,44 +59,7 @@ static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, pt
                                   int rows, int n_zero, float scale) {
     float w[GEMM_MR];
     CHECK(rows <= GEMM_MR);
-#ifdef VEC_W
-    for (int r = 0; r < rows; r++) {
-        const float *x = ds + r * ld_ds, *pr = p + r * ld_p;
-        int n = t0 + r + 1;
-        VecF d0 = vec_set1(0.0f), d1 = d0, d2 = d0, d3 = d0; /* 4 chains */
-        int j = 0;
-        for (; j + 4 * VEC_W <= n; j += 4 * VEC_W) {
-            d0 = vec_fmadd(vec_load_n(pr + j, VEC_W), vec_load_n(x + j, VEC_W), d0);
-            d1 = vec_fmadd(vec_load_n(pr + j + VEC_W, VEC_W), vec_load_n(x + j + VEC_W, VEC_W), d1);
-            d2 = vec_fmadd(vec_load_n(pr + j + 2 * VEC_W, VEC_W), vec_load_n(x + j + 2 * VEC_W, VEC_W), d2);
-            d3 = vec_fmadd(vec_load_n(pr + j + 3 * VEC_W, VEC_W), vec_load_n(x + j + 3 * VEC_W, VEC_W), d3);
-        }
-        for (; j < n; j += VEC_W) d0 = vec_fmadd(vec_load_n(pr + j, n - j), vec_load_n(x + j, n - j), d0);
-        w[r] = vec_reduce_add(vec_add(vec_add(d0, d1), vec_add(d2, d3)));
-    }
-    VecF vscale = vec_set1(scale);
-    for (int r = 0; r < rows; r++) {
-        float *x = ds + r * ld_ds;
-        const float *pr = p + r * ld_p;
-        int n = t0 + r + 1;
-        VecF vw = vec_set1(w[r]);
-        for (int j = 0; j < n_zero; j += VEC_W) { /* P is 0 right of the diagonal: so is dS */
-            VecF d = vec_sub(vec_load_n(x + j, n - j), vw);
-            d = vec_mul(vec_mul(vec_load_n(pr + j, n - j), d), vscale);
-            vec_store_n(x + j, n_zero - j, d);
-        }
-    }
-#else
-    for (int r = 0; r < rows; r++) {
-        float *x = ds + r * ld_ds;
-        const float *pr = p + r * ld_p;
-        int n = t0 + r + 1;
-        w[r] = 0.0f;
-        for (int j = 0; j < n; j++) w[r] += pr[j] * x[j];
-        for (int j = 0; j < n; j++) x[j] = pr[j] * (x[j] - w[r]) * scale;
-        for (int j = n; j < n_zero; j++) x[j] = 0.0f;
-    }
-#endif
+    softmax_backward_rows_ds(ds, ld_ds, p, ld_p, w, t0, rows, n_zero, scale);
 }
 
 /* A row stride for row-panel scratch that is not a multiple of 4 KiB, so the rows of one tile

@@ -461,7 +461,7 @@ def test_tolerance_c_and_python():
     """prune.h and pruning.py name the same numbers; the harness prints what /prune recomputes."""
     with open(os.path.join(ROOT, "src", "analysis", "prune.h")) as f:
         h = f.read()
-    with open(os.path.join(ROOT, "python", "heads", "pruning.py")) as f:
+    with open(os.path.join(ROOT, "python", "heads", "read", "pruning.py")) as f:
         py = f.read()
     c_rel = re.search(r"#define PRUNE_TOLERANCE_RELATIVE ([0-9.]+)", h)
     c_floor = re.search(r"#define PRUNE_TOLERANCE_FLOOR ([0-9.]+)", h)

@@ -59,7 +59,7 @@ static int kept_batches(const Model *m, const Config *cfg, size_t bytes) {
 
 void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
     const Model shaped = {.shape = shape}; /* the size functions read only the shape */
-    size_t view = model_forward_activation_floats(shape, cfg->batch_size) +
+    size_t view = model_view_activation_floats(shape, cfg->batch_size) +
                   model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0);
     *views = (size_t)thread_count() * view * sizeof(float);
     *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer *

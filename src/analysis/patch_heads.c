@@ -190,7 +190,7 @@ void head_patching_free(HeadPatching *hp) {
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
     /* a view's forward activations, any maps it keeps, a sparse start's scratch and the score's */
     const size_t views = (size_t)thread_count() *
-                         ((model_forward_activation_floats(shape, cfg->batch_size) +
+                         ((model_view_activation_floats(shape, cfg->batch_size) +
                            model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
                            model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) *
                               sizeof(float) +

@@ -150,7 +150,7 @@ void path_patching_free(PathPatching *pp) {
 
 size_t path_patching_bytes(ModelShape shape, int chunk, int T) {
     const size_t BT = (size_t)chunk * T;
-    const size_t per_thread = model_forward_activation_floats(shape, chunk) +
+    const size_t per_thread = model_view_activation_floats(shape, chunk) +
                               BT * (shape.d_model + shape.d_head) + model_sparse_floats(shape, chunk, T);
     return (size_t)thread_count() * (per_thread * sizeof(float) + patch_forward_bytes(shape, chunk, T));
 }

@@ -226,7 +226,7 @@ size_t model_activation_floats(ModelShape shape, int B) {
     return point_activations(&a, NULL, shape, B, 0);
 }
 
-size_t model_forward_activation_floats(ModelShape shape, int B) {
+size_t model_view_activation_floats(ModelShape shape, int B) {
     Activations a;
     point_activations(&a, NULL, shape, B, 1);
     return a.forward_floats;

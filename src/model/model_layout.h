@@ -26,7 +26,7 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name);
 size_t model_param_floats(ModelShape shape);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
-size_t model_forward_activation_floats(ModelShape shape, int B);
+size_t model_view_activation_floats(ModelShape shape, int B);
 /* The scratch floats a forward allocates on top of the activations: with input deltas in layers
  * that run whole, and from a sparse start (HeadState with qkv and resid_post). */
 size_t model_input_delta_floats(ModelShape shape, int B, int T);
