@@ -158,8 +158,52 @@ def test_grid():
     expect_error("grid: {n_head: [1, 2]}\nwidth: fixed_d_head\n",
                  r".*fixed_d_head keeps model.d_head fixed",
                  "error: fixed_d_head without a d_head")
-    expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep",
-                 "error: output.path is the sweep's")
+    expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep: "
+                 r"each run writes <results>/<experiment>/<run>\.h5 .*; remove it$",
+                 "error: output.path is the sweep's, and the message is about the path only")
+    test_defaults_written_out()
+
+
+def test_defaults_written_out():
+    """A key a rule derives (width: fixed_width's d_head, the sweep's threads) takes the value
+    that means "derive it" as if it were left out; a value against the rule is refused with the
+    key, the rule and the value the rule gives; a value equal to it is not against it."""
+    plain = experiments.Experiment(experiment("dflt0", "grid: {n_head: [1, 2, 4]}\nwidth: fixed_width\n"))
+    for body, what in (("set: {model.d_head: 0}\n", "set: model.d_head: 0"),
+                       ("set: {d_head: 0, train.threads: 0}\n", "set: d_head: 0, train.threads: 0"),
+                       ("set: {train: {threads: 0}}\n", "set: train: {threads: 0}")):
+        exp = experiments.Experiment(experiment("dflt", body + "grid: {n_head: [1, 2, 4]}\n"
+                                                "width: fixed_width\n"))
+        check(f"fixed_width with {what}: the runs of the experiment without it",
+              [(r.name, r.overrides, r.swept) for r in exp.runs]
+              == [(r.name, r.overrides, r.swept) for r in plain.runs],
+              str([r.overrides for r in exp.runs]))
+    exp = experiments.Experiment(experiment("dflt", "grid: {n_head: [1, 2, 4], d_head: [0]}\n"
+                                            "width: fixed_width\n"))
+    check("fixed_width with grid: d_head: [0]: not a swept key, the same runs",
+          exp.swept_keys() == ["model.n_head"] and [r.name for r in exp.runs]
+          == [r.name for r in plain.runs], f"{exp.swept_keys()} {[r.name for r in exp.runs]}")
+    exp = experiments.Experiment(experiment("dflt", "set: {d_head: 4}\ngrid: {n_head: [4]}\n"
+                                            "width: fixed_width\n"))
+    check("fixed_width with d_head equal to d_model / n_head: accepted",
+          [r.name for r in exp.runs] == ["h4_dh4_s0"], str([r.name for r in exp.runs]))
+    exp = experiments.Experiment(experiment("dflt", "grid: {n_head: [1, 2]}\n"), ["train.threads=0"])
+    check("sweep --set train.threads=0: as if not given",
+          all("train.threads" not in r.overrides for r in exp.runs), str(exp.runs[0].overrides))
+    expect_error("set: {model.d_head: 8}\ngrid: {n_head: [1, 2]}\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:7: model\.d_head 8: width: fixed_width derives model\.d_head = "
+                 r"d_model / n_head, 16 / 1 = 16 here; write 0 \(or 16\) or remove it",
+                 "error: fixed_width and a d_head against it: the key, the rule, the value it would take")
+    expect_error("grid: {n_head: [1, 2], d_head: [8, 16]}\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:24: model\.d_head 8: width: fixed_width derives model\.d_head",
+                 "error: fixed_width and a swept d_head: the same message, at the grid key")
+    nproc = len(os.sched_getaffinity(0))
+    for body, where in (("set: {train.threads: 2}\n", "2:7"), ("grid: {train.threads: [0, 1]}\n", "2:8")):
+        expect_error(body, rf".*bad\.yaml:{where}: train\.threads (1|2): the sweep gives each run "
+                     rf"max\(1, nproc // -j\) threads \({nproc} at -j 1, {max(1, nproc // 2)} at -j 2 "
+                     rf"with nproc {nproc} here\); write 0 \(the sweep's choice\) or remove it, "
+                     r"or give scripts/sweep --threads (1|2)$",
+                     f"error: {body.strip()}: the threads rule and what it gives, no results path")
 
 
 def test_keys_and_set():

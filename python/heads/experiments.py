@@ -12,7 +12,7 @@ import re
 import yaml
 
 from .cli import UserError
-from .configs import Marked, format_value, read_config_file, read_text
+from .configs import Marked, format_value, read_config_file, read_text, values_equal
 from .harness import REPO, key_default, key_sections, resolve_key
 from .pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
 
@@ -142,14 +142,6 @@ class Experiment:
             raise UserError(self.doc.where(("width",), True) + f"unknown width rule '{self.width}'"
                             + (f" (did you mean '{hint[0]}'?)" if hint else "")
                             + "; use fixed_width, fixed_d_head or free")
-        if self.width == "fixed_width" and "model.d_head" in self.grid:
-            raise UserError(self.doc.where(self._grid_paths["model.d_head"]) +
-                            "width: fixed_width derives model.d_head from d_model / n_head; "
-                            "do not sweep it too (or use width: free)")
-        if self.width == "fixed_width" and "model.d_head" in self.set:
-            raise UserError(self.where_key("model.d_head") +
-                            "width: fixed_width derives model.d_head from d_model / n_head; "
-                            "remove it here (or use width: fixed_d_head)")
         self.runs = self._expand()
 
     # -- parsing helpers
@@ -178,11 +170,31 @@ class Experiment:
             if full in self.grid:
                 raise UserError(where + f"{full} is swept in grid: of {self.path}; a --set would "
                                 "replace every value of the sweep (remove it from the grid instead)")
-            if full in ("output.path", "train.threads"):
-                raise UserError(where + f"{full} is chosen by the sweep (results/<experiment>/<run>.h5;"
-                                " threads: use --threads)")
+            if self._chosen_by_sweep(full, [value], where):
+                continue  # the value that means "the sweep's choice": as if not given
             self.set[full] = value
             self._cli_where[full] = where
+
+    def _chosen_by_sweep(self, key, values, where):
+        """Whether key is one the sweep chooses per run, given only as the value that means
+        "choose it" (train.threads: 0): then it is as if left out. Any other value of such a key
+        is an error naming the key, the rule and the value the rule gives."""
+        if key == "output.path":
+            raise UserError(where + "output.path is chosen by the sweep: each run writes "
+                            "<results>/<experiment>/<run>.h5 (scripts/sweep --results DIR moves "
+                            "them); remove it")
+        if key != "train.threads":
+            return False
+        for v in values:
+            if not (isinstance(v, int) and not isinstance(v, bool) and v == 0):
+                n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                    else os.cpu_count() or 1
+                raise UserError(where + f"train.threads {format_value(v)}: the sweep gives each "
+                                f"run max(1, nproc // -j) threads ({n} at -j 1, {max(1, n // 2)} "
+                                f"at -j 2 with nproc {n} here); write 0 (the sweep's choice) or "
+                                "remove it, or give scripts/sweep --threads "
+                                f"{format_value(v)}")
+        return True
 
     def _check_list(self, keypath, values, key):
         if not isinstance(values, list) or not values:
@@ -219,15 +231,14 @@ class Experiment:
             full = self._section_key(key, self.doc.where(keypath))
             if full in out:
                 raise UserError(self.doc.where(keypath) + f"{full} is given twice")
-            if full in ("output.path", "train.threads"):
-                raise UserError(self.doc.where(keypath) + f"{full} is chosen by the sweep "
-                                "(results/<experiment>/<run>.h5; threads = nproc // -j); remove it")
             if lists:
                 self._check_list(keypath, value, full)
             elif isinstance(value, (dict, list)) or value is None:
                 raise UserError(self.doc.where(keypath, True) +
                                 f"{full}: a sweep passes values with --set, so each must be a "
                                 "single number or word (put lists in the base config)")
+            if self._chosen_by_sweep(full, value if lists else [value], self.doc.where(keypath)):
+                continue  # the value that means "the sweep's choice": as if not given
             out[full] = value
             paths[full] = keypath
         return out
@@ -275,7 +286,15 @@ class Experiment:
                                            else "model.d_model")
                     raise UserError(where + f"width: fixed_width needs d_model divisible by "
                                     f"n_head, but d_model {d_model} / n_head {n_head} is not whole")
+                asked = values.pop("model.d_head", self.set.get("model.d_head", 0))
                 d_head = d_model // n_head
+                if not (isinstance(asked, int) and not isinstance(asked, bool) and asked == 0) \
+                        and not values_equal(asked, d_head):
+                    raise UserError(self.where_key("model.d_head") + f"model.d_head "
+                                    f"{format_value(asked)}: width: fixed_width derives model.d_head"
+                                    f" = d_model / n_head, {d_model} / {n_head} = {d_head} here; "
+                                    f"write 0 (or {d_head}) or remove it, or use width: free "
+                                    "for other widths")
                 overrides["model.d_head"] = d_head
             elif self.width == "fixed_d_head":
                 if not isinstance(d_head, int) or d_head < 1:
@@ -298,6 +317,8 @@ class Experiment:
                                 f"named '{name}'; make the grid values distinct")
             names[name] = index
             runs.append(Run(name, overrides, values, index))
+        if self.width == "fixed_width":  # d_head: 0 (or its derived value) in grid: not swept
+            self.grid.pop("model.d_head", None)
         return runs
 
     def swept_keys(self):
