@@ -39,6 +39,12 @@ def sequential(i, n):
 def x_tics(layout, s):
     """gnuplot xtics at positions 0, 1, ... of the by key's values; head counts also say d_head
     (or E = H x d_head when d_head is fixed)."""
+    return "set xtics (" + ", ".join(f'"{t}" {j}' for j, t in enumerate(x_tic_texts(layout, s))) \
+        + ")"
+
+
+def x_tic_texts(layout, s):
+    """The labels of x_tics(), gnuplot-escaped ('\\n' between lines)."""
     parts = []
     heads = layout.by in sweepaxes.HEAD_KEYS
     d_heads = {}
@@ -51,12 +57,24 @@ def x_tics(layout, s):
         dh = d_heads.get(v, set())
         if heads and len(dh) == 1:
             extra = f"\\nE {v * next(iter(dh))}" if one_width else f"\\ndh {next(iter(dh))}"
-        parts.append(f'"{configs.format_value(v)}{extra}" {j}')
-    return "set xtics (" + ", ".join(parts) + ")"
+        parts.append(f"{configs.format_value(v)}{extra}")
+    return parts
+
+
+def x_tic_lines(layout, s):
+    """The lines of x_tics()'s labels."""
+    return 1 + max(t.count("\\n") for t in x_tic_texts(layout, s))
 
 
 def x_label(layout):
     return "number of heads" if layout.by in sweepaxes.HEAD_KEYS else layout.by
+
+
+def below_plot(layout, key_rows, tic_lines=2):
+    """(bmargin in character rows, extra height in px) for a figure whose x tics have tic_lines
+    lines, its x label under them and its key below in key_rows rows (one entry a row)."""
+    rows = tic_lines + 1.6 + 1.15 * key_rows + 0.8
+    return rows, int(max(0, rows - 7) * 15.5)  # 15.5 px: a character row of the 10-point font
 
 
 def group_colours(layout):
@@ -97,19 +115,21 @@ def plot_final_loss(s, out, tmp, layout):
     width_text = {"fixed_width": "fixed width: d_head = d_model / n_head (same params and FLOPs)",
                   "fixed_d_head": "fixed d_head: width H*d_head grows with the heads",
                   }.get(s.width, f"width rule {s.width}")
-    title = f"{s.name}: final eval loss against {x_label(layout)} ({seeds} seeds)\\n{width_text}"
-    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+    title = gnuplot.fit(f"{s.name}: final eval loss against {x_label(layout)} ({seeds} seeds)\n"
+                        f"{width_text}", 860)
+    bmargin, extra = below_plot(layout, len(parts) + 1, x_tic_lines(layout, s))
+    script = f"""{gnuplot.terminal_for(out, 900, 600 + extra)}
 set output {gnuplot.gp_string(out)}
-set title "{title}"
+set title {gnuplot.gp_string(title)}
 set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
-set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
-set bmargin 7
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout, s)}
+set bmargin {bmargin:.1f}
 set ylabel 'final eval loss (mean ± sample std over seeds){", log scale" if logy else ""}'
 {"set logscale y" if logy else ""}
 set format y '{"%g" if logy else "%.3f"}'
 set grid
-set key below
+set key below vertical maxcols 1
 set bars 2
 set offsets 0, 0, graph 0.05, graph 0.05
 plot {", ".join(parts + dots)}
@@ -162,7 +182,7 @@ def plot_eval_curves(s, out, tmp, layout):
     line_of = "head count" if heads else layout.by
     script = f"""{gnuplot.terminal_for(out, 1300, 560)}
 set output {gnuplot.gp_string(out)}
-set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: eval loss during training, mean over seeds, one line per {line_of}{" and group" if layout.group_keys else ""} ({words.plural(n, "complete run")})')} font ',12'
+set multiplot layout 1,2 title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: eval loss during training, mean over seeds, one line per {line_of}{" and group" if layout.group_keys else ""} ({words.plural(n, "complete run")})', 1260, 12))} font ',12'
 set xlabel 'training step'
 set ylabel 'eval loss{" (log scale)" if logy else ""}'
 set grid
@@ -222,16 +242,38 @@ def plot_head_classes(s, out, tmp, layout):
         return "plot " + ", \\\n     ".join(cols)
 
     n_runs = sum(len(v) for v in layout.points.values())
-    script = f"""{gnuplot.terminal_for(out, 1300, 560)}
+    # bar labels side by side when they fit the room of a bar, else one line each, at 45 degrees
+    width = 1300
+    room = (width / 2 - 80 - 150) / (len(labels) + 1)
+    widest = max(gnuplot.text_px(line, 10) for t in labels for line in t.split("\\n"))
+    slanted = widest > room - 8
+    if slanted:
+        for path in (cpath, fpath):
+            with open(path) as f:
+                data = f.read()
+            with open(path, "w") as f:
+                f.write(data.replace("\\n", ", "))
+        longest = max(gnuplot.text_px(t.replace("\\n", ", "), 10) for t in labels)
+        xtics = "set xtics rotate by 90 right"  # down from the bar: nothing reaches sideways
+        # gnuplot puts the x label under rotated tics at 8 px a character (a character's width
+        # at 10 points), 15.5 px a character row: the margin as it reckons
+        longest = max(longest, 8 * max(len(t) for t in labels))
+        bmargin = int((longest + 45) / 15.5) + 1
+    else:
+        xtics = "set xtics norotate"
+        bmargin = 6 if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else 4
+    height = 560 + (int(longest) if slanted else 0)
+    script = f"""{gnuplot.terminal_for(out, width, height)}
 set output {gnuplot.gp_string(out)}
-set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: head classes of every layout (final /scores/class, mean over seeds; {words.plural(n_runs, "complete run")})')} font ',12'
+set multiplot layout 1,2 title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: head classes of every layout (final /scores/class, mean over seeds; {words.plural(n_runs, "complete run")})', width - 40, 12))} font ',12'
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.9 border rgb '#444444'
 set boxwidth 0.7
 set grid ytics
-set xlabel 'heads per layer × layers' {"offset 0,-1.2" if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else ""}
-set bmargin {6 if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else 4}
+set xlabel 'heads per layer × layers' {"offset 0,-1.2" if not slanted and (len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS) else ""}
+set bmargin {bmargin}
+{xtics}
 set key outside right top font ',9' title 'class'
 set title 'number of heads (a bar: all n_head × n_layer heads)'
 set ylabel 'heads of each class (mean over seeds)'
@@ -263,7 +305,7 @@ def plot_sweep_pruning(s, out, tmp, layout):
     values = values[np.isfinite(values) & (values > 0)]
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     lines = [gnuplot.terminal_for(out, 1300, 600), f"set output {gnuplot.gp_string(out)}",
-             f"set multiplot layout 1,{len(panels)} title {gnuplot.gp_string(f'{s.name}: pruning curves of every layout (mean over seeds; importance measured again after each step)')} font ',12'",
+             f"set multiplot layout 1,{len(panels)} title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: pruning curves of every layout (mean over seeds; importance measured again after each step)', 1260, 12))} font ',12'",
              "set xlabel 'fraction of all heads pruned'", "set xrange [0:1]", "set grid",
              f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
              "set logscale y" if logy else "", "set format y '%g'", "set key top left font ',9'"]
@@ -331,17 +373,19 @@ def plot_heads_needed(s, out, tmp, layout):
     sweepaxes.write_csv(out, layout.keys + ["all_heads", "heads_needed_mean", "heads_needed_std",
                                             "n", "heads_needed_each_seed"], csv_rows)
     top = max(r[len(layout.keys)] for r in csv_rows)
-    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+    titled = sum(1 for p in parts if " title " in p and "notitle" not in p)
+    bmargin, extra = below_plot(layout, titled, x_tic_lines(layout, s))
+    script = f"""{gnuplot.terminal_for(out, 900, 600 + extra)}
 set output {gnuplot.gp_string(out)}
-set title {gnuplot.gp_string(f'{s.name}: heads needed to keep the eval loss within {tol} of the unpruned model (fewer of the two pruning criteria)')} font ',10'
+set title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: heads needed to keep the eval loss within {tol} of the unpruned model (fewer of the two pruning criteria)', 860))} font ',10'
 set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
 set yrange [0:{top * 1.1 + 0.5}]
-set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
-set bmargin 8
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout, s)}
+set bmargin {bmargin:.1f}
 set ylabel 'heads (all layers)'
 set grid
-set key below
+set key below vertical maxcols 1
 set bars 2
 plot {", ".join(parts)}
 """
