@@ -56,6 +56,22 @@ def nice_step(span, n):
     return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
 
 
+def tic_step(lo, hi, n):
+    """The largest nice step (1, 2, 2.5, 5 x 10^k) that puts at least 3 tics on [lo, hi] and at
+    most n + 1 (2 when even the smallest that keeps n + 1 gives fewer)."""
+    step = nice_step(hi - lo, n)
+    for _ in range(8):
+        if len(_tic_labels(lo, hi, step)) >= 3:
+            return step
+        smaller = nice_step(step * 0.999, 1.0001)  # the next nice step below
+        while smaller >= step:
+            smaller /= 2
+        if len(_tic_labels(lo, hi, smaller)) > n + 1:
+            return step
+        step = smaller
+    return step
+
+
 def _tic_labels(lo, hi, step):
     first = math.ceil(lo / step - 1e-9)
     return ["%g" % (k * step if abs(k * step) > step * 1e-9 else 0.0)
@@ -83,7 +99,7 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
     scales = []
     for title, values, fmt, *own in panels:
         lo, hi, palette = scale(np.asarray(values, float), shared or (own[0] if own else None))
-        step = nice_step(hi - lo, max(2, min(8, panel_h // 18)))
+        step = tic_step(lo, hi, max(2, min(8, panel_h // 18)))
         label = cblabel if shared else (own[1] if len(own) > 1 else None)
         scales.append((lo, hi, palette, step, label))
     tic_w = max(gnuplot.text_px(t, 8) for lo, hi, _, step, _ in scales

@@ -104,7 +104,7 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
     panel = 360 if n_head == 1 else 300 if n_head <= 4 else 250 if n_head <= 16 else 220
     if chars is not None:
         panel = max(panel, min(11 * T, 440))  # room for one label per position
-    left, gap_x, gap_y, top, bottom, right = 40, 50, 55, 95, 30, 110
+    left, gap_x, gap_y, top, bottom, right = 40, 50, 55, 95, 30, 130
     if wide:  # room for the rotated labels under each panel
         gap_y, bottom = gap_y + 28, bottom + 28
     content = cols * panel + (cols - 1) * gap_x
@@ -267,7 +267,15 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
         x_range = f"set xrange [{steps[0] - pad}:{steps[0] + pad}]\nset xtics ({int(steps[0])})"
     else:
         x_range = f"set xrange [{steps.min()}:{steps.max() * 1.2}]"  # room for a row of head names
-    panel_w, panel_h, legend_w = 300, 250, 170
+    panel_w, panel_h = 300, 250
+    # the legend: a column of up to legend_rows entries ('h12 induction') per layer, as many
+    # columns as it takes, each as wide as its longest entry
+    legend_rows = max(1, (panel_h - 30) // 11)
+    names = [f"h{h} {c}" for h in range(H) for c in ([classes[l][h] for l in range(L)]
+                                                      if classes else [""])]
+    # gnuplot spaces a key's columns by its own reckoning, 0.8 of the font size a character
+    entry = max(max(gnuplot.text_px(t, 8) for t in names), 6.4 * max(map(len, names))) + 40
+    legend_w = int(20 + math.ceil(H / legend_rows) * entry)
     width = len(patterns) * panel_w + legend_w
     title_lines = gnuplot.wrap(title, width - 40, 12)
     head = int(55 + (len(title_lines) - 1) * gnuplot.line_px(12))  # px above the first row
@@ -324,7 +332,7 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
                   "unset title", "unset border", "unset tics", "unset xlabel", "unset ylabel",
                   "unset grid", f"set key at screen {sx(width - legend_w + 10)}, screen "
                   f"{sy(head + layer * panel_h + 20)} left top Left reverse font ',8' samplen 1.5 "
-                  f"spacing 0.9 {'maxrows ' + str(max(1, (panel_h - 30) // 11)) if H > 18 else ''}",
+                  f"spacing 0.9 maxrows {legend_rows}",
                   "plot " + ", ".join(legend),
                   "unset key", "set border", "set tics", "set ytics 0,0.25,1 font ',8'",
                   "set xtics font ',8'", "set grid"]
