@@ -114,3 +114,35 @@ def problems(png_path, svg_path=None):
     if svg_path:
         out += text_problems(svg_path)
     return out
+
+
+# The report's charts (inline SVG drawn by report_assets/chart.js), measured by the browser
+# itself: every <text> of every svg.chart inside its svg, and no two overlapping. Run with
+# selenium's execute_script; returns a list of lines.
+REPORT_TEXTS_JS = r"""
+const out = [];
+const charts = Array.from(document.querySelectorAll("svg.chart"));
+charts.forEach((svg, k) => {
+  if (!svg.getBoundingClientRect().width) return;  /* a hidden chart (another tab) */
+  const box = svg.getBoundingClientRect();
+  const texts = Array.from(svg.querySelectorAll("text")).filter(t => t.textContent.trim() &&
+      getComputedStyle(t).display !== "none" && t.closest("g.series, g.marker, svg") &&
+      !(t.closest("g") && t.closest("g").style.display === "none"));
+  const rects = texts.map(t => t.getBoundingClientRect());
+  const where = (svg.closest("section") ? svg.closest("section").id : "?") + " chart " + k;
+  texts.forEach((t, i) => {
+    const r = rects[i];
+    if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 ||
+        r.bottom > box.bottom + 1)
+      out.push(`${where}: '${t.textContent}' leaves its chart (x ${Math.round(r.left - box.left)}..` +
+               `${Math.round(r.right - box.left)} of ${Math.round(box.width)})`);
+    for (let j = i + 1; j < texts.length; j++) {
+      const q = rects[j];
+      if (Math.min(r.right, q.right) - Math.max(r.left, q.left) > 1 &&
+          Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top) > 1)
+        out.push(`${where}: '${t.textContent}' and '${texts[j].textContent}' overlap`);
+    }
+  });
+});
+return out;
+"""

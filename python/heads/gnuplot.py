@@ -161,3 +161,15 @@ def wrap(text, max_px, size=10):
 def fit(text, max_px, size=10):
     """wrap()'s lines joined by newlines (a gnuplot title or label of several lines)."""
     return "\n".join(wrap(text, max_px, size))
+
+
+def log_tics(lo, hi):
+    """`set ytics (...)` at 1, 2 and 5 x 10^k within [lo, hi] (a log axis spanning less than a
+    few decades, which gnuplot would label at its decades alone), or '' when that is over 12."""
+    if not (0 < lo < hi) or not math.isfinite(hi):
+        return ""
+    tics = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+    if not 2 <= len(tics) <= 12:
+        return ""
+    return "set ytics (" + ", ".join(f'"{t:g}" {t!r}' for t in tics) + ")"

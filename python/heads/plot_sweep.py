@@ -52,11 +52,18 @@ def x_tic_texts(layout, s):
         for i in idx:
             d_heads.setdefault(results.plain(s[layout.by][i]), set()).add(int(s["d_head"][i]))
     one_width = heads and len(set().union(*d_heads.values())) == 1
+    widths = {}  # a layout's attention width E = n_head x d_head, under its label
+    for idx in layout.points.values():
+        for i in idx:
+            widths.setdefault(results.plain(s[layout.by][i]), set()).add(
+                int(s["n_head"][i]) * int(s["d_head"][i]))
     for j, v in enumerate(layout.by_values):
         extra = ""
         dh = d_heads.get(v, set())
         if heads and len(dh) == 1:
             extra = f"\\nE {v * next(iter(dh))}" if one_width else f"\\ndh {next(iter(dh))}"
+        elif layout.layout_heads and len(widths.get(v, ())) == 1:
+            extra = f"\\nE {next(iter(widths[v]))}"
         parts.append(f"{configs.format_value(v)}{extra}")
     return parts
 
@@ -67,7 +74,13 @@ def x_tic_lines(layout, s):
 
 
 def x_label(layout):
-    return "number of heads" if layout.by in sweepaxes.HEAD_KEYS else layout.by
+    return layout.axis_label()
+
+
+def series_style(layout):
+    """Points of one series joined by lines along an ordered axis; a layout's points are
+    categories, each its own bar."""
+    return "yerrorbars" if layout.by == sweepaxes.LAYOUT else "yerrorlines"
 
 
 def below_plot(layout, key_rows, tic_lines=2):
@@ -103,7 +116,7 @@ def plot_final_loss(s, out, tmp, layout):
         gnuplot.write_columns(mp, ["x", "mean", "std", "n"], mean_rows)
         gnuplot.write_columns(dp, ["x", "loss"], dot_rows)
         title = layout.group_label(group) if group else "mean ± std over seeds"
-        parts.append(f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 ps 1.2 "
+        parts.append(f"{gnuplot.gp_string(mp)} using 1:2:3 with {series_style(layout)} lw 2 pt 7 ps 1.2 "
                      f"lc rgb '{colours[group]}' title {gnuplot.gp_string(title)}")
         dots.append(f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb "
                     f"'{colours[group]}' " + ("title 'each seed'" if k == 0 else "notitle"))
@@ -114,9 +127,16 @@ def plot_final_loss(s, out, tmp, layout):
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     width_text = {"fixed_width": "fixed width: d_head = d_model / n_head (same params and FLOPs)",
                   "fixed_d_head": "fixed d_head: width H*d_head grows with the heads",
+                  "free": "d_head as each run's config says (0 = d_model / n_head); E = n_head × d_head",
                   }.get(s.width, f"width rule {s.width}")
-    title = gnuplot.fit(f"{s.name}: final eval loss against {x_label(layout)} ({seeds} seeds)\n"
+    title = gnuplot.fit(f"{s.name}: final eval loss against {x_label(layout)}, {seeds} seeds\n"
                         f"{width_text}", 860)
+    # a log axis spans what is drawn (every seed, mean ± std), not whole decades
+    drawn = [v for r in csv_rows for v in [r[-4] - (r[-3] if r[-3] == r[-3] else 0),
+                                            r[-4] + (r[-3] if r[-3] == r[-3] else 0)]
+             + [float(x) for x in r[-1].split()] if np.isfinite(v) and v > 0]
+    y_range = (f"set yrange [{min(drawn) / 1.3:g}:{max(drawn) * 1.3:g}]\n"
+               + gnuplot.log_tics(min(drawn) / 1.3, max(drawn) * 1.3)) if logy and drawn else ""
     bmargin, extra = below_plot(layout, len(parts) + 1, x_tic_lines(layout, s))
     script = f"""{gnuplot.terminal_for(out, 900, 600 + extra)}
 set output {gnuplot.gp_string(out)}
@@ -127,6 +147,7 @@ set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout
 set bmargin {bmargin:.1f}
 set ylabel 'final eval loss (mean ± sample std over seeds){", log scale" if logy else ""}'
 {"set logscale y" if logy else ""}
+{y_range}
 set format y '{"%g" if logy else "%.3f"}'
 set grid
 set key below vertical maxcols 1
@@ -213,6 +234,9 @@ def plot_head_classes(s, out, tmp, layout):
         n_layer = {int(s["n_layer"][i]) for i in layout.points[point]}
         text = f"{'/'.join(map(str, sorted(n_head)))} × {'/'.join(map(str, sorted(n_layer)))}"
         others = [k for k in layout.keys if k not in sweepaxes.HEAD_KEYS]
+        if layout.layout_heads:  # the label names the heads: '4×32' (the layers: the x label)
+            text = configs.format_value(point[-1])
+            others = layout.group_keys
         if others:
             text += "\\n" + sweepaxes.label(others, [dict(zip(layout.keys, point))[k]
                                                      for k in others])
@@ -242,6 +266,9 @@ def plot_head_classes(s, out, tmp, layout):
         return "plot " + ", \\\n     ".join(cols)
 
     n_runs = sum(len(v) for v in layout.points.values())
+    layer_counts = sorted({int(v) for v in s["n_layer"]})
+    layers_text = (f"layout (heads × d_head per layer), "
+                   f"{'/'.join(map(str, layer_counts))} {'layer' if layer_counts == [1] else 'layers'}")
     # bar labels side by side when they fit the room of a bar, else one line each, at 45 degrees
     width = 1300
     room = (width / 2 - 80 - 150) / (len(labels) + 1)
@@ -271,7 +298,7 @@ set style histogram rowstacked
 set style fill solid 0.9 border rgb '#444444'
 set boxwidth 0.7
 set grid ytics
-set xlabel 'heads per layer × layers' {"offset 0,-1.2" if not slanted and (len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS) else ""}
+set xlabel '{layers_text if layout.layout_heads else "heads per layer × layers"}' {"offset 0,-1.2" if not slanted and (len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS) else ""}
 set bmargin {bmargin}
 {xtics}
 set key outside right top font ',9' title 'class'
@@ -364,9 +391,10 @@ def plot_heads_needed(s, out, tmp, layout):
         all_heads = [(x, a) for x, _, _, a in mean_rows]
         if all_heads not in all_drawn:  # groups of the same layouts share one grey line
             all_drawn.append(all_heads)
-            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc "
+            joined = "points" if layout.by == sweepaxes.LAYOUT else "linespoints dt 2 lw 1"
+            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with {joined} pt 4 lc "
                          f"rgb '#7f7f7f' title 'all heads (n_head × n_layer)'")
-        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "
+        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with {series_style(layout)} lw 2 pt 7 lc rgb "
                   f"'{colours[group]}' title {gnuplot.gp_string('heads needed (mean ± std over seeds)' + name)}",
                   f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb '{colours[group]}' "
                   + ("title 'each seed'" if k == 0 else "notitle")]
