@@ -4,8 +4,10 @@ the code that laid it out (heads.gnuplot.text_px): the suites that draw figures 
 - a PNG: no ink within a few pixels of the image's edges (a title or label cut by the edge
   leaves ink there; gnuplot draws nothing else at the edge);
 - the same figure drawn as SVG: every <text> gnuplot wrote, measured with DejaVu Sans's own
-  metrics (PIL's FreeType) at the size a PNG draws it (a point is 4/3 of a pixel there, the SVG's
-  font-size is in pixels), lies inside the canvas, and no two texts overlap.
+  metrics (PIL's FreeType) at the SVG's font size, lies inside the canvas, and no two texts
+  overlap. (A PNG draws a point as 4/3 of a pixel, an SVG as one: gnuplot places its tics and
+  labels for each format's sizes, so the SVG is measured as it is drawn, and the PNG's larger
+  text that runs off the canvas shows at its edges.)
 
 Needs PIL (python3-pil), as the report suite does.
 """
@@ -45,9 +47,9 @@ _G = re.compile(r'<g transform="translate\(([-\d.]+),([-\d.]+)\)(?: rotate\(([-\
                 r'<text>(.*?)</text>', re.S)
 
 
-def svg_texts(path, scale=4.0 / 3.0):
-    """[(text, (x0, y0, x1, y1))] of every text of a gnuplot SVG, at the size a PNG of the same
-    canvas draws it (scale x the SVG's font size), and the canvas (width, height)."""
+def svg_texts(path, scale=1.0):
+    """([(text, its four corners)] of every text of a gnuplot SVG, at scale x its font size;
+    the canvas (width, height))."""
     src = open(path, encoding="utf-8").read()
     m = re.search(r'<svg[^>]*width="(\d+)"[^>]*height="(\d+)"', src, re.S)
     canvas = (int(m.group(1)), int(m.group(2)))

@@ -77,6 +77,13 @@ def x_label(layout):
     return layout.axis_label()
 
 
+def dodge(layout, k):
+    """The x offset of group k's points on a layout axis (categories: the groups side by side
+    at each, not on top of each other); 0 along an ordered axis."""
+    n = len(layout.groups)
+    return 0.0 if layout.by != sweepaxes.LAYOUT or n < 2 else (k - (n - 1) / 2) * min(0.12, 0.5 / n)
+
+
 def series_style(layout):
     """Points of one series joined by lines along an ordered axis; a layout's points are
     categories, each its own bar."""
@@ -104,7 +111,7 @@ def plot_final_loss(s, out, tmp, layout):
         for point in layout.points:
             if point[:-1] != group:
                 continue
-            x = layout.by_values.index(point[-1])
+            x = layout.by_values.index(point[-1]) + dodge(layout, k)
             losses = layout.values(point, "final_eval_loss")
             m, sd, n = stats.mean_std(losses)
             n_seeds.add(n)
@@ -380,7 +387,7 @@ def plot_heads_needed(s, out, tmp, layout):
         mean_rows, dots = [], []
         for point, all_heads, values in mine:
             m, sd, n = stats.mean_std(values)
-            x = layout.by_values.index(point[-1])
+            x = layout.by_values.index(point[-1]) + dodge(layout, k)
             mean_rows.append([x, m, 0.0 if math.isnan(sd) else sd, all_heads])
             dots += [[x, v] for v in values]
             csv_rows.append(list(point) + [all_heads, m, sd, n, " ".join(repr(v) for v in values)])
@@ -388,7 +395,7 @@ def plot_heads_needed(s, out, tmp, layout):
         gnuplot.write_columns(mp, ["x", "mean", "std", "all_heads"], mean_rows)
         gnuplot.write_columns(dp, ["x", "heads_needed"], dots)
         name = f" ({layout.group_label(group)})" if group else ""
-        all_heads = [(x, a) for x, _, _, a in mean_rows]
+        all_heads = [(round(x), a) for x, _, _, a in mean_rows]  # the layout, not its dodge
         if all_heads not in all_drawn:  # groups of the same layouts share one grey line
             all_drawn.append(all_heads)
             joined = "points" if layout.by == sweepaxes.LAYOUT else "linespoints dt 2 lw 1"
