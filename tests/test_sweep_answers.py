@@ -29,6 +29,8 @@ each, then "N passed, M failed"; exit status 1 if anything failed:
                   compare warns when a run's loss is below the floor
   report          the sweep page's comparison table is compare's; its head-class table counts
                   are the recomputed ones
+  docs            docs/layouts.csv (experiments/layouts.yaml's figure's numbers): Welch (scipy)
+                  and Holm recomputed from its seeds; docs/experiments.md prints them
 """
 import json
 import math
@@ -488,6 +490,43 @@ def check_layouts(directory, runs):
               and texts.count("E 16") == 3, str(texts[:40]))
 
 
+def test_docs_layouts():
+    """docs/layouts.csv (the numbers of docs/layouts.png, experiments/layouts.yaml's sweep):
+    every mean, std, Δ, Welch t, df, p and Holm p recomputed from its seeds with scipy and
+    Holm's step-down written out; docs/experiments.md's table prints the same."""
+    with open(os.path.join(ROOT, "docs", "layouts.csv"), encoding="utf-8") as f:
+        rows = read_csv_lines([l for l in f if not l.startswith("#")])
+    seeds = {r["layout"]: [float(r[k]) for k in r if re.fullmatch(r"seed\d+", k) and r[k]] for r in rows}
+    base = seeds[rows[0]["layout"]]
+    ok, why, pvals = rows[0]["p"] == "", [], []
+    for r in rows[1:]:
+        t, df, pv = welch(seeds[r["layout"]], base)
+        pvals.append(pv)
+        good = close(r["mean"], np.mean(seeds[r["layout"]])) and close(r["sample_std"], np.std(
+            seeds[r["layout"]], ddof=1)) and close(r["delta_vs_1x64"], np.mean(seeds[r["layout"]])
+                                                   - np.mean(base)) \
+            and close(r["welch_t"], t) and close(r["welch_df"], df) and close(r["p"], pv, 1e-7)
+        ok &= good
+        why += [] if good else [f"{r['layout']}: {r['welch_t']} {r['welch_df']} {r['p']} vs {t} {df} {pv}"]
+    holm = holm_by_hand(pvals)
+    ok &= all(close(r["holm_p"], q, 1e-7) for r, q in zip(rows[1:], holm))
+    check("docs/layouts.csv: Welch (scipy) against 1×64 and Holm over the 4 tests, from its seeds",
+          ok and [r["layout"] for r in rows] == ["1×64", "2×32", "4×16", "8×8", "4×32"],
+          "; ".join(why) + f" holm {holm}")
+    with open(os.path.join(ROOT, "docs", "experiments.md"), encoding="utf-8") as f:
+        md = f.read()
+    printed = {m[0]: (m[1], m[2]) for m in re.findall(
+        r"^\| (\d+×\d+) \|.*\| ([0-9.e-]+) \| ([0-9.e-]+) \|$", md, re.M)}
+    want = {r["layout"]: (p_text(pv), p_text(q)) for r, pv, q in zip(rows[1:], pvals, holm)}
+    check("docs/experiments.md's layouts table: those p and Holm p", printed == want,
+          f"{printed} vs {want}")
+
+
+def read_csv_lines(lines):
+    import csv
+    return list(csv.DictReader(lines))
+
+
 def test_known_summary():
     """A summary with known numbers whose best head count (1) is the baseline: narrowest against
     best is the 16-head row's test, counted once; one run below the tolerance's floor warns."""
@@ -617,6 +656,7 @@ def main():
         for name in SWEEPS:
             run_check(f"sweep {name}", lambda: test_sweep(name, d))
         run_check("known summary", test_known_summary)
+        run_check("docs/layouts.csv", test_docs_layouts)
         run_check("tolerance", test_tolerance_c_and_python)
         run_check("bad --by", test_bad_by)
     finally:
