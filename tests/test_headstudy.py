@@ -20,11 +20,15 @@
 6. scripts/plot's head-study figures per layout (SVG text): heads and pruning for every run;
    Q-, K-, V-composition with the heads named (3 layers too), V only with rotary, none with the
    output gate.
+7. The run's last lines (time:, memory:) say what ran, each with the key that controls it:
+   pruning curves (output.prune_step), patching (output.patch_batches, path_patch_heads), the
+   circuits (one layer, rotary, the output gate), "no patching" when there was none.
 usage: tests/test_headstudy.py [HARNESS]
 """
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -203,6 +207,15 @@ def check_refused(name, path, expect):
           digest(path) == before and sorted(os.listdir(os.path.dirname(path))) == listing)
 
 
+def check_last_lines(name, run, patterns):
+    """The run's last lines (stderr) say what ran, with the keys: every pattern matches one of
+    the lines that start with time: or memory:, and none says patching ran when it did not."""
+    lines = [line for line in run.stderr.splitlines() if line.startswith(("time:", "memory:"))]
+    missing = [p for p in patterns if not any(re.match(p, line) for line in lines)]
+    check(f"{name}: the last lines say what ran, with the key that controls each", not missing,
+          f"not matched: {missing}; lines: {lines}")
+
+
 def main():
     tmp = tempfile.mkdtemp()
     try:
@@ -211,7 +224,16 @@ def main():
               "heads needed" in run.stdout and "one head per layer" in run.stdout
               and "highest K-composition" in run.stdout and "Δloss mean-ablated" in run.stdout)
         check("the time line shows the analysis against the steps",
-              "ablations, importance, pruning and composition" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
+              "after training" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
+        check_last_lines("4 heads, 2 layers, patching on", run, [
+            r"^time: 40 steps in .*, evaluation [\d.]+ s \(output\.eval_every 20, output\.eval_batches 4\), "
+            r"after training [\d.]+ s \(the study, patching, writing\), its CPU time [\d.]+% of the steps'$",
+            r"^time: study [\d.]+ s: single-head ablations and importance; pruning curves, 1 of 8 heads a "
+            r"step \(output\.prune_step 0\.1; 0 = none\); copying and composition$",
+            r"^time: patching [\d.]+ s of CPU, [\d.]+% of the steps' CPU time: 8 clean/corrupted pairs "
+            r"\(output\.patch_batches 1 × train\.batch_size 8; 0 = none\), path patching among all 8 heads "
+            r"\(output\.path_patch_heads 0 = every head\)$",
+            r"^memory: peak \d+ MiB in training, \d+ MiB at the end, with the study and patching$"])
         check_composition("4 heads, 2 layers", mha)
         check_copying("4 heads, 2 layers", mha)
         check_curves("4 heads, 2 layers", mha)
@@ -258,6 +280,26 @@ def main():
                            "output.prune_step=0")
         with h5py.File(noprune, "r") as f:
             had = "prune" in f
+        one, run = train(tmp, "one", "model.n_head=4", "model.d_head=4", "model.n_layer=1",
+                         "output.patch_batches=2", "output.path_patch_heads=2")
+        check_last_lines("1 layer, 2 patching batches", run, [
+            r"^time: study .*; pruning curves, 1 of 4 heads a step \(output\.prune_step 0\.1; 0 = none\); "
+            r"copying \(no composition: one layer\)$",
+            r"^time: patching .*: 16 clean/corrupted pairs \(output\.patch_batches 2 × train\.batch_size 8; "
+            r"0 = none\), path patching none \(one layer: no earlier heads\)$"])
+        _, run = train(tmp, "nopatch", "model.n_head=4", "model.d_head=4", "output.prune_step=0",
+                       "output.patch_batches=0", "model.pos=rope", "output.path_patch_heads=2")
+        check_last_lines("no pruning curves, no patching, rotary", run, [
+            r"^time: .*after training [\d.]+ s \(the study, writing\), its CPU",
+            r"^time: study [\d.]+ s: single-head ablations and importance; no pruning curves "
+            r"\(output\.prune_step 0\); copying and V-composition \(model\.pos rope: no Q or K\)$",
+            r"^time: no patching \(output\.patch_batches 0\)$",
+            r"^memory: .* at the end, with the study \(no patching\)$"])
+        _, run = train(tmp, "few", "model.n_head=4", "model.d_head=4", "output.path_patch_heads=2",
+                       "model.output_gate=true")
+        check_last_lines("path patching among 2 heads a layer, output gate", run, [
+            r"^time: study .*; no copying or composition scores \(model\.output_gate\)$",
+            r"^time: patching .*, path patching among 4 of 8 heads \(output\.path_patch_heads 2 a layer\)$"])
         run = subprocess.run([HARNESS, "prune", noprune, "--threads", "1"], capture_output=True,
                              text=True, timeout=300)
         with h5py.File(noprune, "r") as f:

@@ -9,7 +9,11 @@ Needs a built harness (`make`) and gnuplot. Uses tiny configs (d_model 16, 20 st
 file runs in well under a minute. Checks, one line each ("ok - ..." or "FAIL - ...: details"),
 then "N passed, M failed"; exit status 1 if anything failed:
   grid expansion   fixed_width, fixed_d_head, arbitrary keys (train.lr, n_layer), seeds, run names,
-                   YAML 1.1 numbers such as 3e-3, and the file:line:col errors of bad experiments
+                   YAML 1.1 numbers such as 3e-3, and the file:line:col errors of bad experiments;
+                   points (a list of layouts crossed with grid and seeds: names, labels, errors;
+                   experiments/layouts.yaml's 15 runs); a derived key written out (d_head 0
+                   under fixed_width, train.threads 0) as if left out, a value against its rule
+                   refused with the key, the rule and the value it gives
   keys and --set   the key list comes from `harness --keys` (bare n_kv_head, sink in a grid);
                    sweep --set reaches every run, and its errors; a missing numpy is one line
   sweep            runs, logs and summary; skips complete results; reruns results whose config
@@ -160,8 +164,121 @@ def test_grid():
     expect_error("grid: {n_head: [1, 2]}\nwidth: fixed_d_head\n",
                  r".*fixed_d_head keeps model.d_head fixed",
                  "error: fixed_d_head without a d_head")
-    expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep",
-                 "error: output.path is the sweep's")
+    expect_error("set: {output.path: x.h5}\n", r".*bad\.yaml:2:7: output.path is chosen by the sweep: "
+                 r"each run writes <results>/<experiment>/<run>\.h5 .*; remove it$",
+                 "error: output.path is the sweep's, and the message is about the path only")
+    test_defaults_written_out()
+    test_points()
+
+
+def test_points():
+    """points: a list of layouts (any key values) crossed with grid: and seeds:, named as a
+    grid's runs, one value each of the swept key 'layout'; the mistakes one can make."""
+    exp = experiments.Experiment(experiment("pts", "points: [{n_head: 1}, {n_head: 4, d_head: 8}, "
+                                            "{model: {n_head: 2, n_kv_head: 1}}]\n"
+                                            "grid: {train.lr: [1.0e-2, 3e-3]}\nseeds: 2\n"))
+    names = [r.name for r in exp.runs]
+    check("points x grid x seeds: 3 x 2 x 2 runs, points slowest, seeds fastest, named as a "
+          "grid's", names == ["h1_dh16_lr0.01_s0", "h1_dh16_lr0.01_s1", "h1_dh16_lr0.003_s0",
+                              "h1_dh16_lr0.003_s1", "h4_dh8_lr0.01_s0", "h4_dh8_lr0.01_s1",
+                              "h4_dh8_lr0.003_s0", "h4_dh8_lr0.003_s1", "h2_dh8_n_kv_head1_lr0.01_s0",
+                              "h2_dh8_n_kv_head1_lr0.01_s1", "h2_dh8_n_kv_head1_lr0.003_s0",
+                              "h2_dh8_n_kv_head1_lr0.003_s1"], str(names))
+    check("points: the swept keys are layout, the grid's and the seed; each point one label",
+          exp.swept_keys() == ["layout", "train.lr", "train.seed"]
+          and [r.swept["layout"] for r in exp.runs[::4]] == ["1×16", "4×8", "2×8, n_kv_head 1"]
+          and exp.shape_text() == "3 layouts x 2 lr x 2 seed", f"{exp.swept_keys()} "
+          f"{[r.swept for r in exp.runs[::4]]}")
+    check("points: a point's keys reach its runs only (the others keep the base's)",
+          exp.runs[4].overrides == {"model.n_head": 4, "model.d_head": 8, "train.lr": 0.01,
+                                    "train.seed": 0}
+          and "model.n_kv_head" not in exp.runs[0].overrides
+          and exp.runs[8].overrides["model.n_kv_head"] == 1, str(exp.runs[4].overrides))
+    again = experiments.Experiment(experiment("pts2", "points: [{n_head: 4, d_head: 8}, "
+                                              "{n_head: 1}]\nseeds: 2\n"))
+    check("points: a point's run names do not depend on its place in the list",
+          {r.name for r in again.runs} == {"h4_dh8_s0", "h4_dh8_s1", "h1_dh16_s0", "h1_dh16_s1"},
+          str([r.name for r in again.runs]))
+    exp = experiments.Experiment(experiment("ptsfw", "points: [{n_head: 1}, {n_head: 4, d_head: 0}, "
+                                            "{n_head: 2, d_head: 8}]\nwidth: fixed_width\n"))
+    check("points under width: fixed_width: d_head derived (0 or the value it takes accepted)",
+          [(r.name, r.swept["layout"]) for r in exp.runs] == [("h1_dh16_s0", "1×16"),
+                                                               ("h4_dh4_s0", "4×4"),
+                                                               ("h2_dh8_s0", "2×8")],
+          str([(r.name, r.swept) for r in exp.runs]))
+    expect_error("points: [{n_head: 4, d_head: 8}]\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:22: model\.d_head 8: width: fixed_width derives model\.d_head = "
+                 r"d_model / n_head, 16 / 4 = 4 here", "error: a point's d_head against fixed_width, at the point")
+    expect_error("points: [{n_head: 4}, {n_head: 4, d_head: 4}]\n",
+                 r".*bad\.yaml:2:23: points 1 and 2 are the same layout", "error: two points alike")
+    expect_error("points: [{n_head: 4}]\ngrid: {n_head: [1]}\n",
+                 r".*bad\.yaml:2:11: model\.n_head is both in points: and swept in grid:",
+                 "error: a key in points and grid")
+    expect_error("set: {n_head: 2}\npoints: [{n_head: 4}]\n",
+                 r".*bad\.yaml:3:11: model\.n_head is both set in set: and given in points:",
+                 "error: a key in points and set")
+    expect_error("points: [{n_head: 4, seed: 1}]\nseeds: 2\n",
+                 r".*bad\.yaml:2:22: train\.seed in a point: seeds: crosses every point",
+                 "error: a seed in a point")
+    expect_error("points: {n_head: 4}\n", r".*bad\.yaml:2:9: points: expected a non-empty list",
+                 "error: points not a list")
+    expect_error("points: [4]\n", r".*bad\.yaml:2:10: point 1: expected a mapping",
+                 "error: a point not a mapping")
+    expect_error("points: [{n_haed: 4}]\n", r".*bad\.yaml:2:11: unknown config key 'n_haed'",
+                 "error: a misspelt key in a point, at it")
+    try:
+        experiments.Experiment(experiment("ptsset", "points: [{n_head: 4}]\n"), ["n_head=2"])
+        check("sweep --set on a key of the points: an error", False, "no error")
+    except cli.UserError as e:
+        check("sweep --set on a key of the points: an error", "given in points:" in str(e), str(e))
+    exp = experiments.Experiment(os.path.join(ROOT, "experiments", "layouts.yaml"))
+    check("experiments/layouts.yaml: 1×64, 2×32, 4×16, 8×8 and 4×32, 3 seeds each (15 runs)",
+          [r.swept["layout"] for r in exp.runs[::3]] == ["1×64", "2×32", "4×16", "8×8", "4×32"]
+          and len(exp.runs) == 15 and exp.runs[-1].name == "h4_dh32_s2"
+          and exp.runs[-1].overrides == {"model.n_head": 4, "model.d_head": 32, "train.seed": 2},
+          str([r.name for r in exp.runs]))
+
+
+def test_defaults_written_out():
+    """A key a rule derives (width: fixed_width's d_head, the sweep's threads) takes the value
+    that means "derive it" as if it were left out; a value against the rule is refused with the
+    key, the rule and the value the rule gives; a value equal to it is not against it."""
+    plain = experiments.Experiment(experiment("dflt0", "grid: {n_head: [1, 2, 4]}\nwidth: fixed_width\n"))
+    for body, what in (("set: {model.d_head: 0}\n", "set: model.d_head: 0"),
+                       ("set: {d_head: 0, train.threads: 0}\n", "set: d_head: 0, train.threads: 0"),
+                       ("set: {train: {threads: 0}}\n", "set: train: {threads: 0}")):
+        exp = experiments.Experiment(experiment("dflt", body + "grid: {n_head: [1, 2, 4]}\n"
+                                                "width: fixed_width\n"))
+        check(f"fixed_width with {what}: the runs of the experiment without it",
+              [(r.name, r.overrides, r.swept) for r in exp.runs]
+              == [(r.name, r.overrides, r.swept) for r in plain.runs],
+              str([r.overrides for r in exp.runs]))
+    exp = experiments.Experiment(experiment("dflt", "grid: {n_head: [1, 2, 4], d_head: [0]}\n"
+                                            "width: fixed_width\n"))
+    check("fixed_width with grid: d_head: [0]: not a swept key, the same runs",
+          exp.swept_keys() == ["model.n_head"] and [r.name for r in exp.runs]
+          == [r.name for r in plain.runs], f"{exp.swept_keys()} {[r.name for r in exp.runs]}")
+    exp = experiments.Experiment(experiment("dflt", "set: {d_head: 4}\ngrid: {n_head: [4]}\n"
+                                            "width: fixed_width\n"))
+    check("fixed_width with d_head equal to d_model / n_head: accepted",
+          [r.name for r in exp.runs] == ["h4_dh4_s0"], str([r.name for r in exp.runs]))
+    exp = experiments.Experiment(experiment("dflt", "grid: {n_head: [1, 2]}\n"), ["train.threads=0"])
+    check("sweep --set train.threads=0: as if not given",
+          all("train.threads" not in r.overrides for r in exp.runs), str(exp.runs[0].overrides))
+    expect_error("set: {model.d_head: 8}\ngrid: {n_head: [1, 2]}\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:7: model\.d_head 8: width: fixed_width derives model\.d_head = "
+                 r"d_model / n_head, 16 / 1 = 16 here; write 0 \(or 16\) or remove it",
+                 "error: fixed_width and a d_head against it: the key, the rule, the value it would take")
+    expect_error("grid: {n_head: [1, 2], d_head: [8, 16]}\nwidth: fixed_width\n",
+                 r".*bad\.yaml:2:24: model\.d_head 8: width: fixed_width derives model\.d_head",
+                 "error: fixed_width and a swept d_head: the same message, at the grid key")
+    nproc = len(os.sched_getaffinity(0))
+    for body, where in (("set: {train.threads: 2}\n", "2:7"), ("grid: {train.threads: [0, 1]}\n", "2:8")):
+        expect_error(body, rf".*bad\.yaml:{where}: train\.threads (1|2): the sweep gives each run "
+                     rf"max\(1, nproc // -j\) threads \({nproc} at -j 1, {max(1, nproc // 2)} at -j 2 "
+                     rf"with nproc {nproc} here\); write 0 \(the sweep's choice\) or remove it, "
+                     r"or give scripts/sweep --threads (1|2)$",
+                     f"error: {body.strip()}: the threads rule and what it gives, no results path")
 
 
 def test_keys_and_set():

@@ -3,7 +3,8 @@
 """Every number a sweep shows, recomputed here from the run files (h5py, NumPy, scipy; none of
 the package's functions): small real sweeps over n_head (fixed width), d_head (fixed_d_head),
 n_kv_head and n_head x train.lr, and a summary with known numbers whose best head count is the
-baseline.
+baseline, and a points sweep (layouts: 1, 2 and 4 heads at fixed width and 4 heads of 8, E >
+d_model) compared along its layout axis.
 
 usage: /usr/bin/python3 tests/test_sweep_answers.py [--keep]
   --keep   keep the temporary directory (configs, results, figures, CSVs) and print its path
@@ -28,6 +29,8 @@ each, then "N passed, M failed"; exit status 1 if anything failed:
                   compare warns when a run's loss is below the floor
   report          the sweep page's comparison table is compare's; its head-class table counts
                   are the recomputed ones
+  docs            docs/layouts.csv (experiments/layouts.yaml's figure's numbers): Welch (scipy)
+                  and Holm recomputed from its seeds; docs/experiments.md prints them
 """
 import json
 import math
@@ -86,6 +89,10 @@ SWEEPS = {  # name: (experiment body, the key compare goes along, the group keys
            "model.n_kv_head", []),
     "lr": ("grid: {model.n_head: [1, 4], train.lr: [1.0e-2, 3.0e-2]}\nwidth: fixed_width\n"
            "seeds: 3\n", "model.n_head", ["train.lr"]),
+    # a list of layouts, not a product (points:): one head, 2 and 4 at fixed width, and 4 heads
+    # of 8 (E = 32 > d_model 16): along 'layout', against the first point
+    "layouts": ("points: [{n_head: 1}, {n_head: 2}, {n_head: 4}, {n_head: 4, d_head: 8}]\n"
+                "seeds: 3\n", "layout", []),
     # two keys without n_head, one of them text: along the grid's first key, per gate
     "gate": ("set: {model.n_head: 4}\ngrid: {model.n_kv_head: [4, 1], model.output_gate: "
              "[\"false\", \"true\"]}\nseeds: 3\n", "model.n_kv_head", ["model.output_gate"]),
@@ -118,7 +125,11 @@ def read_runs(directory, keys):
                                  f[f"prune/{c}/eval_loss"][()].astype(float))
                              for c in ("importance", "delta_loss") if f"prune/{c}" in f},
                    "patching": f["patching/head_out"][()].astype(float) if "patching/head_out" in f else None}
+            # a point's layout as its label says it: n_head×d_head, read from the file's config
+            run["layout"] = f"{int(cfg['n_head'])}×{int(cfg['d_head'])}"
             for k in keys:
+                if k == "layout":
+                    continue
                 v = cfg[k.split(".")[-1]]
                 v = v.item() if isinstance(v, np.generic) else v
                 run[k] = ("true" if v else "false") if isinstance(v, bool) else text(v) \
@@ -217,9 +228,12 @@ def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None)
           got["by"] == by and got["groups"] == groups, f"{got['by']} {got['groups']}")
     heads = by == "model.n_head"
     if baseline is not None:
-        base = next(v for v in {k[-1] for k in pts} if same_value(v, float(baseline)))
+        base = next(v for v in {k[-1] for k in pts} if same_value(v, baseline if by == "layout"
+                                                                  else float(baseline)))
     elif heads:
         base = 1 if 1 in {k[-1] for k in pts} else min(k[-1] for k in pts)
+    elif by == "layout":
+        base = first_point_layout(directory)
     else:
         base = runs_grid_first(directory, by)
     rows = {tuple(r["keys"][k] for k in keys): r for r in got["rows"]}
@@ -304,6 +318,11 @@ def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None)
     lines = [[c.strip() for c in l.strip().strip("|").split("|")]
              for l in md.stdout.splitlines() if l.startswith("|")]
     header, body = lines[0], lines[2:]
+    # each key once: the key compared along is not repeated (d_head, or a layout naming both)
+    shown = [c for c in header if c in ("n_head", "d_head", "layout", by.split(".")[-1])]
+    check(f"{name}: compare's table shows each key once ({', '.join(shown)})",
+          len(shown) == len(set(shown)) and len(header) == len(set(header))
+          and (by != "layout" or shown == ["layout"]), str(header))
     printed = [row[header.index("p")] for row in body if row[header.index("p")]]
     want = [p_text(r["p"]) for r in got["rows"] if r["p"] is not None]
     noun = "test" if len(tests) == 1 else "tests"
@@ -312,6 +331,20 @@ def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None)
           and f"over the {len(tests)} distinct {noun}" in md.stdout, f"{printed} vs {want}\n"
           + md.stdout[-600:])
     return got
+
+
+def first_point_layout(directory):
+    """n_head×d_head of the experiment's first point (the default baseline of a layout axis),
+    from the frozen experiment.yaml and its base config (d_head 0: d_model / n_head)."""
+    import yaml
+    with open(os.path.join(directory, "experiment.yaml")) as f:
+        exp = yaml.safe_load(f)
+    with open(exp["base"]) as f:
+        model = yaml.safe_load(f)["model"]
+    point = {k.split(".")[-1]: v for k, v in exp["points"][0].items()}
+    n_head = point.get("n_head", model["n_head"])
+    d_head = point.get("d_head", model.get("d_head", 0)) or model["d_model"] // n_head
+    return f"{n_head}×{d_head}"
 
 
 def runs_grid_first(directory, key):
@@ -421,6 +454,8 @@ def test_sweep(name, browser):
     if name == "gate":  # the other key: along the gate (text values), per K/V layout
         check_compare(f"{name} --by output_gate", directory, "model.output_gate",
                       ["model.n_kv_head"], runs, by_arg="output_gate")
+    if name == "layouts":
+        check_layouts(directory, runs)
     if name == "heads":  # the same sweep with its best head count as the baseline
         pts = points_of(runs, [by])
         best = min(pts, key=lambda k: np.mean([r["loss"] for r in pts[k]]))
@@ -428,6 +463,68 @@ def test_sweep(name, browser):
                       str(best[0]))
     if browser is not None:
         check_report(name, directory, browser, groups + [by], runs)
+
+
+def check_layouts(directory, runs):
+    """A points sweep: its summary's layout column, compare --baseline 4x4 (4×8 against 4×4,
+    written with an x), plot-sweep's figures with every layout on one x axis."""
+    rows = read_csv(os.path.join(directory, "summary.csv"))
+    by_name = {r["name"]: r["layout"] for r in runs}
+    check("layouts: summary.csv has one layout column, each run's n_head×d_head",
+          sorted(r["run"] for r in rows) == sorted(by_name)
+          and all(r["layout"] == by_name[r["run"]] for r in rows)
+          and list(rows[0]).count("layout") == 1, str(rows[:2]))
+    check_compare("layouts --baseline 4x4", directory, "layout", [], runs, baseline="4×4")
+    p = script("compare", directory, "--baseline", "4x4", "--json")
+    check("layouts: --baseline 4x4 is the layout 4×4", p.returncode == 0
+          and json.loads(p.stdout)["baseline"] == "4×4", p.stderr)
+    svg_dir = os.path.join(directory, "plots_svg")
+    p = script("plot-sweep", directory, "-o", svg_dir, "--format", "svg")
+    want = ["1×16", "2×8", "4×4", "4×8"]
+    for stem in ("final_eval_loss", "heads_needed"):
+        with open(os.path.join(svg_dir, stem + ".svg"), encoding="utf-8") as f:
+            texts = re.findall(r"<text>([^<]*)</text>", f.read())
+        tics = [t for t in texts if t in want]
+        check(f"layouts: {stem}: every layout a tic of one x axis, in the file's order "
+              "(E under each)", tics == want and texts.count("E 32") == 1
+              and texts.count("E 16") == 3, str(texts[:40]))
+
+
+def test_docs_layouts():
+    """docs/layouts.csv (the numbers of docs/layouts.png, experiments/layouts.yaml's sweep):
+    every mean, std, Δ, Welch t, df, p and Holm p recomputed from its seeds with scipy and
+    Holm's step-down written out; docs/experiments.md's table prints the same."""
+    with open(os.path.join(ROOT, "docs", "layouts.csv"), encoding="utf-8") as f:
+        rows = read_csv_lines([l for l in f if not l.startswith("#")])
+    seeds = {r["layout"]: [float(r[k]) for k in r if re.fullmatch(r"seed\d+", k) and r[k]] for r in rows}
+    base = seeds[rows[0]["layout"]]
+    ok, why, pvals = rows[0]["p"] == "", [], []
+    for r in rows[1:]:
+        t, df, pv = welch(seeds[r["layout"]], base)
+        pvals.append(pv)
+        good = close(r["mean"], np.mean(seeds[r["layout"]])) and close(r["sample_std"], np.std(
+            seeds[r["layout"]], ddof=1)) and close(r["delta_vs_1x64"], np.mean(seeds[r["layout"]])
+                                                   - np.mean(base)) \
+            and close(r["welch_t"], t) and close(r["welch_df"], df) and close(r["p"], pv, 1e-7)
+        ok &= good
+        why += [] if good else [f"{r['layout']}: {r['welch_t']} {r['welch_df']} {r['p']} vs {t} {df} {pv}"]
+    holm = holm_by_hand(pvals)
+    ok &= all(close(r["holm_p"], q, 1e-7) for r, q in zip(rows[1:], holm))
+    check("docs/layouts.csv: Welch (scipy) against 1×64 and Holm over the 4 tests, from its seeds",
+          ok and [r["layout"] for r in rows] == ["1×64", "2×32", "4×16", "8×8", "4×32"],
+          "; ".join(why) + f" holm {holm}")
+    with open(os.path.join(ROOT, "docs", "experiments.md"), encoding="utf-8") as f:
+        md = f.read()
+    printed = {m[0]: (m[1], m[2]) for m in re.findall(
+        r"^\| (\d+×\d+) \|.*\| ([0-9.e-]+) \| ([0-9.e-]+) \|$", md, re.M)}
+    want = {r["layout"]: (p_text(pv), p_text(q)) for r, pv, q in zip(rows[1:], pvals, holm)}
+    check("docs/experiments.md's layouts table: those p and Holm p", printed == want,
+          f"{printed} vs {want}")
+
+
+def read_csv_lines(lines):
+    import csv
+    return list(csv.DictReader(lines))
 
 
 def test_known_summary():
@@ -559,6 +656,7 @@ def main():
         for name in SWEEPS:
             run_check(f"sweep {name}", lambda: test_sweep(name, d))
         run_check("known summary", test_known_summary)
+        run_check("docs/layouts.csv", test_docs_layouts)
         run_check("tolerance", test_tolerance_c_and_python)
         run_check("bad --by", test_bad_by)
     finally:

@@ -451,6 +451,74 @@ static void keep_trained(const RunState *st, const Model *m, const Config *cfg, 
                 why.text);
 }
 
+/* The run's last lines: each figure says what ran and the key that controls it. The first
+ * line's opening (steps, ms/step, tokens/s) is what the progress line and scripts read; the
+ * memory line's first figure is what scripts/bench compares. */
+static void print_time_lines(const Config *cfg, const Model *m, int steps_run, const Session *ses,
+                             RunStatus status, double after_s, double after_cpu, const HeadStudy *study,
+                             double study_s, const HeadPatching *patching, double training_mib) {
+    const int complete = status == RUN_COMPLETE, LH = m->shape.n_layer * m->shape.n_head;
+    char after[160];
+    if (complete)
+        snprintf(after, sizeof after, "after training %.2f s (the study, %swriting)", after_s,
+                 patching ? "patching, " : "");
+    else
+        snprintf(after, sizeof after,
+                 "after training %.2f s (writing the %s run; no study: it runs on complete runs)", after_s,
+                 run_status_name(status));
+    if (steps_run > 0)
+        fprintf(stderr,
+                "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s "
+                "(output.eval_every %d, output.eval_batches %d), %s, its CPU time %.1f%% of the steps'\n",
+                steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
+                (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
+                cfg->eval_every, cfg->eval_batches, after, 100.0 * after_cpu / ses->step_cpu);
+    else fprintf(stderr, "time: no training step; %s\n", after);
+    const int layers = m->shape.n_layer > 1;
+    const Circuits *c = study ? &study->circuits : NULL;
+    const char *circuits = !c || !c->has_copying ? "no copying or composition scores (model.output_gate)"
+                           : !layers             ? "copying (no composition: one layer)"
+                           : !c->has[COMPOSE_Q]  ? "copying and V-composition (model.pos rope: no Q or K)"
+                                                 : "copying and composition";
+    if (complete) {
+        char curves[128];
+        if (cfg->prune_step > 0)
+            snprintf(curves, sizeof curves,
+                     "pruning curves, %d of %d heads a step (output.prune_step %g; 0 = none)",
+                     prune_step_heads(LH, cfg->prune_step), LH, cfg->prune_step);
+        else snprintf(curves, sizeof curves, "no pruning curves (output.prune_step 0)");
+        fprintf(stderr, "time: study %.2f s: single-head ablations and importance; %s; %s\n", study_s, curves,
+                circuits);
+    }
+    if (patching) {
+        char share[64] = "";
+        if (steps_run > 0)
+            snprintf(share, sizeof share, ", %.1f%% of the steps' CPU time",
+                     100.0 * patching->cpu_seconds / ses->step_cpu);
+        char among[96];
+        if (!layers) snprintf(among, sizeof among, "none (one layer: no earlier heads)");
+        else if (cfg->path_patch_heads == 0)
+            snprintf(among, sizeof among, "all %d heads (output.path_patch_heads 0 = every head)", LH);
+        else if (patching->path.n_selected < LH)
+            snprintf(among, sizeof among, "%d of %d heads (output.path_patch_heads %d a layer)",
+                     patching->path.n_selected, LH, cfg->path_patch_heads);
+        else
+            snprintf(among, sizeof among, "all %d heads (output.path_patch_heads %d, >= the %d of a layer)",
+                     LH, cfg->path_patch_heads, m->shape.n_head);
+        fprintf(stderr,
+                "time: patching %.2f s of CPU%s: %d clean/corrupted pairs (output.patch_batches %d × "
+                "train.batch_size %d; 0 = none), path patching %s%s\n",
+                patching->cpu_seconds, share, patching->set.N, cfg->patch_batches, cfg->batch_size,
+                layers ? "among " : "", among);
+    } else if (complete) fprintf(stderr, "time: no patching (output.patch_batches 0)\n");
+    if (steps_run > 0) /* scripts/bench reads the training's figure */
+        fprintf(stderr, "memory: peak %.0f MiB in training, %.0f MiB at the end, with %s\n", training_mib,
+                util_peak_rss_mib(),
+                !complete  ? "writing the results"
+                : patching ? "the study and patching"
+                           : "the study (no patching)");
+}
+
 /* Write the state, analyse a complete run, close the file; the time line; the checkpoint
  * superseded by the file goes. */
 static int run_finish(RunState *st, Model *m, const Task *task, const Config *cfg, Results *res,
@@ -474,33 +542,13 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
         rc = write_analysis(st, m, &study, patches ? &patching : NULL, res, err);
     if (rc == ERR_OK && patches) rc = results_write_patching(res, &patching, err);
     if (rc == ERR_OK && patches) head_patching_print(&patching, stdout);
-    if (status == RUN_COMPLETE) head_study_free(&study);
     if (rc == ERR_OK) rc = results_close(res, status, err);
     else results_discard(res);
-    int steps_run = st->step - ses->first;
-    if (rc == ERR_OK && steps_run > 0)
-        fprintf(
-            stderr,
-            "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s, "
-            "analysis and writing %.2f s (ablations, importance, pruning and composition %.2f s; CPU time "
-            "%.1f%% of the steps')\n",
-            steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
-            (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
-            now_seconds() - finish_start, study_seconds,
-            100.0 * (cpu_seconds() - finish_cpu) / ses->step_cpu);
-    else if (rc == ERR_OK)
-        fprintf(stderr,
-                "time: no training step; analysis and writing %.2f s (ablations, importance, pruning and "
-                "composition %.2f s)\n",
-                now_seconds() - finish_start, study_seconds);
-    if (rc == ERR_OK && patches && steps_run > 0)
-        fprintf(
-            stderr,
-            "time: patching %.2f s of CPU, %.1f%% of the steps' CPU time (output.patch_batches 0: none)\n",
-            patching.cpu_seconds, 100.0 * patching.cpu_seconds / ses->step_cpu);
-    if (rc == ERR_OK && steps_run > 0) /* scripts/bench reads the training's figure */
-        fprintf(stderr, "memory: peak %.0f MiB in training, %.0f MiB with what followed\n", training_mib,
-                util_peak_rss_mib());
+    if (rc == ERR_OK)
+        print_time_lines(cfg, m, st->step - ses->first, ses, status, now_seconds() - finish_start,
+                         cpu_seconds() - finish_cpu, status == RUN_COMPLETE ? &study : NULL, study_seconds,
+                         patches ? &patching : NULL, training_mib);
+    if (status == RUN_COMPLETE) head_study_free(&study);
     if (patches) head_patching_free(&patching);
     if (rc == ERR_OK && status != RUN_DIVERGED) {
         char ckpt[CONFIG_PATH_MAX + 8];

@@ -16,7 +16,7 @@ import os
 from ..read import causal, pruning, results
 from ..core import configs, stats
 from ..core.cli import UserError
-from .sweepaxes import HEAD_KEYS, Layout, label, short, tolerance_of
+from .sweepaxes import HEAD_KEYS, LAYOUT, OWN_COLUMNS, Layout, label, short, tolerance_of
 from ..core.words import fmt_p, plural
 
 
@@ -84,6 +84,8 @@ def pick_baseline(layout, baseline):
     values: 2 == 2.0, 'rope'), else 1 head (or the fewest) for n_head, else the grid's first."""
     values = layout.by_values
     if baseline is not None:
+        if layout.by == LAYOUT:  # 4x32 is 4×32
+            baseline = str(baseline).replace("x", "×").replace("X", "×")
         for v in values:
             if configs.values_equal(v, baseline):
                 return v
@@ -116,10 +118,16 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
     rel = rel if tolerance is None else tolerance
     flo = flo if floor is None else floor
     by_name = short(layout.by)
-    base_text = plural(base, "head") if heads else f"{by_name} {configs.format_value(base)}"
-    cols = [short(k) for k in layout.group_keys] + ([] if heads else [by_name]) + [
-        "n_head", "d_head", "params", "FLOPs/token", "seeds", f"{metric} (mean ± std)",
-        f"Δ vs {base_text}", "Welch t (df)", "p", "Holm p"]
+    value_text = lambda v: (plural(v, "head") if heads else configs.format_value(v)
+                            if layout.by == LAYOUT else f"{by_name} {configs.format_value(v)}")
+    base_text = value_text(base)
+    # each key once: the key compared along is its own column unless it is n_head or d_head
+    # (columns of every table); a layout that names n_head×d_head stands for both
+    by_column = layout.by not in HEAD_KEYS + OWN_COLUMNS
+    shape_columns = [] if layout.layout_heads else ["n_head", "d_head"]
+    cols = [short(k) for k in layout.group_keys] + ([by_name] if by_column else []) + \
+        shape_columns + ["params", "FLOPs/token", "seeds", f"{metric} (mean ± std)",
+                         f"Δ vs {base_text}", "Welch t (df)", "p", "Holm p"]
     if needed:
         cols += ["heads needed", "prunable"]
     carrying = causal.CARRY_COLUMN in s.data and any(v == v for v in s[causal.CARRY_COLUMN])
@@ -136,9 +144,10 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
         n_heads = sorted({int(s["n_head"][i]) for i in idx})
         d_heads = sorted({int(s["d_head"][i]) for i in idx})
         cells = [configs.format_value(v) for v in point[:-1]]
-        cells += ([] if heads else [configs.format_value(point[-1])])
-        cells += ["/".join(map(str, n_heads)), "/".join(map(str, d_heads)),
-                  fmt_int(s["params"][first]), fmt_int(s["flops_per_token"][first]), str(n),
+        cells += [configs.format_value(point[-1])] if by_column else []
+        cells += ["/".join(map(str, n_heads)), "/".join(map(str, d_heads))] if shape_columns \
+            else []
+        cells += [fmt_int(s["params"][first]), fmt_int(s["flops_per_token"][first]), str(n),
                   mean_std_text(values, d)]
         row = {"keys": dict(zip(layout.keys, point)), "n_head": n_heads, "d_head": d_heads,
                "params": nan_none(results.plain(s["params"][first])),
@@ -241,8 +250,7 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
                      f"from the largest, whose |effects| sum to {round(100 * causal.CARRY_SHARE)}% "
                      "of all heads'; mean ± std over the seeds that have it.")
     for group, point in best.items():
-        where = (plural(point[-1], "head") if heads
-                 else f"{by_name} {configs.format_value(point[-1])}")
+        where = value_text(point[-1])
         if group:
             where += f" ({layout.group_label(group)})"
         m = means[point]
@@ -268,7 +276,7 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
                   "is_baseline": p[-1] == base} for g, p in best.items()],
         "warnings": warnings}
     return {"header": cols, "rows": rows, "notes": notes,
-            "n_text": len(layout.group_keys) + (0 if heads else 1), "json": json_out}
+            "n_text": len(layout.group_keys) + (1 if by_column else 0), "json": json_out}
 
 
 def json_safe(x):

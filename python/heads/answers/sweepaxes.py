@@ -18,6 +18,10 @@ from ..core.words import plural
 
 SEED = "train.seed"
 HEAD_KEYS = ("model.n_head", "n_head")  # the by key of a head-count comparison
+LAYOUT = "layout"  # the swept key of an experiment's points: a label per point ('4×32')
+# keys that are columns of every comparison already (n_head, d_head): compared along, they are
+# not repeated as a column of their own
+OWN_COLUMNS = ("model.n_head", "model.d_head")
 # summary columns that start like head-class counts (heads_<class>) but are not classes
 NEEDED_COLUMNS = ["heads_needed"] + [f"heads_needed_{c}" for c in pruning.CRITERIA]
 
@@ -42,11 +46,14 @@ def resolve_key(s, name, what="--by"):
 
 
 def choose_by(s, by=None):
-    """The key the comparison runs along: --by, else model.n_head when it was swept, else the
-    grid's first swept key (the only one, or the first of several: the others form groups)."""
+    """The key the comparison runs along: --by, else the layout of an experiment's points, else
+    model.n_head when it was swept, else the grid's first swept key (the only one, or the first
+    of several: the others form groups)."""
     keys = swept_keys(s)
     if by is not None:
         return resolve_key(s, by)
+    if LAYOUT in keys:
+        return LAYOUT
     if "model.n_head" in keys:
         return "model.n_head"
     if keys:
@@ -89,9 +96,26 @@ class Layout:
         return label(self.group_keys, group)
 
     def point_label(self, point):
-        """'2 heads' or 'n_kv_head 2', with the group in brackets: '2 heads (lr 0.003)'."""
-        text = plural(point[-1], "head") if self.by in HEAD_KEYS else label([self.by], point[-1:])
+        """'2 heads', '4×32' (a layout) or 'n_kv_head 2', with the group in brackets: '2 heads
+        (lr 0.003)'."""
+        text = plural(point[-1], "head") if self.by in HEAD_KEYS else \
+            format_value(point[-1]) if self.by == LAYOUT else label([self.by], point[-1:])
         return text + (f" ({self.group_label(point[:-1])})" if self.group_keys else "")
+
+    @property
+    def layout_heads(self):
+        """Whether the points are compared along their layout and its labels name n_head×d_head
+        (the experiment's points set n_head or d_head): n_head and d_head are then the label."""
+        return self.by == LAYOUT and any(k in getattr(self.s, "layout_keys", [])
+                                         for k in OWN_COLUMNS)
+
+    def axis_label(self):
+        """The name of the axis compared along, as figures and the report print it."""
+        if self.by in HEAD_KEYS:
+            return "number of heads"
+        if self.by == LAYOUT:
+            return "layout (heads × d_head)" if self.layout_heads else "layout"
+        return self.by
 
     def values(self, point, column):
         """The column's values (floats) over the runs of a point."""

@@ -107,3 +107,69 @@ def write_columns(path, header, rows):
 def write_matrix(path, matrix):
     np.savetxt(path, np.asarray(matrix, dtype=float), fmt="%.6g")
 
+
+
+# ---- text widths, so that a figure is made wide enough for its titles (or they are wrapped)
+#
+# Advance widths of DejaVu Sans (the font of every terminal above) in 1/1000 em, for the
+# characters figures print; any other character counts as a wide one. A PNG (pngcairo) draws a
+# font of size S points S * 4/3 pixels high; SVG and PDF draw it smaller on the same canvas, so
+# a text that fits the PNG fits them.
+_CHARS = (" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstu"
+          "vwxyz{|}~±Δ×∂–—…÷≥≤→←²λσ·‘’“”√≈∑µμ−")
+_ADVANCE = [318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636,
+            636, 636, 636, 636, 636, 636, 636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684,
+            686, 698, 770, 632, 575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695,
+            635, 611, 732, 684, 989, 685, 611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550,
+            635, 615, 352, 635, 634, 278, 278, 579, 278, 974, 634, 612, 635, 635, 411, 521, 392,
+            634, 592, 818, 592, 592, 525, 636, 337, 636, 838, 838, 684, 838, 517, 500, 1000,
+            1000, 838, 838, 838, 838, 838, 401, 592, 634, 318, 318, 318, 518, 518, 637, 838, 674,
+            636, 636, 838]
+_WIDTH = dict(zip(_CHARS, _ADVANCE))
+
+
+def text_px(text, size=10):
+    """The width in PNG pixels of text (its widest line) in DejaVu Sans of size points, with 3%
+    to spare (kerning, rounding)."""
+    em = size * 4.0 / 3.0
+    return max(sum(_WIDTH.get(c, 1000) for c in line) for line in str(text).split("\n")) \
+        * em / 1000.0 * 1.03
+
+
+def line_px(size=10):
+    """The height of one line of text of size points in a PNG, with the gap to the next."""
+    return size * 4.0 / 3.0 * 1.25
+
+
+def wrap(text, max_px, size=10):
+    """text as lines that are each at most max_px wide (text_px): its own lines, each broken
+    at spaces, a word too long for a line alone on its line."""
+    out = []
+    for line in str(text).split("\n"):
+        words, cur = line.split(" "), ""
+        for w in words:
+            trial = f"{cur} {w}" if cur else w
+            if cur and text_px(trial, size) > max_px:
+                out.append(cur)
+                cur = w
+            else:
+                cur = trial
+        out.append(cur)
+    return out
+
+
+def fit(text, max_px, size=10):
+    """wrap()'s lines joined by newlines (a gnuplot title or label of several lines)."""
+    return "\n".join(wrap(text, max_px, size))
+
+
+def log_tics(lo, hi):
+    """`set ytics (...)` at 1, 2 and 5 x 10^k within [lo, hi] (a log axis spanning less than a
+    few decades, which gnuplot would label at its decades alone), or '' when that is over 12."""
+    if not (0 < lo < hi) or not math.isfinite(hi):
+        return ""
+    tics = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+    if not 2 <= len(tics) <= 12:
+        return ""
+    return "set ytics (" + ", ".join(f'"{t:g}" {t!r}' for t in tics) + ")"

@@ -63,9 +63,11 @@ def plot_gate_curve(s, out, tmp):
     y_range = f"set yrange [{drawn.min() / 2:g}:{drawn.max() * 2:g}]" if logy else ""
     lambdas = sorted({r[1] for _, r in rows if r[0] == "gates"})
     n_groups = len(answer["groups"])
-    lines = [gnuplot.terminal_for(out, 1000 if n_groups == 1 else 700 * n_groups, 640),
+    width = 1000 if n_groups == 1 else 700 * n_groups
+    lines = [gnuplot.terminal_for(out, width, 640),
              f"set output {gnuplot.gp_string(out)}",
-             f"set multiplot layout 1,{n_groups} title {gnuplot.gp_string(title(s))} font ',11'",
+             f"set multiplot layout 1,{n_groups} title "
+             f"{gnuplot.gp_string(gnuplot.fit(title(s), width - 40, 11))} font ',11'",
              "set xlabel 'heads left (all layers)'", "set grid", "set bars 1",
              f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
              "set logscale y" if logy else "", y_range, "set format y '%g'",
@@ -96,7 +98,7 @@ def plot_gate_curve(s, out, tmp):
                       f"lc rgb '{colour}' title {gnuplot.gp_string(name)}",
                       f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 1.0 lc rgb "
                       f"'{colour}' notitle"]
-        lines += [f"set title {gnuplot.gp_string(g['label'])}",
+        lines += [f"set title {gnuplot.gp_string(gnuplot.fit(g['label'], width / n_groups - 40))}",
                   "set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05",
                   "plot " + ", ".join(parts)]
     lines.append("unset multiplot")

@@ -68,7 +68,7 @@ def plot_loss(f, title, out, tmp):
     final = f"final eval loss {el[-1]:.4f} at step {es[-1]}" if len(el) else "no eval loss"
     script = f"""{gnuplot.terminal_for(out, 900, 560)}
 set output {gnuplot.gp_string(out)}
-set title {gnuplot.gp_string(title + chr(10) + final)}
+set title {gnuplot.gp_string(gnuplot.fit(title + chr(10) + final, 860))}
 {formation_marks(f)}
 set xlabel 'training step'
 set ylabel 'cross-entropy loss{" (log scale)" if logy else ""}'
@@ -106,7 +106,7 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
     panel = 360 if n_head == 1 else 300 if n_head <= 4 else 250 if n_head <= 16 else 220
     if chars is not None:
         panel = max(panel, min(11 * T, 440))  # room for one label per position
-    left, gap_x, gap_y, top, bottom, right = 40, 50, 55, 95, 30, 110
+    left, gap_x, gap_y, top, bottom, right = 40, 50, 55, 95, 30, 130
     if wide:  # room for the rotated labels under each panel
         gap_y, bottom = gap_y + 28, bottom + 28
     content = cols * panel + (cols - 1) * gap_x
@@ -131,14 +131,23 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
               f"{probe_desc}")
     sub = ("rows = query position (top = first), columns = key position; colour = attention "
            "weight, one scale [0, 1] for all heads; grey = masked (future)")
+    head_lines = gnuplot.wrap(header, width - 40, 12)
+    sub_lines = gnuplot.wrap(sub, width - 40, 10)
+    extra = (len(head_lines) - 1) * gnuplot.line_px(12) + (len(sub_lines) - 1) * gnuplot.line_px(10)
+    top += int(extra)
+    height += int(extra)
     lines = [gnuplot.terminal_for(out, width, height, 10), f"set output {gnuplot.gp_string(out)}",
              heatmaps.SEQUENTIAL, "set cbrange [0:1]", "set multiplot", tic_cmd,
              f"set xrange [-0.5:{T - 0.5}]", f"set yrange [{T - 0.5}:-0.5]", "set size ratio -1",
              "unset key", "set tics out",
              "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb '#d9d9d9' "
              "fillstyle solid noborder",
-             f"set label 1 {gnuplot.gp_string(header)} at screen 0.5, screen {sy(22)} center font ',12'",
-             f"set label 2 {gnuplot.gp_string(sub)} at screen 0.5, screen {sy(48)} center font ',10'"]
+             ]
+    lp12, lp10 = gnuplot.line_px(12), gnuplot.line_px(10)
+    words = [(t, 22 + i * lp12, 12) for i, t in enumerate(head_lines)]
+    words += [(t, 48 + (len(head_lines) - 1) * lp12 + i * lp10, 10) for i, t in enumerate(sub_lines)]
+    lines += [f"set label {k + 1} {gnuplot.gp_string(t)} at screen 0.5, screen {sy(y)} center "
+              f"font ',{size}'" for k, (t, y, size) in enumerate(words)]
     for h in range(n_head):
         r, c = divmod(h, cols)
         x0 = left + c * (panel + gap_x)
@@ -168,7 +177,7 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
             lines.append("unset colorbox")
         lines.append(f"plot {gnuplot.gp_string(m)} matrix with {gnuplot.image_style(out)}")
         if h == 0:
-            lines += ["unset label 1", "unset label 2"]
+            lines += [f"unset label {k + 1}" for k in range(len(words))]
     lines.append("unset multiplot")
     gnuplot.run_gnuplot("\n".join(lines) + "\n", out, tmp)
 
@@ -260,23 +269,38 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
         x_range = f"set xrange [{steps[0] - pad}:{steps[0] + pad}]\nset xtics ({int(steps[0])})"
     else:
         x_range = f"set xrange [{steps.min()}:{steps.max() * 1.2}]"  # room for a row of head names
-    panel_w, panel_h, legend_w = 300, 250, 170
-    width, height = len(patterns) * panel_w + legend_w, 70 + L * panel_h
+    panel_w, panel_h = 300, 250
+    # the legend: a column of up to legend_rows entries ('h12 induction') per layer, as many
+    # columns as it takes, each as wide as its longest entry
+    legend_rows = max(1, (panel_h - 30) // 11)
+    names = [f"h{h} {c}" for h in range(H) for c in ([classes[l][h] for l in range(L)]
+                                                      if classes else [""])]
+    # gnuplot spaces a key's columns by its own reckoning, 0.8 of the font size a character
+    entry = max(max(gnuplot.text_px(t, 8) for t in names), 6.4 * max(map(len, names))) + 40
+    legend_w = int(20 + math.ceil(H / legend_rows) * entry)
+    width = len(patterns) * panel_w + legend_w
+    title_lines = gnuplot.wrap(title, width - 40, 12)
+    head = int(55 + (len(title_lines) - 1) * gnuplot.line_px(12))  # px above the first row
+    height = head + 15 + L * panel_h
     colour = lambda h: COLOURS[h % len(COLOURS)] if H <= len(COLOURS) else \
         "#%02x%02x%02x" % tuple(int(255 * c) for c in colorsys.hsv_to_rgb(h / H, 0.75, 0.8))
     lines = [gnuplot.terminal_for(out, width, height, 10), f"set output {gnuplot.gp_string(out)}",
-             f"set multiplot title {gnuplot.gp_string(title)} font ',12'", x_range,
+             "set multiplot", x_range,
              "set yrange [0:1]", "set grid", "unset key", "set ytics 0,0.25,1 font ',8'",
              "set xtics font ',8'"]
     sx = lambda px: px / width
     sy = lambda px: 1.0 - px / height
+    lines += [f"set label {k + 1} {gnuplot.gp_string(t)} at screen 0.5, screen "
+              f"{sy(22 + k * gnuplot.line_px(12))} center font ',12'"
+              for k, t in enumerate(title_lines)]
+    first_plot = True
     for layer in range(L):
         path = os.path.join(tmp, f"steps_l{layer}.txt")
         for k, p in enumerate(patterns):
             gnuplot.write_columns(f"{path}.{p}", ["step"] + [f"h{h}" for h in range(H)],
                                   [[int(steps[s])] + [float(v) for v in scores[p][s, layer]]
                                    for s in range(S)])
-            x0, y0 = k * panel_w, 55 + layer * panel_h
+            x0, y0 = k * panel_w, head + layer * panel_h
             lines += [f"set lmargin at screen {sx(x0 + 45)}",
                       f"set rmargin at screen {sx(x0 + panel_w - 10)}",
                       f"set tmargin at screen {sy(y0 + 22)}",
@@ -299,6 +323,9 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
             parts.append("0.5 with lines dt 2 lw 1 lc rgb '#555555' notitle")
             lines += tags + ["plot " + ", \\\n     ".join(parts)]
             lines += [f"unset label {200 + h}" for h in range(H)]
+            if first_plot:
+                lines += [f"unset label {j + 1}" for j in range(len(title_lines))]
+                first_plot = False
         # the layer's legend: a colour per head with its final class
         legend = [f"NaN with lines lw 2 lc rgb '{colour(h)}' title "
                   f"{gnuplot.gp_string(f'h{h} ' + (classes[layer][h] if classes else ''))}"
@@ -306,8 +333,8 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
         lines += ["set lmargin at screen 0", f"set rmargin at screen {sx(width - legend_w)}",
                   "unset title", "unset border", "unset tics", "unset xlabel", "unset ylabel",
                   "unset grid", f"set key at screen {sx(width - legend_w + 10)}, screen "
-                  f"{sy(55 + layer * panel_h + 20)} left top Left reverse font ',8' samplen 1.5 "
-                  f"spacing 0.9 {'maxrows ' + str(max(1, (panel_h - 30) // 11)) if H > 18 else ''}",
+                  f"{sy(head + layer * panel_h + 20)} left top Left reverse font ',8' samplen 1.5 "
+                  f"spacing 0.9 maxrows {legend_rows}",
                   "plot " + ", ".join(legend),
                   "unset key", "set border", "set tics", "set ytics 0,0.25,1 font ',8'",
                   "set xtics font ',8'", "set grid"]

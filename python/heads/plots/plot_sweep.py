@@ -42,6 +42,12 @@ def sequential(i, n):
 def x_tics(layout, s):
     """gnuplot xtics at positions 0, 1, ... of the by key's values; head counts also say d_head
     (or E = H x d_head when d_head is fixed)."""
+    return "set xtics (" + ", ".join(f'"{t}" {j}' for j, t in enumerate(x_tic_texts(layout, s))) \
+        + ")"
+
+
+def x_tic_texts(layout, s):
+    """The labels of x_tics(), gnuplot-escaped ('\\n' between lines)."""
     parts = []
     heads = layout.by in sweepaxes.HEAD_KEYS
     d_heads = {}
@@ -49,17 +55,49 @@ def x_tics(layout, s):
         for i in idx:
             d_heads.setdefault(results.plain(s[layout.by][i]), set()).add(int(s["d_head"][i]))
     one_width = heads and len(set().union(*d_heads.values())) == 1
+    widths = {}  # a layout's attention width E = n_head x d_head, under its label
+    for idx in layout.points.values():
+        for i in idx:
+            widths.setdefault(results.plain(s[layout.by][i]), set()).add(
+                int(s["n_head"][i]) * int(s["d_head"][i]))
     for j, v in enumerate(layout.by_values):
         extra = ""
         dh = d_heads.get(v, set())
         if heads and len(dh) == 1:
             extra = f"\\nE {v * next(iter(dh))}" if one_width else f"\\ndh {next(iter(dh))}"
-        parts.append(f'"{configs.format_value(v)}{extra}" {j}')
-    return "set xtics (" + ", ".join(parts) + ")"
+        elif layout.layout_heads and len(widths.get(v, ())) == 1:
+            extra = f"\\nE {next(iter(widths[v]))}"
+        parts.append(f"{configs.format_value(v)}{extra}")
+    return parts
+
+
+def x_tic_lines(layout, s):
+    """The lines of x_tics()'s labels."""
+    return 1 + max(t.count("\\n") for t in x_tic_texts(layout, s))
 
 
 def x_label(layout):
-    return "number of heads" if layout.by in sweepaxes.HEAD_KEYS else layout.by
+    return layout.axis_label()
+
+
+def dodge(layout, k):
+    """The x offset of group k's points on a layout axis (categories: the groups side by side
+    at each, not on top of each other); 0 along an ordered axis."""
+    n = len(layout.groups)
+    return 0.0 if layout.by != sweepaxes.LAYOUT or n < 2 else (k - (n - 1) / 2) * min(0.12, 0.5 / n)
+
+
+def series_style(layout):
+    """Points of one series joined by lines along an ordered axis; a layout's points are
+    categories, each its own bar."""
+    return "yerrorbars" if layout.by == sweepaxes.LAYOUT else "yerrorlines"
+
+
+def below_plot(layout, key_rows, tic_lines=2):
+    """(bmargin in character rows, extra height in px) for a figure whose x tics have tic_lines
+    lines, its x label under them and its key below in key_rows rows (one entry a row)."""
+    rows = tic_lines + 1.6 + 1.15 * key_rows + 0.8
+    return rows, int(max(0, rows - 7) * 15.5)  # 15.5 px: a character row of the 10-point font
 
 
 def group_colours(layout):
@@ -76,7 +114,7 @@ def plot_final_loss(s, out, tmp, layout):
         for point in layout.points:
             if point[:-1] != group:
                 continue
-            x = layout.by_values.index(point[-1])
+            x = layout.by_values.index(point[-1]) + dodge(layout, k)
             losses = layout.values(point, "final_eval_loss")
             m, sd, n = stats.mean_std(losses)
             n_seeds.add(n)
@@ -88,7 +126,7 @@ def plot_final_loss(s, out, tmp, layout):
         gnuplot.write_columns(mp, ["x", "mean", "std", "n"], mean_rows)
         gnuplot.write_columns(dp, ["x", "loss"], dot_rows)
         title = layout.group_label(group) if group else "mean ± std over seeds"
-        parts.append(f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 ps 1.2 "
+        parts.append(f"{gnuplot.gp_string(mp)} using 1:2:3 with {series_style(layout)} lw 2 pt 7 ps 1.2 "
                      f"lc rgb '{colours[group]}' title {gnuplot.gp_string(title)}")
         dots.append(f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb "
                     f"'{colours[group]}' " + ("title 'each seed'" if k == 0 else "notitle"))
@@ -99,20 +137,30 @@ def plot_final_loss(s, out, tmp, layout):
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     width_text = {"fixed_width": "fixed width: d_head = d_model / n_head (same params and FLOPs)",
                   "fixed_d_head": "fixed d_head: width H*d_head grows with the heads",
+                  "free": "d_head as each run's config says (0 = d_model / n_head); E = n_head × d_head",
                   }.get(s.width, f"width rule {s.width}")
-    title = f"{s.name}: final eval loss against {x_label(layout)} ({seeds} seeds)\\n{width_text}"
-    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+    title = gnuplot.fit(f"{s.name}: final eval loss against {x_label(layout)}, {seeds} seeds\n"
+                        f"{width_text}", 860)
+    # a log axis spans what is drawn (every seed, mean ± std), not whole decades
+    drawn = [v for r in csv_rows for v in [r[-4] - (r[-3] if r[-3] == r[-3] else 0),
+                                            r[-4] + (r[-3] if r[-3] == r[-3] else 0)]
+             + [float(x) for x in r[-1].split()] if np.isfinite(v) and v > 0]
+    y_range = (f"set yrange [{min(drawn) / 1.3:g}:{max(drawn) * 1.3:g}]\n"
+               + gnuplot.log_tics(min(drawn) / 1.3, max(drawn) * 1.3)) if logy and drawn else ""
+    bmargin, extra = below_plot(layout, len(parts) + 1, x_tic_lines(layout, s))
+    script = f"""{gnuplot.terminal_for(out, 900, 600 + extra)}
 set output {gnuplot.gp_string(out)}
-set title "{title}"
+set title {gnuplot.gp_string(title)}
 set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
-set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
-set bmargin 7
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout, s)}
+set bmargin {bmargin:.1f}
 set ylabel 'final eval loss (mean ± sample std over seeds){", log scale" if logy else ""}'
 {"set logscale y" if logy else ""}
+{y_range}
 set format y '{"%g" if logy else "%.3f"}'
 set grid
-set key below
+set key below vertical maxcols 1
 set bars 2
 set offsets 0, 0, graph 0.05, graph 0.05
 plot {", ".join(parts + dots)}
@@ -165,7 +213,7 @@ def plot_eval_curves(s, out, tmp, layout):
     line_of = "head count" if heads else layout.by
     script = f"""{gnuplot.terminal_for(out, 1300, 560)}
 set output {gnuplot.gp_string(out)}
-set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: eval loss during training, mean over seeds, one line per {line_of}{" and group" if layout.group_keys else ""} ({words.plural(n, "complete run")})')} font ',12'
+set multiplot layout 1,2 title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: eval loss during training, mean over seeds, one line per {line_of}{" and group" if layout.group_keys else ""} ({words.plural(n, "complete run")})', 1260, 12))} font ',12'
 set xlabel 'training step'
 set ylabel 'eval loss{" (log scale)" if logy else ""}'
 set grid
@@ -196,6 +244,9 @@ def plot_head_classes(s, out, tmp, layout):
         n_layer = {int(s["n_layer"][i]) for i in layout.points[point]}
         text = f"{'/'.join(map(str, sorted(n_head)))} × {'/'.join(map(str, sorted(n_layer)))}"
         others = [k for k in layout.keys if k not in sweepaxes.HEAD_KEYS]
+        if layout.layout_heads:  # the label names the heads: '4×32' (the layers: the x label)
+            text = configs.format_value(point[-1])
+            others = layout.group_keys
         if others:
             text += "\\n" + sweepaxes.label(others, [dict(zip(layout.keys, point))[k]
                                                      for k in others])
@@ -225,16 +276,41 @@ def plot_head_classes(s, out, tmp, layout):
         return "plot " + ", \\\n     ".join(cols)
 
     n_runs = sum(len(v) for v in layout.points.values())
-    script = f"""{gnuplot.terminal_for(out, 1300, 560)}
+    layer_counts = sorted({int(v) for v in s["n_layer"]})
+    layers_text = (f"layout (heads × d_head per layer), "
+                   f"{'/'.join(map(str, layer_counts))} {'layer' if layer_counts == [1] else 'layers'}")
+    # bar labels side by side when they fit the room of a bar, else one line each, at 45 degrees
+    width = 1300
+    room = (width / 2 - 80 - 150) / (len(labels) + 1)
+    widest = max(gnuplot.text_px(line, 10) for t in labels for line in t.split("\\n"))
+    slanted = widest > room - 8
+    if slanted:
+        for path in (cpath, fpath):
+            with open(path) as f:
+                data = f.read()
+            with open(path, "w") as f:
+                f.write(data.replace("\\n", ", "))
+        longest = max(gnuplot.text_px(t.replace("\\n", ", "), 10) for t in labels)
+        xtics = "set xtics rotate by 90 right"  # down from the bar: nothing reaches sideways
+        # gnuplot puts the x label under rotated tics at 8 px a character (a character's width
+        # at 10 points), 15.5 px a character row: the margin as it reckons
+        longest = max(longest, 8 * max(len(t) for t in labels))
+        bmargin = int((longest + 45) / 15.5) + 1
+    else:
+        xtics = "set xtics norotate"
+        bmargin = 6 if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else 4
+    height = 560 + (int(longest) if slanted else 0)
+    script = f"""{gnuplot.terminal_for(out, width, height)}
 set output {gnuplot.gp_string(out)}
-set multiplot layout 1,2 title {gnuplot.gp_string(f'{s.name}: head classes of every layout (final /scores/class, mean over seeds; {words.plural(n_runs, "complete run")})')} font ',12'
+set multiplot layout 1,2 title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: head classes of every layout (final /scores/class, mean over seeds; {words.plural(n_runs, "complete run")})', width - 40, 12))} font ',12'
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.9 border rgb '#444444'
 set boxwidth 0.7
 set grid ytics
-set xlabel 'heads per layer × layers' {"offset 0,-1.2" if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else ""}
-set bmargin {6 if len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS else 4}
+set xlabel '{layers_text if layout.layout_heads else "heads per layer × layers"}' {"offset 0,-1.2" if not slanted and (len(layout.keys) > 1 or layout.by not in sweepaxes.HEAD_KEYS) else ""}
+set bmargin {bmargin}
+{xtics}
 set key outside right top font ',9' title 'class'
 set title 'number of heads (a bar: all n_head × n_layer heads)'
 set ylabel 'heads of each class (mean over seeds)'
@@ -266,7 +342,7 @@ def plot_sweep_pruning(s, out, tmp, layout):
     values = values[np.isfinite(values) & (values > 0)]
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     lines = [gnuplot.terminal_for(out, 1300, 600), f"set output {gnuplot.gp_string(out)}",
-             f"set multiplot layout 1,{len(panels)} title {gnuplot.gp_string(f'{s.name}: pruning curves of every layout (mean over seeds; importance measured again after each step)')} font ',12'",
+             f"set multiplot layout 1,{len(panels)} title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: pruning curves of every layout (mean over seeds; importance measured again after each step)', 1260, 12))} font ',12'",
              "set xlabel 'fraction of all heads pruned'", "set xrange [0:1]", "set grid",
              f"set ylabel 'held-out eval loss{' (log scale)' if logy else ''}'",
              "set logscale y" if logy else "", "set format y '%g'", "set key top left font ',9'"]
@@ -314,7 +390,7 @@ def plot_heads_needed(s, out, tmp, layout):
         mean_rows, dots = [], []
         for point, all_heads, values in mine:
             m, sd, n = stats.mean_std(values)
-            x = layout.by_values.index(point[-1])
+            x = layout.by_values.index(point[-1]) + dodge(layout, k)
             mean_rows.append([x, m, 0.0 if math.isnan(sd) else sd, all_heads])
             dots += [[x, v] for v in values]
             csv_rows.append(list(point) + [all_heads, m, sd, n, " ".join(repr(v) for v in values)])
@@ -322,29 +398,32 @@ def plot_heads_needed(s, out, tmp, layout):
         gnuplot.write_columns(mp, ["x", "mean", "std", "all_heads"], mean_rows)
         gnuplot.write_columns(dp, ["x", "heads_needed"], dots)
         name = f" ({layout.group_label(group)})" if group else ""
-        all_heads = [(x, a) for x, _, _, a in mean_rows]
+        all_heads = [(round(x), a) for x, _, _, a in mean_rows]  # the layout, not its dodge
         if all_heads not in all_drawn:  # groups of the same layouts share one grey line
             all_drawn.append(all_heads)
-            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with linespoints dt 2 lw 1 pt 4 lc "
+            joined = "points" if layout.by == sweepaxes.LAYOUT else "linespoints dt 2 lw 1"
+            parts.append(f"{gnuplot.gp_string(mp)} using 1:4 with {joined} pt 4 lc "
                          f"rgb '#7f7f7f' title 'all heads (n_head × n_layer)'")
-        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "
+        parts += [f"{gnuplot.gp_string(mp)} using 1:2:3 with {series_style(layout)} lw 2 pt 7 lc rgb "
                   f"'{colours[group]}' title {gnuplot.gp_string('heads needed (mean ± std over seeds)' + name)}",
                   f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb '{colours[group]}' "
                   + ("title 'each seed'" if k == 0 else "notitle")]
     sweepaxes.write_csv(out, layout.keys + ["all_heads", "heads_needed_mean", "heads_needed_std",
                                             "n", "heads_needed_each_seed"], csv_rows)
     top = max(r[len(layout.keys)] for r in csv_rows)
-    script = f"""{gnuplot.terminal_for(out, 900, 600)}
+    titled = sum(1 for p in parts if " title " in p and "notitle" not in p)
+    bmargin, extra = below_plot(layout, titled, x_tic_lines(layout, s))
+    script = f"""{gnuplot.terminal_for(out, 900, 600 + extra)}
 set output {gnuplot.gp_string(out)}
-set title {gnuplot.gp_string(f'{s.name}: heads needed to keep the eval loss within {tol} of the unpruned model (fewer of the two pruning criteria)')} font ',10'
+set title {gnuplot.gp_string(gnuplot.fit(f'{s.name}: heads needed to keep the eval loss within {tol} of the unpruned model (fewer of the two pruning criteria)', 860))} font ',10'
 set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
 set yrange [0:{top * 1.1 + 0.5}]
-set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,-1
-set bmargin 8
+set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout, s)}
+set bmargin {bmargin:.1f}
 set ylabel 'heads (all layers)'
 set grid
-set key below
+set key below vertical maxcols 1
 set bars 2
 plot {", ".join(parts)}
 """

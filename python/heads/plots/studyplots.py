@@ -75,7 +75,7 @@ def plot_pruning_curves(f, run_name, out, tmp):
     logy = len(values) > 0 and values.max() / values.min() > 3.0
     script = f"""{gp.terminal_for(out, 1000, 640)}
 set output {gp.gp_string(out)}
-set title {gp.gp_string(f'{run_name}: pruning curves (Michel et al. 2019), {removed} removed a step, importance measured again after each{one}')} font ',10'
+set title {gp.gp_string(gp.fit(f'{run_name}: pruning curves (Michel et al. 2019), {removed} removed a step, importance measured again after each{one}', 950))} font ',10'
 set xlabel 'heads left (of {total}, all layers)'
 set ylabel 'held-out eval loss{" (log scale)" if logy else ""}'
 {"set logscale y" if logy else ""}
@@ -116,9 +116,21 @@ def plot_composition(f, run_name, out, tmp):
     cell = int(max(8, min(40, 420 / max(n_r, n_c))))
     every = max(1, math.ceil(12 / cell))
     pw, ph = n_c * cell, n_r * cell
-    left, gap, top, bottom = 120, 150, 90, 110
+    bases = {k: float(f[f"circuits/{k}"].attrs.get("random_baseline", float("nan"))) for k in kinds}
+    titles = {k: f"{k[0].upper()}-composition (random matrices: {bases[k]:.3f})" for k in kinds}
+    title_w = max(gp.text_px(t, 10) for t in titles.values())
+    left, top, bottom = 120, 90, 110
+    # panels far enough apart for their titles (centred over each) and the tics between them
+    gap = int(max(150, title_w - pw + 40))
+    left = int(max(left, (title_w - pw) / 2 + 20))
     width = max(left + len(kinds) * (pw + gap) + 60, 820)  # room for the header and the note
-    height = top + ph + bottom
+    header = gp.wrap(run_name + ": composition scores (Elhage et al. 2021)", width - 40, 11) + gp.wrap(
+        "rows = later head reading, columns = earlier head writing; prev / ind = previous-token / "
+        "induction heads", width - 40, 11)
+    top += int((len(header) - 2) * gp.line_px(11))
+    note = f[f"circuits/{kinds[0]}"].attrs.get("note")
+    note_lines = gp.wrap(text(note), width - 40, 9) if note is not None else []
+    height = top + ph + bottom + int(max(0, len(note_lines) - 1) * gp.line_px(9))
     sx = lambda px: px / width
     sy = lambda px: 1.0 - px / height
     xt = ", ".join(f"{gp.gp_string(_head_label(l, h, classes))} {i}"
@@ -130,18 +142,19 @@ def plot_composition(f, run_name, out, tmp):
              f"set xrange [-0.5:{n_c - 0.5}]", f"set yrange [{n_r - 0.5}:-0.5]",
              f"set xtics ({xt}) rotate by 60 right scale 0 font ',{8 if cell >= 14 else 7}'",
              f"set ytics ({yt}) scale 0 font ',{8 if cell >= 14 else 7}'",
-             f"set label 1 {gp.gp_string(run_name + ': composition scores (Elhage et al. 2021)' + chr(10) + 'rows = later head reading, columns = earlier head writing; prev / ind = previous-token / induction heads')} "
-             f"at screen 0.5, screen {sy(28)} center font ',11'"]
-    note = f[f"circuits/{kinds[0]}"].attrs.get("note")
-    if note is not None:  # why some scores are missing (rotary: V only), under the panels
-        lines.append(f"set label 2 {gp.gp_string(text(note))} at screen 0.5, screen {sy(height - 14)} "
-                     "center font ',9'")
+             ]
+    words = [f"set label {k + 1} {gp.gp_string(t)} at screen 0.5, screen "
+             f"{sy(20 + k * gp.line_px(11))} center font ',11'" for k, t in enumerate(header)]
+    # why some scores are missing (rotary: V only), under the panels
+    words += [f"set label {len(header) + k + 1} {gp.gp_string(t)} at screen 0.5, screen "
+              f"{sy(height - 14 - (len(note_lines) - 1 - k) * gp.line_px(9))} center font ',9'"
+              for k, t in enumerate(note_lines)]
+    lines += words
     for j, k in enumerate(kinds):
         x0 = left + j * (pw + gap)
         m = os.path.join(tmp, f"comp_{k}.txt")
         gp.write_matrix(m, mats[k])
-        base = float(f[f"circuits/{k}"].attrs.get("random_baseline", float("nan")))
-        title = f"{k[0].upper()}-composition (random matrices: {base:.3f})"
+        title = titles[k]
         lines += [f"set lmargin at screen {sx(x0)}", f"set rmargin at screen {sx(x0 + pw)}",
                   f"set tmargin at screen {sy(top)}", f"set bmargin at screen {sy(top + ph)}",
                   f"set title {gp.gp_string(title)} font ',10'",
@@ -149,7 +162,7 @@ def plot_composition(f, run_name, out, tmp):
                   f"screen {sx(12)}, screen {ph / height}" if j == len(kinds) - 1 else "unset colorbox",
                   f"plot {gp.gp_string(m)} matrix with {gp.image_style(out)}"]
         if j == 0:
-            lines += ["unset label 1", "unset label 2"]
+            lines += [f"unset label {i + 1}" for i in range(len(words))]
     lines.append("unset multiplot")
     gp.run_gnuplot("\n".join(lines) + "\n", out, tmp)
     return True

@@ -559,6 +559,8 @@ class Summary:
             self.tolerance = float(f.attrs.get("tolerance", pruning.DEFAULT_TOLERANCE))
             self.tolerance_floor = float(f.attrs.get("tolerance_floor", 0.0))  # older: none
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
+            # the config keys an experiment's points set (its 'layout' column names them)
+            self.layout_keys = [text(x) for x in f.attrs.get("layout_keys", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             self.data = {}
             for c in self.columns:

@@ -47,7 +47,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
         series.append({"label": layout.group_label(group), "points": points})
     d = {"kind": "sweep", "name": s.name, "width": s.width, "description": s.description,
          "metric": metric, "n_complete": sum(len(v) for v in layout.points.values()),
-         "by": layout.by, "x_label": "heads per layer" if heads else layout.by,
+         "by": layout.by, "x_label": "heads per layer" if heads else layout.axis_label(),
          "xticks": [[j, format_value(v)] for j, v in enumerate(layout.by_values)],
          "series": series}
     if layout.points:

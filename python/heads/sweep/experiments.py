@@ -12,7 +12,7 @@ import re
 import yaml
 
 from ..core.cli import UserError
-from ..core.configs import Marked, format_value, read_config_file, read_text
+from ..core.configs import Marked, format_value, read_config_file, read_text, values_equal
 from ..core.harness import REPO, key_default, key_sections, resolve_key
 from ..read.pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
 
@@ -23,8 +23,9 @@ WIDTH_RULES = {
     "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
     "free": "d_head as the config says (0 = d_model / n_head)",
 }
-EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "width", "seeds", "tolerance",
-                   "tolerance_floor"]
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "points", "width", "seeds",
+                   "tolerance", "tolerance_floor"]
+LAYOUT = "layout"  # the swept key of an experiment's points: one value (a label) per point
 
 # Short names for run names: h8_dh16_lr0.003_s0.
 ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
@@ -45,11 +46,13 @@ def name_part(key, value):
 class Run:
     """One run of an experiment: its name, its --set overrides and what it varies."""
 
-    def __init__(self, name, overrides, swept, index):
+    def __init__(self, name, overrides, swept, index, point_index=0):
         self.name = name
         self.overrides = overrides  # {'section.key': value} passed to the harness with --set
-        self.swept = swept          # {'section.key': value} for every grid key (incl. train.seed)
+        self.swept = swept          # {'section.key': value} for every grid key (incl. train.seed),
+        #                             and 'layout': the point's label when the experiment has points
         self.index = index
+        self.point_index = point_index  # which of the experiment's points (0 without points)
 
     @property
     def seed(self):
@@ -117,6 +120,7 @@ class Experiment:
             self._check_list(("seeds",), seeds, "train.seed")
             self.grid["train.seed"] = seeds
             self._grid_paths["train.seed"] = ("seeds",)
+        self.points = self._read_points()
         self._apply_sets(sets)
         for key in self.grid:
             if key in self.set and key not in self._cli_where:
@@ -142,14 +146,6 @@ class Experiment:
             raise UserError(self.doc.where(("width",), True) + f"unknown width rule '{self.width}'"
                             + (f" (did you mean '{hint[0]}'?)" if hint else "")
                             + "; use fixed_width, fixed_d_head or free")
-        if self.width == "fixed_width" and "model.d_head" in self.grid:
-            raise UserError(self.doc.where(self._grid_paths["model.d_head"]) +
-                            "width: fixed_width derives model.d_head from d_model / n_head; "
-                            "do not sweep it too (or use width: free)")
-        if self.width == "fixed_width" and "model.d_head" in self.set:
-            raise UserError(self.where_key("model.d_head") +
-                            "width: fixed_width derives model.d_head from d_model / n_head; "
-                            "remove it here (or use width: fixed_d_head)")
         self.runs = self._expand()
 
     # -- parsing helpers
@@ -178,11 +174,35 @@ class Experiment:
             if full in self.grid:
                 raise UserError(where + f"{full} is swept in grid: of {self.path}; a --set would "
                                 "replace every value of the sweep (remove it from the grid instead)")
-            if full in ("output.path", "train.threads"):
-                raise UserError(where + f"{full} is chosen by the sweep (results/<experiment>/<run>.h5;"
-                                " threads: use --threads)")
+            if any(full in point for point in self.points):
+                raise UserError(where + f"{full} is given in points: of {self.path}; a --set "
+                                "would replace it in every point (remove it from the points "
+                                "instead)")
+            if self._chosen_by_sweep(full, [value], where):
+                continue  # the value that means "the sweep's choice": as if not given
             self.set[full] = value
             self._cli_where[full] = where
+
+    def _chosen_by_sweep(self, key, values, where):
+        """Whether key is one the sweep chooses per run, given only as the value that means
+        "choose it" (train.threads: 0): then it is as if left out. Any other value of such a key
+        is an error naming the key, the rule and the value the rule gives."""
+        if key == "output.path":
+            raise UserError(where + "output.path is chosen by the sweep: each run writes "
+                            "<results>/<experiment>/<run>.h5 (scripts/sweep --results DIR moves "
+                            "them); remove it")
+        if key != "train.threads":
+            return False
+        for v in values:
+            if not (isinstance(v, int) and not isinstance(v, bool) and v == 0):
+                n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                    else os.cpu_count() or 1
+                raise UserError(where + f"train.threads {format_value(v)}: the sweep gives each "
+                                f"run max(1, nproc // -j) threads ({n} at -j 1, {max(1, n // 2)} "
+                                f"at -j 2 with nproc {n} here); write 0 (the sweep's choice) or "
+                                "remove it, or give scripts/sweep --threads "
+                                f"{format_value(v)}")
+        return True
 
     def _check_list(self, keypath, values, key):
         if not isinstance(values, list) or not values:
@@ -202,35 +222,72 @@ class Experiment:
     def _flat_mapping(self, what, lists):
         """`set:`/`grid:` as {'section.key': value}; accepts `section.key: v`, `key: v` and
         `section: {key: v}`."""
-        d = self.doc.data.get(what, {}) or {}
-        paths = {}
+        out, paths = self._mapping(self.doc.data.get(what, {}) or {}, (what,), what, lists)
         setattr(self, f"_{what}_paths", paths)
+        return out
+
+    def _mapping(self, d, base, what, lists):
+        """A mapping of the file at keypath base as ({'section.key': value}, {key: keypath})."""
+        paths = {}
         if not isinstance(d, dict):
-            raise UserError(self.doc.where((what,), True) +
+            raise UserError(self.doc.where(base, True) +
                             f"{what}: expected a mapping of section.key: value")
         out = {}
         items = []
         for key, value in d.items():
             if key in key_sections() and isinstance(value, dict):
-                items += [(f"{key}.{k}", v, (what, key, k)) for k, v in value.items()]
+                items += [(f"{key}.{k}", v, base + (key, k)) for k, v in value.items()]
             else:
-                items.append((key, value, (what, key)))
+                items.append((key, value, base + (key,)))
         for key, value, keypath in items:
             full = self._section_key(key, self.doc.where(keypath))
             if full in out:
                 raise UserError(self.doc.where(keypath) + f"{full} is given twice")
-            if full in ("output.path", "train.threads"):
-                raise UserError(self.doc.where(keypath) + f"{full} is chosen by the sweep "
-                                "(results/<experiment>/<run>.h5; threads = nproc // -j); remove it")
             if lists:
                 self._check_list(keypath, value, full)
             elif isinstance(value, (dict, list)) or value is None:
                 raise UserError(self.doc.where(keypath, True) +
                                 f"{full}: a sweep passes values with --set, so each must be a "
                                 "single number or word (put lists in the base config)")
+            if self._chosen_by_sweep(full, value if lists else [value], self.doc.where(keypath)):
+                continue  # the value that means "the sweep's choice": as if not given
             out[full] = value
             paths[full] = keypath
-        return out
+        return out, paths
+
+    def _read_points(self):
+        """`points:` as [{'section.key': value}] (each point a mapping, as set: is), checked: no
+        key of grid:, set: or the seed, no two points alike."""
+        raw = self.doc.data.get("points")
+        self._point_paths = []
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not raw:
+            raise UserError(self.doc.where(("points",), True) + "points: expected a non-empty list "
+                            "of mappings, e.g. [{n_head: 1}, {n_head: 4, d_head: 32}]")
+        points = []
+        for i, item in enumerate(raw):
+            where = self.doc.where(("points", i), True)
+            if item is None:
+                item = {}
+            if not isinstance(item, dict):
+                raise UserError(where + f"point {i + 1}: expected a mapping of section.key: value, "
+                                "e.g. {n_head: 4, d_head: 32}")
+            values, paths = self._mapping(item, ("points", i), f"point {i + 1}", False)
+            for key, keypath in paths.items():
+                if key == "train.seed":
+                    raise UserError(self.doc.where(keypath) + "train.seed in a point: seeds: "
+                                    "crosses every point (or sweep train.seed in grid:)")
+                if key in self.grid:
+                    raise UserError(self.doc.where(keypath) + f"{key} is both in points: and "
+                                    "swept in grid:; keep one (grid: crosses every point)")
+                if key in self.set:
+                    raise UserError(self.doc.where(keypath) + f"{key} is both set in set: and "
+                                    "given in points:; keep one (give it in every point that "
+                                    "needs another value)")
+            points.append(values)
+            self._point_paths.append(paths)
+        return points
 
     # -- expansion
 
@@ -249,56 +306,135 @@ class Experiment:
             return self.doc.where(self._grid_paths[key])
         if key in self._set_paths:
             return self.doc.where(self._set_paths[key])
+        for paths in getattr(self, "_point_paths", []):
+            if key in paths:
+                return self.doc.where(paths[key])
         return self.doc.where(("base",), True)
 
     def _expand(self):
         keys = list(self.grid)
         # Seeds vary fastest within a grid point, so runs of one point sit together in listings;
-        # head counts come first in names.
+        # head counts come first in names; points (in the file's order) vary slowest.
         ordered = [k for k in ("model.n_head", "model.d_head") if k in keys]
         ordered += [k for k in keys if k not in ordered and k != "train.seed"]
         if "train.seed" in keys:
             ordered.append("train.seed")
-        show_heads = (self.width != "free" or "model.n_head" in keys or "model.d_head" in keys)
-        runs, names = [], {}
-        for index, combo in enumerate(itertools.product(*(self.grid[k] for k in ordered))):
-            values = dict(zip(ordered, combo))
-            overrides = dict(self.set)
-            overrides.update(values)
-            n_head = self.value_of("model.n_head", values)
-            d_model = self.value_of("model.d_model", values)
-            d_head = self.value_of("model.d_head", values)
-            if self.width == "fixed_width":
-                if not isinstance(n_head, int) or not isinstance(d_model, int) or n_head < 1 \
-                        or d_model % n_head:
-                    where = self.where_key("model.n_head" if "model.n_head" in self.grid
-                                           else "model.d_model")
-                    raise UserError(where + f"width: fixed_width needs d_model divisible by "
-                                    f"n_head, but d_model {d_model} / n_head {n_head} is not whole")
-                d_head = d_model // n_head
-                overrides["model.d_head"] = d_head
-            elif self.width == "fixed_d_head":
-                if not isinstance(d_head, int) or d_head < 1:
-                    raise UserError(f"{self.path}:1:1: width: fixed_d_head keeps model.d_head "
-                                    "fixed, so it needs a value: add it under set: "
-                                    "(e.g. model.d_head: 16) or to the base config")
-                overrides["model.d_head"] = d_head
-            elif not d_head and isinstance(n_head, int) and isinstance(d_model, int) \
-                    and n_head > 0 and d_model % n_head == 0:
-                d_head = d_model // n_head
-            parts = []
-            if show_heads:
-                parts += [name_part("model.n_head", n_head), name_part("model.d_head", d_head)]
-            parts += [name_part(k, values[k]) for k in ordered
-                      if k not in ("model.n_head", "model.d_head", "train.seed")]
-            parts.append(name_part("train.seed", self.value_of("train.seed", values)))
-            name = "_".join(parts)
-            if name in names:
-                raise UserError(f"{self.path}:1:1: runs {names[name]} and {index} would both be "
-                                f"named '{name}'; make the grid values distinct")
-            names[name] = index
-            runs.append(Run(name, overrides, values, index))
+        self.layout_keys = list(dict.fromkeys(k for point in self.points for k in point))
+        heads_keys = ("model.n_head", "model.d_head")
+        show_heads = (self.width != "free" or any(k in keys or k in self.layout_keys
+                                                  for k in heads_keys))
+        runs, names, shapes = [], {}, {}
+        index = 0
+        for pi, point in enumerate(self.points or [{}]):
+            for combo in itertools.product(*(self.grid[k] for k in ordered)):
+                values = dict(zip(ordered, combo))
+                given = dict(point)
+                given.update(values)
+                overrides = dict(self.set)
+                overrides.update(given)
+                n_head, d_model, d_head = self._width_rule(given, overrides, pi)
+                if self.width == "fixed_width":  # derived, not swept (0 or the value it takes)
+                    values.pop("model.d_head", None)
+                parts = []
+                if show_heads:
+                    parts += [name_part("model.n_head", n_head), name_part("model.d_head", d_head)]
+                parts += [name_part(k, v) for k, v in point.items() if k not in heads_keys]
+                parts += [name_part(k, values[k]) for k in ordered
+                          if k not in heads_keys + ("train.seed",)]
+                parts.append(name_part("train.seed", self.value_of("train.seed", given)))
+                name = "_".join(parts)
+                if name in names:
+                    if self.points and names[name][0] != pi:
+                        raise UserError(self.doc.where(("points", pi), True) +
+                                        f"points {names[name][0] + 1} and {pi + 1} are the same "
+                                        f"layout (their runs would both be named '{name}')")
+                    raise UserError(f"{self.path}:1:1: runs {names[name][1]} and {index} would "
+                                    f"both be named '{name}'; make the grid values distinct")
+                names[name] = (pi, index)
+                shapes.setdefault(pi, set()).add(f"{n_head}×{d_head}")
+                swept = {LAYOUT: None} if self.points else {}
+                swept.update(values)
+                runs.append(Run(name, overrides, swept, index, pi))
+                index += 1
+        if self.width == "fixed_width":  # d_head: 0 (or its derived value) in grid: not swept
+            self.grid.pop("model.d_head", None)
+        self.point_labels = self._labels(shapes)
+        for run in runs:
+            if self.points:
+                run.swept[LAYOUT] = self.point_labels[run.point_index]
         return runs
 
+    def _labels(self, shapes):
+        """Each point's label, its value of the layout axis: 'n_head×d_head' (as the runs
+        resolve them, when every run of the point has the same) then its other keys ('4×16,
+        n_kv_head 2'); distinct, or an error naming the two points."""
+        heads = any(k in self.layout_keys for k in ("model.n_head", "model.d_head"))
+        labels, seen = [], {}
+        for pi, point in enumerate(self.points):
+            parts = []
+            if heads:
+                if len(shapes[pi]) == 1:
+                    parts.append(next(iter(shapes[pi])))
+                else:  # the grid changes it (d_model swept): the point's own values instead
+                    parts += [f"{k.split('.')[-1]} {format_value(point[k])}"
+                              for k in ("model.n_head", "model.d_head") if k in point]
+            parts += [f"{k.split('.')[-1]} {format_value(v)}" for k, v in point.items()
+                      if k not in ("model.n_head", "model.d_head")]
+            text = ", ".join(parts) or "base"
+            if text in seen:
+                raise UserError(self.doc.where(("points", pi), True) +
+                                f"points {seen[text] + 1} and {pi + 1} are the same layout "
+                                f"({text})")
+            seen[text] = pi
+            labels.append(text)
+        return labels
+
+    def _width_rule(self, given, overrides, pi):
+        """(n_head, d_model, d_head) of a run asking for the values given (its point's and grid
+        values), the width rule applied to overrides (d_head set when the rule derives it)."""
+        n_head = self.value_of("model.n_head", given)
+        d_model = self.value_of("model.d_model", given)
+        d_head = self.value_of("model.d_head", given)
+        if self.width == "fixed_width":
+            if not isinstance(n_head, int) or not isinstance(d_model, int) or n_head < 1 \
+                    or d_model % n_head:
+                key = "model.n_head" if "model.n_head" in given else "model.d_model"
+                raise UserError(self._where_run_key(key, pi) + f"width: fixed_width needs d_model "
+                                f"divisible by n_head, but d_model {d_model} / n_head {n_head} is "
+                                "not whole")
+            asked = given.get("model.d_head", self.set.get("model.d_head", 0))
+            d_head = d_model // n_head
+            if not (isinstance(asked, int) and not isinstance(asked, bool) and asked == 0) \
+                    and not values_equal(asked, d_head):
+                raise UserError(self._where_run_key("model.d_head", pi) + f"model.d_head "
+                                f"{format_value(asked)}: width: fixed_width derives model.d_head"
+                                f" = d_model / n_head, {d_model} / {n_head} = {d_head} here; "
+                                f"write 0 (or {d_head}) or remove it, or use width: free "
+                                "for other widths")
+            overrides["model.d_head"] = d_head
+        elif self.width == "fixed_d_head":
+            if not isinstance(d_head, int) or d_head < 1:
+                raise UserError(f"{self.path}:1:1: width: fixed_d_head keeps model.d_head "
+                                "fixed, so it needs a value: add it under set: "
+                                "(e.g. model.d_head: 16) or to the base config")
+            overrides["model.d_head"] = d_head
+        elif not d_head and isinstance(n_head, int) and isinstance(d_model, int) \
+                and n_head > 0 and d_model % n_head == 0:
+            d_head = d_model // n_head
+        return n_head, d_model, d_head
+
+    def _where_run_key(self, key, pi):
+        """where_key, but a key the point pi gives is placed at that point."""
+        if self.points and key in self._point_paths[pi]:
+            return self.doc.where(self._point_paths[pi][key])
+        return self.where_key(key)
+
     def swept_keys(self):
-        return list(self.grid)
+        """The summary's swept columns: 'layout' (with points), then the grid's keys."""
+        return ([LAYOUT] if self.points else []) + list(self.grid)
+
+    def shape_text(self):
+        """What the runs cross: '5 layouts x 3 seed', '6 n_head x 10 seed'."""
+        parts = ([f"{len(self.points)} layouts"] if self.points else []) + [
+            f"{len(v)} {k.split('.')[-1]}" for k, v in self.grid.items()]
+        return " x ".join(parts) or "1 run"

@@ -194,6 +194,8 @@ def _summary_h5(target, rows, cols, swept, experiment):
         f.attrs["tolerance"] = getattr(experiment, "tolerance", pruning.DEFAULT_TOLERANCE)
         f.attrs["tolerance_floor"] = getattr(experiment, "tolerance_floor", pruning.DEFAULT_FLOOR)
         f.attrs["swept"] = np.array(swept, dtype=h5py.string_dtype())
+        if getattr(experiment, "points", None):  # what the 'layout' column's labels name
+            f.attrs["layout_keys"] = np.array(experiment.layout_keys, dtype=h5py.string_dtype())
         f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())
         for c in cols:
             values = [row.get(c) for row in rows]

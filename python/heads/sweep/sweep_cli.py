@@ -188,7 +188,7 @@ def plan(exp, sweep, force, redo_damaged=False):
 
 def run_here(exp, sweep, outdir, todo, rerun, skipped):
     """Run the runs to do in the local pool and report; returns the exit status."""
-    grid = " x ".join(f"{len(v)} {k.split('.')[-1]}" for k, v in exp.grid.items())
+    grid = exp.shape_text()
     print(f"sweep {exp.name}: {len(exp.runs)} runs ({grid}; width {exp.width}), "
           f"{skipped} complete already, {len(todo)} to run; -j {sweep.jobs} x "
           f"{sweep.threads} thread(s) (nproc {sweep.nproc}) -> {outdir}/", flush=True)
@@ -275,7 +275,7 @@ def command(doc, script):
         cli.die(f"sweep: {e}", 1)
     todo, rerun, skipped = plan(exp, sweep, args.force, args.redo_damaged)
     if args.slurm:
-        grid = " x ".join(f"{len(v)} {k.split('.')[-1]}" for k, v in exp.grid.items())
+        grid = exp.shape_text()
         print(f"sweep {exp.name}: {len(exp.runs)} runs ({grid}; width {exp.width}), "
               f"{skipped} complete already, {len(todo)} to submit to Slurm -> {outdir}/",
               flush=True)

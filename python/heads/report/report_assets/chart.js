@@ -68,7 +68,9 @@ function lineChart(container, series, opts) {
   let y1 = opts.ymax !== undefined ? opts.ymax : Math.max(...ys);
   if (opts.logy) { y0 = Math.max(y0, 1e-12); const pad = Math.pow(y1 / y0, 0.05); y0 /= pad; y1 *= pad; }
   else if (opts.ymin === undefined) { const pad = (y1 - y0) * 0.05 || Math.abs(y1) * 0.05 || 0.5; y0 -= pad; y1 += pad; }
+  else if (opts.ymax === undefined) y1 += (y1 - y0) * 0.05 || 0.5;  /* the top point off the frame */
   if (opts.logx) { const pad = 1.3; x0 /= pad; x1 *= pad; }
+  else if (opts.xticks) { x0 -= 0.5; x1 += 0.5; }  /* categories: room for the end labels */
   else if (x1 === x0) { x0 -= 1; x1 += 1; }
   const fx = opts.logx ? v => Math.log(v) : v => v;
   const fy = opts.logy ? v => Math.log(v) : v => v;
@@ -108,7 +110,19 @@ function lineChart(container, series, opts) {
     const t = svgEl("text", { x: X(v.x) + 4, y: m.t + 13 + 13 * k, "font-size": 11,
                               fill: v.color || "#444" }, g);
     t.textContent = v.label;
+    /* a marker near the right edge: its label to the left of the line, inside the chart */
+    if (t.getComputedTextLength && X(v.x) + 4 + t.getComputedTextLength() > W - m.r) {
+      t.setAttribute("x", X(v.x) - 4);
+      t.setAttribute("text-anchor", "end");
+    }
   });
+  /* a tick label wider than the room at an end of the axis is kept inside the chart */
+  for (const t of axis.querySelectorAll("text[text-anchor='middle']:not([transform])")) {
+    if (!t.getComputedTextLength) break;
+    const w = t.getComputedTextLength(), x = +t.getAttribute("x");
+    if (x + w / 2 > W - 1) t.setAttribute("x", W - 1 - w / 2);
+    if (x - w / 2 < 1) t.setAttribute("x", 1 + w / 2);
+  }
   const plot = svgEl("g", {}, svg);
   for (const s of series) {
     const g = svgEl("g", { class: "series", "data-name": s.name || "" }, plot);

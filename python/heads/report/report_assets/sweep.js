@@ -11,7 +11,9 @@ function buildSweepLoss(D, root) {
   const series = [];
   D.series.forEach((s, k) => {
     const colour = headColour(k, D.series.length);
+    /* a layout's points are categories: not joined by lines */
     series.push({ name: (s.label || "mean") + " ± std", color: colour, width: 2, marker: 3.5,
+                  line: D.by !== "layout",
                   points: s.points.map(p => [p.x, p.mean]), err: s.points.map(p => p.std || 0) });
     series.push({ name: (s.label ? s.label + ": " : "") + "each seed", color: colour, line: false, marker: 2.5,
                   hollow: true, points: s.points.flatMap(p => p.values.map(v => [p.x, v])) });
@@ -105,8 +107,9 @@ function buildSweepPruning(D, root) {
       const name = g.label ? ` (${g.label})` : "";
       series.push(
         { name: "all heads (n_head × n_layer)" + name, color: colour, width: 1, dash: "4 3", marker: 2.5,
-          points: g.points.map(p => [p.x, p.all_heads]) },
+          line: D.by !== "layout", points: g.points.map(p => [p.x, p.all_heads]) },
         { name: "heads needed, mean ± std" + name, color: colour, width: 2, marker: 3.5,
+          line: D.by !== "layout",
           points: g.points.map(p => [p.x, p.mean]), err: g.points.map(p => p.std || 0) },
         { name: "heads needed, each seed" + name, color: colour, line: false, hollow: true, marker: 2.5,
           points: g.points.flatMap(p => p.values.map(v => [p.x, v])) });
