@@ -16,9 +16,9 @@ import sys
 import time
 
 from .cli import UserError, die, indent, now_text, shell_quote
-from .experiments import Experiment
-from .results import damage, damages, read_status, stale_runs
+from .results import read_status
 from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
+from .states import file_states, load_experiment
 
 
 # the state of a run, however it was launched (a local sweep, a Slurm array task, --run by hand)
@@ -349,19 +349,21 @@ class RunState:
         self.name, self.state, self.detail, self.error = name, state, detail, error
 
 
-def run_state(outdir, name, submission=None, queue=None, stale=""):
-    """The state of one run of a results directory, from its results file and what else its
-    harness left (leftover), its lock, its log, its latest Slurm submission (a Submission or
-    None) and Slurm's queue (slurm_queue()); stale: which keys of a complete run differ from
-    what the experiment asks for (heads.results.stale_runs), old -> new."""
+def run_state(outdir, name, submission=None, queue=None, found=None):
+    """The state of one run of a results directory: its file's state (found: a
+    heads.states.FileState, the rule every command uses: complete, stale, damaged, ...), and,
+    for a run without a finished file, what else its harness left (leftover), its lock, its log,
+    its latest Slurm submission (a Submission or None) and Slurm's queue (slurm_queue())."""
     h5 = os.path.join(outdir, name + ".h5")
-    status = read_status(h5)
-    if status == "damaged":
-        return RunState(name, "damaged", f"{h5}: {damage(h5)}; kept as it is (sweep "
-                                         "--redo-damaged retrains it)")
-    if status == "complete":
-        return RunState(name, "stale", stale + "; the next sweep reruns it") if stale \
-            else RunState(name, "complete")
+    if found is None:
+        found = file_states(outdir, [name])[name]
+    if found.state == "damaged":
+        return RunState(name, "damaged", f"{found.detail}; kept as it is (sweep --redo-damaged "
+                                         "retrains it)")
+    if found.state == "complete":
+        return RunState(name, "complete")
+    if found.state == "stale":
+        return RunState(name, "stale", f"{found.detail}; the next sweep reruns it")
     log = RunLog(os.path.join(outdir, name + ".log"))
     holder = lock_holder(outdir, name) or harness_lock_holder(h5)
     queued = None
@@ -439,18 +441,15 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
 
 def show_status(results_dir):
     """--status: the state of every run of a results directory (STATES), with what each is
-    waiting for."""
+    waiting for; given a run's results file, that run's state."""
     outdir = os.path.normpath(results_dir)
+    if os.path.isfile(outdir):
+        return show_run_status(outdir)
     if not os.path.isdir(outdir):
         die(f"{results_dir}: no such results directory (scripts/sweep writes "
                "results/<experiment>/)")
-    names = None
-    exp_file = os.path.join(outdir, "experiment.yaml")
-    if os.path.exists(exp_file):
-        try:
-            names = [r.name for r in Experiment(exp_file).runs]
-        except UserError as e:
-            print(f"warning: {e}; listing the runs from the files instead", file=sys.stderr)
+    exp = load_experiment(outdir)
+    names = [r.name for r in exp.runs] if exp is not None else None
     subs = slurm_submissions(outdir)
     if names is None:  # no copy of the experiment: whatever runs left files here
         found = set(subs)
@@ -461,9 +460,8 @@ def show_status(results_dir):
                     found.add(f[:-len(ext)])
         names = sorted(found)
     queue = slurm_queue() if subs else None
-    damages([os.path.join(outdir, n + ".h5") for n in names])  # one reader child for them all
-    stale = stale_runs(outdir, names)
-    states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
+    found = file_states(outdir, names, exp)  # one reader child, one harness, for them all
+    states = [run_state(outdir, n, subs.get(n), queue, found[n]) for n in names]
     count = {k: sum(s.state == k for s in states) for k in STATES}
     shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
     print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
@@ -487,3 +485,23 @@ def show_status(results_dir):
             print("summary.csv is older than some results: scripts/sweep EXPERIMENT.yaml "
                   "--summary-only rewrites it")
     return 0 if count["complete"] == len(states) and states else 1
+
+
+def show_run_status(path):
+    """--status RUN.h5: one run's state, against its results directory's experiment when the
+    file is one of its runs; a file no sweep made is named with the commands for one run."""
+    outdir, base = os.path.split(os.path.abspath(path))
+    name = base[:-3] if base.endswith(".h5") else base
+    exp = load_experiment(outdir, quiet=True)
+    if exp is None or name not in [r.name for r in exp.runs]:
+        found = file_states(outdir, [name])[name]
+        print(f"{path}: {found.state}" + (f": {found.detail}" if found.detail else "")
+              + "; no sweep's experiment.yaml beside it names this run, so its config is not "
+              "compared (harness state CONFIG.yaml [--set ...] RUN.h5 compares it with a config; "
+              "harness check RUN.h5 checks it)")
+        return 0 if found.state == "complete" else 1
+    st = run_state(outdir, name, found=file_states(outdir, [name], exp)[name])
+    print(f"{path}: run {name} of {exp.name}: {st.state}" + (f"  {st.detail}" if st.detail else ""))
+    if st.error:
+        print(indent(st.error))
+    return 0 if st.state == "complete" else 1
