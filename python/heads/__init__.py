@@ -6,8 +6,12 @@ sys.path or PYTHONPATH).
   configs      harness config YAML with line:col marks, values as the harness reads them
   harness      the ./harness binary: its command line, `--shapes` parsed
   experiments  experiment files expanded into named runs
-  results      THE reader of results files and of a sweep's summary.h5
+  results      THE reader of results files (a sweep's summary.h5: sweepread)
+  verify       the readers' guard: a file read whole in a child first (checksums, text checksum)
+  textsum      the text checksum of a results file (format 1.4), as the harness computes it
+  states       a run file's state, one rule for every command (complete, stale, damaged, ...)
   summary      a sweep's summary.csv / summary.h5, written
+  sweepread    a sweep's summary.h5 read back, checked against its run files
   runstate     a run's lock and log; complete / running / failed / missing
   pool         running runs here, N at a time, or one under its lock
   slurm        a sweep as a Slurm job array; submissions and squeue

@@ -31,8 +31,10 @@ from .cli import UserError
 # the bytes' sum included), not of the one before it.
 
 _WALKER = r"""
-import os, struct, sys, zlib
+import os, sys, zlib
 import h5py, numpy
+sys.path.insert(0, sys.argv[1])
+from heads.textsum import text_problem
 def why(e):
     t = str(e)
     if "Fletcher32" in t or "checksum" in t:
@@ -82,56 +84,6 @@ def walk(path):
         if problem:
             return "damaged: " + problem
     return "damaged: " + bad[0] if bad else ""
-def raw(oid, is_attr):
-    # the bytes of every string of an attribute or dataset, undecoded (a flip may not be UTF-8)
-    t = oid.get_type()
-    if t.is_variable_str():
-        buf = numpy.empty(oid.shape, dtype=h5py.string_dtype("ascii"))
-        mtype = h5py.h5t.py_create(buf.dtype)
-        oid.read(buf, mtype=mtype) if is_attr else oid.read(h5py.h5s.ALL, h5py.h5s.ALL, buf, mtype=mtype)
-        return [b or b"" for b in buf.ravel()]
-    size = t.get_size()
-    buf = numpy.empty(oid.shape, dtype="S%d" % size)
-    oid.read(buf) if is_attr else oid.read(h5py.h5s.ALL, h5py.h5s.ALL, buf)
-    data = buf.tobytes()
-    return [data[i * size:(i + 1) * size] for i in range(buf.size)]
-def text_sum(f):
-    # docs/results-format.md#checksums: records "PATH@ATTR" and "PATH" (a string dataset), sorted
-    # by their bytes; each the key, a NUL, the element count, each element's length and bytes
-    records = []
-    def add(key, oid, is_attr):
-        if oid.get_type().get_class() != h5py.h5t.STRING:
-            return
-        elements = raw(oid, is_attr)
-        records.append((key.encode("utf-8", "surrogateescape"), struct.pack("<Q", len(elements))
-                        + b"".join(struct.pack("<Q", len(e)) + e for e in elements)))
-    def attrs(path, obj):
-        for name in obj.attrs:
-            add(path + "@" + name, obj.attrs.get_id(name), True)
-    attrs("/", f)
-    def visit(name, obj):
-        attrs("/" + name, obj)
-        if isinstance(obj, h5py.Dataset):
-            add("/" + name, obj.id, False)
-    f.visititems(visit)
-    crc = 0
-    for key, data in sorted(records):
-        crc = zlib.crc32(data, zlib.crc32(key + b"\0", crc))
-    return crc
-def text_problem(f):
-    if "text_checksum" not in f.attrs:
-        # before 1.4 there is none; a writer still running has none yet
-        version = (raw(f.attrs.get_id("format_version"), True) or [b""])[0] \
-            if "format_version" in f.attrs else b""
-        status = (raw(f.attrs.get_id("status"), True) or [b""])[0] if "status" in f.attrs else b""
-        major, _, minor = version.decode("ascii", "replace").partition(".")
-        if major == "1" and minor.isdigit() and int(minor) >= 4 and status != b"running":
-            return "it has no text_checksum (every closed file of format 1.4 has one)"
-        return ""
-    if int(f.attrs["text_checksum"]) != text_sum(f):
-        return ("its text checksum fails: a string it holds (config_yaml, a /config value, a "
-                "status, a label) is not what the harness wrote")
-    return ""
 def file_sum(path):
     crc = 0
     with open(path, "rb") as f:
@@ -159,6 +111,7 @@ class Verdict:
         self.problem, self.crc, self.size, self.mtime_ns = problem, crc, size, mtime_ns
 
 
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the child imports heads.textsum
 _VERDICTS = {}  # (path, size, mtime_ns, ctime_ns, inode) -> (problem, crc or None)
 # Verdicts that may be the machine's, not the file's: a read that did not finish in time (a loaded
 # machine, a slow disk) or a child killed by SIGKILL (the kernel's out-of-memory killer, a user).
@@ -258,7 +211,7 @@ def damages(paths):
 
 def _walk(todo):
     """Read the files of todo in one child; returns the files it did not reach (it died)."""
-    child = subprocess.Popen([sys.executable, "-c", _WALKER], stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", _WALKER, _PACKAGE_ROOT], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, PYTHONWARNINGS="ignore"),
                              preexec_fn=_limit_memory)
