@@ -260,6 +260,9 @@ def command(doc, script):
     except summary.SummaryWriteError as e:  # the disk: the previous pair is kept
         print(f"summary: {e}", file=sys.stderr)
         return max(status, 1)
+    except cli.UserError as e:  # the runs' states cannot be decided (the harness cannot run)
+        print(f"summary: not written: {e}", file=sys.stderr)
+        return max(status, 1)
     if (args.summary_only and not all_complete) or damaged:
         status = max(status, 1)
     return status

@@ -123,7 +123,7 @@ class Summary:
                 if was is not None and was[0] >= 0:
                     gone.append(name)
                     rows[i] = self._row(name, rows[i], st, runs)
-                elif was is None and rows[i].get("status") == "complete":
+                elif rows[i].get("status") == "complete":  # no file, and none recorded
                     unverified += 1
                 continue
             if was != now:
@@ -132,6 +132,8 @@ class Summary:
             rows[i]["status"] = st.state
         if rebuilt or gone:
             self._set_rows(rows)
+        elif "status" in self.data:  # the states now: stale, damaged, ...
+            self.data["status"] = np.array([r["status"] for r in rows], dtype=object)
         self.states = [found[n] for n in names]
         if rebuilt and recorded is not None:
             self.notes.append(f"summary.h5 is older than {plural(len(rebuilt), 'run file')} ("
