@@ -42,10 +42,9 @@ KEEP = "--keep" in sys.argv
 TMP = tempfile.mkdtemp(prefix="heads-run-state-")
 os.environ["XDG_CACHE_HOME"] = os.path.join(TMP, "cache")  # the guard's verdicts: not the user's
 from checks import check, finish, run_check  # noqa: E402
-from heads import harness, states, textsum, verify  # noqa: E402
+from heads import harness, states  # noqa: E402
 
 import h5py  # noqa: E402
-import numpy as np  # noqa: E402
 
 PY = "/usr/bin/python3"
 TINY = """\

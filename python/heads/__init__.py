@@ -13,6 +13,7 @@ sys.path or PYTHONPATH).
   summary      a sweep's summary.csv / summary.h5, written
   sweepread    a sweep's summary.h5 read back, checked against its run files
   runstate     a run's lock and log; complete / running / failed / missing
+  status_cli   scripts/sweep --status: every run of a results directory, or one run
   pool         running runs here, N at a time, or one under its lock
   slurm        a sweep as a Slurm job array; submissions and squeue
   stats        mean, std, Welch's t-test

@@ -13,7 +13,7 @@ import re
 import sys
 import time
 
-from . import cli, configs, experiments, harness, pool, runstate, slurm, states, summary
+from . import cli, configs, experiments, harness, pool, runstate, slurm, states, status_cli, summary
 
 
 def parse_args(doc):
@@ -219,7 +219,7 @@ def command(doc, script):
     cli.survive_closed_stdout()  # `sweep EXP | head -1`: the runs go on, quietly
     args = parse_args(doc)
     if args.status is not None:
-        return runstate.show_status(args.status)
+        return status_cli.show_status(args.status)
     try:
         exp = experiments.Experiment(args.experiment, args.set)
     except cli.UserError as e:
