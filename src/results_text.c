@@ -64,17 +64,20 @@ static void add_strings(TextRecords *rs, const char *key, hid_t object, int is_a
     hid_t mtype = H5Tcopy(ftype);
     int ok = count >= 0 && size > 0 && mtype >= 0 && (double)count * (double)size < (double)(1u << 30);
     void *buf = ok ? xcalloc((size_t)count + 1, size) : NULL;
-    if (ok) ok = (is_attr ? H5Aread(object, mtype, buf) : H5Dread(object, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) >= 0;
+    if (ok && count > 0) /* an empty one has nothing to read (HDF5 may refuse to) */
+        ok = (is_attr ? H5Aread(object, mtype, buf)
+                      : H5Dread(object, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) >= 0;
     if (ok) {
-        if (rs->n == rs->cap) rs->items = xrealloc(rs->items, (size_t)(rs->cap = 2 * rs->cap + 16) * sizeof *rs->items);
+        if (rs->n == rs->cap)
+            rs->items = xrealloc(rs->items, (size_t)(rs->cap = 2 * rs->cap + 16) * sizeof *rs->items);
         TextRecord *r = &rs->items[rs->n++];
-        *r = (TextRecord){strdup(key), xcalloc(8, 1), 8};
+        *r = (TextRecord){memcpy(xcalloc(strlen(key) + 1, 1), key, strlen(key)), xcalloc(8, 1), 8};
         put_u64(r->bytes, (uint64_t)count);
         for (hssize_t i = 0; i < count; i++) {
             const char *s = vlen ? ((char **)buf)[i] : (const char *)buf + (size_t)i * size;
             add_element(r, s ? s : "", vlen ? (s ? strlen(s) : 0) : size);
         }
-        if (vlen) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, buf);
+        if (vlen && count > 0) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, buf);
     }
     rs->failed |= !ok;
     free(buf);
@@ -161,13 +164,16 @@ int results_check_text(int64_t file, char *msg, int size) {
     if (H5Aexists(file, "text_checksum") <= 0) {
         /* Files before 1.4 carry none; a writer still running (status "running", never closed)
          * has none yet; any other 1.4 file lost it. */
-        char *version = results_attr_string(file, "format_version"), *status = results_attr_string(file, "status");
-        int major = 0, minor = 0, sealed = version &&
-                                          results_check_format_version(version, &major, &minor) == RESULTS_VERSION_OK &&
-                                          minor >= 4 && !(status && !strcmp(status, "running"));
+        char *version = results_attr_string(file, "format_version"),
+             *status = results_attr_string(file, "status");
+        int major = 0, minor = 0,
+            sealed = version && results_check_format_version(version, &major, &minor) == RESULTS_VERSION_OK &&
+                     minor >= 4 && !(status && !strcmp(status, "running"));
         free(version);
         free(status);
-        if (sealed) snprintf(msg, (size_t)size, "damaged: it has no text_checksum (every closed file of format 1.4 has one)");
+        if (sealed)
+            snprintf(msg, (size_t)size,
+                     "damaged: it has no text_checksum (every closed file of format 1.4 has one)");
         return sealed;
     }
     uint32_t stored = 0, now = 0;

@@ -120,7 +120,8 @@ static int one_run(int argc, char **argv) {
     char *sets[2 * CONFIG_MAX_KEYS];
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 2 * CONFIG_MAX_KEYS) sets[n_sets++] = argv[++i];
+        if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 2 * CONFIG_MAX_KEYS)
+            sets[n_sets++] = argv[++i];
         else if (argv[i][0] != '-' && !config) config = argv[i];
         else if (argv[i][0] != '-' && !run) run = argv[i];
         else return fputs(usage, stderr), 2;
@@ -129,14 +130,17 @@ static int one_run(int argc, char **argv) {
     Config cfg;
     UserError err;
     char *recorded = NULL, status[64] = "", differ[4000];
-    if (wanted_config(&cfg, config, n_sets, sets, &err) != ERR_OK) return fprintf(stderr, "%s\n", err.text), 2;
+    if (wanted_config(&cfg, config, n_sets, sets, &err) != ERR_OK)
+        return fprintf(stderr, "%s\n", err.text), 2;
     RunStatus st = results_read_status(run, status, sizeof status);
     if (st == RUN_NONE) {
-        if (!strcmp(status, "damaged") && results_verify(run, &err) != ERR_OK) printf("%s: %s\n", run, err.message);
+        if (!strcmp(status, "damaged") && results_verify(run, &err) != ERR_OK)
+            printf("%s: %s\n", run, err.message);
         else printf("%s: %s\n", run, status[0] ? status : "missing (no results file there)");
         return 1;
     }
-    if (results_read_config_yaml(run, &recorded, &err) != ERR_OK) return printf("%s: damaged: %s\n", run, err.text), 1;
+    if (results_read_config_yaml(run, &recorded, &err) != ERR_OK)
+        return printf("%s: damaged: %s\n", run, err.text), 1;
     int k = runstate_config_diff(recorded, run, &cfg, differ, sizeof differ, &err);
     free(recorded);
     if (k < 0) return printf("%s: stale: its config cannot be read (%s)\n", run, err.text), 1;
