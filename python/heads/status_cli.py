@@ -19,6 +19,9 @@ def show_status(results_dir):
     outdir = os.path.normpath(results_dir)
     if os.path.isfile(outdir):
         return show_run_status(outdir)
+    if outdir.endswith(".h5") and not os.path.exists(outdir):
+        from .results import not_there
+        die(not_there(results_dir) + " (sweep --status takes results/<experiment>/ or a run's file)")
     if not os.path.isdir(outdir):
         die(f"{results_dir}: no such results directory (scripts/sweep writes "
                "results/<experiment>/)")

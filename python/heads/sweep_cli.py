@@ -272,6 +272,8 @@ def main(doc, script):
     """scripts/sweep: doc is its usage text (--help), script its path (Slurm's tasks run it)."""
     try:
         return command(doc, script)
+    except cli.UserError as e:  # the runs' states cannot be decided: the harness cannot say
+        cli.die(str(e))
     except KeyboardInterrupt:  # before any run started (while checking the runs)
         print("\ninterrupted before any run started", file=sys.stderr)
         return 130
