@@ -123,7 +123,7 @@ class Summary:
                 if was is not None and was[0] >= 0:
                     gone.append(name)
                     rows[i] = self._row(name, rows[i], st, runs)
-                elif rows[i].get("status") == "complete":  # no file, and none recorded
+                elif was is None and rows[i].get("status") == "complete":  # nothing to check
                     unverified += 1
                 continue
             if was != now:
@@ -148,9 +148,9 @@ class Summary:
                               "summary was written: " + ", ".join(gone[:6]))
         if unverified:
             self.warnings.append(f"warning: {self.dir}/summary.h5 records no run files to check "
-                                 f"it against (an older scripts/sweep wrote it) and "
-                                 f"{plural(unverified, 'of its complete runs')} has no file here: "
-                                 "answered from it as written")
+                                 f"it against (an older scripts/sweep wrote it) and {unverified} "
+                                 f"of its complete runs {'has' if unverified == 1 else 'have'} no "
+                                 "file here: answered from it as written")
         for w in self.warnings:
             print(w, file=sys.stderr)
 
