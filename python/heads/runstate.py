@@ -342,7 +342,7 @@ SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted
 
 class RunState:
     """state: one of STATES ('damaged': its results file cannot be read
-    whole, heads.results.damage); detail: one line; error: the error lines (failed runs)."""
+    whole, heads.verify); detail: one line; error: the error lines (failed runs)."""
 
     def __init__(self, name, state, detail="", error=""):
         self.name, self.state, self.detail, self.error = name, state, detail, error
