@@ -128,6 +128,11 @@ def test_resolved():
                         "--set", "train.seed=0", "--set", "output.probe_len=0", run_file])
     check("harness state: complete (exit 0)", rc == 0 and out.strip().endswith(": complete"), out + err)
     rc, out, err = run([HARNESS, "state", base, "--set", "model.n_head=1", "--set", "model.d_head=8",
+                        "--set", "train.seed=0", "--set", "train.threads=2", "--set",
+                        "output.path=/elsewhere/r.h5", run_file])
+    check("harness state: another thread count and output.path are not differences",
+          rc == 0 and out.strip().endswith(": complete"), out + err)
+    rc, out, err = run([HARNESS, "state", base, "--set", "model.n_head=1", "--set", "model.d_head=8",
                         "--set", "train.seed=0", "--set", "output.probe_len=4", run_file])
     check("harness state: another probe length is stale, named (exit 1)",
           rc == 1 and f"output.probe_len {recorded} -> 4" in out, out + err)
