@@ -1,5 +1,5 @@
 """figurecheck.py: whether a figure's texts can be read, measured on the figure itself, not by
-the code that laid it out (heads.gnuplot.text_px): the suites that draw figures call problems().
+the code that laid it out (heads.plots.gnuplot.text_px): the suites that draw figures call problems().
 
 - a PNG: no ink within a few pixels of the image's edges (a title or label cut by the edge
   leaves ink there; gnuplot draws nothing else at the edge);

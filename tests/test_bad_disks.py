@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import injection as inj  # noqa: E402  (puts python/ on sys.path)
 from checks import check, end_suite, read_csv, run_check  # noqa: E402
-from heads.read import results  # noqa: E402
+from heads.read import results, textsum  # noqa: E402
 
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
@@ -191,12 +191,12 @@ def test_checksums():
 def uncertain_verdicts(path):
     """A read that did not finish in time, or whose reader was SIGKILLed, may be the machine's
     doing: that verdict holds for the process, and the next command reads the file again."""
-    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "heads", "verified")
-    for what, patch in (("did not finish", "results._read_line = lambda stream, seconds: None"),
-                        ("SIGKILL", "results._WALKER = 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'")):
+    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "heads", "verified-2")
+    for what, patch in (("did not finish", "verify._read_line = lambda stream, seconds: None"),
+                        ("SIGKILL", "verify._WALKER = 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'")):
         fresh = os.path.join(TMP, f"uncertain-{what.split()[0]}.h5")
         shutil.copyfile(path, fresh)
-        prefix = f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\nfrom heads import results\n"
+        prefix = f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\nfrom heads import results, verify\n"
         verdict = f"results.damages([{fresh!r}])[{fresh!r}]"
         rc, out, err = run([PY, "-c", f"{prefix}{patch}\nprint({verdict})"])
         lines = open(cache, encoding="utf-8", errors="replace").read() if os.path.exists(cache) else ""
@@ -253,6 +253,7 @@ def interrupted_run(d):
     shutil.move(path + ".ckpt", path)
     with h5py.File(path, "r+") as f:
         f.attrs["status"] = "interrupted"
+    textsum.reseal(path)  # as the harness seals what it saves
     shutil.move(os.path.join(d, "step10.ckpt"), path + ".ckpt")
     for name in os.listdir(d):  # what the killed runs left
         if ".tmp." in name:

@@ -12,7 +12,7 @@ Needs a built harness (`make`, or $HARNESS), gnuplot and PIL; the report's check
 chromium-driver and python3-selenium (else "skipped" for them). Tiny runs (d_model 16): about
 half a minute. Checks, one line each:
   the check itself   a title cut by the canvas is found (PNG edge and SVG text), and one that
-                     fits is not; heads.gnuplot.text_px never under-measures DejaVu Sans
+                     fits is not; heads.plots.gnuplot.text_px never under-measures DejaVu Sans
   scripts/plot       every figure of a long-named run of 4 heads of 8 over d_model 16 (E 32, 2
                      layers, patching) and of a 1-layer run of 2 heads of 16, in PNG and SVG
   plot-sweep         every figure of a long-named points sweep (layouts by a grid key, so
@@ -111,7 +111,7 @@ def test_the_check():
     texts = ["h4_dh32_lr0.003_n_kv_head2: pattern scores", "Δloss ± 0.05 × ∂L/∂gate …",
              "WWWMMM iiilll 1234567890", "induction: attention to the token after an earlier copy"]
     ratios = [gnuplot.text_px(t, 30) / font.getlength(t) for t in texts]  # 30 pt = 40 px
-    check("heads.gnuplot.text_px: never narrower than FreeType's DejaVu Sans, at most 8% wider",
+    check("heads.plots.gnuplot.text_px: never narrower than FreeType's DejaVu Sans, at most 8% wider",
           all(1.0 <= r <= 1.08 for r in ratios), str(ratios))
 
 

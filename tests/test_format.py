@@ -22,6 +22,9 @@ catches what breaks the contract.
                    non-HDF5 file, a missing file and a future format_version (exit 2)
   readers          inspect, train.init_from, --resume and the Python reader (scripts/plot) refuse a
                    future major format_version; a newer minor one is read
+  text checksum    (1.4) config_yaml or a /config string edited after the harness closed the file:
+                   check, inspect and the Python reader call it damaged (text checksum); a 1.4
+                   file without text_checksum is damaged; a 1.3 file without one reads
 usage: tests/test_format.py [HARNESS]
 """
 import csv
@@ -39,6 +42,9 @@ import h5py
 import numpy as np
 
 from checks import check, finish, run_check
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from heads.read import textsum  # noqa: E402  (tests edit files on purpose: they reseal them)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
@@ -100,7 +106,7 @@ def documented_name(path):
 
 def test_self_describing(files):
     with h5py.File(files["switches"], "r") as f:
-        check("format_version is 1.3", f.attrs.get("format_version") in ("1.3", b"1.3"))
+        check("format_version is 1.4", f.attrs.get("format_version") in ("1.4", b"1.4"))
         for key in ("sink", "output_gate"):
             value = f["/config"].attrs[key]
             check(f"/config {key} is read by h5py as numpy.bool_ (True)", isinstance(value, np.bool_) and value,
@@ -221,11 +227,15 @@ def test_keys_page():
           p.returncode == 0 and page == p.stdout and len(rows) == n_keys, (p.stderr + "; ".join(stale[:3]))[:600])
 
 
-def tampered(src, name, edit):
+def tampered(src, name, edit, reseal=True):
+    """A copy of src edited as a writer might have made it: its text checksum made anew
+    (heads.read.textsum.reseal), unless reseal=False (an edit no writer made: damage)."""
     path = os.path.join(TMP, name + ".h5")
     shutil.copy(src, path)
     with h5py.File(path, "r+") as f:
         edit(f)
+    if reseal:
+        textsum.reseal(path)
     return path
 
 
@@ -403,6 +413,41 @@ def test_readers_refuse_future(files):
     check("a newer minor version (1.7) is read", p.returncode == 0, p.stderr)
 
 
+def test_text_checksum(files):
+    from heads.read import verify
+
+    def edit_config(f):
+        f.attrs["config_yaml"] = f.attrs["config_yaml"].replace("n_head: 4", "n_head: 2")
+
+    def edit_task(f):
+        f["config"].attrs["task"] = "text"
+    for what, edit in (("config_yaml", edit_config), ("/config task", edit_task)):
+        path = tampered(files["base"], "edited_" + what.replace("/", "").replace(" ", "_"), edit,
+                        reseal=False)
+        p = harness("check", path)
+        check(f"{what} edited: check calls the file damaged (exit 2, text checksum)",
+              p.returncode == 2 and "text checksum fails" in p.stdout + p.stderr, p.stdout + p.stderr)
+        p = harness("inspect", path, "--tokens", "1,2,3")
+        check(f"{what} edited: inspect refuses it (exit 2)",
+              p.returncode == 2 and "text checksum fails" in p.stderr, p.stderr)
+        check(f"{what} edited: the Python reader's guard names it",
+              verify.damage(path).startswith("damaged: its text checksum fails"), verify.damage(path))
+    gone = tampered(files["base"], "no_text_checksum", lambda f: f.attrs.__delitem__("text_checksum"),
+                    reseal=False)
+    p = harness("check", gone)
+    check("a 1.4 file without text_checksum: damaged (exit 2)",
+          p.returncode == 2 and "no text_checksum" in p.stdout + p.stderr, p.stdout + p.stderr)
+    check("... and to the Python reader", "no text_checksum" in verify.damage(gone), verify.damage(gone))
+
+    def older(f):
+        del f.attrs["text_checksum"]
+        f.attrs["format_version"] = "1.3"
+    old = tampered(files["base"], "format_1_3", older, reseal=False)
+    p = harness("check", old)
+    check("a 1.3 file (no text checksum) still checks and reads", p.returncode == 0 and verify.damage(old) == "",
+          p.stdout[-300:] + verify.damage(old))
+
+
 def main():
     with open(os.path.join(TMP, "base.yaml"), "w") as fh:
         fh.write(BASE)
@@ -422,6 +467,7 @@ def main():
     run_check("harness check", lambda: test_check(files))
     run_check("readers refuse a future format", lambda: test_readers_refuse_future(files))
     run_check("parameters stored and counted", lambda: test_params_counted(files))
+    run_check("the text checksum", lambda: test_text_checksum(files))
     shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(finish())
 

@@ -42,7 +42,7 @@ from checks import check, finish, heads12_run
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "harness")
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads.read import pruning  # noqa: E402
+from heads.read import pruning, textsum  # noqa: E402
 
 TINY = ["--set", "model.vocab_size=16", "--set", "model.d_model=16", "--set", "model.seq_len=16",
         "--set", "train.steps=40", "--set", "train.batch_size=8", "--set", "train.threads=1",
@@ -314,6 +314,7 @@ def main():
             shutil.copy(mha, bad)
             with h5py.File(bad, "r+") as f:
                 f.attrs["status"] = status
+            textsum.reseal(bad)  # as a harness that ended so would have sealed it
             check_refused(f"an {status} run" if status[0] == "i" else "a diverged run", bad, status)
         truncated = os.path.join(tmp, "truncated.h5")
         data = open(mha, "rb").read()

@@ -76,6 +76,13 @@ def summary_row(run, loss, **keys):
             **{f"heads_{c}": 0 for c in results.CLASSES[:-1]}, "heads_mixed": L * H}
 
 
+def recorded(outdir, rows):
+    """What a sweep's summary records of its run files (size, mtime, CRC-32), for its readers to
+    check them against: the fixture's files stand for the rows as written."""
+    from heads.sweep import states
+    return states.file_states(outdir, [r["run"] for r in rows])
+
+
 def make_gate_sweep(outdir):
     """The λ sweep's run files and summary; returns nothing (the checks read the files back)."""
     from heads.sweep import summary
@@ -108,7 +115,8 @@ def make_gate_sweep(outdir):
                 f["eval/loss"] = np.array([5.5, loss])
             rows.append(summary_row(run, float(loss), **{"train.head_l0": lam,
                                                           "train.seed": seed}))
-    summary.write_summary(outdir, rows, Experiment("l0", ["train.head_l0", "train.seed"]))
+    summary.write_summary(outdir, rows, Experiment("l0", ["train.head_l0", "train.seed"]),
+                          recorded(outdir, rows))
 
 
 def read_back(outdir):
@@ -228,7 +236,8 @@ def test_scratch(d, got):
             scratch[(shape, seed)] = loss
             rows.append(summary_row(f"heads_kept{shape}_s{seed}", loss,
                                     **{"train.heads_kept": shape, "train.seed": seed}))
-    summary.write_summary(sd, rows, Experiment("l0_scratch", ["train.heads_kept", "train.seed"]))
+    summary.write_summary(sd, rows, Experiment("l0_scratch", ["train.heads_kept", "train.seed"]),
+                          recorded(sd, rows))
     p = script("compare", d, "--json")  # DIR_scratch beside the sweep is found
     js = json.loads(p.stdout) if p.returncode == 0 else {}
     got_rows = {r["lambda"]: r for r in js.get("l0_scratch", {}).get("rows", [])}

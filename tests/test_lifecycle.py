@@ -517,7 +517,7 @@ def test_sweep():
     st = subprocess.run([PY, SWEEP, "--status", outdir], capture_output=True, text=True, errors="replace",
                         timeout=60, env=dict(os.environ, HARNESS=HARNESS)).stdout
     check("a run of an older config is stale in --status, naming the key, old -> new",
-          len(re.findall(r"^stale +\S+ +.*lr: 0.003 -> 0.002", st, re.M)) == 3, st)
+          len(re.findall(r"^stale +\S+ +.*lr 0.003 -> 0.002", st, re.M)) == 3, st)
     c = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "compare"), outdir],
                        capture_output=True, text=True, errors="replace", timeout=60,
                        env=dict(os.environ, HARNESS=HARNESS))

@@ -396,12 +396,12 @@ def test_sweep_and_summary():
     exp_path = experiment("small", "set: {train.steps: 22}\ngrid: {n_head: [1, 2, 4]}\n"
                                    "seeds: [0, 1]\nwidth: fixed_width\n")
     p = script("sweep", exp_path, "--results", res, "--list")
-    check("sweep --list: names, states and overrides", p.returncode == 0
-          and re.search(r"h2_dh8_s1\s+complete\s+train.steps=22 model.n_head=2", p.stdout),
-          p.stdout[:400])
+    check("sweep --list: names, states (stale: made with another train.steps, named) and overrides",
+          p.returncode == 0 and re.search(r"h2_dh8_s1\s+stale\s+train.steps=22 model.n_head=2", p.stdout)
+          and "train.steps 20 -> 22" in p.stdout, p.stdout[:400])
     p = script("sweep", exp_path, "-j", "2", "--results", res)
     check("sweep: complete results made with other config values are rerun, saying which",
-          p.returncode == 0 and p.stdout.count("train.steps: 20 -> 22") == 6
+          p.returncode == 0 and p.stdout.count("train.steps 20 -> 22") == 6
           and results.RunResult(os.path.join(outdir, "h1_dh16_s0.h5")).train_step[-1] == 21,
           p.stdout[-600:])
     return outdir

@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, temp_suite  # noqa: E402
-from heads.read import results  # noqa: E402
+from heads.read import results, textsum  # noqa: E402
 from heads.core import tokens
 
 VOCAB = 512
@@ -260,6 +260,7 @@ def check_bad_input(tmp, harness, base, corpus, run_path):
         model = f["tokenizer/model"][()]
         del f["tokenizer/model"]
         f["tokenizer/model"] = model[: len(model) // 2]
+    textsum.reseal(broken)  # a model that was short when written, not damage to the file
     one_line_error(run([harness, "inspect", broken, "--prompt", "How are"]),
                    "inspect --prompt with a truncated /tokenizer/model", "not a SentencePiece model")
     plain = os.path.join(tmp, "plain.h5")

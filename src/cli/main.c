@@ -26,6 +26,7 @@
 #include "results/outlock.h"
 #include "analysis/patch_heads.h"
 #include "results/results.h"
+#include "results/runstate.h"
 #include "shapes.h"
 #include "study_commands.h"
 #include "data/tasks.h"
@@ -43,6 +44,7 @@ static const char *usage =
     "                          [--logits]\n"
     "       harness generate RUN.h5 (--prompt TEXT | --tokens IDS) [--max-new N] [--temperature X]\n"
     "       harness check RUN.h5\n"
+    "       harness state CONFIG.yaml [--set ...] RUN.h5   (complete, or stale and what differs)\n"
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness --keys [KEY ...]\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
@@ -155,7 +157,7 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
 
 static int analyze_main(int argc, char **argv);
 
-/* `harness inspect | generate | check | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | state | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
@@ -164,6 +166,7 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "prune") == 0) return prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "state") == 0) return runstate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;
         if (argc == 2) config_print_keys(stdout);

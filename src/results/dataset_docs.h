@@ -9,10 +9,11 @@
 /* The results-file format this build writes, as the root attribute format_version
  * "MAJOR.MINOR". A reader refuses another major version; a newer minor adds datasets or leaves
  * out one a layout does not use, or stores them otherwise (1.2: no pos_emb without learned
- * positions; 1.3: numeric datasets checksummed, HDF5 1.10 file format). */
+ * positions; 1.3: numeric datasets checksummed, HDF5 1.10 file format; 1.4: the strings too,
+ * under the root attribute text_checksum). */
 #define RESULTS_FORMAT_MAJOR 1
-#define RESULTS_FORMAT_MINOR 3
-#define RESULTS_FORMAT_VERSION "1.3"
+#define RESULTS_FORMAT_MINOR 4
+#define RESULTS_FORMAT_VERSION "1.4"
 
 #define DATASET_MAX_DIMS 6
 

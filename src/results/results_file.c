@@ -270,6 +270,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
 
 int results_close(Results *r, RunStatus status, UserError *err) {
     int rc = results_write_attr_string(r, "/", "status", run_status_name(status), err);
+    if (rc == ERR_OK) rc = results_seal(r, err); /* after the last string: the status */
     errno = 0;
     if (rc == ERR_OK && H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) rc = results_write_fail(r, r->tmp_path, err);
     if (H5Fclose(r->file) < 0 && rc == ERR_OK) rc = results_write_fail(r, r->tmp_path, err);

@@ -5,6 +5,7 @@
  *   results_io.c      typed HDF5 I/O: datasets through write_dataset, attributes, every read
  *   results_layout.c  the writers of the layout's parts: probes, snapshots, the study, tokenizer
  *   results_verify.c  reading a file that may be damaged: the forked guard, the checksum walk
+ *   results_text.c    the text checksum: every string of the file under one CRC-32
  * Must not know: anything results.h's users must not (this is its private half). */
 #ifndef RESULTS_INTERNAL_H
 #define RESULTS_INTERNAL_H
@@ -28,5 +29,12 @@ int results_write_attr_number(Results *r, const char *object, const char *name, 
                               UserError *err);
 /* A string attribute of `file`'s root in *out (caller frees), or -1 when it is absent. */
 int results_read_attr_string(hid_t file, const char *name, char **out);
+
+/* The root attribute text_checksum, the CRC-32 of every string in the file (results_text.c),
+ * written (or rewritten) when the file is closed, after its last string. */
+int results_seal(Results *r, UserError *err);
+/* Whether an open file's strings are what its text_checksum says: 0, or 1 and "damaged: ..." in
+ * msg (a 1.4 file that was closed without one included; older files pass). */
+int results_check_text(int64_t file, char *msg, int size);
 
 #endif

@@ -16,6 +16,7 @@
 #include "head_l0.h"
 #include "analysis/headstudy.h"
 #include "analysis/patch_heads.h"
+#include "results/runstate.h"
 #include "train_log.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
@@ -191,17 +192,13 @@ int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
 /* The config a checkpoint was made with must be this run's; else name the keys that differ. */
 static int same_config(ResultsReader *rd, const Config *cfg, UserError *err) {
     char *stored = results_reader_attr_string(rd, "config_yaml");
-    /* where the file lives is not part of what the run computes (a moved run directory, or
-     * `harness analyze` naming the path another way, still resumes) */
-    Config here = *cfg, was;
-    UserError ignored;
-    if (results_read_config(rd->path, &was, &ignored) == ERR_OK)
-        snprintf(here.out_path, sizeof here.out_path, "%s", was.out_path);
-    char *wanted = config_to_yaml(&here);
+    /* the rule every command uses (runstate.c): resolved values, where the file lives and the
+     * thread count aside (a moved run directory, `harness analyze` naming the path another
+     * way, another -j still resume) */
     char differ[1200];
-    int n = stored ? config_yaml_diff(stored, wanted, differ, sizeof differ) : -1;
+    UserError ignored;
+    int n = stored ? runstate_config_diff(stored, rd->path, cfg, differ, sizeof differ, &ignored) : -1;
     free(stored);
-    free(wanted);
     if (n == 0) return ERR_OK;
     return user_error(err, rd->path, 1, 1,
                       "was made with another config (%s); --resume needs the same config and "

@@ -158,3 +158,47 @@ def run_shapes(base_path, overrides):
                                          or f"harness --shapes exited with {p.returncode}")
     params, flops, width = parse_shapes(p.stdout)
     return True, params, flops, width, ""
+
+
+def _escape(text):
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _unescape(text):
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            i += 1
+            c = {"t": "\t", "n": "\n"}.get(text[i], text[i])
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def compare_configs(requests):
+    """Whether each run's recorded config (its config_yaml) is what a config with --set values
+    asks for, by the harness's own rule (`harness state --batch`, src/runstate.c: both resolved,
+    output.path and train.threads aside), in one process for all: requests [(name, config path,
+    recorded text, {section.key: value})] -> {name: ("same", ""), ("differs", "model.n_head 2 ->
+    4, ..."), or ("refused", the harness's message)}. A harness that cannot answer: UserError."""
+    if not requests:
+        return {}
+    lines = "".join("\t".join(_escape(f) for f in [name, config, recorded] +
+                              [f"{k}={format_value(v)}" for k, v in overrides.items()]) + "\n"
+                    for name, config, recorded, overrides in requests)
+    try:
+        p = subprocess.run([HARNESS, "state", "--batch"], input=lines, capture_output=True,
+                           text=True, cwd=REPO, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run {HARNESS} state: {getattr(e, 'strerror', None) or e} "
+                        "(run `make` first?)") from None
+    answers = {}
+    for line in p.stdout.splitlines():
+        name, _, rest = line.partition("\t")
+        kind, _, text = rest.partition("\t")
+        answers[_unescape(name)] = (kind, _unescape(text))
+    if p.returncode != 0 or len(answers) != len(requests):
+        raise UserError(f"{HARNESS} state --batch failed (exit status {p.returncode}): "
+                        f"{(p.stderr or p.stdout).strip()[:300]} (an older harness? run `make`)")
+    return answers

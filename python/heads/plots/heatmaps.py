@@ -90,7 +90,7 @@ def layer_head_heatmaps(out, header, panels, tmp, shared=None, cblabel="value"):
 
     Laid out so that nothing is cut: cells of up to 80 px, panels side by side when several fit
     in MAX_WIDTH px, the header and each panel's title wrapped to the room they have (measured
-    with heads.gnuplot.text_px) and the figure as wide as its widest line; each panel's colour
+    with heads.plots.gnuplot.text_px) and the figure as wide as its widest line; each panel's colour
     box beside it, no taller than the panel, with tics far enough apart to be read."""
     L, H = np.asarray(panels[0][1]).shape
     cell = int(max(18, min(80, 1000 / H, 640 / L)))

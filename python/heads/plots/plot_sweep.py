@@ -443,7 +443,7 @@ def main(doc):
         cli.die(f"--format {args.format}: use one of " + ", ".join(gnuplot.FORMATS))
     names = [f"{stem}.{args.format}" for stem in ("final_eval_loss", "eval_curves", "head_classes")]
     try:
-        s = results.Summary(args.results_dir)
+        s = results.Summary(args.results_dir, "scripts/plot-sweep")
         if s.left_out_note():
             print(s.left_out_note(), file=sys.stderr)
         if "n_head" not in s.data or not any(st == "complete" for st in s["status"]):

@@ -25,7 +25,7 @@ def report_dir(directory, out, metric, budget):
     the sweep's rows; returns (the sweep page's size, how many run pages)."""
     run_dir = os.path.join(os.path.dirname(os.path.abspath(out)), "report")
     links = {}
-    summary = results.Summary(directory)
+    summary = results.Summary(directory, "scripts/report")
     for i in range(summary.n):
         run = str(summary["run"][i])
         h5 = summary.run_path(i)

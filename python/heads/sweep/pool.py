@@ -15,9 +15,9 @@ import sys
 import time
 
 from ..core.cli import die, indent
-from ..core.configs import format_value
 from ..core.harness import REPO, harness_command
-from ..read.results import RunResult, config_mismatch, damage, read_status
+from ..read.results import RunResult
+from .states import file_states
 from .runstate import (RunLock, available_cpus, exit_meaning, harness_lock_holder,
                        launch_info, lock_holder, log_error_tail, log_footer, open_log,
                        resume_args, stopped_by)
@@ -370,23 +370,18 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
         return 0
     try:
         extra = ["--force"] if force else []
-        if not force and read_status(path) == "damaged":
+        st = None if force else file_states(outdir, [name], exp)[name]  # the rule of every command
+        if st is not None and st.state == "damaged":
             if not redo_damaged:
-                print(f"damaged {name}: {path}: {damage(path)}; kept as it is "
+                print(f"damaged {name}: {st.detail}; kept as it is "
                       "(--redo-damaged retrains it)", flush=True)
                 return 1
             extra = ["--force"]
-        elif not force and read_status(path) in FINISHED:
-            try:
-                changed = config_mismatch(RunResult(path), run.overrides, exp.base_config)
-            except Exception as e:  # noqa: BLE001 - an unreadable file is rerun
-                changed = [("(unreadable)", str(e), "")]
-            if not changed:
-                print(f"skip   {name}: its {read_status(path)} result exists ({path})", flush=True)
-                return 0
-            what = ", ".join(f"{k}: {format_value(a)} -> {format_value(b)}"
-                             for k, a, b in changed[:4])
-            print(f"rerun  {name}: its {read_status(path)} result was made with other values ({what})")
+        elif st is not None and st.state in FINISHED:
+            print(f"skip   {name}: its {st.state} result exists ({path})", flush=True)
+            return 0
+        elif st is not None and st.state == "stale":
+            print(f"rerun  {name}: its {st.status} result was made with other values ({st.detail})")
             extra = ["--force"]
         extra, left = resume_args(path, bool(extra))
         cmd = harness_command(exp.base_path, sweep.overrides(run), extra)

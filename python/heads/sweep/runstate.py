@@ -12,13 +12,12 @@ import os
 import re
 import signal
 import socket
-import sys
 import time
 
-from ..core.cli import UserError, die, indent, now_text, shell_quote
-from .experiments import Experiment
-from ..read.results import damage, damages, read_status, stale_runs
-from .slurm import SLURM_ACTIVE, slurm_queue, slurm_submissions, slurm_task_id
+from ..core.cli import now_text, shell_quote
+from ..read.results import read_status
+from .slurm import SLURM_ACTIVE, slurm_task_id
+from .states import file_states
 
 
 # the state of a run, however it was launched (a local sweep, a Slurm array task, --run by hand)
@@ -343,25 +342,27 @@ SHOWN_ORDER = ("complete", "running", "failed", "missing", "stale", "interrupted
 
 class RunState:
     """state: one of STATES ('damaged': its results file cannot be read
-    whole, heads.results.damage); detail: one line; error: the error lines (failed runs)."""
+    whole, heads.read.verify); detail: one line; error: the error lines (failed runs)."""
 
     def __init__(self, name, state, detail="", error=""):
         self.name, self.state, self.detail, self.error = name, state, detail, error
 
 
-def run_state(outdir, name, submission=None, queue=None, stale=""):
-    """The state of one run of a results directory, from its results file and what else its
-    harness left (leftover), its lock, its log, its latest Slurm submission (a Submission or
-    None) and Slurm's queue (slurm_queue()); stale: which keys of a complete run differ from
-    what the experiment asks for (heads.results.stale_runs), old -> new."""
+def run_state(outdir, name, submission=None, queue=None, found=None):
+    """The state of one run of a results directory: its file's state (found: a
+    heads.sweep.states.FileState, the rule every command uses: complete, stale, damaged, ...), and,
+    for a run without a finished file, what else its harness left (leftover), its lock, its log,
+    its latest Slurm submission (a Submission or None) and Slurm's queue (slurm_queue())."""
     h5 = os.path.join(outdir, name + ".h5")
-    status = read_status(h5)
-    if status == "damaged":
-        return RunState(name, "damaged", f"{h5}: {damage(h5)}; kept as it is (sweep "
-                                         "--redo-damaged retrains it)")
-    if status == "complete":
-        return RunState(name, "stale", stale + "; the next sweep reruns it") if stale \
-            else RunState(name, "complete")
+    if found is None:
+        found = file_states(outdir, [name])[name]
+    if found.state == "damaged":
+        return RunState(name, "damaged", f"{found.detail}; kept as it is (sweep --redo-damaged "
+                                         "retrains it)")
+    if found.state == "complete":
+        return RunState(name, "complete")
+    if found.state == "stale":
+        return RunState(name, "stale", f"{found.detail}; the next sweep reruns it")
     log = RunLog(os.path.join(outdir, name + ".log"))
     holder = lock_holder(outdir, name) or harness_lock_holder(h5)
     queued = None
@@ -435,55 +436,3 @@ def run_state(outdir, name, submission=None, queue=None, stale=""):
         return RunState(name, "missing", f"submitted as slurm job {submission.task}, which is "
                                          "no longer queued and left no log (cancelled?)")
     return RunState(name, "missing")
-
-
-def show_status(results_dir):
-    """--status: the state of every run of a results directory (STATES), with what each is
-    waiting for."""
-    outdir = os.path.normpath(results_dir)
-    if not os.path.isdir(outdir):
-        die(f"{results_dir}: no such results directory (scripts/sweep writes "
-               "results/<experiment>/)")
-    names = None
-    exp_file = os.path.join(outdir, "experiment.yaml")
-    if os.path.exists(exp_file):
-        try:
-            names = [r.name for r in Experiment(exp_file).runs]
-        except UserError as e:
-            print(f"warning: {e}; listing the runs from the files instead", file=sys.stderr)
-    subs = slurm_submissions(outdir)
-    if names is None:  # no copy of the experiment: whatever runs left files here
-        found = set(subs)
-        for f in os.listdir(outdir):
-            f = re.sub(r"\.h5\.tmp\.\w{6}$", ".h5", f)
-            for ext in (".h5", ".log", ".h5.tmp"):
-                if f.endswith(ext) and f != "summary.h5":
-                    found.add(f[:-len(ext)])
-        names = sorted(found)
-    queue = slurm_queue() if subs else None
-    damages([os.path.join(outdir, n + ".h5") for n in names])  # one reader child for them all
-    stale = stale_runs(outdir, names)
-    states = [run_state(outdir, n, subs.get(n), queue, stale.get(n, "")) for n in names]
-    count = {k: sum(s.state == k for s in states) for k in STATES}
-    shown = [k for k in STATES if k in ("complete", "running", "failed", "missing") or count[k]]
-    print(f"{os.path.basename(outdir)}: {len(states)} runs in {outdir}/: "
-          + ", ".join(f"{count[k]} {k}" for k in sorted(shown, key=SHOWN_ORDER.index)))
-    width = max([len(s.name) for s in states] + [8])
-    for kind in STATES[1:]:
-        for st in states:
-            if st.state == kind:
-                print(f"{kind:<11} {st.name:<{width}}" + (f"  {st.detail}" if st.detail else ""))
-                if st.error:
-                    print(indent(st.error))
-    if subs and queue is None:
-        print("(squeue not available: queued Slurm tasks show as missing)")
-    summary = os.path.join(outdir, "summary.csv")
-    if count["complete"]:
-        newest = max(os.path.getmtime(os.path.join(outdir, s.name + ".h5"))
-                     for s in states if s.state == "complete")
-        if not os.path.exists(summary):
-            print("no summary.csv yet: scripts/sweep EXPERIMENT.yaml --summary-only writes it")
-        elif os.path.getmtime(summary) < newest:
-            print("summary.csv is older than some results: scripts/sweep EXPERIMENT.yaml "
-                  "--summary-only rewrites it")
-    return 0 if count["complete"] == len(states) and states else 1

@@ -1,8 +1,8 @@
 """heads.sweep.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
 token, final losses, heads needed within the experiment's tolerance (relative, with a floor; both
 in the attributes), the heads that carry 80% of the patching effect (heads.read.causal), head-class
-counts) as summary.csv and summary.h5 (read back by
-heads.results.Summary).
+counts) as summary.csv and summary.h5, with the size, mtime and CRC-32 of every run's file it was
+made from and a CRC-32 of its own bytes (read back, and checked, by heads.sweep.sweepread.Summary).
 
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
 """
@@ -13,12 +13,14 @@ import math
 import os
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 
 from ..read import causal, pruning
+from ..core.cli import UserError
 from ..core.configs import format_value
-from ..read.results import CLASSES
+from ..read.results import CLASSES, RunResult
 
 try:
     import h5py
@@ -26,6 +28,7 @@ except ImportError:  # pragma: no cover
     h5py = None
 
 
+FILES = "run_files"  # summary.h5's group of what it records of each run's file: size, mtime_ns, crc
 SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_layer", "E",
                  "params", "flops_per_token", "final_step", "final_train_loss", "final_eval_loss",
                  "min_eval_loss", "train_seconds"]
@@ -84,10 +87,42 @@ class SummaryWriteError(Exception):
     not the input): one line."""
 
 
-def write_summary(outdir, rows, experiment):
+def row_of(exp, outdir, run, st, shapes, stopped=(), failed=()):
+    """The summary row of one run from its file's state st (heads.sweep.states.FileState): the file's
+    values when it reads whole (a stale run's row says stale: no reader uses it), none for a
+    damaged or missing one; a run without a file says interrupted or failed when this session
+    or its log says so (stopped, failed: names of this session's runs)."""
+    from .runstate import RunLog  # runstate -> states -> results: not at import time
+    result = None
+    if st.state not in ("missing", "damaged"):
+        try:
+            result = RunResult(st.path)
+        except Exception as e:  # noqa: BLE001 - named, and the row holds no values
+            print(f"warning: {e if isinstance(e, UserError) else f'{st.path}: cannot read ({e})'}"
+                  "; left out of the summary values", file=sys.stderr)
+            st.state, st.detail = "damaged", str(e)
+    row = summary_row(run, result, shapes, exp.tolerance, exp.tolerance_floor)
+    row["status"] = st.state
+    log = RunLog(os.path.join(outdir, run.name + ".log"))
+    if st.state == "missing" and (run.name in stopped or log.rc not in (None, 0) and log.interrupted):
+        row["status"] = "interrupted"  # killed by the signal passed on to it, unsaved
+    elif st.state == "missing" and (run.name in failed or log.rc not in (None, 0)):
+        row["status"] = "failed"  # this session's failure, or the log of an earlier one
+    return row
+
+
+def rows_of(exp, outdir, found, shapes, stopped=(), failed=()):
+    """The summary rows of every run of exp (row_of), found: {name: FileState}."""
+    return [row_of(exp, outdir, run, found[run.name], shapes[run.name], stopped, failed)
+            for run in exp.runs]
+
+
+def write_summary(outdir, rows, experiment, found=None):
     """summary.csv and summary.h5 (one dataset per column, one element per run), as one pair:
     both are made in memory and written to temporaries first, then renamed into place, so that
-    a full disk or an I/O error leaves the previous pair (SummaryWriteError says which)."""
+    a full disk or an I/O error leaves the previous pair (SummaryWriteError says which). found
+    ({run: heads.sweep.states.FileState}): what summary.h5 records of each run's file (size, mtime,
+    CRC-32), for its readers to check (heads.sweep.sweepread); None: it records none."""
     swept = experiment.swept_keys()
     cols = summary_columns(rows, swept)
     text = io.StringIO(newline="")
@@ -98,9 +133,30 @@ def write_summary(outdir, rows, experiment):
                                                  and math.isnan(row[c]))
                     else format_value(row[c]) for c in cols])
     h5 = io.BytesIO()  # HDF5 never writes to the disk itself: it crashes on some failed writes
-    _summary_h5(h5, rows, cols, swept, experiment)
+    _summary_h5(h5, rows, cols, swept, experiment, found)
     write_pair(outdir, {"summary.csv": text.getvalue().encode("utf-8"),
-                        "summary.h5": h5.getvalue()})
+                        "summary.h5": seal(h5.getvalue())})
+
+
+USERBLOCK = 512  # summary.h5 starts with a block HDF5 skips: the CRC-32 of everything after it
+SEAL = b"heads summary.h5 crc32 "
+
+
+def seal(data):
+    """summary.h5's bytes with the CRC-32 of all its HDF5 bytes written into its user block: one
+    sum over every attribute, dataset and string (HDF5 checksums none of a file's strings)."""
+    head = SEAL + b"%08x\n" % zlib.crc32(data[USERBLOCK:])
+    return head + data[len(head):]
+
+
+def seal_problem(data):
+    """Why summary.h5's bytes are not what seal() wrote ('' when they are)."""
+    if not data.startswith(SEAL):
+        return "it carries no checksum (written by an older scripts/sweep, or damaged)"
+    stored = data[len(SEAL):len(SEAL) + 8]
+    if stored != b"%08x" % zlib.crc32(data[USERBLOCK:]):
+        return "damaged: its checksum fails: the stored bytes are not what scripts/sweep wrote"
+    return ""
 
 
 def _failure(e):
@@ -183,8 +239,22 @@ def _sync_directory(directory, what):
         os.close(fd)
 
 
-def _summary_h5(target, rows, cols, swept, experiment):
-    with h5py.File(target, "w") as f:
+def column_array(values, h5=True):
+    """One summary column as the array summary.h5 stores (h5) or its reader holds: int64 when
+    every value is an integer, float64 (NaN for none) when every value is a number, else text."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                       for v in present) and len(present) == len(values):
+        return np.array(values, dtype=np.int64)
+    if present and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                       for v in present):
+        return np.array([np.nan if v is None else float(v) for v in values])
+    texts = ["" if v is None else format_value(v) for v in values]
+    return np.array(texts, dtype=h5py.string_dtype() if h5 else object)
+
+
+def _summary_h5(target, rows, cols, swept, experiment, found):
+    with h5py.File(target, "w", userblock_size=USERBLOCK) as f:
         f.attrs["experiment"] = experiment.name
         f.attrs["experiment_yaml"] = experiment.text
         f.attrs["experiment_path"] = experiment.path
@@ -198,15 +268,10 @@ def _summary_h5(target, rows, cols, swept, experiment):
             f.attrs["layout_keys"] = np.array(experiment.layout_keys, dtype=h5py.string_dtype())
         f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())
         for c in cols:
-            values = [row.get(c) for row in rows]
-            present = [v for v in values if v is not None]
-            if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                               for v in present) and len(present) == len(values):
-                data = np.array(values, dtype=np.int64)
-            elif present and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
-                                 for v in present):
-                data = np.array([np.nan if v is None else float(v) for v in values])
-            else:
-                data = np.array(["" if v is None else format_value(v) for v in values],
-                                dtype=h5py.string_dtype())
-            f.create_dataset(c, data=data)
+            f.create_dataset(c, data=column_array([row.get(c) for row in rows]))
+        if found is not None:  # each run's file as the rows were made from it (-1: none)
+            verdicts = [found[row["run"]].verdict if row["run"] in found else None for row in rows]
+            for name in ("size", "mtime_ns", "crc"):
+                f.create_dataset(f"{FILES}/{name}", data=np.array(
+                    [-1 if v is None or getattr(v, name) is None else getattr(v, name)
+                     for v in verdicts], dtype=np.int64))

@@ -14,8 +14,7 @@ import sys
 import time
 
 from ..core import cli, configs, harness
-from . import experiments, pool, runstate, slurm, summary
-from ..read import results
+from . import experiments, pool, runstate, slurm, states, status_cli, summary
 
 
 def parse_args(doc):
@@ -81,14 +80,14 @@ def check_slurm_args(args):
 
 
 def list_runs(exp, sweep, outdir):
-    """--list: every run with its state and overrides."""
-    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
+    """--list: every run with its state (heads.sweep.states) and overrides."""
+    found = states.file_states(outdir, [run.name for run in exp.runs], exp)
     for run in exp.runs:
-        state = results.read_status(sweep.h5(run)) or "-"
-        print(f"{run.name:<28} {state:<11} " + " ".join(
+        st = found[run.name]
+        print(f"{run.name:<28} {st.state if st.state != 'missing' else '-':<11} " + " ".join(
             f"{k}={configs.format_value(v)}" for k, v in run.overrides.items()))
-        if state == "damaged":
-            print(f"  {sweep.h5(run)}: {results.damage(sweep.h5(run))}")
+        if st.state in ("damaged", "stale"):
+            print(f"  {st.detail}")
     print(f"{len(exp.runs)} runs -> {outdir}/")
     return 0
 
@@ -147,42 +146,35 @@ def check_runs(exp, sweep):
     return shapes
 
 
-def plan(exp, sweep, force, redo_damaged=False):
-    """(runs to run, names of those rerun (the experiment changed, or a damaged file that
-    redo_damaged retrains), runs skipped). A damaged results file is kept as it is and named,
-    unless redo_damaged (or force)."""
+def plan(exp, sweep, outdir, force, redo_damaged=False):
+    """(runs to run, names of those rerun (stale: the experiment asks for other values; or a
+    damaged file that redo_damaged retrains), runs skipped), from the runs' states
+    (heads.sweep.states, the rule every command uses). A damaged results file is kept as it is and
+    named, unless redo_damaged (or force)."""
+    if force:
+        return list(exp.runs), set(), 0
     todo, rerun, skipped = [], set(), 0
-    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
+    found = states.file_states(outdir, [run.name for run in exp.runs], exp)
     for run in exp.runs:
-        path = sweep.h5(run)
-        status = "" if force else results.read_status(path)
-        if status == "damaged":
+        st = found[run.name]
+        if st.state == "damaged":
             if redo_damaged:
-                print(f"redo   {run.name}: {path}: {results.damage(path)}")
+                print(f"redo   {run.name}: {st.detail}")
                 todo.append(run)
                 rerun.add(run.name)
             else:
-                print(f"damaged {run.name}: {path}: {results.damage(path)}; kept as it is "
-                      "(--redo-damaged retrains it)", file=sys.stderr)
+                print(f"damaged {run.name}: {st.detail}; kept as it is (--redo-damaged retrains it)",
+                      file=sys.stderr)
                 skipped += 1
-            continue
-        if force or status not in pool.FINISHED:
-            todo.append(run)
-            continue
-        try:
-            changed = results.config_mismatch(results.RunResult(path), run.overrides,
-                                              exp.base_config)
-        except Exception as e:  # noqa: BLE001 - an unreadable file is rerun
-            changed = [("(unreadable)", str(e), "")]
-        if changed:
-            what = ", ".join(f"{k}: {configs.format_value(a)} -> {configs.format_value(b)}"
-                             for k, a, b in changed[:4])
-            print(f"rerun  {run.name}: its {results.read_status(path)} result was made with other "
-                  f"values ({what})")
+        elif st.state == "stale":
+            print(f"rerun  {run.name}: its {st.status} result was made with other values "
+                  f"({st.detail})")
             todo.append(run)
             rerun.add(run.name)
-        else:
+        elif st.state in states.FINISHED:
             skipped += 1
+        else:
+            todo.append(run)
     return todo, rerun, skipped
 
 
@@ -209,43 +201,18 @@ def run_here(exp, sweep, outdir, todo, rerun, skipped):
 
 
 def write_summary(exp, sweep, outdir, shapes):
-    """summary.csv and summary.h5 from every run's results file (a damaged one's row says
-    damaged and holds no values); whether every run is complete. SummaryWriteError when the
-    pair cannot be written."""
-    rows = []
-    failed_names = {run.name for run, _ in sweep.failed}
-    stopped_names = {run.name for run in sweep.interrupted}
-    damaged = set()
-    results.damages([sweep.h5(run) for run in exp.runs])  # one reader child for them all
-    for run in exp.runs:
-        path, result = sweep.h5(run), None
-        if os.path.exists(path):
-            try:
-                result = results.RunResult(path)
-            except Exception as e:  # noqa: BLE001
-                print(f"warning: {e if isinstance(e, cli.UserError) else f'{path}: cannot read ({e})'}"
-                      "; left out of the summary values", file=sys.stderr)
-                damaged.add(run.name)
-        row = summary.summary_row(run, result, shapes[run.name], exp.tolerance,
-                                  exp.tolerance_floor)
-        if run.name in damaged:
-            row["status"] = "damaged"
-        log = runstate.RunLog(os.path.join(outdir, run.name + ".log"))
-        if result is None and (run.name in stopped_names or log.rc not in (None, 0)
-                               and log.interrupted):
-            row["status"] = "interrupted"  # killed by the signal passed on to it, unsaved
-        elif result is None and run.name not in damaged and (run.name in failed_names or log.rc not in (None, 0)):
-            row["status"] = "failed"  # this session's failure, or the log of an earlier one
-        rows.append(row)
-    summary.write_summary(outdir, rows, exp)
+    """summary.csv and summary.h5 from every run's results file, each row with its run's state
+    (heads.sweep.states: a damaged or stale run's row says so and holds no values) and the file's size,
+    mtime and CRC-32 (what every reader checks before it answers from the row); (whether every
+    run is complete, whether one is damaged). SummaryWriteError when the pair cannot be written."""
+    found = states.file_states(outdir, [run.name for run in exp.runs], exp)
+    stopped = {run.name for run in sweep.interrupted}
+    failed = {run.name for run, _ in sweep.failed}
+    rows = summary.rows_of(exp, outdir, found, shapes, stopped, failed)
+    summary.write_summary(outdir, rows, exp, found)
     n_complete = sum(r["status"] == "complete" for r in rows)
     print(f"summary: {outdir}/summary.csv, summary.h5 ({n_complete}/{len(rows)} runs complete)")
-    return n_complete == len(rows)
-
-
-def sweep_damaged(exp, sweep):
-    """Whether a run's results file is damaged (named by plan and the summary): not a success."""
-    return any(results.read_status(sweep.h5(run)) == "damaged" for run in exp.runs)
+    return n_complete == len(rows), any(r["status"] == "damaged" for r in rows)
 
 
 def command(doc, script):
@@ -253,7 +220,7 @@ def command(doc, script):
     cli.survive_closed_stdout()  # `sweep EXP | head -1`: the runs go on, quietly
     args = parse_args(doc)
     if args.status is not None:
-        return runstate.show_status(args.status)
+        return status_cli.show_status(args.status)
     try:
         exp = experiments.Experiment(args.experiment, args.set)
     except cli.UserError as e:
@@ -270,10 +237,15 @@ def command(doc, script):
     lock_sweep(outdir, 60 if args.slurm or args.summary_only else 0)
     shapes = check_runs(exp, sweep)
     try:  # atomically: a full disk leaves the previous copy, not a truncated one
-        summary.write_pair(outdir, {"experiment.yaml": exp.text.encode("utf-8")})
-    except summary.SummaryWriteError as e:
+        copies = {"experiment.yaml": exp.text.encode("utf-8")}
+        if args.set:  # what --status and the readers compare the runs with: these too
+            copies[states.SET_FILE] = "".join(a + "\n" for a in args.set).encode("utf-8")
+        summary.write_pair(outdir, copies)
+        if not args.set and os.path.exists(os.path.join(outdir, states.SET_FILE)):
+            os.unlink(os.path.join(outdir, states.SET_FILE))
+    except (summary.SummaryWriteError, OSError) as e:
         cli.die(f"sweep: {e}", 1)
-    todo, rerun, skipped = plan(exp, sweep, args.force, args.redo_damaged)
+    todo, rerun, skipped = plan(exp, sweep, outdir, args.force, args.redo_damaged)
     if args.slurm:
         grid = exp.shape_text()
         print(f"sweep {exp.name}: {len(exp.runs)} runs ({grid}; width {exp.width}), "
@@ -285,11 +257,14 @@ def command(doc, script):
     status = 0 if args.slurm or args.summary_only else \
         run_here(exp, sweep, outdir, todo, rerun, skipped)
     try:
-        all_complete = write_summary(exp, sweep, outdir, shapes)
+        all_complete, damaged = write_summary(exp, sweep, outdir, shapes)
     except summary.SummaryWriteError as e:  # the disk: the previous pair is kept
         print(f"summary: {e}", file=sys.stderr)
         return max(status, 1)
-    if (args.summary_only and not all_complete) or sweep_damaged(exp, sweep):
+    except cli.UserError as e:  # the runs' states cannot be decided (the harness cannot run)
+        print(f"summary: not written: {e}", file=sys.stderr)
+        return max(status, 1)
+    if (args.summary_only and not all_complete) or damaged:
         status = max(status, 1)
     return status
 
@@ -298,6 +273,8 @@ def main(doc, script):
     """scripts/sweep: doc is its usage text (--help), script its path (Slurm's tasks run it)."""
     try:
         return command(doc, script)
+    except cli.UserError as e:  # the runs' states cannot be decided: the harness cannot say
+        cli.die(str(e))
     except KeyboardInterrupt:  # before any run started (while checking the runs)
         print("\ninterrupted before any run started", file=sys.stderr)
         return 130
