@@ -62,7 +62,7 @@ def heads12_run(harness, root, tmp, name, base_sets, sets, what="tiny run comple
 
 def statuses(outdir):
     """{run: status attribute} of every results file of a sweep directory."""
-    from heads.read import results  # python/, put on sys.path by the suites that use it
+    from heads import results  # python/, put on sys.path by the suites that use it
     out = {}
     for name in sorted(os.listdir(outdir)):
         if name.endswith(".h5") and name != "summary.h5":
@@ -147,7 +147,7 @@ def known_summary(outdir, losses, **columns):
     fixed-width n_head sweep with known final losses {n_head: [loss per seed]}: d_model 64,
     2 layers, every head "mixed"; columns: more summary columns for every row (e.g.
     heads_needed), or experiment attributes (tolerance, tolerance_floor). Returns the rows."""
-    from heads.read import results
+    from heads import results
     attrs = {k: columns.pop(k) for k in ("tolerance", "tolerance_floor") if k in columns}
 
     class Experiment:

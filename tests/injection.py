@@ -12,7 +12,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads.read import results  # noqa: E402
+from heads import results  # noqa: E402
 
 import h5py  # noqa: E402  (after heads, which says how to install it when missing)
 

@@ -43,7 +43,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import injection as inj  # noqa: E402  (puts python/ on sys.path)
 from checks import check, end_suite, read_csv, run_check  # noqa: E402
-from heads.read import results, textsum  # noqa: E402
+from heads import results  # noqa: E402
+from heads.read import textsum
 
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402

@@ -68,7 +68,7 @@ class Experiment:
 
 
 def summary_row(run, loss, **keys):
-    from heads.read import results
+    from heads import results
     return {"run": run, "status": "complete", **keys, "seed": keys["train.seed"], "n_head": H,
             "d_head": 4, "d_model": 16, "n_layer": L, "E": 16, "params": 1000,
             "flops_per_token": 2000, "final_step": STEPS, "final_train_loss": loss,

@@ -53,7 +53,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, phrase_tokens, temp_suite  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from heads.read import results  # noqa: E402
+from heads import results  # noqa: E402
 
 PROB_ATOL = 1e-5
 NODE_MAJOR_MIN = 18

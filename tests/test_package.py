@@ -68,7 +68,7 @@ def suite(harness, tmp):
             "print(os.path.dirname(r.__file__), run.status, run.maps().dims)")
     s = subprocess.run([py, "-c", code], cwd=elsewhere, env=dict(env, RUN=run_path), capture_output=True, text=True)
     check("from another folder, no PYTHONPATH: heads.results comes from this checkout and reads the run",
-          s.returncode == 0 and s.stdout.startswith(os.path.join(ROOT, "python", "heads", "read") + " complete ")
+          s.returncode == 0 and s.stdout.startswith(os.path.join(ROOT, "python", "heads") + " complete ")
           and "'query', 'key'" in s.stdout, (s.stderr or s.stdout)[-400:])
 
     m = re.search(r"<!-- python-example -->\s*```python\n(.*?)```", doc, re.S)

@@ -60,7 +60,8 @@ import h5py  # noqa: E402
 from checks import (browser, check, console_errors, end_suite, harness_missing,  # noqa: E402
                     open_page, run_check)
 from heads.core import harness, tokens  # noqa: E402
-from heads.read import pruning, results, textsum
+from heads import results
+from heads.read import pruning, textsum
 from heads.report import report_page, report_run
 
 PY = "/usr/bin/python3"

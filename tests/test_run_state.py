@@ -252,7 +252,7 @@ def test_verified():
           rc == 0 and "summary.h5 is damaged" in out and rebuilt == before, (out + err)[-400:])
     # the Python reader and export
     flip(victim, text_at, 0x01)
-    from heads.read import results
+    from heads import results
     from heads.core.cli import UserError
     try:
         results.RunResult(victim)
@@ -289,7 +289,8 @@ from heads.answers import compare
 from heads.export import export
 from heads.plots import plot_sweep
 from heads.report import report_sweep
-from heads.read import results, verify
+from heads import results
+from heads.read import verify
 from heads.core.cli import UserError
 import numpy as np
 

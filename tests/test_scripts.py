@@ -52,7 +52,7 @@ SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads.core import cli, harness, stats  # noqa: E402
 from heads.sweep import experiments, pool, summary
-from heads.read import results
+from heads import results
 from checks import (check, end_suite, harness_missing, known_summary, read_csv,  # noqa: E402
                     run_check, statuses)
 import numpy as np  # noqa: E402

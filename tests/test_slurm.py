@@ -50,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heads.core import harness  # noqa: E402
-from heads.read import results
+from heads import results
 from heads.sweep import runstate
 from checks import check, end_suite, read_csv, run_check, statuses  # noqa: E402
 

@@ -44,7 +44,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from checks import check, temp_suite  # noqa: E402
-from heads.read import results, textsum  # noqa: E402
+from heads import results  # noqa: E402
+from heads.read import textsum
 from heads.core import tokens
 
 VOCAB = 512

@@ -1,7 +1,6 @@
-"""heads.results: the name users import (`from heads import results`) for heads.read.results, the
-reader of results files; this module is that one, not a copy."""
-import sys
-
-from .read import results as _results
-
-sys.modules[__name__] = _results
+"""heads.results: the reader as users import it (`from heads import results`, docs/python.md):
+everything heads.read.results offers (Run, RunResult, open_file, damage, ...) and Summary, a
+sweep's summary.h5 verified against the run files it stands for (heads.sweep.sweepread). Nothing
+inside the package imports this module: it stands above every subpackage."""
+from .read.results import *  # noqa: F401,F403
+from .sweep.sweepread import Summary  # noqa: F401

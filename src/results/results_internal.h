@@ -27,11 +27,17 @@ hid_t results_bool_type(void);
 /* A scalar attribute of HDF5 type `type` on `object` (created on the way), from *value. */
 int results_write_attr_number(Results *r, const char *object, const char *name, hid_t type, const void *value,
                               UserError *err);
-/* A string attribute of `file`'s root in *out (caller frees), or -1 when it is absent. */
+/* A string attribute of `file`'s root in *out (caller frees), or -1 when it is absent
+ * (results_attrs.c). */
 int results_read_attr_string(hid_t file, const char *name, char **out);
+/* The variable-length UTF-8 string type every string is written with; negative when HDF5 could
+ * not build it (results_attrs.c). */
+hid_t results_string_type(void);
 
-/* The root attribute text_checksum, the CRC-32 of every string in the file (results_text.c),
- * written (or rewritten) when the file is closed, after its last string. */
+/* The root attribute text_checksum, the CRC-32 of every string in the file (results_text.c
+ * computes it), written (or rewritten) by results_io.c when the file is closed, after its last
+ * string. */
+int results_text_checksum(hid_t file, uint32_t *out);
 int results_seal(Results *r, UserError *err);
 /* Whether an open file's strings are what its text_checksum says: 0, or 1 and "damaged: ..." in
  * msg (a 1.4 file that was closed without one included; older files pass). */

@@ -64,21 +64,10 @@ int results_object_exists(hid_t file, const char *path) {
     }
 }
 
-/* A variable-length UTF-8 string; negative when HDF5 could not build it (out of memory: a
- * 1-byte or ASCII string type would write a different file, not fail). */
-static hid_t string_type(void) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
-        H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
                               UserError *err) {
     errno = 0;
-    hid_t type = string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
+    hid_t type = results_string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
     int ok = type >= 0 && space >= 0;
     if (ok && H5Aexists_by_name(r->file, object, name, H5P_DEFAULT) > 0)
         ok = H5Adelete_by_name(r->file, object, name, H5P_DEFAULT) >= 0;
@@ -126,7 +115,7 @@ int results_write_attr_double(Results *r, const char *object, const char *name, 
 }
 
 static int set_string_attr(hid_t object, const char *name, const char *value) {
-    hid_t type = string_type(), space = H5Screate(H5S_SCALAR);
+    hid_t type = results_string_type(), space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
     int ok = attr >= 0 && H5Awrite(attr, type, &value) >= 0;
     if (attr >= 0 && H5Aclose(attr) < 0) ok = 0;
@@ -243,7 +232,7 @@ int results_write_strings(Results *r, const char *path, const char *const *strin
     hsize_t d[8];
     CHECK(ndim >= 1 && ndim <= 8);
     for (int i = 0; i < ndim; i++) d[i] = dims[i];
-    hid_t type = string_type();
+    hid_t type = results_string_type();
     int rc = write_dataset(r, path, type, type, strings, ndim, d, H5P_DEFAULT, err);
     H5Tclose(type);
     return rc;
@@ -281,49 +270,6 @@ int results_write_maps(Results *r, const char *path, const float *maps, int S, i
     int rc = write_dataset(r, path, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, maps, 6, dims, dcpl, err);
     H5Pclose(dcpl);
     return rc;
-}
-
-int results_read_attr_string(hid_t file, const char *name, char **out) {
-    *out = NULL;
-    if (H5Aexists(file, name) <= 0) return -1;
-    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
-    hid_t ftype = H5Aget_type(attr);
-    int rc = -1;
-    if (H5Tget_class(ftype) == H5T_STRING) {
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = string_type();
-            char *value = NULL;
-            if (H5Aread(attr, mtype, &value) >= 0 && value) {
-                *out = strdup(value);
-                H5free_memory(value);
-                rc = 0;
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t n = H5Tget_size(ftype);
-            char *value = xcalloc(n + 1, 1);
-            if (H5Aread(attr, ftype, value) >= 0) {
-                *out = value;
-                rc = 0;
-            } else free(value);
-        }
-    }
-    H5Tclose(ftype);
-    H5Aclose(attr);
-    return rc;
-}
-
-char *results_attr_string(int64_t object, const char *name) {
-    char *value = NULL;
-    results_read_attr_string(object, name, &value);
-    return value;
-}
-
-int results_check_format_version(const char *version, int *major, int *minor) {
-    char tail;
-    if (sscanf(version, "%d.%d%c", major, minor, &tail) != 2 || *major < 0 || *minor < 0)
-        return RESULTS_VERSION_BAD;
-    return *major == RESULTS_FORMAT_MAJOR ? RESULTS_VERSION_OK : RESULTS_VERSION_UNKNOWN;
 }
 
 /* Open a results file for reading. Errors are placed at `at` (the config key that named the
@@ -518,4 +464,14 @@ char *results_reader_attr_string(ResultsReader *rd, const char *name) {
     char *value = NULL;
     results_read_attr_string(rd->file, name, &value);
     return value;
+}
+
+/* The text checksum written as /text_checksum, after the last string (results_close). */
+int results_seal(Results *r, UserError *err) {
+    uint32_t crc;
+    errno = 0;
+    if (results_text_checksum(r->file, &crc) != 0) return results_write_fail(r, "the text checksum", err);
+    if (H5Aexists(r->file, "text_checksum") > 0 && H5Adelete(r->file, "text_checksum") < 0)
+        return results_write_fail(r, "attribute /text_checksum", err);
+    return results_write_attr_number(r, "/", "text_checksum", H5T_STD_U32LE, &crc, err);
 }

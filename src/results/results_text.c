@@ -134,7 +134,7 @@ static int by_key(const void *a, const void *b) {
 }
 
 /* The text checksum of an open file: 0 and the sum in *out, or -1 when a string cannot be read. */
-static int text_checksum(hid_t file, uint32_t *out) {
+int results_text_checksum(hid_t file, uint32_t *out) {
     TextRecords rs = {0};
     record_object(&rs, file, "/");
     if (results_visit_links(file, H5_INDEX_NAME, H5_ITER_NATIVE, record_link, &rs) < 0) rs.failed = 1;
@@ -149,15 +149,6 @@ static int text_checksum(hid_t file, uint32_t *out) {
     free(rs.items);
     *out = crc;
     return rs.failed ? -1 : 0;
-}
-
-int results_seal(Results *r, UserError *err) {
-    uint32_t crc;
-    errno = 0;
-    if (text_checksum(r->file, &crc) != 0) return results_write_fail(r, "the text checksum", err);
-    if (H5Aexists(r->file, "text_checksum") > 0 && H5Adelete(r->file, "text_checksum") < 0)
-        return results_write_fail(r, "attribute /text_checksum", err);
-    return results_write_attr_number(r, "/", "text_checksum", H5T_STD_U32LE, &crc, err);
 }
 
 int results_check_text(int64_t file, char *msg, int size) {
@@ -180,7 +171,7 @@ int results_check_text(int64_t file, char *msg, int size) {
     hid_t attr = H5Aopen(file, "text_checksum", H5P_DEFAULT);
     int ok = attr >= 0 && H5Aread(attr, H5T_NATIVE_UINT32, &stored) >= 0;
     if (attr >= 0) H5Aclose(attr);
-    if (ok && text_checksum(file, &now) == 0 && now == stored) return 0;
+    if (ok && results_text_checksum(file, &now) == 0 && now == stored) return 0;
     snprintf(msg, (size_t)size,
              "damaged: its text checksum fails: a string it holds (config_yaml, a /config value, a status, "
              "a label) is not what the harness wrote");

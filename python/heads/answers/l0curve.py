@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from ..sweep import sweepread
 from ..core import configs, stats
 from ..read import pruning, results
 from ..core.cli import UserError
@@ -309,5 +310,5 @@ def tables(s, scratch_dir=None):
     scratch_dir = scratch_dir or scratch_dir_beside(s.dir)
     if scratch_dir:
         out.append(("The pruned models against their kept shapes trained from scratch",
-                    scratch_table(s, results.Summary(scratch_dir))))
+                    scratch_table(s, sweepread.Summary(scratch_dir))))
     return out

@@ -7,7 +7,8 @@ For users (docs/python.md):
     maps.isel(step=-1, layer=1, head=3, probe=0)   # a [query, key] numpy array
     run.token_labels(0)                   # axis labels of probe 0 (bytes, subword pieces or ids)
     run.params()                          # {"tok_emb": array, "layer0/w_qkv": array, ...}
-    Summary("results/heads").rows()       # a sweep's summary, one dict per run
+    Summary("results/heads").rows()       # a sweep's summary, one dict per run (heads.results
+                                          # only: it is heads.sweep.sweepread's)
 
 Every file is read whole in a child process before this process opens it (heads.read.verify: its
 checksums, the strings' text checksum included): HDF5 can crash or hang on a damaged file, and a
@@ -27,6 +28,7 @@ import yaml  # noqa: E402
 from . import causal, pruning  # noqa: E402
 from ..core.cli import UserError  # noqa: E402
 from ..core import tokens  # noqa: E402
+from .ondisk import harness_lock_holder, leftover  # noqa: E402
 from .verify import damage, damages, refuse_damaged  # noqa: E402,F401  (the readers' guard)
 
 try:
@@ -75,7 +77,6 @@ def not_there(path):
     """One line for a results path with no file: the run writing it (its harness's lock: pid,
     host, since, step) and the checkpoint beside it, which every reader accepts; or what a run
     left there; or just that there is none."""
-    from ..sweep.runstate import harness_lock_holder, leftover  # runstate reads results: not at import
     writer, left = harness_lock_holder(path), leftover(path)
     ckpt = (f"; its last checkpoint, {left.describe()}, can be read instead (scripts/plot and "
             f"scripts/report accept it)" if left is not None and left.where != path else "")
@@ -261,14 +262,6 @@ def datasets(group):
     out = []
     group.visititems(lambda name, obj: out.append(obj) if isinstance(obj, h5py.Dataset) else None)
     return out
-
-
-def Summary(results_dir, command="this command"):
-    """A sweep's summary.h5 as columns, verified against the run files it stands for
-    (heads.sweep.sweepread.Summary: s['final_eval_loss'] -> numpy array, one per run); command names
-    the reader in the line that refuses a run's file given instead of a directory."""
-    from ..sweep.sweepread import Summary as verified  # it reads runs through this module
-    return verified(results_dir, command)
 
 
 def group_runs(summary, keys):

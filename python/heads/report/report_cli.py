@@ -7,6 +7,7 @@ heads.report.report_sweep's, the page heads.report.report_page's.
 """
 import os
 
+from ..sweep import sweepread
 from ..core import cli
 from . import report_page, report_run, report_sweep
 from ..read import results
@@ -25,7 +26,7 @@ def report_dir(directory, out, metric, budget):
     the sweep's rows; returns (the sweep page's size, how many run pages)."""
     run_dir = os.path.join(os.path.dirname(os.path.abspath(out)), "report")
     links = {}
-    summary = results.Summary(directory, "scripts/report")
+    summary = sweepread.Summary(directory, "scripts/report")
     for i in range(summary.n):
         run = str(summary["run"][i])
         h5 = summary.run_path(i)

@@ -10,6 +10,8 @@ Knows the summary's columns (docs/sweeps.md); knows nothing of HTML.
 import math
 
 from ..answers import compare, l0curve, sweepaxes
+from ..sweep import sweepread
+from ..answers import curves
 from ..read import pruning, results
 from ..core import stats
 from ..core.cli import UserError
@@ -28,7 +30,7 @@ def _number(v):
 
 def read_sweep(directory, metric="final_eval_loss", run_reports=None):
     """The page data of a sweep; run_reports: {run: relative link} of the runs' own pages."""
-    s = results.Summary(directory)
+    s = sweepread.Summary(directory)
     if "n_head" not in s.data or s.n == 0:
         raise UserError(f"{directory}: summary.h5 has no runs")
     compare.check_metric(s, metric)
@@ -112,7 +114,7 @@ def _pruning(s, layout):
     sample std, every seed, all heads) from the summary; None when no run has pruning curves."""
     curves = {}
     for c in pruning.CRITERIA:
-        per_point = pruning.sweep_curves(s, c, layout.keys, layout.points)
+        per_point = curves.sweep_curves(s, c, layout.keys, layout.points)
         if per_point:
             curves[c] = {"title": pruning.CRITERION_TEXT[c], "series": [
                 {"label": layout.point_label(point), "x": layout.by_values.index(point[-1]),

@@ -18,9 +18,9 @@ from ..core.cli import die, indent
 from ..core.harness import REPO, harness_command
 from ..read.results import RunResult
 from .states import file_states
-from .runstate import (RunLock, available_cpus, exit_meaning, harness_lock_holder,
-                       launch_info, lock_holder, log_error_tail, log_footer, open_log,
-                       resume_args, stopped_by)
+from ..read.ondisk import harness_lock_holder
+from .runstate import (RunLock, available_cpus, exit_meaning, launch_info, lock_holder, log_error_tail,
+                       log_footer, open_log, resume_args, stopped_by)
 
 
 PROGRESS = re.compile(rb"step (\d+)/(\d+)")

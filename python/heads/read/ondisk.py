@@ -1,0 +1,134 @@
+"""heads.read.ondisk: what is at a run's results path besides (or instead of) a results file: the
+harness writing it (the holder of its <path>.lock, src/results/outlock.c), what a harness left
+there that its --resume continues (an interrupted file, its .ckpt, a stranded temporary:
+docs/reliability.md), and why a file that is there cannot be read.
+
+Reads the files with h5py directly, attributes only; knows nothing of sweeps (heads.sweep.runstate
+builds a run's state on these).
+"""
+import fcntl
+import os
+import re
+import time
+
+
+def flock_holder(lock_path, anonymous):
+    """What the holder of an flock on lock_path wrote into it (anonymous if nothing), or None
+    when nobody holds it (or locks do not work on this file system). Peeks with a shared lock
+    for an instant, which the harness and RunLock.acquire wait out."""
+    try:
+        f = open(lock_path)
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return holder_line(f) or anonymous
+        except OSError:
+            return None
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+def holder_line(f):
+    """The first line of a held lock file: the holder writes it right after locking (and over
+    itself, never truncating first), so an empty file is read again for up to a second, as
+    src/results/outlock.c's own reader does."""
+    for _ in range(40):
+        f.seek(0)
+        line = f.read().split("\n")[0].strip()
+        if line:
+            return line
+        time.sleep(0.025)
+    return ""
+
+
+def harness_lock_holder(h5_path):
+    """'pid N on HOST since TIME' when a harness holds the lock of its output path
+    (<path>.lock, src/results/outlock.c), else None: a run started by hand counts as running too."""
+    return flock_holder(h5_path + ".lock", "a harness")
+
+
+def temporaries(h5_path):
+    """The temporaries beside h5_path (<path>.tmp.XXXXXX, or <path>.tmp of older versions)."""
+    directory, base = os.path.split(h5_path)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names
+                  if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n))
+
+
+def state_of(path):
+    """(status, /checkpoint step or None, train.steps or None) of a results file or checkpoint;
+    status '' when it cannot be read."""
+    try:
+        with h5py_file(path) as f:
+            status = f.attrs.get("status", b"")
+            status = status.decode() if isinstance(status, bytes) else str(status)
+            step = f["checkpoint"].attrs.get("step") if "checkpoint" in f else None
+            steps = f["config"].attrs.get("steps") if "config" in f else None
+            return status, None if step is None else int(step), None if steps is None else int(steps)
+    except (OSError, KeyError, ValueError, TypeError):
+        return "", None, None
+
+
+def h5py_file(path):
+    import h5py  # heads.results says how to install it when it is missing
+    return h5py.File(path, "r")
+
+
+class Leftover:
+    """What `harness --resume` continues for a results path: step (of total), where (the file)
+    and what (a phrase: 'an interrupted run', 'a checkpoint', 'a trained run (the study only)',
+    'a complete result that could not be moved into place')."""
+
+    def __init__(self, step, total, where, what):
+        self.step, self.total, self.where, self.what = step, total, where, what
+
+    def describe(self):
+        return f"{self.what}, resumable at step {self.step}" + \
+            (f" of {self.total}" if self.total is not None else "") + f" ({self.where})"
+
+
+def leftover(h5_path):
+    """The latest state a harness left at h5_path that its --resume continues (an interrupted
+    results file, its .ckpt, a stranded temporary: docs/reliability.md), or None. The harness
+    decides for itself (src/train/train.c, train_resume_source); this reads the same files to say
+    where a run stands."""
+    found = []
+    for path in [h5_path, h5_path + ".ckpt"] + temporaries(h5_path) + \
+            temporaries(h5_path + ".ckpt"):
+        if not os.path.exists(path):
+            continue
+        status, step, steps = state_of(path)
+        stranded = ".tmp" in path[len(h5_path):]
+        if stranded and status in ("complete", "diverged"):
+            return Leftover(steps, steps, path, f"a {status} result that could not be moved into "
+                            "place")
+        if step is None or status not in ("interrupted", "running", "trained") \
+                or (stranded and status == "running"):
+            continue
+        what = {"interrupted": "an interrupted run", "running": "a checkpoint",
+                "trained": "a trained run (the study only)"}[status]
+        found.append(Leftover(step, steps, path, what))
+    return max(found, key=lambda left: left.step) if found else None
+
+
+def unreadable_why(h5_path):
+    """Why a results file that is there cannot be read ('' when it can, or is not there)."""
+    if not os.path.exists(h5_path):
+        return ""
+    try:
+        with h5py_file(h5_path) as f:
+            f.attrs.get("status")
+        return ""
+    except OSError as e:
+        return str(e).split(" (")[0] or "not an HDF5 file"
+
+
+def leftover_temp(h5_path):
+    """'left a .tmp' when a harness left a temporary beside h5_path, '' when there is none."""
+    return "left a .tmp" if temporaries(h5_path) else ""
