@@ -197,7 +197,7 @@ def uncertain_verdicts(path):
                         ("SIGKILL", "verify._WALKER = 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'")):
         fresh = os.path.join(TMP, f"uncertain-{what.split()[0]}.h5")
         shutil.copyfile(path, fresh)
-        prefix = f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\nfrom heads import results, verify\n"
+        prefix = f"import sys; sys.path.insert(0, {os.path.join(inj.ROOT, 'python')!r})\nfrom heads import results\nfrom heads.read import verify\n"
         verdict = f"results.damages([{fresh!r}])[{fresh!r}]"
         rc, out, err = run([PY, "-c", f"{prefix}{patch}\nprint({verdict})"])
         lines = open(cache, encoding="utf-8", errors="replace").read() if os.path.exists(cache) else ""

@@ -28,6 +28,7 @@
 #include "results/results.h"
 #include "results/runstate.h"
 #include "shapes.h"
+#include "state_command.h"
 #include "study_commands.h"
 #include "data/tasks.h"
 #include "train/train.h"
@@ -166,7 +167,7 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "prune") == 0) return prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "state") == 0) return runstate_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "state") == 0) return state_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;
         if (argc == 2) config_print_keys(stdout);

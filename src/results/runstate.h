@@ -1,5 +1,5 @@
-/* runstate.h: whether a run's recorded config is the one a config asks for (runstate.c), and the
- * `harness state` command that answers it for scripts/sweep and its readers.
+/* runstate.h: whether a run's recorded config is the one a config asks for (runstate.c): the rule
+ * of `harness state` (cli/state_command.c) and of --resume's refusal (train.c).
  * Must not know: HDF5, the sweep's files. */
 #ifndef RUNSTATE_H
 #define RUNSTATE_H
@@ -14,7 +14,5 @@
  * differ, or -1 with err when the recorded text is no config this harness reads. */
 int runstate_config_diff(const char *recorded, const char *name, const Config *wanted, char *out, size_t size,
                          UserError *err);
-/* `harness state ...` (argv[0] = "state"): the exit status. */
-int runstate_main(int argc, char **argv);
 
 #endif

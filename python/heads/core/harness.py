@@ -178,7 +178,7 @@ def _unescape(text):
 
 def compare_configs(requests):
     """Whether each run's recorded config (its config_yaml) is what a config with --set values
-    asks for, by the harness's own rule (`harness state --batch`, src/runstate.c: both resolved,
+    asks for, by the harness's own rule (`harness state --batch`, src/results/runstate.c: both resolved,
     output.path and train.threads aside), in one process for all: requests [(name, config path,
     recorded text, {section.key: value})] -> {name: ("same", ""), ("differs", "model.n_head 2 ->
     4, ..."), or ("refused", the harness's message)}. A harness that cannot answer: UserError."""

@@ -22,7 +22,7 @@ from . import gnuplot, l0plots
 from .sweep_style import (CLASS_COLOURS, SERIES_COLOURS, below_plot, dodge, group_colours, sequential,
                           series_style, x_label, x_tic_lines, x_tics)
 from ..read import pruning, results
-from ..answers import curves
+from ..answers.prune_curves import sweep_curves
 from ..answers import sweepaxes
 
 def plot_final_loss(s, out, tmp, layout):
@@ -197,7 +197,7 @@ def plot_head_classes(s, out, tmp, layout):
         return "plot " + ", \\\n     ".join(cols)
 
     n_runs = sum(len(v) for v in layout.points.values())
-    layer_counts = sorted({int(v) for v in s["n_layer"]})
+    layer_counts = sorted({int(s["n_layer"][i]) for idx in layout.points.values() for i in idx})  # drawn runs only
     layers_text = (f"layout (heads × d_head per layer), "
                    f"{'/'.join(map(str, layer_counts))} {'layer' if layer_counts == [1] else 'layers'}")
     # bar labels side by side when they fit the room of a bar, else one line each, at 45 degrees
@@ -249,7 +249,7 @@ unset multiplot
 def plot_sweep_pruning(s, out, tmp, layout):
     """Both criteria side by side: mean eval loss against the fraction of heads pruned, a line per
     point; pruning_curves.csv beside it. False when no run has pruning curves."""
-    panels = [(c, curves.sweep_curves(s, c, layout.keys, layout.points)) for c in pruning.CRITERIA]
+    panels = [(c, sweep_curves(s, c, layout.keys, layout.points)) for c in pruning.CRITERIA]
     panels = [(c, d) for c, d in panels if d]
     if not panels:
         return False

@@ -6,6 +6,7 @@ plot for its key and tic lines.
 Knows a sweep's layout (heads.answers.sweepaxes.Layout); nothing of which figure uses it.
 """
 from ..core import configs
+from ..read import results
 from ..answers import sweepaxes
 
 SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",

@@ -7,7 +7,6 @@ them.
 Knows the /prune layout and a Summary's run files; nothing of plotting or launching.
 """
 import math
-import os
 
 import numpy as np
 

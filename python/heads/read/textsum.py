@@ -1,4 +1,4 @@
-"""heads.read.textsum: the text checksum of a results file (format 1.4), as src/results_text.c
+"""heads.read.textsum: the text checksum of a results file (format 1.4), as src/results/results_text.c
 computes it: one CRC-32 over every string of the file (every string attribute, config_yaml and
 the /config strings included, and every string dataset), which HDF5 itself checksums nowhere
 (docs/results-format.md#checksums says how, byte for byte). heads.read.verify's reader child checks

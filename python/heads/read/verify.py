@@ -1,6 +1,6 @@
 """heads.read.verify: the guard every reader of results files goes through: a file is read whole --
 every attribute, every dataset (each chunk's Fletcher-32 checksum verified), its strings against
-the text checksum (format 1.4, src/results_text.c) -- in a child process before this process
+the text checksum (format 1.4, src/results/results_text.c) -- in a child process before this process
 opens it, since HDF5 can crash or hang on a damaged file and a reader must name the file and the
 problem instead. The child also sums the file's bytes (CRC-32), which a sweep's summary records
 for every run it stands for (heads.sweep.sweepread compares them).

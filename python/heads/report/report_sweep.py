@@ -11,7 +11,7 @@ import math
 
 from ..answers import compare, l0curve, sweepaxes
 from ..sweep import sweepread
-from ..answers import curves
+from ..answers.prune_curves import sweep_curves
 from ..read import pruning, results
 from ..core import stats
 from ..core.cli import UserError
@@ -114,7 +114,7 @@ def _pruning(s, layout):
     sample std, every seed, all heads) from the summary; None when no run has pruning curves."""
     curves = {}
     for c in pruning.CRITERIA:
-        per_point = curves.sweep_curves(s, c, layout.keys, layout.points)
+        per_point = sweep_curves(s, c, layout.keys, layout.points)
         if per_point:
             curves[c] = {"title": pruning.CRITERION_TEXT[c], "series": [
                 {"label": layout.point_label(point), "x": layout.by_values.index(point[-1]),

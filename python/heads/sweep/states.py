@@ -9,7 +9,7 @@ of it: compare, plot-sweep, the report): file_states(). A file is
   diverged     status diverged, with the config asked for (rerunning gives the same)
   interrupted, running, trained   its status (what the harness left; heads.sweep.runstate says more)
 
-"The config asked for" is decided by the harness (`harness state --batch`, src/runstate.c, the
+"The config asked for" is decided by the harness (`harness state --batch`, src/results/runstate.c, the
 rule --resume uses too): both the run's recorded config and the experiment's values are resolved
 there -- defaults, 0-means-auto keys, derived widths -- so a value written out that equals what
 the harness would choose is never a difference; output.path and train.threads are not compared.

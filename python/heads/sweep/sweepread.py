@@ -81,6 +81,8 @@ class Summary:
             self.tolerance_floor = float(f.attrs.get("tolerance_floor", 0.0))  # older: none
             self.swept = [text(x) for x in f.attrs.get("swept", [])]
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
+            # the config keys an experiment's points set (its 'layout' column names them)
+            self.layout_keys = [text(x) for x in f.attrs.get("layout_keys", [])]
             self.data = {}
             for c in self.columns:
                 v = f[c][()]
@@ -100,6 +102,7 @@ class Summary:
         self.name, self.width, self.description = exp.name, exp.width, exp.description
         self.tolerance, self.tolerance_floor = exp.tolerance, exp.tolerance_floor
         self.swept = exp.swept_keys()
+        self.layout_keys = list(getattr(exp, "layout_keys", []) if getattr(exp, "points", None) else [])
         self.columns, self.data = [], {}
         self._set_rows([{"run": r.name, "status": "missing"} for r in exp.runs])
 

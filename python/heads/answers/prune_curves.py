@@ -1,4 +1,4 @@
-"""heads.answers.curves: a sweep's pruning curves per point of its layout: each point's runs'
+"""heads.answers.prune_curves: a sweep's pruning curves per point of its layout: each point's runs'
 /prune (heads.read.pruning.read_curves) averaged over seeds, for plot-sweep and the sweep report.
 """
 import os
