@@ -90,7 +90,7 @@ static int batch(void) {
 
 static const char *usage =
     "usage: harness state CONFIG.yaml [--set [section.]key=value ...] RUN.h5\n"
-    "       harness state --batch   (requests on stdin: python/heads/sweep/runstate.py)\n"
+    "       harness state --batch   (requests on stdin: python/heads/sweep/states.py)\n"
     "Whether RUN.h5 holds the complete run CONFIG.yaml with these --set values asks for: 'complete', or\n"
     "'stale' and the keys whose resolved values differ (output.path and train.threads are not compared),\n"
     "or the file's state. Exit status 0 complete, 1 any other state, 2 bad input.\n";
