@@ -13,6 +13,7 @@ learnable token stream.
 """
 import csv
 import os
+import subprocess
 import time
 import traceback
 
@@ -207,3 +208,17 @@ def open_page(d, path):
 
 def console_errors(d):
     return [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def write(path, text):
+    """text into path (a config or experiment a suite makes); the path."""
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def script(name, *args):
+    """scripts/NAME ARGS... under Debian's Python, its output captured (at most 10 minutes)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(["/usr/bin/python3", os.path.join(root, "scripts", name)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=600)

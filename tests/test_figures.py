@@ -30,24 +30,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import figurecheck  # noqa: E402
-from checks import browser, check, end_suite, harness_missing, open_page, run_check  # noqa: E402
+from checks import script, write, browser, check, end_suite, harness_missing, open_page, run_check  # noqa: E402
 
 PY = "/usr/bin/python3"
 HARNESS = os.environ.get("HARNESS", os.path.join(ROOT, "build", "harness"))
 KEEP = "--keep" in sys.argv
 TMP = tempfile.mkdtemp(prefix="test_figures.")
 LONG = "h4_dh8_E32_over_d16_lr0.03_wd0.1_warmup4_posrope_and_more_words_s12345"
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def script(name, *args):
-    return subprocess.run([PY, os.path.join(ROOT, "scripts", name)] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=600)
 
 
 TINY = write(os.path.join(TMP, "tiny.yaml"), """\

@@ -48,7 +48,7 @@ from scipy import stats as sps
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # heads: only to write a summary under test
-from checks import (browser, check, end_suite, harness_missing, holm_by_hand,  # noqa: E402
+from checks import (script, write, browser, check, end_suite, harness_missing, holm_by_hand,  # noqa: E402
                     known_summary, read_csv, run_check)
 
 PY = "/usr/bin/python3"
@@ -59,17 +59,6 @@ RESULTS = os.path.join(TMP, "results")
 REL, FLOOR = 0.05, 0.01  # the documented heads-needed tolerance (docs/sweeps.md)
 CLASS_NAMES = ["prev", "self", "first", "induction", "duplicate", "mixed"]
 RTOL = 1e-9
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def script(name, *args):
-    return subprocess.run([PY, os.path.join(ROOT, "scripts", name)] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=600)
 
 
 TINY = write(os.path.join(TMP, "tiny.yaml"), """\
