@@ -136,6 +136,25 @@ void results_remove_temps(const char *path) { visit_temps(path, remove_any, NULL
 typedef struct {
     char *out;
     size_t size;
+    int n;
+} UnfinishedSearch;
+
+static void note_unfinished(const char *temp, void *ctx) {
+    UnfinishedSearch *s = ctx;
+    if (is_stranded(results_read_status(temp, NULL, 0))) return;
+    if (!s->n++) snprintf(s->out, s->size, "%s", temp);
+}
+
+int results_find_unfinished(const char *path, char *out, size_t size) {
+    UnfinishedSearch s = {out, size, 0};
+    if (size) out[0] = '\0';
+    visit_temps(path, note_unfinished, &s);
+    return s.n;
+}
+
+typedef struct {
+    char *out;
+    size_t size;
     RunStatus status;
     struct timespec mtime;
 } StrandedSearch;
@@ -348,11 +367,16 @@ int results_place_stranded(const char *tmp, const char *path, UserError *err) {
     return ERR_OK;
 }
 
+/* Whether a status is one a run continues from, when the file holds a /checkpoint state. */
+static int continues(RunStatus status) {
+    return status == RUN_INTERRUPTED || status == RUN_RUNNING || status == RUN_TRAINED;
+}
+
 static void read_run_file(const char *path, RunFile *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
     f->status = RUN_NONE;
-    f->step = f->steps = -1;
+    f->step = f->steps = f->logged = -1;
     struct stat st;
     if (stat(path, &st) != 0) return;
     f->exists = 1;
@@ -363,7 +387,9 @@ static void read_run_file(const char *path, RunFile *f) {
     }
     UserError err;
     ResultsReader rd;
-    if (results_reader_open(&rd, path, &err) != ERR_OK) {
+    /* damage in values only is decided below: a checkpoint's history may be lost */
+    if (results_verify_values(path, &f->damage, &err) != ERR_OK ||
+        results_reader_open(&rd, path, &err) != ERR_OK) {
         snprintf(f->why, sizeof f->why, "%.590s", err.message);
         return;
     }
@@ -373,11 +399,32 @@ static void read_run_file(const char *path, RunFile *f) {
         snprintf(f->why, sizeof f->why, "its status is '%.100s'", status ? status : "");
     free(status);
     if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
-        results_reader_attr_int(&rd, "/checkpoint", "step", &f->step, &err) != ERR_OK)
+        results_reader_attr_int(&rd, "/checkpoint", "step", &f->step, &err) != ERR_OK || f->step < 0)
         f->step = -1;
     if (results_reader_attr_int(&rd, "/config", "steps", &f->steps, &err) != ERR_OK) f->steps = -1;
+    /* the steps done that its logs show: the last logged step's, an evaluation's or a snapshot's
+     * after so many steps */
+    static const char *const logs[] = {"/train/step", "/eval/step", "/attn/step"};
+    for (int i = 0; i < 3; i++) {
+        int64_t n = results_reader_count(&rd, logs[i]);
+        if (n == 0 && f->logged < 0) f->logged = 0;
+        if (n <= 0 || n >= (1 << 28) || results_damage_has(&f->damage, logs[i])) continue;
+        int64_t *steps = xcalloc((size_t)n, sizeof(int64_t));
+        if (results_reader_int64s(&rd, logs[i], steps, n, &err) == ERR_OK &&
+            steps[n - 1] + (i == 0) > f->logged)
+            f->logged = steps[n - 1] + (i == 0);
+        free(steps);
+    }
     results_reader_close(&rd);
+    if (f->damage.n && (f->damage.state || f->step < 0 || !continues(f->status))) {
+        /* state damaged, or nothing to continue: the file is damaged, as any reader says */
+        snprintf(f->why, sizeof f->why, "damaged: %.580s",
+                 f->damage.state ? f->damage.first_state : f->damage.first);
+        f->status = RUN_NONE;
+    }
 }
+
+void results_run_file(const char *path, RunFile *f) { read_run_file(path, f); }
 
 void results_run_files(const char *path, RunFiles *rf) {
     char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "",
@@ -402,19 +449,41 @@ int results_run_files_any(const RunFiles *rf) {
 
 /* "an interrupted run at step 628 of 3000", "a complete run of 3000 steps", ... */
 static size_t describe_file(const RunFile *f, int is_checkpoint, char *out, size_t size) {
-    char steps[32] = "";
+    char steps[32] = "", lost[1300] = "";
     if (f->steps >= 0) snprintf(steps, sizeof steps, " of %lld", (long long)f->steps);
+    if (f->damage.n)
+        snprintf(lost, sizeof lost, "; its history %.1200s cannot be read and is dropped on resuming",
+                 f->damage.names);
     if (f->status == RUN_NONE)
         return (size_t)snprintf(out, size, "%s that no harness run can continue (%s)",
                                 is_checkpoint ? "a checkpoint" : "a file", f->why);
-    if (f->status == RUN_TRAINED)
+    if (f->status == RUN_TRAINED && f->step >= 0)
+        return (size_t)snprintf(
+            out, size, "a trained run whose end-of-run study is pending (every step%s done%s)", steps, lost);
+    if ((is_checkpoint || continues(f->status)) && f->step < 0) {
+        char records[80] = "";
+        if (f->logged >= 0)
+            snprintf(records, sizeof records, "the file records %lld steps%s", (long long)f->logged, steps);
+        else snprintf(records, sizeof records, "its /train log cannot be read");
         return (size_t)snprintf(out, size,
-                                "a trained run whose end-of-run study is pending (every step%s done)", steps);
-    if (is_checkpoint || f->status == RUN_INTERRUPTED)
-        return (size_t)snprintf(out, size, "%s at step %lld%s",
-                                is_checkpoint ? "a checkpoint" : "an interrupted run", (long long)f->step,
-                                steps);
+                                "%s with no checkpoint (%s, but no /checkpoint state to continue from)",
+                                is_checkpoint                  ? "a checkpoint file"
+                                : f->status == RUN_INTERRUPTED ? "an interrupted run"
+                                : f->status == RUN_TRAINED     ? "a trained run"
+                                                               : "an unfinished run",
+                                records);
+    }
+    if (is_checkpoint || continues(f->status))
+        return (size_t)snprintf(out, size, "%s at step %lld%s%s",
+                                is_checkpoint                  ? "a checkpoint"
+                                : f->status == RUN_INTERRUPTED ? "an interrupted run"
+                                                               : "an unfinished run",
+                                (long long)f->step, steps, lost);
     return (size_t)snprintf(out, size, "a %s run", run_status_name(f->status));
+}
+
+void results_run_file_describe(const RunFile *f, int is_checkpoint, char *out, size_t size) {
+    describe_file(f, is_checkpoint, out, size);
 }
 
 void results_run_files_describe(const RunFiles *rf, char *out, size_t size) {
@@ -505,3 +574,51 @@ int results_rewrite(const char *path, const char *const *groups, int n_groups,
     results_discard(&res);
     return rc;
 }
+
+/* ---- the reserve: room for the end of the run */
+
+static int reserve_fd = -1;
+static double reserve_bytes;
+
+int results_reserve(const char *path, double bytes) {
+    results_reserve_release();
+    if (bytes <= 0) return 0;
+    char dir_buf[CONFIG_PATH_MAX + 8];
+    snprintf(dir_buf, sizeof dir_buf, "%s", path);
+    int fd = open(dirname(dir_buf), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) { /* no O_TMPFILE here (NFS, older kernels): a temporary, unlinked at once; were
+                   * the process killed in between, the next run deletes it (visit_temps) */
+        Results r;
+        snprintf(r.path, sizeof r.path, "%s", path);
+        if (create_temp(&r) != 0) return errno ? errno : EACCES;
+        fd = open(r.tmp_path, O_RDWR | O_CLOEXEC);
+        int e = errno;
+        unlink(r.tmp_path);
+        if (fd < 0) return e ? e : EACCES;
+    }
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    reserve_fd = fd;
+    reserve_bytes = bytes;
+    return 0;
+}
+
+void results_reserve_keep(double bytes) {
+    if (reserve_fd < 0 || bytes >= reserve_bytes) return;
+    if (bytes <= 0 || ftruncate(reserve_fd, (off_t)bytes) != 0) {
+        results_reserve_release();
+        return;
+    }
+    reserve_bytes = bytes;
+}
+
+void results_reserve_release(void) {
+    if (reserve_fd >= 0) close(reserve_fd);
+    reserve_fd = -1;
+    reserve_bytes = 0;
+}
+
+double results_reserved(void) { return reserve_bytes; }

@@ -34,8 +34,11 @@ void shapes_print(const Config *cfg, FILE *out);
 /* ERR_USER (one line naming the peak, the limit, the largest part and the keys that shrink it)
  * when the estimated peak exceeds output.max_memory (MiB) or, when that is 0, MemAvailable. */
 int shapes_check_memory(const Config *cfg, UserError *err);
-/* An upper bound of the disk a run needs at its peak: the results file and, while a checkpoint
- * is rewritten, the old and the new checkpoint (each the parameters, AdamW moments and every
- * snapshot's maps, counted uncompressed), from the same size functions. */
-double shapes_disk_bytes(const Config *cfg);
+/* Upper bounds of the disk a run's files take: the results file, and one checkpoint (the
+ * parameters, AdamW moments, logs and every snapshot's maps so far; the maps counted
+ * uncompressed), from the same size functions and every dataset's overhead. */
+typedef struct {
+    double result, checkpoint;
+} DiskEstimate;
+void shapes_disk(const Config *cfg, DiskEstimate *d);
 #endif
