@@ -229,12 +229,17 @@ static void resume_note(Checker *c, char *out, size_t size) {
                  what, records);
     } else if (continues) {
         char at[96];
+        char target[CONFIG_PATH_MAX + 32], holder[480];
+        lock_target(c->path, target, sizeof target);
+        int writer = output_lock_holder(target, holder, sizeof holder); /* it resumes nothing yet */
         if (c->run == RUN_TRAINED)
             snprintf(at, sizeof at, " (every step of %d done, the study pending)", c->cfg.steps);
         else snprintf(at, sizeof at, " at step %lld of %d", (long long)step, c->cfg.steps);
         if (c->damaged_state)
             snprintf(out, size, "; %s%s that cannot be resumed: its state (%s) cannot be read", what, at,
                      c->damaged);
+        else if (writer)
+            snprintf(out, size, "; %s%s of a run in progress (being written by %s)", what, at, holder);
         else if (c->n_damaged)
             snprintf(out, size,
                      "; %s%s: harness CONFIG --resume continues it without the history that cannot be "

@@ -42,7 +42,8 @@ trained undisturbed once: the reference. Then:
               there) removes the directories of output.path it created
   in progress `harness check`, scripts/plot and scripts/report on the path of a run that is
               training: exit 2, no traceback, naming the writer (pid, host, since, step) and its
-              checkpoint, which plot then reads (exit 0)
+              checkpoint, which plot then reads (exit 0) and check passes, naming the run
+              that writes it instead of --resume
   sweep       a `-j 2` sweep of three runs, stopped with SIGINT, SIGTERM, or SIGKILL (the sweep
               and its harnesses) once both running runs passed a random step: `--status` calls
               them interrupted (resumable at step N); the same sweep again resumes each with
@@ -480,6 +481,10 @@ def test_in_progress():
             check(f"scripts/{script} on it: exit 2, no traceback, the writer and the checkpoint "
                   f"named", p.returncode == 2 and "Traceback" not in p.stderr
                   and re.search(writer, p.stderr) and path + ".ckpt" in p.stderr, p.stderr[-400:])
+        c = harness("check", path + ".ckpt")
+        check(f"check on its checkpoint: valid, of a run in progress (not '--resume'): {c.stdout.strip()[-120:]}",
+              c.returncode == 0 and "of a run in progress (being written by pid" in c.stdout
+              and "--resume" not in c.stdout, c.stdout + c.stderr)
         p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "plot"), path + ".ckpt"],
                            capture_output=True, text=True, errors="replace", timeout=120)
         check("... and plot reads the checkpoint", p.returncode == 0, p.stderr[-300:])
