@@ -162,10 +162,13 @@ valgrind-check:
 # first report (gcc's UBSan otherwise prints and carries on, and the test would pass). Reports go
 # to files under build/san/sanitizer-reports/ rather than to stderr, where a test that expects a
 # failure could swallow them: tests/run counts each report file as a failure and prints it.
+# tests/asan.supp and tests/lsan.supp name the HDF5 library's own defects (on damaged files and
+# failed writes), which are not the harness's.
 ifeq ($(SAN),1)
 SANITIZER_REPORTS := $(abspath $(BUILD))/sanitizer-reports
 export SANITIZER_REPORTS
-export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$(SANITIZER_REPORTS)/asan
+export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$(SANITIZER_REPORTS)/asan:suppressions=$(abspath tests/asan.supp):print_suppressions=0
+export LSAN_OPTIONS ?= suppressions=$(abspath tests/lsan.supp):print_suppressions=0
 export UBSAN_OPTIONS ?= halt_on_error=1:print_stacktrace=1:log_path=$(SANITIZER_REPORTS)/ubsan
 endif
 # The whole suite runs under the sanitizers: ~6 min on a quiet 2-core machine, against ~1 min

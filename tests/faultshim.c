@@ -12,12 +12,14 @@
  *   FAULT_COUNT=FILE    at exit, write "KIND COUNT" lines to FILE (counting mode)
  *   FAULT_FAIL=KIND:N   the N-th call of KIND (1-based) fails: -1 or NULL, errno ENOSPC for
  *                       write, EIO for fsync and rename, ENOMEM for malloc; once
+ *   FAULT_FULL=KIND:N   the N-th call of KIND and every later one fail as FAULT_FAIL's does (a disk
+ *                       that stays full: no reserve helps, since the shim refuses the write itself)
  *   FAULT_KILL=KIND:N   the N-th call of KIND raises SIGKILL before it happens (a crash there)
  *   FAULT_DELAY=KIND:US every call of KIND sleeps US microseconds first (widens windows for a
  *                       SIGKILL sent from outside)
- *   FAULT_AFTER=KIND:K  FAULT_FAIL's and FAULT_KILL's N count only the calls made after the K-th
- *                       call of KIND (e.g. rename:3, malloc:1: the first allocation after the
- *                       third rename)
+ *   FAULT_AFTER=KIND:K  FAULT_FAIL's, FAULT_FULL's and FAULT_KILL's N count only the calls made
+ *                       after the K-th call of KIND (e.g. rename:3, malloc:1: the first allocation
+ *                       after the third rename)
  * Only calls made through the dynamic symbols are seen: libc's own internal writes (stdio's
  * buffers going to stderr) are not, which keeps the process's messages intact. */
 #define _GNU_SOURCE
@@ -39,8 +41,8 @@ static const int KIND_ERRNO[N_KINDS] = {ENOSPC, EIO, EIO, ENOMEM};
 
 static long counts[N_KINDS];
 static int ready; /* set by the constructor: before it, calls pass uncounted */
-static int fail_kind = -1, kill_kind = -1, delay_kind = -1, after_kind = -1;
-static long fail_at, kill_at, delay_us, after_at;
+static int fail_kind = -1, kill_kind = -1, delay_kind = -1, after_kind = -1, full_kind = -1;
+static long fail_at, kill_at, delay_us, after_at, full_at;
 static long armed[N_KINDS]; /* calls counted for FAIL and KILL: those after FAULT_AFTER's */
 static char count_file[4096];
 
@@ -68,6 +70,7 @@ static void parse(const char *name, int *kind, long *value) {
 __attribute__((constructor)) static void shim_init(void) {
     parse("FAULT_FAIL", &fail_kind, &fail_at);
     parse("FAULT_KILL", &kill_kind, &kill_at);
+    parse("FAULT_FULL", &full_kind, &full_at);
     parse("FAULT_DELAY", &delay_kind, &delay_us);
     parse("FAULT_AFTER", &after_kind, &after_at);
     const char *f = getenv("FAULT_COUNT");
@@ -89,7 +92,7 @@ static int hit(int kind) {
         n = __atomic_add_fetch(&armed[kind], 1, __ATOMIC_RELAXED);
     }
     if (kind == kill_kind && n == kill_at) raise(SIGKILL);
-    if (kind == fail_kind && n == fail_at) {
+    if ((kind == fail_kind && n == fail_at) || (kind == full_kind && n >= full_at)) {
         errno = KIND_ERRNO[kind];
         return 1;
     }

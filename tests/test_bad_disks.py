@@ -14,6 +14,17 @@ are refused in one line. Checks, one line each, then "N passed, M failed":
   resume        one byte of /params/layer0/w_qkv of a .ckpt: --resume refuses it (exit 2, naming
                 it); with the interrupted output.path damaged instead, --resume falls back to the
                 good .ckpt and ends bit for bit as the uninterrupted run
+  history       one byte of a .ckpt's history (/train/lr, /attn/maps of an early snapshot and of
+                its own step, /train/loss, /eval/loss): check names it and says the checkpoint
+                resumes; --resume ends with the uninterrupted run's parameters and every other
+                dataset bit for bit (/train/lr and the snapshot of its step made again: the whole
+                file); what cannot be made again is dropped, named in the warning and in the
+                root attribute history_dropped, and the rows kept equal the uninterrupted run's
+  check says    harness check on a path holding only a .ckpt, only a killed writer's temporary, a
+                directory, a FIFO, nothing, an interrupted run without a checkpoint (and on the
+                .ckpt and the temporary themselves): one printable line each, naming what is
+                there (the checkpoint's step and whether it resumes; "no checkpoint; the file
+                records N steps", never step -1), and a plain run and --resume say the same
   readers       a file of the older format with a byte that crashes plain h5py, and truncated
                 files: check, plot, report, compare (--tolerance), plot-sweep, sweep (plan,
                 --status, --list, --summary-only), prune, export, inspect: no signal death, no
@@ -22,7 +33,10 @@ are refused in one line. Checks, one line each, then "N passed, M failed":
                 every 97th byte of the rest of the metadata and 3 bytes of every data chunk of a
                 tiny results file: harness check (one process for all, each file in a child) and
                 the Python reader's guard: no signal death, no hang, and a file they accept holds
-                exactly the original numbers (HEADS_FUZZ_ALL=1: every metadata byte, ~38000)
+                exactly the original numbers (HEADS_FUZZ_ALL=1: every metadata byte, ~38000);
+                the same bytes of a tiny run's .ckpt: harness check, and --resume of each: no
+                crash, and a resume that completes holds the uninterrupted run's numbers but in
+                the history it names dropped (0 silent accepts)
   full disk     (root, tmpfs) `sweep --summary-only` with 8 KiB left: exit 1, "disk full", the old
                 summary.csv / summary.h5 byte for byte, no temporaries; a run that cannot be
                 written is labelled "disk full", not "bad input"
@@ -295,6 +309,211 @@ def test_resume():
           and not os.path.exists(path), err[-400:])
 
 
+def gated(config):
+    """The config with learned head gates (train.head_l0), rewritten in place."""
+    text = open(config).read().replace("threads: 1}", "threads: 1, head_l0: 1.0}")
+    return write(config, text)
+
+
+def killed_at_checkpoint(d, steps=40, every=10, renames=3, gates=False):
+    """(config, output.path, reference): a .ckpt left by a run SIGKILLed at its `renames`-th
+    rename (the checkpoint of step every * (renames - 1), and nothing else of it: the killed
+    run's temporaries go), and an uninterrupted run of the same config in d/ref."""
+    path = os.path.join(d, "run.h5")
+    config = inj.write_config(d, path, steps=steps, checkpoint_every=every)
+    if gates:
+        gated(config)
+    run([HARNESS, config], env=inj.shim_env(inj.shim_path(HARNESS), kill=f"rename:{renames}"))
+    for name in os.listdir(d):
+        if ".tmp." in name:
+            os.unlink(os.path.join(d, name))
+    ref_dir = os.path.join(d, "ref")
+    os.makedirs(ref_dir)
+    ref = os.path.join(ref_dir, "run.h5")
+    ref_config = inj.write_config(ref_dir, ref, steps=steps, checkpoint_every=every)
+    rc, _, err = inj_run(gated(ref_config) if gates else ref_config)
+    check("the uninterrupted reference run completes", rc == 0, err[-300:])
+    return config, path, ref
+
+
+def chunk_at(path, dataset, first):
+    """(byte offset, size) of the stored chunk of a dataset that starts at row `first`."""
+    with h5py.File(path, "r") as f:
+        ds = f[dataset].id
+        for i in range(ds.get_num_chunks()):
+            info = ds.get_chunk_info(i)
+            if info.chunk_offset[0] == first:
+                return info.byte_offset, info.size
+    raise KeyError(f"{dataset}: no chunk at row {first}")
+
+
+def rows_agree(path, ref, group):
+    """Whether every row of path's log (/train or /eval) equals the reference's row of the same
+    step, column by column."""
+    with h5py.File(path, "r") as a, h5py.File(ref, "r") as b:
+        where = {int(s): i for i, s in enumerate(b[group]["step"][()])}
+        steps = [int(s) for s in a[group]["step"][()]]
+        if not steps or any(s not in where for s in steps):
+            return False
+        for col in a[group]:
+            if col in ("elapsed_s", "step"):
+                continue
+            got, want = a[group][col][()], b[group][col][()]
+            if any(got[i] != want[where[s]] for i, s in enumerate(steps)):
+                return False
+    return True
+
+
+def snapshots_agree(path, ref):
+    """Whether every attention snapshot (maps and scores) of path equals the reference's
+    snapshot of the same step."""
+    with h5py.File(path, "r") as a, h5py.File(ref, "r") as b:
+        where = {int(s): i for i, s in enumerate(b["attn/step"][()])}
+        for i, s in enumerate(a["attn/step"][()]):
+            j = where.get(int(s))
+            if j is None or not np.array_equal(a["attn/maps"][i], b["attn/maps"][j]):
+                return False
+            if any(not np.array_equal(a["scores"][k][i], b["scores"][k][j]) for k in a["scores"]
+                   if a["scores"][k].ndim == 3):
+                return False
+    return True
+
+
+HISTORY = {"attn": ("attn/maps", "attn/step", "scores/prev", "scores/self", "scores/first",
+                    "scores/induction", "scores/duplicate"),
+           "train": ("train/step", "train/loss", "train/lr", "train/grad_norm", "train/elapsed_s",
+                     "gates/step", "gates/p_open"),
+           "eval": ("eval/step", "eval/loss")}
+
+
+def test_history():
+    for gates in (False, True):
+        history_cases(gates)
+
+
+def history_cases(gates):
+    d = os.path.join(TMP, "history_gated" if gates else "history")
+    os.makedirs(d)
+    config, path, ref = killed_at_checkpoint(d, gates=gates)  # the .ckpt of step 20 of 40
+    ckpt = path + ".ckpt"
+    good = os.path.join(d, "good.ckpt")
+    shutil.copyfile(ckpt, good)
+    # (dataset, first row of the damaged chunk, the history dropped: a key of HISTORY or None)
+    cases = [("train/lr", 0, None), ("attn/maps", 0, "attn"), ("attn/maps", 2, None),
+             ("train/loss", 0, "train"), ("eval/loss", 0, "eval")]
+    if gates:  # learned head gates: a /gates row per /train row, dropped with them
+        cases = [("gates/p_open", 0, "train"), ("train/loss", 0, "train")]
+    for dataset, first, dropped in cases:
+        for name in os.listdir(d):
+            if name.startswith("run.h5"):
+                os.unlink(os.path.join(d, name))
+        shutil.copyfile(good, ckpt)
+        offset, size = chunk_at(ckpt, dataset, first)
+        flip(ckpt, offset + size // 2, 0x04)
+        what = ("gated run: " if gates else "") + f"/{dataset}" + \
+            (f" (the snapshot of step {first * 10})" if dataset == "attn/maps" else "")
+        rc, out, err = harness("check", ckpt)
+        check(f"{what} damaged: check names it and says the checkpoint resumes without it",
+              rc == 1 and f"/{dataset} cannot be read" in out and "a checkpoint at step 20 of 40" in out
+              and "continues it without the history" in out, out + err)
+        rc, out, err = harness(config, "--resume")
+        diff = inj.differences(path, ref) if rc == 0 else [f"exit {rc}"]
+        allowed = set(HISTORY[dropped]) if dropped else set()
+        with h5py.File(path, "r") if rc == 0 else open(os.devnull) as f:
+            note = str(f.attrs.get("history_dropped", "")) if rc == 0 else ""
+        check(f"{what} damaged: --resume ends with the uninterrupted run's bits"
+              + (f" but for the history it drops ({dropped}), named in the warning and in "
+                 f"history_dropped" if dropped else " in every dataset"),
+              rc == 0 and set(diff) <= allowed and f"/{dataset}" in err and "warning" in err
+              and (bool(note) == bool(dropped)) and (not dropped or f"/{dataset}" in note),
+              f"{diff} {note!r} {err[-400:]}")
+        if dropped == "attn":
+            check("... the snapshots kept equal the uninterrupted run's", snapshots_agree(path, ref))
+        elif dropped:
+            check(f"... the /{dropped} rows kept equal the uninterrupted run's",
+                  rows_agree(path, ref, dropped))
+        rc, out, err = harness("check", path)
+        check(f"... check passes the result{' and names what was dropped' if dropped else ''}",
+              rc == 0 and (not dropped or "history lost to damage" in out), out + err)
+
+
+def one_line_each(err, paths):
+    """'' when err is one printable line per path, each naming its path; else what is wrong."""
+    lines = err.splitlines()
+    if len(lines) != len(paths):
+        return f"{len(lines)} lines for {len(paths)} paths: {err!r}"
+    for line, p in zip(lines, paths):
+        if not line.startswith(p + ": ") or not line.isprintable():
+            return f"not one printable line naming {p}: {line!r}"
+    return ""
+
+
+def test_check_says():
+    d = os.path.join(TMP, "says")
+    os.makedirs(d)
+    config, path, ref = killed_at_checkpoint(d)
+    ckpt = path + ".ckpt"
+    rc, out, err = harness("check", path)
+    check(f"check on a path with only a .ckpt: names the checkpoint, its step and --resume: {err.strip()}",
+          rc == 2 and not one_line_each(err, [path]) and "a checkpoint at step 20 of 40" in err
+          and ckpt in err and "--resume continues it" in err, repr(err))
+    rc, out, err = harness("check", ckpt)
+    check(f"check on the .ckpt: valid, its step, and that it resumes: {out.strip()}",
+          rc == 0 and ": ok (running run" in out and "a checkpoint at step 20 of 40" in out
+          and "--resume continues it" in out, out + err)
+    # a killed writer's temporary alone (status running, or still marked open)
+    only_temp = os.path.join(d, "temp")
+    os.makedirs(only_temp)
+    tpath = os.path.join(only_temp, "run.h5")
+    run([HARNESS, inj.write_config(only_temp, tpath)], env=inj.shim_env(inj.shim_path(HARNESS),
+                                                                        kill="rename:1"))
+    for name in os.listdir(only_temp):  # the checkpoint's temporary too: the result's alone
+        if ".ckpt.tmp." in name:
+            os.unlink(os.path.join(only_temp, name))
+    temps = sorted(os.path.join(only_temp, n) for n in os.listdir(only_temp) if ".tmp." in n)
+    rc, out, err = harness("check", tpath)
+    check(f"check on a path with only a killed writer's temporary: says so: {err.strip()[:160]}",
+          rc == 2 and len(temps) == 1 and not one_line_each(err, [tpath])
+          and "the temporary of a run killed while writing it" in err and "nothing to resume" in err,
+          repr(err) + str(temps))
+    if temps:
+        rc, out, err = harness("check", temps[0])
+        check(f"check on that temporary: unfinished, the next run deletes it: {err.strip()[:160]}",
+              rc == 2 and not one_line_each(err, temps[:1]) and "killed while writing it" in err
+              and "deletes it" in err, repr(err))
+    # a directory, a FIFO, nothing; an interrupted run without a checkpoint
+    directory = os.path.join(d, "dir.h5")
+    os.makedirs(directory)
+    fifo = os.path.join(d, "fifo.h5")
+    os.mkfifo(fifo)
+    nothing = os.path.join(d, "nothing.h5")
+    nockpt = os.path.join(d, "nockpt", "run.h5")
+    os.makedirs(os.path.dirname(nockpt))
+    shutil.copyfile(ckpt, nockpt)
+    with h5py.File(nockpt, "r+") as f:
+        f.attrs["status"] = "interrupted"
+        del f["checkpoint"]
+    rc, out, err = harness("check", directory, fifo, nothing, path, timeout=60)
+    problem = one_line_each(err, [directory, fifo, nothing, path])
+    check("check on a directory, a FIFO, nothing and a checkpoint's path at once: one printable "
+          "line each, exit 2", rc == 2 and not problem, problem)
+    said = dict(zip([directory, fifo, nothing], err.splitlines()))
+    check(f"... a directory: {said.get(directory, '')}", "a directory, not a results file"
+          in said.get(directory, ""))
+    check(f"... a FIFO: {said.get(fifo, '')}", "not a regular file (a FIFO)" in said.get(fifo, ""))
+    check(f"... nothing: {said.get(nothing, '')}", "nothing there" in said.get(nothing, ""))
+    rc, out, err = harness("check", nockpt)
+    check(f"check on an interrupted run without a checkpoint: {out.strip().splitlines()[-1][:160]}",
+          rc == 1 and "no checkpoint (the file records 20 steps of 40" in out and "-1" not in out,
+          out[-400:])
+    nconfig = inj.write_config(os.path.dirname(nockpt), nockpt, steps=40, checkpoint_every=10)
+    for args, want in (((), "holds an interrupted run with no checkpoint (the file records 20 steps of 40"),
+                       (("--resume",), "nothing to resume")):
+        rc, out, err = harness(nconfig, *args)
+        check(f"{' '.join(('plain run',) + args)} on it: no step -1: {inj.last_line(err)[:170]}",
+              rc == 2 and want in err and "records 20 steps" in err and "step -1" not in err, err)
+
+
 def inj_run(config):
     p = inj.run(HARNESS, config)
     return p.returncode, p.stdout, p.stderr
@@ -520,6 +739,85 @@ def test_fuzz():
           not bad, bad[:8])
 
 
+# The datasets a history_dropped note of a resumed run stands for.
+DROPPED = {"attention snapshots": HISTORY["attn"], "/train rows": HISTORY["train"],
+           "/eval rows": HISTORY["eval"]}
+
+
+def resume_one(config_text, d, damaged, ref):
+    """--resume from the damaged checkpoint `damaged` in a fresh directory d: (what went wrong,
+    '' when it ended well: refused in one line, or complete with the reference's numbers but for
+    the history its history_dropped names; how it ended: refused, complete, dropped)."""
+    os.makedirs(d)
+    config = write(os.path.join(d, "micro.yaml"), config_text.replace("OUT", os.path.join(d, "run.h5")))
+    shutil.copyfile(damaged, os.path.join(d, "run.h5.ckpt"))
+    rc, out, err = harness(config, "--resume", timeout=600)
+    crash = clean_failure(rc, out, err, damaged) if rc != 0 else ""
+    if rc == "timeout" or (rc != 0 and (rc != 2 or crash.startswith(("died", "traceback")))):
+        return f"{damaged}: --resume {crash or rc}", "bad"
+    if rc != 0:
+        return "", "refused"
+    path = os.path.join(d, "run.h5")
+    with h5py.File(path, "r") as f:
+        note = str(f.attrs.get("history_dropped", ""))
+    allowed = {n for key, names in DROPPED.items() if key in note for n in names}
+    differ = set(inj.differences(path, ref)) - allowed
+    shutil.rmtree(d, ignore_errors=True)
+    if differ:
+        return f"{damaged}: --resume accepted it, and {sorted(differ)[:4]} differ (dropped: {note!r})", "bad"
+    return "", "dropped" if note else "complete"
+
+
+MICRO_CKPT = MICRO.replace("steps: 2,", "steps: 4,").replace("probes: 1}", "probes: 1, checkpoint_every: 2,\n"
+                                                                    "         path: OUT}")
+
+
+def test_fuzz_checkpoint():
+    """The fuzz's bytes of a checkpoint (of step 2 of 4): harness check over all of them, and
+    --resume from each (two at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+    d = os.path.join(TMP, "fuzz_ckpt")
+    os.makedirs(d)
+    ref_dir = os.path.join(d, "ref")
+    os.makedirs(ref_dir)
+    ref = os.path.join(ref_dir, "run.h5")
+    rc, _, err = harness(write(os.path.join(ref_dir, "micro.yaml"), MICRO_CKPT.replace("OUT", ref)))
+    check("the fuzz's tiny run with a checkpoint completes", rc == 0, err[-300:])
+    killed = os.path.join(d, "killed")
+    os.makedirs(killed)
+    config = write(os.path.join(killed, "micro.yaml"), MICRO_CKPT.replace("OUT", os.path.join(killed, "run.h5")))
+    run([HARNESS, config], env=inj.shim_env(inj.shim_path(HARNESS), kill="rename:2"))
+    src = os.path.join(killed, "run.h5.ckpt")
+    check("a killed run left the checkpoint of step 2", inj.status(src) == "running")
+    meta, data = fuzz_offsets(src)
+    original = open(src, "rb").read()
+    t0 = time.time()
+    files = []
+    for off in meta + data:
+        p = os.path.join(d, f"c{off:07d}.ckpt")
+        with open(p, "wb") as f:
+            f.write(flip_bytes(original, off))
+        files.append(p)
+    rc, out, err = harness("check", *files, timeout=3600)
+    bad = [f"check: exit {rc}"] if rc == "timeout" or rc not in (0, 1, 2) or "Traceback" in err else []
+    accepted = sorted(set(re.findall(r"^(\S+): ok \(", out, re.M)))
+    if accepted:
+        p = subprocess.run([PY, "-c", COMPARE, src], input="\n".join(accepted) + "\n",
+                           capture_output=True, text=True, timeout=3600)
+        bad += [l for l in p.stdout.splitlines() if l != "same"]
+    resumes = files if os.environ.get("HEADS_FUZZ_ALL") == "1" else \
+        [p for i, p in enumerate(files) if i >= len(meta) or i % 6 == 0]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ended = list(pool.map(lambda p: resume_one(MICRO_CKPT, p + ".d", p, ref), resumes))
+    bad += [problem for problem, _ in ended if problem]
+    how = {k: sum(1 for _, h in ended if h == k) for k in ("complete", "dropped", "refused")}
+    check(f"fuzz of a checkpoint: {len(files)} files ({len(meta)} metadata bytes, {len(data)} data "
+          f"bytes) in {time.time() - t0:.0f} s: check accepted {len(accepted)} (the same numbers), "
+          f"--resume from {len(resumes)} of them: {how['complete']} ended with the uninterrupted run's "
+          f"bits, {how['dropped']} with them but for the history they name dropped, {how['refused']} "
+          "refused in one line; no crash, no hang, no silent accept", not bad, bad[:8])
+
+
 # ------------------------------------------------------------------------------------------------
 # a full disk
 
@@ -626,8 +924,10 @@ def main():
         return 1
     t0 = time.time()
     for name, fn in (("checksums", test_checksums), ("data flip", test_data_flip),
-                     ("resume", test_resume), ("readers", test_readers), ("full disk", test_full_disk),
-                     ("small inputs", test_small), ("fuzz", test_fuzz)):
+                     ("resume", test_resume), ("history", test_history), ("check says", test_check_says),
+                     ("readers", test_readers), ("full disk", test_full_disk),
+                     ("small inputs", test_small), ("fuzz", test_fuzz),
+                     ("fuzz checkpoint", test_fuzz_checkpoint)):
         run_check(name, fn)
     return end_suite(TMP, KEEP, t0)
 

@@ -293,8 +293,11 @@ def test_check_gates(files):
 def test_check(files):
     for run, path in files.items():
         p = harness("check", path)
-        check(f"check passes the {run} file", p.returncode == 0 and p.stdout.rstrip().endswith(")"),
-              p.stdout[-600:] + p.stderr)
+        # one line, "ok (STATUS run, format X)", and for an interrupted run what resumes it
+        said = p.stdout.strip().splitlines()
+        check(f"check passes the {run} file", p.returncode == 0 and len(said) == 1 and re.match(
+            r"\S+: ok \(\w+ run, format [\d.]+\)(; an interrupted run at step \d+ of \d+: harness CONFIG --resume "
+            r"continues it)?$", said[0]) is not None, p.stdout[-600:] + p.stderr)
     good = files["base"]
 
     def set_score(f):
@@ -339,7 +342,7 @@ def test_check(files):
     garbled = tampered(good, "garbled", lambda f: f.attrs.__setitem__("format_version", "one"))
     for what, args, pattern in (("a truncated file", [truncated], "not an HDF5 results file"),
                                 ("a non-HDF5 file", [text], "not an HDF5 results file"),
-                                ("a missing file", [os.path.join(TMP, "none.h5")], "cannot be read"),
+                                ("a missing file", [os.path.join(TMP, "none.h5")], "nothing there"),
                                 ("a future format_version", [future], "format 2.0, but this harness reads format 1.x"),
                                 ("a garbled format_version", [garbled], "not MAJOR.MINOR"),
                                 ("no file", [], "no results file given"),

@@ -28,11 +28,22 @@ trained undisturbed once: the reference. Then:
               machine's memory does not decide): refused at once (exit 2, no file, no step
               line) naming the peak, the largest part and the keys that shrink it; --shapes
               prints both peaks by part, the parts adding up to them
-  small disk  (root: a 64 KiB tmpfs, else skipped) a run whose file and checkpoints cannot fit
+  small disk  (root: a 64 KiB tmpfs, else skipped) a run whose file and checkpoint cannot fit
               is refused before step 1, naming the space it needs and has; nothing is left
+  full disk   (root: a 1 MiB tmpfs, else skipped) the disk filled by another process at step 60:
+              the periodic checkpoints after it are skipped with a warning each, and the run
+              completes with the reference's bits (the room for its end was reserved at step 0)
+  write fails a disk that stays full from the first write after the last periodic checkpoint
+              (and after the trained one): the shim's FAULT_FULL, which no reserve can help:
+              exit 2, and the last line names the checkpoint that survives, its step and the
+              exact command that continues it; that command, run as it is, ends with the
+              reference's bits
+  refused     a refused run (--resume with nothing to resume, a train.init_from that is not
+              there) removes the directories of output.path it created
   in progress `harness check`, scripts/plot and scripts/report on the path of a run that is
               training: exit 2, no traceback, naming the writer (pid, host, since, step) and its
-              checkpoint, which plot then reads (exit 0)
+              checkpoint, which plot then reads (exit 0) and check passes, naming the run
+              that writes it instead of --resume
   sweep       a `-j 2` sweep of three runs, stopped with SIGINT, SIGTERM, or SIGKILL (the sweep
               and its harnesses) once both running runs passed a random step: `--status` calls
               them interrupted (resumable at step N); the same sweep again resumes each with
@@ -46,6 +57,7 @@ import math
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -211,6 +223,9 @@ def calls(config):
 
 
 def test_study():
+    if os.environ.get("SANITIZER_REPORTS"):  # ASan's malloc stands before the shim's
+        print("# study: skipped under the sanitizers (the shim's allocation faults do not fire)")
+        return
     config, path = setup("count")
     renames = calls(config)["rename"]  # the periodic checkpoints, the trained one, the result
     for fault, how in (("fail", "out of memory"), ("kill", "SIGKILL")):
@@ -326,6 +341,9 @@ def estimate_bytes(config):
 def test_memory_peak():
     """Each run's peak RSS (of its own process: a fresh Python parent each, so the children's
     maximum is this run's) is at most the estimate, and the estimate at most 1.5 times it."""
+    if os.environ.get("SANITIZER_REPORTS"):
+        print("# memory peak: skipped under the sanitizers (their shadow memory triples the RSS)")
+        return
     shapes = [("thin heads, T 256", "d_model: 64, n_head: 8, n_layer: 2, seq_len: 256", 8, 256, 1),
               ("wide heads, 2 threads", "d_model: 64, n_head: 2, n_layer: 2, seq_len: 128", 16, 64, 2),
               ("one head, T 1024", "d_model: 32, n_head: 1, n_layer: 1, seq_len: 1024", 1, 1024, 1)]
@@ -370,6 +388,87 @@ def test_small_disk():
         subprocess.run(["umount", d], capture_output=True)
 
 
+def fill_up(where):
+    """Another process's file that takes every free byte of the file system at where."""
+    with open(os.path.join(where, "filler"), "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 16))
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_full_disk():
+    d = os.path.join(TOP, "full")
+    os.makedirs(d)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d],
+                                           capture_output=True).returncode != 0:
+        print("# full disk: skipped (mounting a tmpfs needs root)")
+        return
+    try:
+        config = os.path.join(TOP, "full.yaml")
+        path = os.path.join(d, "run.h5")
+        with open(config, "w") as f:
+            f.write(CONFIG.format(steps=STEPS, every=EVERY, path=path))
+        proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, errors="replace")
+        said, filled = [], False
+        for line in proc.stderr:
+            said.append(line)
+            if not filled and re.match(r"step 6\d/", line):
+                fill_up(d)
+                filled = os.statvfs(d).f_bavail == 0
+        proc.wait(120)
+        err = "".join(l for l in said if not l.startswith("step "))
+        skipped = [int(n) for n in re.findall(r"the checkpoint of step (\d+) was not written", err)]
+        check(f"the disk filled by another process at step 60: the checkpoints of steps {skipped} are "
+              "skipped with a warning each, the run completes with the reference's bits, nothing is left",
+              filled and proc.returncode == 0 and skipped and min(skipped) <= 100 and same_as_ref(path)
+              and sorted(os.listdir(d)) == ["filler", "run.h5"],
+              f"filled {filled}, exit {proc.returncode}: {err[-500:]} {os.listdir(d)}")
+    finally:
+        subprocess.run(["umount", d], capture_output=True)
+
+
+def test_write_fails():
+    config, path = setup("count3")
+    renames = calls(config)["rename"]  # the periodic checkpoints, the trained one, the result
+    last_periodic = (STEPS - 1) // EVERY * EVERY
+    for after, want, does in ((renames - 2, f"a checkpoint at step {last_periodic} of {STEPS}", "continues from there"),
+                              (renames - 1, f"every step of {STEPS} done", "runs only its end-of-run study")):
+        config, path = setup(f"write_fails_{after}")
+        directory = os.path.dirname(path)
+        p = subprocess.run([HARNESS, config], capture_output=True, text=True, errors="replace", timeout=120,
+                           env=inj.shim_env(SHIM, after=f"rename:{after}", full="write:1"))
+        last = inj.last_line(p.stderr)
+        found = re.search(r"kept: (.*) in (\S+); .*`([^`]+)` (.*)$", last)
+        check(f"the disk stays full from the write after rename {after}: exit 2, the last line names the "
+              f"checkpoint, its step and the command: {last[:200]}",
+              p.returncode == 2 and found is not None and want in found.group(1)
+              and found.group(2) == path + ".ckpt" and found.group(4).startswith(does), p.stderr[-500:])
+        if found:
+            r = subprocess.run(shlex.split(found.group(3)), capture_output=True, text=True, errors="replace",
+                               timeout=120)
+            check(f"... `{found.group(3)[-60:]}` as it is: the reference's bits, nothing left over",
+                  r.returncode == 0 and same_as_ref(path) and leftovers(directory) == [],
+                  f"exit {r.returncode}: {r.stderr[-300:]} {leftovers(directory)}")
+
+
+def test_refused():
+    top = os.path.join(TOP, "refused")
+    os.makedirs(top)
+    config = os.path.join(top, "run.yaml")
+    made = os.path.join(top, "new")
+    with open(config, "w") as f:
+        f.write(CONFIG.format(steps=STEPS, every=EVERY, path=os.path.join(made, "deeper", "run.h5")))
+    for args, why in ((["--resume"], "nothing to resume"),
+                      (["--set", f"train.init_from={top}/missing.h5"], "missing.h5")):
+        p = harness(config, *args)
+        check(f"a refused run ({why}): exit 2, and the directories it created are gone",
+              p.returncode == 2 and why in p.stderr and not os.path.exists(made), p.stderr[-300:])
+
+
 def test_in_progress():
     config, path = setup("in_progress", steps=100000)
     proc = subprocess.Popen([HARNESS, config], stdout=subprocess.DEVNULL,
@@ -388,6 +487,10 @@ def test_in_progress():
             check(f"scripts/{script} on it: exit 2, no traceback, the writer and the checkpoint "
                   f"named", p.returncode == 2 and "Traceback" not in p.stderr
                   and re.search(writer, p.stderr) and path + ".ckpt" in p.stderr, p.stderr[-400:])
+        c = harness("check", path + ".ckpt")
+        check(f"check on its checkpoint: valid, of a run in progress (not '--resume'): {c.stdout.strip()[-120:]}",
+              c.returncode == 0 and "of a run in progress (being written by pid" in c.stdout
+              and "--resume" not in c.stdout, c.stdout + c.stderr)
         p = subprocess.run([PY, os.path.join(inj.ROOT, "scripts", "plot"), path + ".ckpt"],
                            capture_output=True, text=True, errors="replace", timeout=120)
         check("... and plot reads the checkpoint", p.returncode == 0, p.stderr[-300:])
@@ -538,6 +641,9 @@ def main():
         run_check("memory", test_memory)
         run_check("memory peak", test_memory_peak)
         run_check("small disk", test_small_disk)
+        run_check("full disk", test_full_disk)
+        run_check("write fails", test_write_fails)
+        run_check("refused", test_refused)
         run_check("in progress", test_in_progress)
         run_check("holder line", test_holder_line)
         run_check("sweep", test_sweep)

@@ -5,6 +5,7 @@
  * run left at output.path is continued (--resume) or discarded (--overwrite) only when asked.
  * Owns the argument parsing and the exit status. Must not know: HDF5, the training loop's inside,
  * any numeric step. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <libgen.h>
@@ -28,6 +29,7 @@
 #include "results/results.h"
 #include "results/runstate.h"
 #include "shapes.h"
+#include "train/budget.h"
 #include "state_command.h"
 #include "study_commands.h"
 #include "data/tasks.h"
@@ -93,6 +95,67 @@ static int report(const UserError *err) {
     return EXIT_USER_ERROR;
 }
 
+/* The command that continues this run (--resume with the same config and --set values, or
+ * `harness analyze RUN.h5` again), shell-quoted, for the last line of a run whose write failed. */
+static char resume_command[4096];
+
+static void append_quoted(char *out, size_t size, const char *arg) {
+    size_t used = strlen(out);
+    int plain = arg[0] != '\0';
+    for (const char *c = arg; *c; c++)
+        plain &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 strchr("_./=:,@%+-", *c) != NULL;
+    if (used && used < size - 1) out[used++] = ' ', out[used] = '\0';
+    if (plain) {
+        snprintf(out + used, size - used, "%s", arg);
+        return;
+    }
+    for (const char *c = "'"; *c && used < size - 1; c++) out[used++] = *c;
+    for (const char *c = arg; *c && used < size - 5; c++) {
+        if (*c == '\'') memcpy(out + used, "'\\''", 4), used += 4;
+        else out[used++] = *c;
+    }
+    if (used < size - 1) out[used++] = '\'';
+    out[used < size ? used : size - 1] = '\0';
+}
+
+static void make_resume_command(int argc, char **argv, int analyze) {
+    resume_command[0] = '\0';
+    for (int i = 0; i < argc; i++) {
+        if (!analyze &&
+            (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--overwrite") || !strcmp(argv[i], "--force")))
+            continue;
+        append_quoted(resume_command, sizeof resume_command, argv[i]);
+    }
+    if (!analyze) append_quoted(resume_command, sizeof resume_command, "--resume");
+}
+
+/* After a run that trained (or loaded its state) and then failed to write: the last line says
+ * what survives on disk for --resume, at which step, and the command that continues it. */
+static void report_survivor(const Config *cfg) {
+    ResumeSource src;
+    UserError why;
+    if (train_resume_source(cfg, &src, &why) != ERR_OK) {
+        fprintf(stderr,
+                "%s: no checkpoint of this run survives (none could be written; output.checkpoint_every %d): "
+                "the next run trains from step 0\n",
+                cfg->out_path, cfg->checkpoint_every);
+        return;
+    }
+    RunFiles rf;
+    results_run_files(cfg->out_path, &rf);
+    const RunFile *f = !strcmp(src.path, rf.checkpoint.path) ? &rf.checkpoint
+                       : !strcmp(src.path, rf.stranded.path) ? &rf.stranded
+                                                             : &rf.result;
+    char what[1600];
+    results_run_file_describe(f, f == &rf.checkpoint, what, sizeof what);
+    fprintf(stderr, "%s: kept: %s in %s; once the cause above is fixed, `%s` %s\n", cfg->out_path, what,
+            src.path, resume_command,
+            src.place                   ? "moves it into place"
+            : src.status == RUN_TRAINED ? "runs only its end-of-run study, with no training step"
+                                        : "continues from there");
+}
+
 /* Forward and backward on the first training batch; write everything the reference needs. */
 static int dump_grads(Model *m, const Task *task, const Config *cfg, const char *path) {
     UserError err;
@@ -140,10 +203,11 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
         if (resume && train_resume_source(&cfg, &source, &err) != ERR_OK) {
             exit_code = report(&err);
         } else {
-            RunStatus status = RUN_COMPLETE;
-            if (train_run(&model, &task, &cfg, overwrite, resume ? &source : NULL, &status, &err) != ERR_OK)
+            RunStatus status = RUN_NONE;
+            if (train_run(&model, &task, &cfg, overwrite, resume ? &source : NULL, &status, &err) != ERR_OK) {
                 exit_code = report(&err);
-            else {
+                if (status != RUN_NONE) report_survivor(&cfg); /* it trained, and a write failed */
+            } else {
                 fprintf(stderr, "%s: %s\n", cfg.out_path, run_status_name(status));
                 exit_code = status == RUN_COMPLETE   ? 0
                             : status == RUN_DIVERGED ? EXIT_DIVERGED
@@ -232,6 +296,46 @@ static int parse_args(int argc, char **argv, Args *a) {
     return -1;
 }
 
+/* The room the run's end needs on the disk of output.path: the results file and one checkpoint
+ * (the trained state, written before the study). Refused before step 1 when it is not free;
+ * with reserve, held from now until just before those writes (results_reserve), so that a disk
+ * someone else fills during the run still has it. A periodic checkpoint takes room of its own
+ * (two copies while one is rewritten): one that does not fit is skipped with a warning. */
+static int disk_room(const Config *cfg, int reserve, UserError *err) {
+    DiskEstimate disk;
+    budget_disk(cfg, &disk);
+    double need = disk.result + disk.checkpoint;
+    struct statvfs fs;
+    char dir[CONFIG_PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s", cfg->out_path);
+    double free_bytes = statvfs(dirname(dir), &fs) == 0 ? (double)fs.f_bavail * fs.f_frsize : -1;
+    int e = free_bytes >= 0 && free_bytes < need ? ENOSPC
+            : reserve                            ? results_reserve(cfg->out_path, need)
+                                                 : 0;
+    if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+        return config_key_error(
+            cfg, "output.path", err,
+            "the run needs up to %.1f MiB on the disk of '%s' (the results file and one checkpoint, maps "
+            "uncompressed, reserved at step 0 for the end of the run), but only %.1f MiB are free; refused "
+            "before step 1%s: free some space or set output.path elsewhere",
+            need / 1048576.0, cfg->out_path, (free_bytes > 0 ? free_bytes : 0) / 1048576.0,
+            e == EDQUOT  ? " (the disk quota is reached)"
+            : e == EFBIG ? " (the file size limit is lower)"
+                         : "");
+    if (e)
+        fprintf(stderr, "warning: %s: cannot reserve room for the end of the run (%s); going on without\n",
+                cfg->out_path, strerror(e));
+    int periodic = cfg->checkpoint_every > 0 && cfg->checkpoint_every < cfg->steps;
+    if (reserve && periodic && free_bytes >= 0 && free_bytes < need + 2 * disk.checkpoint)
+        fprintf(
+            stderr,
+            "warning: %s: %.1f MiB free, %.1f MiB of them reserved for the end of the run: a periodic "
+            "checkpoint (up to %.1f MiB, twice while one is rewritten) may not fit, and one that does not is "
+            "skipped with a warning (the end of the run keeps its room)\n",
+            cfg->out_path, free_bytes / 1048576.0, need / 1048576.0, disk.checkpoint / 1048576.0);
+    return ERR_OK;
+}
+
 /* What is at output.path decides whether a run may start there (the caller holds its lock): a
  * directory never; a run's leftovers (results file, checkpoint, stranded temporary) only with
  * --resume, or --overwrite, which deletes the checkpoint and the temporaries now and says so
@@ -247,18 +351,8 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
                                 "'%s' is a directory; output.path names the results "
                                 "file (e.g. %s/run.h5)",
                                 cfg->out_path, cfg->out_path);
-    struct statvfs fs;
-    char dir[CONFIG_PATH_MAX + 8];
-    snprintf(dir, sizeof dir, "%s", cfg->out_path);
-    double need = shapes_disk_bytes(cfg);
-    if (statvfs(dirname(dir), &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
-        return config_key_error(
-            cfg, "output.path", err,
-            "the run needs up to %.1f MiB on the disk of '%s' (the results "
-            "file and two checkpoints, maps uncompressed), but only %.1f MiB are free; refused "
-            "before step 1: free some space or set output.path elsewhere",
-            need / 1048576.0, cfg->out_path, (double)fs.f_bavail * fs.f_frsize / 1048576.0);
-    if (resume || !results_run_files_any(&rf)) return ERR_OK;
+    if (disk_room(cfg, 0, err) != ERR_OK) return ERR_USER;
+    if (resume || !results_run_files_any(&rf)) return disk_room(cfg, 1, err);
     char what[2400];
     results_run_files_describe(&rf, what, sizeof what);
     if (overwrite) {
@@ -266,7 +360,7 @@ static int check_output(const Config *cfg, int overwrite, int resume, UserError 
         unlink(rf.checkpoint.path);
         results_remove_temps(cfg->out_path);
         results_remove_temps(rf.checkpoint.path);
-        return ERR_OK;
+        return disk_room(cfg, 1, err);
     }
     return config_key_error(cfg, "output.path", err,
                             "'%s' holds %s; nothing was changed: %s--overwrite "
@@ -313,7 +407,7 @@ static int locked_run(const Config *cfg, const char *dump_path, int overwrite, i
     UserError err;
     use_threads(cfg);
     warn_threads(cfg);
-    if (!dump_path && shapes_check_memory(cfg, &err) != ERR_OK) return report(&err);
+    if (!dump_path && budget_check_memory(cfg, &err) != ERR_OK) return report(&err);
     ConfigMark where = config_mark(cfg, "output.path");
     if (dump_path) where = (ConfigMark){"--dump-grads", 1, 1};
     else if (!where.file || !where.line) where = (ConfigMark){cfg->source_path, 1, 1};
@@ -344,6 +438,7 @@ static int analyze_main(int argc, char **argv) {
         return help ? 0 : EXIT_USER_ERROR;
     }
     const char *path = argv[1];
+    make_resume_command(argc + 1, argv - 1, 1);
     RunFiles rf;
     results_run_files(path, &rf);
     const RunFile *from = rf.checkpoint.status == RUN_TRAINED ? &rf.checkpoint
@@ -390,6 +485,7 @@ int main(int argc, char **argv) {
     Config cfg;
     UserError err;
     if (load_config(&cfg, args.config_path, argc, argv, &err) != ERR_OK) return report(&err);
+    make_resume_command(argc, argv, 0);
     if (args.shapes) {
         use_threads(&cfg);
         shapes_print(&cfg, stdout);

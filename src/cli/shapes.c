@@ -1,11 +1,13 @@
 /* shapes.c: `harness --shapes CONFIG`: the tensor shapes of one block, parameter counts,
- * matmul FLOPs per token, the K/V cache of generation and the peak memory by part, computed from
- * the config alone (no allocation: works for real sizes); the memory check a run makes at start.
- * Owns the --shapes report, the K/V cache's size (one function, shared with generate) and the
- * memory estimate's parts. Must not know: files, training, the tasks. */
+ * matmul FLOPs per token, the K/V cache of generation, and the run's budget (train/budget.c: the
+ * peak memory by part, the disk its files take), computed from the config alone (no allocation:
+ * works for real sizes).
+ * Owns the --shapes report and the K/V cache's size (one function, shared with generate).
+ * Must not know: files, training, the tasks. */
 #include <stdio.h>
 #include <string.h>
 #include "shapes.h"
+#include "train/budget.h"
 #include "analysis/ablation.h"
 #include "analysis/analysis.h"
 #include "train/head_l0.h"
@@ -17,8 +19,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-static void print_memory(const Config *cfg, FILE *out);
 
 /* 1234567 -> "1,234,567" */
 static const char *grouped(double value, char *buf, int size) {
@@ -161,6 +161,18 @@ static void print_flops(ModelShape s, ModelCost c, FILE *out) {
             grouped(c.flops_forward, a, 32), grouped(3 * c.flops_forward, b, 32));
 }
 
+static void print_memory(const Config *cfg, FILE *out) {
+    MemoryEstimate e;
+    budget_memory(cfg, &e);
+    char a[32], b[32];
+    fprintf(out, "\nmemory, estimated peak (from the sizes the allocations use):\n");
+    for (int i = 0; i < e.n; i++)
+        fprintf(out, "  %-12s %s  (shrink: %s)\n", budget_units(e.part[i].bytes, a, 32), e.part[i].name,
+                e.part[i].shrink);
+    fprintf(out, "  training     %s\n  with the study %s\n", budget_units(e.training, a, 32),
+            budget_units(e.study, b, 32));
+}
+
 void shapes_print(const Config *cfg, FILE *out) {
     const ModelShape s = model_shape_from_config(cfg);
     const ModelCost c = model_cost(s);
@@ -169,161 +181,12 @@ void shapes_print(const Config *cfg, FILE *out) {
     print_params(s, c, out);
     print_flops(s, c, out);
     print_memory(cfg, out);
-}
-
-/* How many attention snapshots a run keeps: every attn_every steps from step 0, and the last. */
-static int64_t snapshot_count(const Config *cfg) {
-    if (cfg->attn_every <= 0) return 1;
-    return cfg->steps / cfg->attn_every + 1 + (cfg->steps % cfg->attn_every != 0);
-}
-
-static void add_part(MemoryEstimate *e, int study, double bytes, const char *name, const char *shrink) {
-    CHECK(e->n < MEMORY_MAX_PARTS);
-    e->part[e->n++] = (MemoryPart){name, shrink, study, bytes};
-    if (!study) e->training += bytes;
-    e->study += bytes;
-}
-
-/* What the process holds before it allocates anything of the config: the program, libc, libyaml,
- * HDF5 (its free lists and metadata cache), OpenMP's thread stacks. Measured as the peak RSS of a
- * one-step run of a tiny config less the rest of this estimate (12-16 MiB, AVX-512 build). */
-enum { PROCESS_BASELINE_BYTES = 16 << 20 };
-
-static int threads_of(const Config *cfg) {
-#ifdef _OPENMP
-    return cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-#else
-    (void)cfg;
-    return 1;
-#endif
-}
-
-/* The most any thread holds at once of the kernels' own scratch: the attention's per-thread
- * buffers (its backward without maps asks the most) and one GEMM's packed blocks. */
-static double kernel_scratch_bytes(ModelShape s, int B, int T) {
-    size_t forward = attention_scratch_floats(T, s.d_head, 0, 0),
-           backward = attention_scratch_floats(T, s.d_head, 1, 0);
-    int widest = s.vocab_size;
-    int widths[] = {s.d_model, 3 * s.n_head * s.d_head};
-    for (int i = 0; i < 2; i++) widest = widths[i] > widest ? widths[i] : widest;
-    size_t gemm = gemm_scratch_floats(B * T, widest, B * T);
-    return ((double)(forward > backward ? forward : backward) + (double)gemm) * sizeof(float);
-}
-
-void shapes_memory(const Config *cfg, MemoryEstimate *e) {
-    memset(e, 0, sizeof *e);
-    ModelShape s = model_shape_from_config(cfg);
-    int max_batch = cfg->batch_size > cfg->probes ? cfg->batch_size : cfg->probes;
-    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
-    double map = (double)s.n_layer * s.n_head * P * T * T * sizeof(float);
-    size_t probe_maps = model_map_floats(s, P, T, max_batch, 1);
-    size_t training_maps = model_map_floats(s, cfg->batch_size, cfg->seq_len, max_batch, 0);
-    int longest = T > cfg->seq_len ? T : cfg->seq_len;
-    add_part(e, 0, PROCESS_BASELINE_BYTES, "the process itself (program, libraries, HDF5's caches)",
-             "nothing");
-    add_part(e, 0, 4.0 * model_param_floats(s) * sizeof(float), "parameters, gradients and AdamW moments",
-             "model.d_model, model.n_layer, model.vocab_size");
-    add_part(e, 0, (double)model_activation_floats(s, max_batch) * sizeof(float),
-             "activations (n_layer x batch x seq_len x the widths of the residual, Q|K|V, head outputs "
-             "and logits; batch = the larger of train.batch_size and output.probes)",
-             "train.batch_size, output.probes, model.seq_len");
-    add_part(e, 0, (double)(probe_maps > training_maps ? probe_maps : training_maps) * sizeof(float),
-             "attention maps in the model (the probes' n_layer x probes x n_head x probe_len^2, or the "
-             "training batch's where the backward reads them and they are no larger than the activations)",
-             "output.probes, output.probe_len, model.n_head");
-    add_part(e, 0, threads_of(cfg) * kernel_scratch_bytes(s, max_batch, longest),
-             "kernel scratch per thread (attention's blocks, GEMM's packed blocks)",
-             "train.threads, model.seq_len");
-    add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
-             "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
-             "output.attn_every, output.probes, output.probe_len");
-    add_part(e, 0,
-             (cfg->eval_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
-             "batches (training, held-out)", "output.eval_batches, train.batch_size");
-    if (cfg->head_l0 > 0)
-        add_part(e, 0, head_l0_memory_bytes(cfg, s),
-                 "learned head gates (log alpha and its moments, a copy of W_o for the closed heads, the "
-                 "P(open) trajectory of n_layer x n_head per logged step)",
-                 "model.d_model, output.log_every");
-    size_t views, states;
-    ablation_memory(s, cfg, &views, &states);
-    add_part(e, 1, (double)views,
-             "study: one model view per thread (its forward's activations and any maps it keeps)",
-             "train.threads, train.batch_size, model.seq_len");
-    add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)",
-             "output.eval_batches, train.batch_size");
-    if (cfg->patch_batches >
-        0) { /* after the study's views and states are freed: what it needs beyond them */
-        const size_t model_maps = probe_maps > training_maps ? probe_maps : training_maps;
-        const size_t chunk_maps = model_map_floats(s, cfg->batch_size, cfg->seq_len, max_batch, 0);
-        double patching = (double)head_patching_bytes(s, cfg) +
-                          (chunk_maps > model_maps ? (double)(chunk_maps - model_maps) * sizeof(float) : 0.0);
-        add_part(
-            e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
-            "study: activation patching beyond the views and states above: the clean and corrupted runs' "
-            "hook tensors, one model view per thread, one batch's maps",
-            "output.patch_batches, train.batch_size, model.seq_len");
-    }
-}
-
-/* 123456789 -> "117.7 MiB" */
-static const char *in_units(double bytes, char *buf, int size) {
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (bytes >= 1024 && u < 4) bytes /= 1024, u++;
-    snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-    return buf;
-}
-
-static void print_memory(const Config *cfg, FILE *out) {
-    MemoryEstimate e;
-    shapes_memory(cfg, &e);
-    char a[32], b[32];
-    fprintf(out, "\nmemory, estimated peak (from the sizes the allocations use):\n");
-    for (int i = 0; i < e.n; i++)
-        fprintf(out, "  %-12s %s  (shrink: %s)\n", in_units(e.part[i].bytes, a, 32), e.part[i].name,
-                e.part[i].shrink);
-    fprintf(out, "  training     %s\n  with the study %s\n", in_units(e.training, a, 32),
-            in_units(e.study, b, 32));
-}
-
-/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
-static double mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
-    fclose(f);
-    return kib * 1024;
-}
-
-int shapes_check_memory(const Config *cfg, UserError *err) {
-    double limit = cfg->max_memory ? (double)cfg->max_memory * 1024 * 1024 : mem_available();
-    if (limit <= 0) return ERR_OK;
-    MemoryEstimate e;
-    shapes_memory(cfg, &e);
-    if (e.study <= limit) return ERR_OK;
-    int study = e.training <= limit; /* training fits: the study's parts are what is too much */
-    const MemoryPart *big = &e.part[0];
-    for (int i = 1; i < e.n; i++)
-        if ((study || !e.part[i].study) && e.part[i].bytes > big->bytes) big = &e.part[i];
-    char need[32], have[32], part[32];
-    return user_error(err, cfg->source_path, 0, 0,
-                      "the run needs an estimated %s at its peak (%s), more than the %s %s; refused before "
-                      "step 1. The largest part: %s, %s; %s shrink it (harness --shapes prints every part)",
-                      in_units(study ? e.study : e.training, need, 32),
-                      study ? "the end-of-run study" : "training", in_units(limit, have, 32),
-                      cfg->max_memory ? "output.max_memory allows" : "available (MemAvailable)", big->name,
-                      in_units(big->bytes, part, 32), big->shrink);
-}
-
-double shapes_disk_bytes(const Config *cfg) {
-    ModelShape s = model_shape_from_config(cfg);
-    int P = cfg->probes, T = cfg->probe_len ? cfg->probe_len : cfg->seq_len;
-    double params = (double)model_param_floats(s) * sizeof(float);
-    double maps = (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg));
-    double result = params + maps, checkpoint = 3 * params + maps;
-    return result + 2 * checkpoint;
+    DiskEstimate disk;
+    budget_disk(cfg, &disk);
+    char r[32], k[32], both[32];
+    fprintf(out,
+            "\ndisk (output.path, upper bounds, maps uncompressed): the results file %s, a checkpoint %s; %s "
+            "reserved at step 0 for the end of the run (one checkpoint and the results file)\n",
+            budget_units(disk.result, r, 32), budget_units(disk.checkpoint, k, 32),
+            budget_units(disk.result + disk.checkpoint, both, 32));
 }

@@ -1,7 +1,5 @@
 /* shapes.h: the --shapes report (shape mainline, parameter counts, FLOPs per token, the K/V cache)
- * and the memory estimate: the peak memory of training and of the end-of-run study, by part,
- * computed from the config with the size functions the allocations themselves use (model.h,
- * analysis.h, ablation.h), so that it follows the code.
+ * with the run's budget (train/budget.h) printed.
  * Must not know: files, training, the tasks. */
 #ifndef SHAPES_H
 #define SHAPES_H
@@ -15,27 +13,5 @@ size_t kv_cache_bytes_per_token(ModelShape s);
 /* "V values = B bytes per token in fp32; N tokens: NB bytes" (digits grouped), into buf. */
 void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size);
 
-typedef struct {
-    const char *name;   /* what it is */
-    const char *shrink; /* the config keys that make it smaller */
-    int study;          /* 0: held from step 1 on; 1: added during the end-of-run study */
-    double bytes;
-} MemoryPart;
-
-enum { MEMORY_MAX_PARTS = 12 };
-typedef struct {
-    MemoryPart part[MEMORY_MAX_PARTS];
-    int n;
-    double training, study; /* the peaks: training's parts; training's and the study's */
-} MemoryEstimate;
-
-void shapes_memory(const Config *cfg, MemoryEstimate *e);
 void shapes_print(const Config *cfg, FILE *out);
-/* ERR_USER (one line naming the peak, the limit, the largest part and the keys that shrink it)
- * when the estimated peak exceeds output.max_memory (MiB) or, when that is 0, MemAvailable. */
-int shapes_check_memory(const Config *cfg, UserError *err);
-/* An upper bound of the disk a run needs at its peak: the results file and, while a checkpoint
- * is rewritten, the old and the new checkpoint (each the parameters, AdamW moments and every
- * snapshot's maps, counted uncompressed), from the same size functions. */
-double shapes_disk_bytes(const Config *cfg);
 #endif

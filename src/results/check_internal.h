@@ -18,6 +18,8 @@ typedef struct {
     int problems;
     int n_params, n_adam_m, n_adam_v, n_grads; /* datasets found under those groups */
     int format_minor;                          /* of format_version (0 when absent or unreadable) */
+    int n_damaged, damaged_state;              /* datasets whose values cannot be read; of them state */
+    char damaged[600];                         /* their names, ", " between them */
 } Checker;
 
 /* One problem line "PATH: what", counted. */

@@ -67,31 +67,49 @@ int output_lock_holder(const char *out_path, char *out, size_t size) {
     return held;
 }
 
-/* mkdir -p of the directory part of path. */
-static int make_parents(const char *path) {
+/* mkdir -p of the directory part of path; the topmost directory it created into made (kept
+ * when it created none: a retry after another process removed them). */
+static int make_parents(const char *path, char *made, size_t size) {
     char dir[CONFIG_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return 0;
     *slash = '\0';
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = dir + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char was = *p;
         *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
+        if (mkdir(dir, 0777) == 0) {
+            if (!made[0]) snprintf(made, size, "%s", dir);
+        } else if (errno != EEXIST) return -1;
+        *p = was;
+        if (!was) return 0;
     }
-    return mkdir(dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* rmdir, deepest first, of the empty directories from path's own up to made. */
+static void remove_made(const char *path, const char *made) {
+    if (!made[0]) return;
+    char dir[CONFIG_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t top = strlen(made);
+    for (char *slash; (slash = strrchr(dir, '/')) && slash > dir;) {
+        *slash = '\0';
+        if (strlen(dir) < top || rmdir(dir) != 0) return;
+    }
 }
 
 int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, UserError *err) {
     lk->fd = -1;
+    lk->made[0] = '\0';
     snprintf(lk->path, sizeof lk->path, "%s.lock", out_path);
     make_holder(lk);
-    if (make_parents(lk->path) != 0)
-        return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)",
-                               out_path, strerror(errno));
     for (int attempt = 0; attempt < 100; attempt++) {
+        if (make_parents(lk->path, lk->made, sizeof lk->made) != 0)
+            return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)",
+                                   out_path, strerror(errno));
         int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == ENOENT) continue; /* a refused run removed the directory it made */
         if (fd < 0) {
             return config_error_at(mk, err,
                                    "output.path: cannot create '%.1100s' (%s); is the directory there "
@@ -138,8 +156,11 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
 }
 
 void output_lock_release(OutputLock *lk) {
-    if (lk->fd < 0) return;
-    unlink(lk->path); /* while still held: see the check in output_lock_acquire */
-    close(lk->fd);
-    lk->fd = -1;
+    if (lk->fd >= 0) {
+        unlink(lk->path); /* while still held: see the check in output_lock_acquire */
+        close(lk->fd);
+        lk->fd = -1;
+    }
+    remove_made(lk->path, lk->made);
+    lk->made[0] = '\0';
 }

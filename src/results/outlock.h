@@ -16,19 +16,22 @@
 typedef struct {
     int fd; /* -1: not held (or held without flock) */
     char path[CONFIG_PATH_MAX + 16];
-    char holder[400]; /* "pid N on HOST since TIME" */
+    char holder[400];                /* "pid N on HOST since TIME" */
+    char made[CONFIG_PATH_MAX + 16]; /* the topmost directory this process created ("": none) */
 } OutputLock;
 
 /* Take the lock of out_path, creating the directories of out_path that are not there (only
- * those: nothing is ever removed). `mark` is where out_path was set (for the file:line:col
- * message). ERR_USER when another process holds it ("... is being written by pid N on HOST
- * since T") or when the lock file cannot be created. */
+ * those: output_lock_release removes them again when they are still empty, as a refused run
+ * leaves them). `mark` is where out_path was set (for the file:line:col message). ERR_USER when
+ * another process holds it ("... is being written by pid N on HOST since T") or when the lock
+ * file cannot be created. */
 int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mark, UserError *err);
 /* Add the step reached to the holder line ("pid N on HOST since T, step S of N"). */
 void output_lock_note_progress(OutputLock *lk, long step, long steps);
 /* Whether a live process holds the lock of out_path; if so its holder line into out. */
 int output_lock_holder(const char *out_path, char *out, size_t size);
-/* Delete the lock file and release the lock; harmless when not held. */
+/* Delete the lock file and release the lock (harmless when not held), then the directories
+ * output_lock_acquire created, those that are empty (a run that wrote nothing leaves none). */
 void output_lock_release(OutputLock *lk);
 
 #endif

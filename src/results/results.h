@@ -146,6 +146,9 @@ int64_t results_reader_count(ResultsReader *rd, const char *name);
 int results_reader_doubles(ResultsReader *rd, const char *name, double *out, int64_t count, UserError *err);
 int results_reader_int64s(ResultsReader *rd, const char *name, int64_t *out, int64_t count, UserError *err);
 int results_reader_floats(ResultsReader *rd, const char *name, float *out, int64_t count, UserError *err);
+/* Rows first .. first + rows - 1 (along axis 0) of a float dataset, every value of each row. */
+int results_reader_float_rows(ResultsReader *rd, const char *name, int64_t first, int64_t rows, float *out,
+                              UserError *err);
 /* A whole 1-D uint8 dataset, malloc'd into *out (*n bytes). */
 int results_reader_bytes(ResultsReader *rd, const char *name, unsigned char **out, int64_t *n,
                          UserError *err);
@@ -196,6 +199,27 @@ typedef H5L_info_t ResultsLinkInfo;
 int results_verify(const char *path, UserError *err);
 /* A process that reads path inside results_guarded already: results_verify need not read it. */
 void results_trust(const char *path);
+
+/* The datasets of a file whose values cannot be read (a chunk's checksum fails) while every
+ * header, B-tree and attribute of it is whole. */
+typedef struct {
+    int n;                 /* how many */
+    int state;             /* how many of them are state a resume needs (results_is_state_dataset) */
+    char names[1200];      /* their names, ", " between them ("..." at the end when there are more) */
+    char first[600];       /* "/eval/loss cannot be read: its checksum fails: ..." of the first */
+    char first_state[600]; /* the same of the first state dataset, "" when none */
+} ResultsDamage;
+/* results_verify, but a dataset whose values cannot be read does not fail it: they go to d,
+ * and the file is trusted as results_verify trusts one (its readers then open it; a read of a
+ * damaged dataset is an error, never a crash). Metadata that cannot be read, a crash or a hang
+ * still fail it: ERR_USER with "damaged: ..." in err. */
+int results_verify_values(const char *path, ResultsDamage *d, UserError *err);
+/* Whether name is one of d's datasets. */
+int results_damage_has(const ResultsDamage *d, const char *name);
+/* What a resume cannot do without: /params (with the learned gates' log_alpha), /checkpoint
+ * (the AdamW moments). Everything else a checkpoint holds is history (/train, /eval, /attn,
+ * /scores, /gates) or made again from the config (/probe, /tokenizer). */
+int results_is_state_dataset(const char *name);
 /* Read every attribute and dataset of an open file (hid_t). Metadata that cannot be read (an
  * object, an attribute, the links) stops the walk: 1 and "damaged: ..." in msg. A dataset whose
  * values cannot be read (a chunk's checksum) goes to bad_data(ctx, name, why) when given, and the
@@ -219,6 +243,9 @@ RunStatus results_find_stranded(const char *path, char *out, size_t size);
 int results_place_stranded(const char *tmp, const char *path, UserError *err);
 /* Delete the temporaries of path, stranded ones included (a run told to --overwrite). */
 void results_remove_temps(const char *path);
+/* How many temporaries of path hold no finished state (a killed writer's: status "running", or
+ * torn), the first of them into out. Nothing reads them; the next run on path deletes them. */
+int results_find_unfinished(const char *path, char *out, size_t size);
 
 /* What one file of a run holds. */
 typedef struct {
@@ -228,7 +255,11 @@ typedef struct {
     RunStatus status; /* RUN_NONE: absent, or no results file this harness reads (why says why) */
     int64_t step;     /* the /checkpoint step, -1 when there is none */
     int64_t steps;    /* train.steps of its config, -1 when unknown */
+    int64_t logged;   /* training steps its /train log records (its last step + 1), -1 when none */
     char why[600];
+    /* a file with a /checkpoint state whose history only is damaged: it resumes without that
+     * history (status kept); damage to its state, or to any other file, makes status RUN_NONE */
+    ResultsDamage damage;
 } RunFile;
 
 /* Everything a run has left at its output path: the results file, its checkpoint
@@ -237,10 +268,28 @@ typedef struct {
     RunFile result, checkpoint, stranded;
 } RunFiles;
 void results_run_files(const char *path, RunFiles *rf);
+/* What one file holds (RunFile), wherever it is. */
+void results_run_file(const char *path, RunFile *f);
 /* Whether rf holds anything a run made (what a plain run must not replace). */
 int results_run_files_any(const RunFiles *rf);
 /* One phrase naming what rf holds, e.g. "an interrupted run at step 628 of 3000 (and its
  * checkpoint run.h5.ckpt at step 600)"; "nothing" when it holds nothing. */
 void results_run_files_describe(const RunFiles *rf, char *out, size_t size);
+/* The same of one file: "a checkpoint at step 600 of 3000", "an interrupted run with no
+ * checkpoint (the file records 40 steps of 60)", ... (is_checkpoint: a ".ckpt"). */
+void results_run_file_describe(const RunFile *f, int is_checkpoint, char *out, size_t size);
+
+/* Room on the disk for the end of the run: `bytes` of the file system of path held by an
+ * unnamed file (O_TMPFILE, else a temporary unlinked at once), so that a disk filled by anyone
+ * during the run still has room for the last checkpoint and the results file; the process's
+ * end (SIGKILL included) gives it back. 0, or the errno of the failure: ENOSPC, EDQUOT and
+ * EFBIG mean the room is not there; any other, that this file system cannot reserve (the run
+ * goes on without). One reserve per process. */
+int results_reserve(const char *path, double bytes);
+/* Give back all of the reserve but `bytes` (just before a write that needs the rest), or all. */
+void results_reserve_keep(double bytes);
+void results_reserve_release(void);
+/* The bytes reserved now (0: none). */
+double results_reserved(void);
 
 #endif

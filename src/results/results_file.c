@@ -72,7 +72,7 @@ static void write_config_attr(void *ctx, const char *section, const char *key, C
  * permissions an ordinary create would give (mkstemp makes them 0600). */
 static const char TEMP_SUFFIX[] = ".tmp.";
 
-static int create_temp(Results *r) {
+int results_create_temp(Results *r) {
     r->tmp_path[0] = '\0';
     if (snprintf(r->tmp_path, sizeof r->tmp_path, "%s%sXXXXXX", r->path, TEMP_SUFFIX) >=
         (int)sizeof r->tmp_path) {
@@ -132,6 +132,25 @@ static void remove_any(const char *temp, void *ctx) {
 }
 
 void results_remove_temps(const char *path) { visit_temps(path, remove_any, NULL); }
+
+typedef struct {
+    char *out;
+    size_t size;
+    int n;
+} UnfinishedSearch;
+
+static void note_unfinished(const char *temp, void *ctx) {
+    UnfinishedSearch *s = ctx;
+    if (is_stranded(results_read_status(temp, NULL, 0))) return;
+    if (!s->n++) snprintf(s->out, s->size, "%s", temp);
+}
+
+int results_find_unfinished(const char *path, char *out, size_t size) {
+    UnfinishedSearch s = {out, size, 0};
+    if (size) out[0] = '\0';
+    visit_temps(path, note_unfinished, &s);
+    return s.n;
+}
 
 typedef struct {
     char *out;
@@ -229,7 +248,7 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     visit_temps(path, remove_unfinished, NULL);
     errno = 0;
     hid_t fapl = checksummed_metadata();
-    if (create_temp(r) != 0 || (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
+    if (results_create_temp(r) != 0 || (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
         H5Pclose(fapl);
         int e = errno ? errno : EACCES;
         if (r->tmp_path[0]) unlink(r->tmp_path);
@@ -347,92 +366,6 @@ int results_place_stranded(const char *tmp, const char *path, UserError *err) {
         return user_error(err, path, 0, 0, "cannot move %s into place: %s", tmp, strerror(errno));
     warn_unsynced_parent(path);
     return ERR_OK;
-}
-
-static void read_run_file(const char *path, RunFile *f) {
-    memset(f, 0, sizeof *f);
-    snprintf(f->path, sizeof f->path, "%s", path);
-    f->status = RUN_NONE;
-    f->step = f->steps = -1;
-    struct stat st;
-    if (stat(path, &st) != 0) return;
-    f->exists = 1;
-    if (S_ISDIR(st.st_mode)) {
-        f->is_dir = 1;
-        snprintf(f->why, sizeof f->why, "it is a directory");
-        return;
-    }
-    UserError err;
-    ResultsReader rd;
-    if (results_reader_open(&rd, path, &err) != ERR_OK) {
-        snprintf(f->why, sizeof f->why, "%.590s", err.message);
-        return;
-    }
-    char *status = results_reader_attr_string(&rd, "status");
-    f->status = status ? run_status_parse(status) : RUN_NONE;
-    if (f->status == RUN_NONE)
-        snprintf(f->why, sizeof f->why, "its status is '%.100s'", status ? status : "");
-    free(status);
-    if (results_reader_count(&rd, "/checkpoint/adam_m/tok_emb") <= 0 ||
-        results_reader_attr_int(&rd, "/checkpoint", "step", &f->step, &err) != ERR_OK)
-        f->step = -1;
-    if (results_reader_attr_int(&rd, "/config", "steps", &f->steps, &err) != ERR_OK) f->steps = -1;
-    results_reader_close(&rd);
-}
-
-void results_run_files(const char *path, RunFiles *rf) {
-    char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "",
-                                                                ckpt_stranded[CONFIG_PATH_MAX + 32] = "";
-    snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
-    read_run_file(path, &rf->result);
-    read_run_file(ckpt, &rf->checkpoint);
-    /* the newer of the two kinds: a results file's, or a trained checkpoint's */
-    struct stat a, b;
-    int have = results_find_stranded(path, stranded, sizeof stranded) != RUN_NONE;
-    int have_ckpt = results_find_stranded(ckpt, ckpt_stranded, sizeof ckpt_stranded) != RUN_NONE;
-    if (have_ckpt && (!have || (stat(stranded, &a) == 0 && stat(ckpt_stranded, &b) == 0 &&
-                                a.st_mtim.tv_sec < b.st_mtim.tv_sec)))
-        snprintf(stranded, sizeof stranded, "%s", ckpt_stranded);
-    if (have || have_ckpt) read_run_file(stranded, &rf->stranded);
-    else memset(&rf->stranded, 0, sizeof rf->stranded), rf->stranded.status = RUN_NONE;
-}
-
-int results_run_files_any(const RunFiles *rf) {
-    return rf->result.exists || rf->checkpoint.exists || rf->stranded.exists;
-}
-
-/* "an interrupted run at step 628 of 3000", "a complete run of 3000 steps", ... */
-static size_t describe_file(const RunFile *f, int is_checkpoint, char *out, size_t size) {
-    char steps[32] = "";
-    if (f->steps >= 0) snprintf(steps, sizeof steps, " of %lld", (long long)f->steps);
-    if (f->status == RUN_NONE)
-        return (size_t)snprintf(out, size, "%s that no harness run can continue (%s)",
-                                is_checkpoint ? "a checkpoint" : "a file", f->why);
-    if (f->status == RUN_TRAINED)
-        return (size_t)snprintf(out, size,
-                                "a trained run whose end-of-run study is pending (every step%s done)", steps);
-    if (is_checkpoint || f->status == RUN_INTERRUPTED)
-        return (size_t)snprintf(out, size, "%s at step %lld%s",
-                                is_checkpoint ? "a checkpoint" : "an interrupted run", (long long)f->step,
-                                steps);
-    return (size_t)snprintf(out, size, "a %s run", run_status_name(f->status));
-}
-
-void results_run_files_describe(const RunFiles *rf, char *out, size_t size) {
-    const RunFile *parts[3] = {&rf->result, &rf->checkpoint, &rf->stranded};
-    size_t used = 0;
-    int n = 0;
-    out[0] = '\0';
-    for (int i = 0; i < 3; i++) {
-        if (!parts[i]->exists || used >= size) continue;
-        if (n++) used += (size_t)snprintf(out + used, size - used, n == 2 ? " (and " : ", and ");
-        if (used < size) used += describe_file(parts[i], i == 1, out + used, size - used);
-        if (used < size && i > 0)
-            used += (size_t)snprintf(out + used, size - used, " in %s%s", parts[i]->path,
-                                     i == 2 ? ", kept there because it could not be moved into place" : "");
-    }
-    if (n > 1 && used < size) snprintf(out + used, size - used, ")");
-    if (!n) snprintf(out, size, "nothing");
 }
 
 int results_open_copy(Results *r, const char *path, UserError *err) {

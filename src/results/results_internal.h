@@ -43,4 +43,8 @@ int results_seal(Results *r, UserError *err);
  * msg (a 1.4 file that was closed without one included; older files pass). */
 int results_check_text(int64_t file, char *msg, int size);
 
+/* A fresh temporary beside r->path ("<path>.tmp.XXXXXX", mkstemp) into r->tmp_path, its
+ * descriptor closed; 0, or -1 with errno (results_file.c; the reserve's fallback too). */
+int results_create_temp(Results *r);
+
 #endif

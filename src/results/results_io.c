@@ -475,3 +475,28 @@ int results_seal(Results *r, UserError *err) {
         return results_write_fail(r, "attribute /text_checksum", err);
     return results_write_attr_number(r, "/", "text_checksum", H5T_STD_U32LE, &crc, err);
 }
+
+int results_reader_float_rows(ResultsReader *rd, const char *name, int64_t first, int64_t rows, float *out,
+                              UserError *err) {
+    hid_t ds = results_object_exists(rd->file, name) > 0 ? H5Dopen2(rd->file, name, H5P_DEFAULT) : -1;
+    hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+    int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t dims[8] = {0}, start[8] = {0}, count[8];
+    int ok = nd >= 1 && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) >= 0 && first >= 0 &&
+             rows >= 0 && (hsize_t)(first + rows) <= dims[0];
+    hsize_t n = (hsize_t)rows;
+    for (int d = 0; ok && d < nd; d++) {
+        start[d] = d ? 0 : (hsize_t)first;
+        count[d] = d ? dims[d] : (hsize_t)rows;
+        if (d) n *= dims[d];
+    }
+    hid_t mem = ok ? H5Screate_simple(1, &n, NULL) : -1;
+    ok = ok && mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+         (rows == 0 || H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, out) >= 0);
+    if (mem >= 0) H5Sclose(mem);
+    if (space >= 0) H5Sclose(space);
+    if (ds >= 0) H5Dclose(ds);
+    return ok ? ERR_OK
+              : user_error(err, rd->path, 1, 1, "cannot read rows %lld to %lld of %s", (long long)first,
+                           (long long)(first + rows - 1), name);
+}

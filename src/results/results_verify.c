@@ -250,25 +250,138 @@ static int verify_walk(void *arg, char *msg, int size) {
     return rc;
 }
 
-/* The last file verified whole, as stat saw it: opening it again needs no second read. */
-static struct stat last_verified;
+/* The files last verified whole, as stat saw them: opening one of them again needs no second
+ * read. A few, not one: a resume verifies the result, its checkpoint and a temporary before it
+ * reads the one it continues. */
+enum { TRUSTED = 4 };
+static struct {
+    struct stat st;
+    ResultsDamage damage; /* what results_verify_values found (n = 0: whole) */
+} trusted[TRUSTED];
+static int next_trusted;
+
+static void trust(const struct stat *st, const ResultsDamage *damage) {
+    int at = next_trusted;
+    for (int i = 0; i < TRUSTED; i++)
+        if (trusted[i].st.st_dev == st->st_dev && trusted[i].st.st_ino == st->st_ino) at = i;
+    if (at == next_trusted) next_trusted = (next_trusted + 1) % TRUSTED;
+    trusted[at].st = *st;
+    if (damage) trusted[at].damage = *damage;
+    else memset(&trusted[at].damage, 0, sizeof trusted[at].damage);
+}
+
+/* The entry of a file verified as it is now, or NULL. */
+static const ResultsDamage *trusted_damage(const struct stat *st) {
+    for (int i = 0; i < TRUSTED; i++) {
+        const struct stat *t = &trusted[i].st;
+        if (st->st_ino && st->st_dev == t->st_dev && st->st_ino == t->st_ino && st->st_size == t->st_size &&
+            st->st_mtim.tv_sec == t->st_mtim.tv_sec && st->st_mtim.tv_nsec == t->st_mtim.tv_nsec)
+            return &trusted[i].damage;
+    }
+    return NULL;
+}
 
 void results_trust(const char *path) {
-    if (stat(path, &last_verified) != 0) memset(&last_verified, 0, sizeof last_verified);
+    struct stat st;
+    if (stat(path, &st) == 0) trust(&st, NULL);
 }
 
 int results_verify(const char *path, UserError *err) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return ERR_OK; /* the open says what */
-    if (st.st_dev == last_verified.st_dev && st.st_ino == last_verified.st_ino &&
-        st.st_size == last_verified.st_size && st.st_mtim.tv_sec == last_verified.st_mtim.tv_sec &&
-        st.st_mtim.tv_nsec == last_verified.st_mtim.tv_nsec)
-        return ERR_OK;
+    /* (one results_verify_values found damaged in values only passes too: its caller reads it
+     * knowing what is damaged, and reading those datasets fails cleanly) */
+    if (trusted_damage(&st)) return ERR_OK;
     err->message[0] = '\0';
     int rc = results_guarded(path, verify_walk, (void *)path, err);
     if (rc != 0 && !err->message[0]) /* the child ended without a word: out of memory, say */
         user_error(err, path, 0, 0, "damaged: reading it failed (exit status %d)", rc);
     if (rc != 0) return ERR_USER;
-    last_verified = st;
+    trust(&st, NULL);
+    return ERR_OK;
+}
+
+/* ---- damage in values only
+ * A dataset whose values cannot be read (a chunk's checksum fails) with every header, B-tree
+ * and attribute intact is damage a reader can step around: HDF5 refuses that dataset's read
+ * cleanly (the checksum is verified before a chunk is used) and reads the rest. The child lists
+ * such datasets, "NAME|WHY" each, "||" between them (the message is one printable line: see
+ * user_error), and exits VALUES_DAMAGED. */
+
+enum { VALUES_DAMAGED = 3 };
+
+typedef struct {
+    char *msg;
+    int size;
+} DamageList;
+
+static void note_damage(void *ctx, const char *dataset, const char *why) {
+    DamageList *d = ctx;
+    size_t used = strlen(d->msg);
+    if (used + strlen(dataset) + strlen(why) + 3 < (size_t)d->size)
+        snprintf(d->msg + used, (size_t)d->size - used, "%s%s|%s", used ? "||" : "", dataset, why);
+}
+
+static int verify_values_walk(void *arg, char *msg, int size) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fopen((const char *)arg, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return 0;
+    char list[sizeof((UserError *)0)->message] = "";
+    DamageList d = {list, (int)sizeof list};
+    int rc = results_walk(file, note_damage, &d, msg, size);
+    H5Fclose(file);
+    if (rc != 0) return rc;
+    snprintf(msg, (size_t)size, "%s", list);
+    return list[0] ? VALUES_DAMAGED : 0;
+}
+
+int results_is_state_dataset(const char *name) {
+    return !strncmp(name, "/params/", 8) || !strncmp(name, "/checkpoint/", 12);
+}
+
+int results_damage_has(const ResultsDamage *d, const char *name) {
+    size_t n = strlen(name);
+    for (const char *at = d->names; (at = strstr(at, name)); at += n)
+        if ((at == d->names || at[-1] == ' ') && (at[n] == ',' || at[n] == '\0')) return 1;
+    return 0;
+}
+
+static void add_damage(ResultsDamage *d, const char *name, const char *why) {
+    size_t used = strlen(d->names);
+    if (used + strlen(name) + 8 < sizeof d->names)
+        snprintf(d->names + used, sizeof d->names - used, "%s%s", used ? ", " : "", name);
+    else if (!strstr(d->names, ", ...")) snprintf(d->names + used, sizeof d->names - used, ", ...");
+    if (!d->n) snprintf(d->first, sizeof d->first, "%.200s cannot be read: %.300s", name, why);
+    if (results_is_state_dataset(name) && !d->state)
+        snprintf(d->first_state, sizeof d->first_state, "%.200s cannot be read: %.300s", name, why);
+    d->n++;
+    d->state += results_is_state_dataset(name);
+}
+
+int results_verify_values(const char *path, ResultsDamage *d, UserError *err) {
+    memset(d, 0, sizeof *d);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return ERR_OK; /* the open says what */
+    const ResultsDamage *known = trusted_damage(&st);
+    if (known) {
+        *d = *known;
+        return ERR_OK;
+    }
+    err->message[0] = '\0';
+    int rc = results_guarded(path, verify_values_walk, (void *)path, err);
+    if (rc == VALUES_DAMAGED) {
+        char *line = err->message;
+        while (line && *line) {
+            char *next = strstr(line, "||"), *bar;
+            if (next) *next = '\0';
+            if ((bar = strchr(line, '|'))) *bar = '\0', add_damage(d, line, bar + 1);
+            line = next ? next + 2 : NULL;
+        }
+        rc = d->n ? 0 : 1;
+        if (rc) user_error(err, path, 0, 0, "damaged: reading it failed");
+    } else if (rc != 0 && (rc < 0 || !err->message[0]))
+        user_error(err, path, 0, 0, "damaged: reading it failed (exit status %d)", rc);
+    if (rc != 0) return ERR_USER;
+    trust(&st, d); /* its metadata is whole: a read of a damaged dataset fails cleanly */
     return ERR_OK;
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "train.h"
+#include "train_state.h"
 #include "analysis/analysis.h"
 #include "analysis/evaluate.h"
 #include "analysis/head_table.h"
@@ -17,22 +18,13 @@
 #include "analysis/headstudy.h"
 #include "analysis/patch_heads.h"
 #include "results/runstate.h"
+#include "budget.h"
 #include "train_log.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
 void (*train_on_progress)(int step, int steps) = NULL;
-
-double train_lr_at(const Config *cfg, int step) {
-    if (step < cfg->warmup_steps) return cfg->lr * (step + 1) / cfg->warmup_steps;
-    if (cfg->lr_schedule == LR_CONSTANT) return cfg->lr;
-    int decay_steps = cfg->steps - cfg->warmup_steps;
-    double progress = (double)(step - cfg->warmup_steps) / (decay_steps > 1 ? decay_steps : 1);
-    if (progress > 1.0) progress = 1.0;
-    return cfg->lr *
-           (cfg->min_lr_ratio + (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
-}
 
 /* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
  * machine do not inflate, unlike wall time. */
@@ -47,19 +39,6 @@ static double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
-
-/* Everything a run has made so far, and what it evaluates on. */
-typedef struct {
-    TrainLog train, eval;
-    Probes probes;
-    Snapshots snapshots;
-    const Tokenizer *tokenizer; /* the task's, written with the state (NULL: none) */
-    HeadL0 gates;               /* learned head gates (train.head_l0; off: all NULL) */
-    Evaluator heldout;          /* the held-out batches */
-    float *maps;                /* (L, H, P, T, T) scratch for one snapshot */
-    int step;                   /* parameter updates done */
-    double elapsed_before;      /* wall seconds of the sessions before a resume */
-} RunState;
 
 /* The progress line: a bar on a terminal, plain lines otherwise. */
 static void report_progress(int step, int steps, double loss, double eval_loss, double tok_per_s,
@@ -89,155 +68,18 @@ static const char *first_nonfinite_grad(const Model *m) {
     return NULL;
 }
 
-/* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
- * moments and the step) so the run can be resumed from this file. */
-static int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint,
-                       UserError *err) {
-    int rc = train_log_write(&st->train, res, err);
-    if (rc == ERR_OK) rc = train_log_write(&st->eval, res, err);
-    if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
-    if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
-    if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
-    if (rc == ERR_OK && st->tokenizer) rc = results_write_tokenizer(res, st->tokenizer, err);
-    if (rc == ERR_OK) rc = head_l0_write(&st->gates, res, with_checkpoint, err);
-    if (rc == ERR_OK && with_checkpoint) {
-        rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
-        if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
-        if (rc == ERR_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
-        if (rc == ERR_OK)
-            rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before),
-                                           err);
+/* What observe() measured at the resumed step, made again from the loaded parameters where the
+ * checkpoint's copy was lost: the same bits (the same parameters, gates and held-out batches). */
+static void measure_again(RunState *st, Model *m) {
+    if (!st->eval_again && !st->maps_again) return;
+    head_l0_close(&st->gates, m);
+    if (st->eval_again) train_log_append(&st->eval, st->step, (double[]){evaluate_loss(&st->heldout, m)});
+    if (st->maps_again) {
+        evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
+        snapshots_add(&st->snapshots, st->step, st->maps);
     }
-    return rc;
-}
-
-static void checkpoint_path(const Config *cfg, char *out, size_t size) {
-    snprintf(out, size, "%s.ckpt", cfg->out_path);
-}
-
-/* A checkpoint: a whole results file beside the target, written atomically; status "running"
- * (periodic) or "trained" (every step done, before the study). */
-static int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, RunStatus status,
-                            UserError *err) {
-    char path[CONFIG_PATH_MAX + 8];
-    checkpoint_path(cfg, path, sizeof path);
-    Results ck;
-    int rc = results_open(&ck, path, cfg, 1, err);
-    if (rc != ERR_OK) return rc;
-    rc = write_state(&ck, m, st, 1, err);
-    if (rc == ERR_OK) return results_close(&ck, status, err);
-    results_discard(&ck);
-    return rc;
-}
-
-/* Whether file a was last modified before file b. */
-static int older(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-    return sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
-           (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
-}
-
-/* Whether f holds a state to continue training (or the study) from: a /checkpoint group in an
- * interrupted result, a checkpoint, a trained checkpoint, or a stranded one of these. */
-static int resumable(const RunFile *f) {
-    return f->exists && f->step >= 0 &&
-           (f->status == RUN_INTERRUPTED || f->status == RUN_RUNNING || f->status == RUN_TRAINED);
-}
-
-int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
-    memset(src, 0, sizeof *src);
-    RunFiles rf;
-    results_run_files(cfg->out_path, &rf);
-    if (rf.result.status == RUN_COMPLETE && rf.checkpoint.exists &&
-        older(rf.checkpoint.path, cfg->out_path)) {
-        unlink(
-            rf.checkpoint.path); /* left by a run killed after its result was in place (we hold the lock) */
-        rf.checkpoint.exists = 0;
-    }
-    const RunFile *from = NULL, *candidates[3] = {&rf.result, &rf.stranded, &rf.checkpoint};
-    if (rf.stranded.status == RUN_COMPLETE || rf.stranded.status == RUN_DIVERGED) {
-        from = &rf.stranded; /* a finished result that could not be moved into place */
-        src->place = 1;
-    }
-    for (int i = 0; i < 3 && !src->place; i++)
-        if (resumable(candidates[i]) && (!from || candidates[i]->step > from->step)) from = candidates[i];
-    if (!from) {
-        const RunFile *r = &rf.result, *c = &rf.checkpoint;
-        char what[800];
-        if (r->exists && r->status == RUN_NONE)
-            snprintf(what, sizeof what, "cannot be read (%.600s)", r->why);
-        else snprintf(what, sizeof what, "is %s", r->exists ? run_status_name(r->status) : "not there");
-        if (c->exists)
-            return config_key_error(cfg, "output.path", err,
-                                    "nothing to resume: '%.600s' %s and its checkpoint "
-                                    "'%.600s' cannot be continued (%.600s)",
-                                    cfg->out_path, what, c->path,
-                                    c->why[0] ? c->why : "it holds no /checkpoint state");
-        return config_key_error(cfg, "output.path", err,
-                                "nothing to resume: '%.600s' %s and there is no "
-                                "checkpoint '%.600s'",
-                                cfg->out_path, what, c->path);
-    }
-    for (int i = 0; i < 3; i++) /* a damaged candidate (a checksum fails) is named, not used */
-        if (candidates[i] != from && candidates[i]->exists && strstr(candidates[i]->why, "damaged"))
-            fprintf(stderr, "warning: %s: %s; resuming from '%s' instead\n", candidates[i]->path,
-                    candidates[i]->why, from->path);
-    snprintf(src->path, sizeof src->path, "%s", from->path);
-    src->stranded = from == &rf.stranded;
-    src->status = from->status;
-    return ERR_OK;
-}
-
-/* The config a checkpoint was made with must be this run's; else name the keys that differ. */
-static int same_config(ResultsReader *rd, const Config *cfg, UserError *err) {
-    char *stored = results_reader_attr_string(rd, "config_yaml");
-    /* the rule every command uses (runstate.c): resolved values, where the file lives and the
-     * thread count aside (a moved run directory, `harness analyze` naming the path another
-     * way, another -j still resume) */
-    char differ[1200];
-    UserError ignored;
-    int n = stored ? runstate_config_diff(stored, rd->path, cfg, differ, sizeof differ, &ignored) : -1;
-    free(stored);
-    if (n == 0) return ERR_OK;
-    return user_error(err, rd->path, 1, 1,
-                      "was made with another config (%s); --resume needs the same config and "
-                      "--set values as the interrupted run",
-                      n < 0 ? "it records none" : differ);
-}
-
-/* Load a run's state from a file with a /checkpoint group. */
-static int load_state(const char *path, const Config *cfg, Model *m, RunState *st, UserError *err) {
-    ResultsReader rd;
-    if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
-    int rc = same_config(&rd, cfg, err);
-    int64_t step = 0, elapsed = 0;
-    if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "step", &step, err);
-    if (rc == ERR_OK) rc = results_reader_attr_int(&rd, "/checkpoint", "elapsed_ms", &elapsed, err);
-    int64_t n_snap = results_reader_count(&rd, "/attn/step");
-    if (rc == ERR_OK) rc = train_log_read(&st->train, &rd, err);
-    if (rc == ERR_OK) rc = train_log_read(&st->eval, &rd, err);
-    if (rc == ERR_OK) rc = head_l0_read(&st->gates, &rd, err);
-    if (rc == ERR_OK && n_snap > 0) {
-        int64_t *steps = xcalloc((size_t)n_snap, sizeof(int64_t));
-        size_t map_floats = st->snapshots.map_floats;
-        float *maps = xcalloc((size_t)n_snap * map_floats, sizeof(float));
-        rc = results_reader_int64s(&rd, "/attn/step", steps, n_snap, err);
-        if (rc == ERR_OK)
-            rc = results_reader_floats(&rd, "/attn/maps", maps, n_snap * (int64_t)map_floats, err);
-        for (int64_t s = 0; rc == ERR_OK && s < n_snap; s++)
-            snapshots_add(&st->snapshots, steps[s], maps + s * map_floats);
-        free(steps);
-        free(maps);
-    }
-    results_reader_close(&rd);
-    ConfigMark here = {path, 1, 1};
-    if (rc == ERR_OK) rc = results_read_tensors(path, "/params", m, m->param_block, here, err);
-    if (rc == ERR_OK) rc = results_read_tensors(path, "/checkpoint/adam_m", m, m->m_block, here, err);
-    if (rc == ERR_OK) rc = results_read_tensors(path, "/checkpoint/adam_v", m, m->v_block, here, err);
-    st->step = (int)step;
-    st->elapsed_before = (double)elapsed / 1000.0;
-    return rc;
+    head_l0_reopen(&st->gates, m);
+    st->eval_again = st->maps_again = 0;
 }
 
 /* train.heads_kept: zero, in the w_o of a parameter-shaped block, the rows of every head its
@@ -526,7 +368,10 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     HeadStudy study;
     HeadPatching patching;
     const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
-    if (status == RUN_COMPLETE) { /* the study first, from the trained state made durable */
+    DiskEstimate disk; /* the room reserved at step 0 (main.c) goes to these writes */
+    budget_disk(cfg, &disk);
+    if (status == RUN_COMPLETE) {          /* the study first, from the trained state made durable */
+        results_reserve_keep(disk.result); /* the rest for the results file, after the study */
         keep_trained(st, m, cfg, ses, resumed);
         head_l0_close(&st->gates, m); /* for good: the study and /params see the pruned model */
         double study_start = now_seconds();
@@ -534,6 +379,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
         study_seconds = now_seconds() - study_start;
     }
     if (patches) head_patching_run(&patching, m, task, cfg);
+    results_reserve_release();
     int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
     if (rc == ERR_OK && status == RUN_COMPLETE)
         rc = write_analysis(st, m, &study, patches ? &patching : NULL, res, err);
@@ -571,6 +417,7 @@ static int place_stranded(const Config *cfg, const ResumeSource *src, RunStatus 
 
 int train_run(Model *m, const Task *task, const Config *cfg, int force, const ResumeSource *resume,
               RunStatus *status, UserError *err) {
+    *status = RUN_NONE; /* until training (or the study) has run */
     if (resume && resume->place) return place_stranded(cfg, resume, status, err);
     RunState st;
     state_init(&st, m, task, cfg);
@@ -578,6 +425,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const Re
     int rc = run_open(&res, &st, m, cfg, force, resume ? resume->path : NULL, err);
     if (rc == ERR_OK) {
         close_heads(m, cfg, m->params.w_o); /* from step 0 (a resumed state has them closed already) */
+        measure_again(&st, m);
         Session ses = {.start = now_seconds() - st.elapsed_before,
                        .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};
