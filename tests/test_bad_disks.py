@@ -493,6 +493,7 @@ def test_check_says():
     with h5py.File(nockpt, "r+") as f:
         f.attrs["status"] = "interrupted"
         del f["checkpoint"]
+    textsum.reseal(nockpt)  # as the harness seals what it saves
     rc, out, err = harness("check", directory, fifo, nothing, path, timeout=60)
     problem = one_line_each(err, [directory, fifo, nothing, path])
     check("check on a directory, a FIFO, nothing and a checkpoint's path at once: one printable "

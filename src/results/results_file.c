@@ -248,7 +248,8 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     visit_temps(path, remove_unfinished, NULL);
     errno = 0;
     hid_t fapl = checksummed_metadata();
-    if (results_create_temp(r) != 0 || (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
+    if (results_create_temp(r) != 0 ||
+        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
         H5Pclose(fapl);
         int e = errno ? errno : EACCES;
         if (r->tmp_path[0]) unlink(r->tmp_path);
