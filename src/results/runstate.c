@@ -1,7 +1,7 @@
 /* runstate.c: whether the config a run recorded is the one a config asks for, decided in one
  * place for every command: `harness state` (cli/state_command.c: one run; or, with --batch, every
  * run of a sweep in one process: scripts/sweep's plan, --status, the summary and its readers) and
- * --resume's refusal of a checkpoint made with another config (train.c). Both sides are resolved
+ * --resume's refusal of a checkpoint made with another config (train/train_state.c). Both sides are resolved
  * (config_resolve: defaults, 0-means-auto keys such as output.probe_len and model.d_head, the
  * text task's data.path) before they are compared key by key, so a value written out that equals
  * what the harness would choose is never a difference. Not compared: where the file lives

@@ -1,5 +1,5 @@
 /* runstate.h: whether a run's recorded config is the one a config asks for (runstate.c): the rule
- * of `harness state` (cli/state_command.c) and of --resume's refusal (train.c).
+ * of `harness state` (cli/state_command.c) and of --resume's refusal (train/train_state.c).
  * Must not know: HDF5, the sweep's files. */
 #ifndef RUNSTATE_H
 #define RUNSTATE_H

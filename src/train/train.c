@@ -1,5 +1,6 @@
-/* train.c: the training loop, checkpoints and resume (see train.h).
- * Owns the step loop, when to evaluate, snapshot and checkpoint, and resume. Must not know: HDF5
+/* train.c: the training loop (see train.h): open or resume, the steps, the end of the run.
+ * Owns the step loop, when to evaluate, snapshot and checkpoint, and the end-of-run study and its
+ * lines; writing the run's state and reading it back are train_state.c's. Must not know: HDF5
  * (results_*.c), how scores, classes or ablations are computed (analysis.c, the head study), how
  * batches are made (tasks.c). */
 #include <math.h>

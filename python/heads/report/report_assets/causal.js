@@ -3,7 +3,7 @@
  * grids, the heads that carry most of the patching effect, the other patching kinds and their AtP
  * estimates, the strongest path-patching edges as a small graph (/patching/path_*) or why there
  * are none, the direct logit attribution with all its parts (/dla), the copying scores
- * (/scores/copying), then the other patching kinds and their AtP estimates. Reads D.causal of python/heads/report_causal.py, D.heads and D.circuits; uses
+ * (/scores/copying), then the other patching kinds and their AtP estimates. Reads D.causal of python/heads/report/report_causal.py, D.heads and D.circuits; uses
  * common.js, chart.js (svgEl) and study.js (headName, headChip). Knows nothing of HDF5. */
 "use strict";
 

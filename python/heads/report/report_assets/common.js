@@ -58,7 +58,7 @@ function fmtNum(v) {
   return v.toFixed(a >= 100 ? 1 : a >= 1 ? 3 : 4);
 }
 
-/* "1 seed", "3 seeds": a count with its noun (as python/heads/words.py's plural) */
+/* "1 seed", "3 seeds": a count with its noun (as python/heads/core/words.py's plural) */
 function plural(n, noun) {
   return `${n} ${n === 1 ? noun : noun + "s"}`;
 }

@@ -1,6 +1,6 @@
 /* run.js: the page of one run (scripts/report RUN.h5): attention explorer, head tables, loss
  * curves, scores over training; the head study's sections come from study.js.
- * Reads the JSON that python/heads/report_run.py made (embedded in the page as #report-data);
+ * Reads the JSON that python/heads/report/report_run.py made (embedded in the page as #report-data);
  * uses chart.js and common.js. Knows nothing of HDF5. */
 "use strict";
 

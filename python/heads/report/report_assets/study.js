@@ -2,7 +2,7 @@
  * pruning curves (/prune: both criteria, heads needed within the tolerance, the heads removed at
  * each step, one head per layer) and the composition scores (/circuits: Q-, K-, V-composition
  * of every earlier -> later head pair against the random baseline, previous-token and induction
- * heads labelled). Reads D.prune and D.circuits of python/heads/report_study.py; uses chart.js
+ * heads labelled). Reads D.prune and D.circuits of python/heads/report/report_study.py; uses chart.js
  * and common.js. Knows nothing of HDF5. */
 "use strict";
 

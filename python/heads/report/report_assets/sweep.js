@@ -3,7 +3,7 @@
  * every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
  * pruning curves of every layout and heads needed per group, for a sweep over train.head_l0 the
  * heads the learned gates kept beside the λ = 0 runs' pruning curves (and the tables of
- * scripts/compare for it), head-class counts, and a row and link per run. Reads the JSON of python/heads/report_sweep.py; uses chart.js and
+ * scripts/compare for it), head-class counts, and a row and link per run. Reads the JSON of python/heads/report/report_sweep.py; uses chart.js and
  * common.js. Knows nothing of HDF5. */
 "use strict";
 
