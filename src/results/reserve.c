@@ -58,5 +58,3 @@ void results_reserve_release(void) {
     reserve_fd = -1;
     reserve_bytes = 0;
 }
-
-double results_reserved(void) { return reserve_bytes; }

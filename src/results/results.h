@@ -268,8 +268,6 @@ typedef struct {
     RunFile result, checkpoint, stranded;
 } RunFiles;
 void results_run_files(const char *path, RunFiles *rf);
-/* What one file holds (RunFile), wherever it is. */
-void results_run_file(const char *path, RunFile *f);
 /* Whether rf holds anything a run made (what a plain run must not replace). */
 int results_run_files_any(const RunFiles *rf);
 /* One phrase naming what rf holds, e.g. "an interrupted run at step 628 of 3000 (and its
@@ -289,7 +287,5 @@ int results_reserve(const char *path, double bytes);
 /* Give back all of the reserve but `bytes` (just before a write that needs the rest), or all. */
 void results_reserve_keep(double bytes);
 void results_reserve_release(void);
-/* The bytes reserved now (0: none). */
-double results_reserved(void);
 
 #endif

@@ -71,8 +71,6 @@ static void read_run_file(const char *path, RunFile *f) {
     }
 }
 
-void results_run_file(const char *path, RunFile *f) { read_run_file(path, f); }
-
 void results_run_files(const char *path, RunFiles *rf) {
     char ckpt[CONFIG_PATH_MAX + 16], stranded[CONFIG_PATH_MAX + 32] = "",
                                                                 ckpt_stranded[CONFIG_PATH_MAX + 32] = "";
