@@ -165,6 +165,29 @@ void adamw_update(float *param, float *m, float *v, // (n) updated in place
                   int t); // t = 1-based step for bias correction
 /* sqrt(sum of squares), summed in fixed-size chunks in a fixed order (thread-count independent). */
 double global_norm(const float *grad, size_t n);
+/* The whole optimiser step in one pass over a parameter block: the gradient norm (global_norm's
+ * bits; with has_extra, sqrt(norm² + extra_squares) for parameters kept elsewhere), the clip
+ * scale (clip / norm when clip > 0 and the norm is above it, else 1) and AdamW on every tensor
+ * with that scale, bit for bit adamw_update's. Returns the norm before clipping and sets
+ * *clip_scale; with a non-finite norm nothing is updated. */
+typedef struct {
+    size_t offset, size; // a tensor: elements [offset, offset + size) of the block, in order
+    int decay;           // weight decay applies to it
+} AdamWSegment;
+typedef struct {
+    float *param, *m, *v; // (n) updated in place
+    const float *grad;    // (n)
+    size_t n;
+    const AdamWSegment *segments; // in offset order, covering [0, n)
+    int n_segments;
+} AdamWBlock;
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    double clip; // 0: no clipping
+    int t;       // 1-based step for bias correction
+} AdamWHyper;
+double adamw_step(const AdamWBlock *block, double extra_squares, int has_extra, const AdamWHyper *hyper,
+                  float *clip_scale);
 
 /* ---- rope.c: rotary positions on the Q and K heads of qkv (B, T, (H + 2·H_kv)·d_head), in place ----
  * NeoX "rotate half" convention, only the first rope_dims dims of each head (partial rotary). */

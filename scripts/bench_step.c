@@ -3,8 +3,9 @@
  *
  * usage: bench_step D H D_HEAD T B STEPS THREADS
  * Builds the bench's model (2 layers, vocabulary 256, learned positions) at that shape, then runs
- * STEPS training steps on one fixed random batch: forward, backward and the gradient norm, as the
- * training loop does them (AdamW, the batch and the results file left out), and prints one JSON
+ * STEPS training steps on one fixed random batch: forward, backward and the optimiser step (the
+ * gradient norm, the clip at 1 and AdamW), as the training loop does them (the batch and the
+ * results file left out), and prints one JSON
  * object with the fastest and the median step in CPU time of the process and in wall time.
  * Under `perf record` this is the step and nothing else: a harness run also spends its last
  * seconds on the end-of-run analysis, which would be mixed into the profile. On a shared machine
@@ -54,13 +55,17 @@ int main(int argc, char **argv) {
         targets[i] = rand() % s.vocab_size;
         mask[i] = 1.0f;
     }
+    AdamWSegment segments[MODEL_MAX_TENSORS];
+    const AdamWBlock block = model_optimizer_block(&m, segments);
     double norm = 0.0;
     for (int it = -2; it < steps; it++) { /* two warm-up steps: first touch of the activations */
         double c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID), w0 = bench_clock(CLOCK_MONOTONIC);
         model_zero_grad(&m);
         model_forward(&m, NULL, tokens, targets, mask, B, s.seq_len);
         model_backward(&m);
-        norm = global_norm(m.grad_block, m.n_params);
+        const AdamWHyper hyper = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0, it + 3};
+        float clip_scale;
+        norm = adamw_step(&block, 0.0, 0, &hyper, &clip_scale);
         if (it >= 0) {
             cpu[it] = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
             wall[it] = bench_clock(CLOCK_MONOTONIC) - w0;

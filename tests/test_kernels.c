@@ -971,6 +971,69 @@ static void test_crossentropy_extreme(void) {
         "crossentropy forward on extreme logits (underflowing p[target]) = double log-sum-exp", &cmp);
 }
 
+/* ---- adamw_step: the fused norm, clip and update = global_norm, the clip and adamw_update per
+ * tensor, bit for bit, at every thread count ---- */
+
+/* The unfused step, as the training loop did it before adamw_step. */
+static double adamw_step_unfused(float *p, float *m, float *v, const float *g, const AdamWSegment *seg,
+                                 int n_seg, size_t n, double extra, int has_extra, const AdamWHyper *hp,
+                                 float *scale) {
+    double norm = global_norm(g, n);
+    if (has_extra) norm = sqrt(norm * norm + extra);
+    *scale = hp->clip > 0 && norm > hp->clip ? (float)(hp->clip / norm) : 1.0f;
+    if (!isfinite(norm)) return norm;
+    for (int i = 0; i < n_seg; i++)
+        adamw_update(p + seg[i].offset, m + seg[i].offset, v + seg[i].offset, g + seg[i].offset, *scale,
+                     seg[i].size, hp->lr, hp->beta1, hp->beta2, hp->eps,
+                     seg[i].decay ? hp->weight_decay : 0.0f, hp->t);
+    return norm;
+}
+
+static void test_adamw_step_case(double clip, int has_extra, int poison) {
+    /* tensors of the sizes a model has: a big matrix across many norm chunks, biases, a gain that
+     * starts inside a chunk, a ragged end */
+    const AdamWSegment seg[] = {{0, 70001, 1},  {70001, 768, 0},     {70769, 256, 0}, {71025, 65536, 1},
+                                {136561, 5, 0}, {136566, 300007, 1}, {436573, 3, 0}};
+    const int n_seg = 7;
+    const size_t n = 436576;
+    float *init = test_alloc(4 * n), *ref = test_alloc(3 * n), *got = test_alloc(3 * n);
+    Rng rng = rng_stream(23, 8, (uint64_t)clip);
+    test_fill_normal(init, 3 * n, &rng, 0.0, 0.02);
+    for (size_t i = 2 * n; i < 3 * n; i++) init[i] = init[i] * init[i]; /* v >= 0 */
+    test_fill_normal(init + 3 * n, n, &rng, 0.0, 0.05);
+    if (poison) init[3 * n + 1234] = NAN;
+    const AdamWHyper hp = {3e-3f, 0.9f, 0.98f, 1e-8f, 0.1f, clip, 7};
+    memcpy(ref, init, sizeof(float) * 3 * n);
+    float ref_scale, got_scale;
+    double ref_norm = adamw_step_unfused(ref, ref + n, ref + 2 * n, init + 3 * n, seg, n_seg, n, 0.37,
+                                         has_extra, &hp, &ref_scale);
+    int same = 1;
+    for (int k = 0; k < N_THREAD_COUNTS; k++) {
+        set_threads(thread_counts[k]);
+        memcpy(got, init, sizeof(float) * 3 * n);
+        AdamWBlock blk = {got, got + n, got + 2 * n, init + 3 * n, n, seg, n_seg};
+        double norm = adamw_step(&blk, 0.37, has_extra, &hp, &got_scale);
+        same &= memcmp(got, ref, sizeof(float) * 3 * n) == 0 && memcmp(&norm, &ref_norm, sizeof norm) == 0 &&
+                memcmp(&got_scale, &ref_scale, sizeof got_scale) == 0;
+    }
+    set_threads(default_threads);
+    char name[256];
+    snprintf(name, sizeof name,
+             "adamw_step (clip %g%s%s) = global_norm + clip + adamw_update per tensor, bit for bit, at 1, 2, "
+             "3, 4, 7 threads",
+             clip, has_extra ? ", extra parameters" : "", poison ? ", a NaN gradient: nothing updated" : "");
+    test_check(name, same && (!poison || memcmp(ref, init, sizeof(float) * 3 * n) == 0),
+               "norm %.17g scale %g", ref_norm, ref_scale);
+    free(init), free(ref), free(got);
+}
+
+static void test_adamw_step(void) {
+    test_adamw_step_case(0.0, 0, 0); /* no clipping */
+    test_adamw_step_case(1.0, 1, 0); /* clipped: the norm of the block is about 0.05 √n ≈ 33 */
+    test_adamw_step_case(1e6, 0, 0); /* a clip above the norm */
+    test_adamw_step_case(1.0, 0, 1);
+}
+
 /* ---- global_norm: a reduction documented as thread-count independent ---- */
 
 static void test_global_norm(void) {
@@ -1393,6 +1456,7 @@ int main(void) {
         test_attention_cached(cached_shapes[i][0], cached_shapes[i][1], cached_shapes[i][2],
                               cached_shapes[i][3], cached_shapes[i][4], 300 + i);
     test_global_norm();
+    test_adamw_step();
 
     /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,
      *    n_kv_head, pos, rope_dims, rope_base, output_gate, sink} */

@@ -216,6 +216,18 @@ const TensorSpec *model_find_tensor(const Model *m, const char *name) {
     return NULL;
 }
 
+AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments) {
+    CHECK(!m->is_view);
+    for (int i = 0; i < m->n_tensors; i++) { /* in offset order (the table is by layer): insertion */
+        AdamWSegment t = {m->tensors[i].offset, m->tensors[i].size, m->tensors[i].decay};
+        int j = i;
+        for (; j > 0 && segments[j - 1].offset > t.offset; j--) segments[j] = segments[j - 1];
+        segments[j] = t;
+    }
+    return (AdamWBlock){m->param_block, m->m_block, m->v_block,  m->grad_block,
+                        m->n_params,    segments,   m->n_tensors};
+}
+
 size_t model_param_floats(ModelShape shape) {
     ParamTensors p;
     return point_params(&p, NULL, shape);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model_types.h"
+#include "kernels/kernels.h"
 
 ModelShape model_shape_from_config(const Config *cfg);
 void model_init(Model *m, ModelShape shape, int max_batch);
@@ -19,6 +20,9 @@ void model_init_view(Model *view, const Model *m, int max_batch);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
+/* The parameter, moment and gradient blocks as adamw_step takes them, one segment per tensor of
+ * the table (segments: room for MODEL_MAX_TENSORS). Not for a view, which has no moments. */
+AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments);
 
 /* The sizes model_init allocates, from the shape alone (what shapes.c's memory estimate reads,
  * so that the estimate follows the code): floats of one parameter-sized block (model_init makes

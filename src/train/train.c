@@ -111,17 +111,25 @@ static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config 
     model_zero_grad(m);
     model_backward(m);
     close_heads(m, cfg, m->grads.w_o);
-    *norm = global_norm(m->grad_block, m->n_params);
-    if (gates->on) *norm = sqrt(*norm * *norm + head_l0_gradient(gates)); /* log α is a parameter too */
-    if (!isfinite(loss) || !isfinite(*norm)) return loss;
-    float clip_scale = cfg->grad_clip > 0 && *norm > cfg->grad_clip ? (float)(cfg->grad_clip / *norm) : 1.0f;
-    float lr = (float)train_lr_at(cfg, step);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const TensorSpec *t = &m->tensors[i];
-        adamw_update(m->param_block + t->offset, m->m_block + t->offset, m->v_block + t->offset,
-                     m->grad_block + t->offset, clip_scale, t->size, lr, (float)cfg->beta1, (float)cfg->beta2,
-                     (float)cfg->eps, t->decay ? (float)cfg->weight_decay : 0.0f, step + 1);
+    const double extra = gates->on ? head_l0_gradient(gates) : 0.0; /* log α is a parameter too */
+    if (!isfinite(loss)) {
+        *norm = global_norm(m->grad_block, m->n_params);
+        if (gates->on) *norm = sqrt(*norm * *norm + extra);
+        return loss;
     }
+    AdamWSegment segments[MODEL_MAX_TENSORS];
+    const AdamWBlock block = model_optimizer_block(m, segments);
+    const float lr = (float)train_lr_at(cfg, step);
+    const AdamWHyper hyper = {lr,
+                              (float)cfg->beta1,
+                              (float)cfg->beta2,
+                              (float)cfg->eps,
+                              (float)cfg->weight_decay,
+                              cfg->grad_clip,
+                              step + 1};
+    float clip_scale;
+    *norm = adamw_step(&block, extra, gates->on, &hyper, &clip_scale);
+    if (!isfinite(*norm)) return loss;
     head_l0_update(gates, clip_scale, lr, cfg, step);
     return loss;
 }
