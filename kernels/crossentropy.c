@@ -10,6 +10,7 @@
 #include "kernels.h"
 #include "vec_math.h"
 #include "check.h"
+#include "rows.h"
 
 static float row_max(const float *z, int V) {
 #ifdef VEC_W
@@ -39,10 +40,9 @@ static double exp_row(float *p, const float *z, float maxz, int V) {
 #endif
 }
 
-void crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N,
-                          int V) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+void crossentropy_forward_rows(float *losses, float *probs, const float *logits, const int *targets, int lo,
+                               int hi, int V) {
+    for (int n = lo; n < hi; n++) {
         const float *z = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
         float maxz = row_max(z, V);
@@ -54,11 +54,16 @@ void crossentropy_forward(float *losses, float *probs, const float *logits, cons
     }
 }
 
-/* Differentiates loss = Σ_n weight[n] · (logsumexp(z[n]) - z[n, target[n]]). */
-void crossentropy_backward(float *d_logits, const float *probs, const int *targets, const float *weight,
-                           int N, int V) {
+void crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N,
+                          int V) {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+    for (int n = 0; n < N; n++) crossentropy_forward_rows(losses, probs, logits, targets, n, n + 1, V);
+}
+
+/* Differentiates loss = Σ_n weight[n] · (logsumexp(z[n]) - z[n, target[n]]). */
+void crossentropy_backward_rows(float *d_logits, const float *probs, const int *targets, const float *weight,
+                                int lo, int hi, int V) {
+    for (int n = lo; n < hi; n++) {
         float w = weight[n];
         const float *p = probs + (size_t)n * V;
         float *d = d_logits + (size_t)n * V;
@@ -69,6 +74,12 @@ void crossentropy_backward(float *d_logits, const float *probs, const int *targe
         for (int i = 0; i < V; i++) d[i] = w * p[i];
         d[targets[n]] -= w;
     }
+}
+
+void crossentropy_backward(float *d_logits, const float *probs, const int *targets, const float *weight,
+                           int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) crossentropy_backward_rows(d_logits, probs, targets, weight, n, n + 1, V);
 }
 
 /* The mean loss over the marked positions: weight[n] = mask[n] / Σ mask (mask NULL: every

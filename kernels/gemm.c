@@ -296,6 +296,19 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
              bias ? bias + lo : NULL);
 }
 
+void gemm_row_slab(int t, int threads, int M, int align, int *lo, int *hi) {
+    int a = MR, b = align > 0 ? align : 1; /* the unit: the least common multiple of MR and align */
+    while (b) {
+        int r = a % b;
+        a = b, b = r;
+    }
+    const int unit = MR / a * (align > 0 ? align : 1), units = (M + unit - 1) / unit;
+    *lo = (int)((long)units * t / threads) * unit;
+    *hi = (int)((long)units * (t + 1) / threads) * unit;
+    if (*lo > M) *lo = M;
+    if (*hi > M) *hi = M;
+}
+
 void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
                    ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
 #ifdef _OPENMP

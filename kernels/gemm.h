@@ -54,6 +54,11 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
                const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
                const float *bias);
 
+/* Thread t's rows [*lo, *hi) of an M-row product split by rows alone, in whole multiples of the
+ * register tile's rows and of `align` rows (a caller that works on groups of rows after the
+ * product: LayerNorm's chunks): empty for threads past the number of such units. */
+void gemm_row_slab(int t, int threads, int M, int align, int *lo, int *hi);
+
 /* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
  * first row's position, so a panel of a larger triangle can be computed on its own); k is the
  * summation index and j the column of C:

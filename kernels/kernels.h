@@ -81,6 +81,41 @@ void linear_backward(float *d_inp, // (N, C) = or += (d_inp_write), or NULL to s
                      const float *weight, // (C, OC)
                      int N, int C, int OC);
 
+/* ---- fused.c: the passes that meet at a product, in one parallel region ----
+ * Each thread runs every pass on its own rows while they are in its cache; the results are bit
+ * for bit the unfused kernels' in the order below, at any thread count. */
+typedef struct {
+    float *out;          // (N, OC) = x · weight + bias (+ residual)
+    const float *inp;    // (N, C): x itself, or LayerNorm's input when ln_out is given
+    const float *weight; // (C, OC)
+    const float *bias;   // (OC) or NULL
+    int N, C, OC;
+    float *ln_out, *mean, *rstd; // x = layernorm_forward(inp) into ln_out (N, C), mean, rstd (N); or NULL
+    const float *ln_gain, *ln_bias;
+    const float *residual; // (N, OC) added to out after the product, or NULL
+    float *losses, *probs; // crossentropy_forward of out's rows (N), (N, OC), when targets is given
+    const int *targets;    // (N) or NULL
+} FusedForward;
+void fused_forward(const FusedForward *f);
+
+/* crossentropy_backward into d_out (when targets is given), then linear_backward of
+ * out = x · weight + bias, then (when inp is given) layernorm_backward from d_x into d_inp. */
+typedef struct {
+    const float *probs, *ce_weight; // crossentropy_backward's probs (N, OC), weight (N)
+    const int *targets;             // (N) or NULL: d_out is the caller's
+    float *d_out;                   // (N, OC): read, or written first by the cross-entropy
+    float *d_x;                     // (N, C) = or += d_out · weightᵀ (d_x_write), or NULL to skip
+    GradWrite d_x_write;
+    float *d_weight, *d_bias; // (C, OC) +=, (OC) += or NULL
+    const float *x, *weight;  // (N, C) the product's input, (C, OC)
+    int N, C, OC;
+    float *d_inp; // (N, C) = or += (d_inp_write) LayerNorm's input gradient
+    GradWrite d_inp_write;
+    float *d_gain, *d_ln_bias;             // (C) +=
+    const float *inp, *gain, *mean, *rstd; // LayerNorm's input (N, C), gain (C), mean, rstd (N); or NULL
+} FusedBackward;
+void fused_backward(const FusedBackward *f);
+
 /* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----
  * S = Q Kᵀ / sqrt(d_head) + causal mask; P = softmax(S); O = P V; out = concat heads.
  * E = n_head * d_head; head h of Q is qkv[..., h*d_head ...], of K at E + h*d_head, of V at 2E + ...

@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "vec_math.h"
 #include "check.h"
+#include "rows.h"
 
 enum { LANES = 16 };
 
@@ -76,10 +77,9 @@ static void row_grad_means(const float *dy, const float *gain, const float *x, f
 }
 #endif
 
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *gain,
-                       const float *bias, int N, int D) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+void layernorm_forward_rows(float *out, float *mean, float *rstd, const float *inp, const float *gain,
+                            const float *bias, int lo, int hi, int D) {
+    for (int n = lo; n < hi; n++) {
         const float *x = inp + (size_t)n * D;
         float *o = out + (size_t)n * D;
         float m;
@@ -92,40 +92,43 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *gain,
+                       const float *bias, int N, int D) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) layernorm_forward_rows(out, mean, rstd, inp, gain, bias, n, n + 1, D);
+}
+
 /* Differentiates out = x̂ · gain + bias with x̂ = (x - mean) · rstd:
  *   d_x = rstd · (g - mean(g) - x̂ · mean(g · x̂)),  g = d_out · gain.
  * One pass over the rows, which also sums d_gain = Σ d_out · x̂ and d_bias = Σ d_out per fixed
- * chunk of CHUNK_ROWS rows (in row order within a chunk); the chunk sums are then added in
- * chunk order. The chunks do not depend on the thread count, so neither do the bits. */
-void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float *d_out, const float *inp,
-                        const float *gain, const float *mean, const float *rstd, int N, int D) {
-    enum { CHUNK_ROWS = 32 };
-    const int n_chunks = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    float *chunk_gain = alloc_floats((size_t)n_chunks * 2 * D);
-    float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < n_chunks; c++) {
-        float *restrict cg = chunk_gain + (size_t)c * D, *restrict cb = chunk_bias + (size_t)c * D;
-        memset(cg, 0, sizeof(float) * D);
-        memset(cb, 0, sizeof(float) * D);
-        int n_end = (c + 1) * CHUNK_ROWS < N ? (c + 1) * CHUNK_ROWS : N;
-        for (int n = c * CHUNK_ROWS; n < n_end; n++) {
-            const float *x = inp + (size_t)n * D;
-            const float *dy = d_out + (size_t)n * D;
-            float *restrict dx = d_inp + (size_t)n * D;
-            float m = mean[n], s = rstd[n];
-            float gm, gxm;
-            row_grad_means(dy, gain, x, m, s, D, &gm, &gxm);
+ * chunk of LAYERNORM_CHUNK_ROWS rows (in row order within a chunk); the chunk sums are then
+ * added in chunk order. The chunks do not depend on the thread count, so neither do the bits. */
+void layernorm_backward_chunk(float *d_inp, float *chunk_gain, float *chunk_bias, const float *d_out,
+                              const float *inp, const float *gain, const float *mean, const float *rstd,
+                              int c, int N, int D) {
+    float *restrict cg = chunk_gain + (size_t)c * D, *restrict cb = chunk_bias + (size_t)c * D;
+    memset(cg, 0, sizeof(float) * D);
+    memset(cb, 0, sizeof(float) * D);
+    int n_end = (c + 1) * LAYERNORM_CHUNK_ROWS < N ? (c + 1) * LAYERNORM_CHUNK_ROWS : N;
+    for (int n = c * LAYERNORM_CHUNK_ROWS; n < n_end; n++) {
+        const float *x = inp + (size_t)n * D;
+        const float *dy = d_out + (size_t)n * D;
+        float *restrict dx = d_inp + (size_t)n * D;
+        float m = mean[n], s = rstd[n];
+        float gm, gxm;
+        row_grad_means(dy, gain, x, m, s, D, &gm, &gxm);
 #pragma omp simd /* dx, cg and cb never overlap the inputs */
-            for (int i = 0; i < D; i++) {
-                float xhat = (x[i] - m) * s;
-                dx[i] += s * (dy[i] * gain[i] - gm - xhat * gxm);
-                cg[i] += dy[i] * xhat;
-                cb[i] += dy[i];
-            }
+        for (int i = 0; i < D; i++) {
+            float xhat = (x[i] - m) * s;
+            dx[i] += s * (dy[i] * gain[i] - gm - xhat * gxm);
+            cg[i] += dy[i] * xhat;
+            cb[i] += dy[i];
         }
     }
-    /* a few thousand adds: in this thread, cheaper than waking the others again */
+}
+
+void layernorm_backward_sums(float *d_gain, float *d_bias, const float *chunk_gain, const float *chunk_bias,
+                             int n_chunks, int D) {
     for (int i = 0; i < D; i++) {
         float g = d_gain[i], b = d_bias[i];
         for (int c = 0; c < n_chunks; c++) {
@@ -135,5 +138,17 @@ void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float 
         d_gain[i] = g;
         d_bias[i] = b;
     }
+}
+
+void layernorm_backward(float *d_inp, float *d_gain, float *d_bias, const float *d_out, const float *inp,
+                        const float *gain, const float *mean, const float *rstd, int N, int D) {
+    const int n_chunks = (N + LAYERNORM_CHUNK_ROWS - 1) / LAYERNORM_CHUNK_ROWS;
+    float *chunk_gain = alloc_floats((size_t)n_chunks * 2 * D);
+    float *chunk_bias = chunk_gain + (size_t)n_chunks * D;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < n_chunks; c++)
+        layernorm_backward_chunk(d_inp, chunk_gain, chunk_bias, d_out, inp, gain, mean, rstd, c, N, D);
+    /* a few thousand adds: in this thread, cheaper than waking the others again */
+    layernorm_backward_sums(d_gain, d_bias, chunk_gain, chunk_bias, n_chunks, D);
     free(chunk_gain);
 }

@@ -753,8 +753,8 @@ static void test_interventions(void) {
         strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
     model_free(&q);
     test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
-               !strcmp(plain_plan, "layernorm project qkv_patch attend pattern_patch head_mix w_o ") &&
-                   !strcmp(qwen_plan, "layernorm project rotary qkv_patch kv_repeat attend pattern_patch "
+               !strcmp(plain_plan, "layernorm+project qkv_patch attend pattern_patch head_mix w_o ") &&
+                   !strcmp(qwen_plan, "layernorm+project rotary qkv_patch kv_repeat attend pattern_patch "
                                       "output_gate head_mix w_o "),
                "'%s' and '%s'", plain_plan, qwen_plan);
 

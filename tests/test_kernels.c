@@ -111,7 +111,7 @@ static double dot(const float *r, const float *x, size_t n) {
  * element of every differentiated input against the finite difference of L = Σ r · out, then that
  * the backward accumulates (c + 2 calls = c + 2g) or, for the inputs it overwrites, writes g. */
 
-#define OP_MAX_IN 4
+#define OP_MAX_IN 5
 #define OP_MAX_DIMS 6
 
 typedef struct Op Op;
@@ -279,6 +279,151 @@ static const Op OP_CROSSENTROPY = {"crossentropy",
                                    crossentropy_fwd,
                                    crossentropy_bwd,
                                    1u};
+
+/* The fused passes (kernels/fused.c) as ops of their own, so that finite differences check them
+ * whole; test_fused below checks their bits against the unfused kernels in sequence.
+ * layernorm+linear: d = N C OC, out = LN(inp) · weight + bias. tmp[0] holds LN's output then
+ * d_x's scratch, tmp[1] the mean and rstd. d_inp is accumulated (a layer's LayerNorm adds to the
+ * residual's gradient). */
+static void ln_linear_sizes(OpCtx *c) {
+    size_t N = c->d[0], C = c->d[1], OC = c->d[2];
+    c->n_in[0] = N * C, c->n_in[1] = c->n_in[2] = C, c->n_in[3] = C * OC, c->n_in[4] = OC;
+    c->n_out = N * OC, c->n_tmp[0] = 2 * N * C, c->n_tmp[1] = 2 * N;
+}
+static FusedForward ln_linear_op(OpCtx *c) {
+    const int N = c->d[0], C = c->d[1];
+    return (FusedForward){.out = c->out,
+                          .inp = c->in[0],
+                          .weight = c->in[3],
+                          .bias = c->in[4],
+                          .N = N,
+                          .C = C,
+                          .OC = c->d[2],
+                          .ln_out = c->tmp[0],
+                          .mean = c->tmp[1],
+                          .rstd = c->tmp[1] + N,
+                          .ln_gain = c->in[1],
+                          .ln_bias = c->in[2]};
+}
+static void ln_linear_fwd(OpCtx *c) {
+    const FusedForward f = ln_linear_op(c);
+    fused_forward(&f);
+}
+static FusedBackward ln_linear_backward_of(OpCtx *c, const FusedForward *fw, GradWrite d_inp_write) {
+    return (FusedBackward){.d_out = c->r,
+                           .d_x = c->tmp[0] + (size_t)fw->N * fw->C,
+                           .d_x_write = GRAD_SET,
+                           .d_weight = c->grad[3],
+                           .d_bias = c->grad[4],
+                           .x = fw->ln_out,
+                           .weight = fw->weight,
+                           .N = fw->N,
+                           .C = fw->C,
+                           .OC = fw->OC,
+                           .d_inp = c->grad[0],
+                           .d_inp_write = d_inp_write,
+                           .d_gain = c->grad[1],
+                           .d_ln_bias = c->grad[2],
+                           .inp = fw->inp,
+                           .gain = fw->ln_gain,
+                           .mean = fw->mean,
+                           .rstd = fw->rstd};
+}
+static void ln_linear_bwd(OpCtx *c) {
+    const FusedForward fw = ln_linear_op(c);
+    const FusedBackward f = ln_linear_backward_of(c, &fw, GRAD_ADD);
+    fused_backward(&f);
+}
+static const Op OP_LN_LINEAR = {"layernorm+linear (fused)",
+                                "N C OC",
+                                {"inp", "gain", "ln_bias", "weight", "bias"},
+                                {3.0, 1.0, 0.0, 0.0, 0.0},
+                                {1.0, 0.3, 0.3, 0.0, 0.0},
+                                ln_linear_sizes,
+                                NULL,
+                                ln_linear_fwd,
+                                ln_linear_bwd,
+                                0};
+
+/* the head: d = N C V, losses = CE(LN(inp) · weight, targets), the loss Σ r · losses with r the
+ * weights (a third 0, as crossentropy's). d_inp is overwritten (the model's final LayerNorm is
+ * the first to reach the residual's gradient). tmp[0]: LN's output, d_x, the logits and probs. */
+static void ln_head_sizes(OpCtx *c) {
+    size_t N = c->d[0], C = c->d[1], V = c->d[2];
+    c->n_in[0] = N * C, c->n_in[1] = c->n_in[2] = C, c->n_in[3] = C * V;
+    c->n_out = c->n_ints = N, c->n_tmp[0] = 2 * N * C + 3 * N * V, c->n_tmp[1] = 2 * N;
+}
+static FusedForward ln_head_op(OpCtx *c) {
+    const int N = c->d[0], C = c->d[1], V = c->d[2];
+    float *logits = c->tmp[0] + 2 * (size_t)N * C;
+    return (FusedForward){.out = logits,
+                          .inp = c->in[0],
+                          .weight = c->in[3],
+                          .N = N,
+                          .C = C,
+                          .OC = V,
+                          .ln_out = c->tmp[0],
+                          .mean = c->tmp[1],
+                          .rstd = c->tmp[1] + N,
+                          .ln_gain = c->in[1],
+                          .ln_bias = c->in[2],
+                          .losses = c->out,
+                          .probs = logits + (size_t)N * V,
+                          .targets = c->ints};
+}
+static void ln_head_fwd(OpCtx *c) {
+    const FusedForward f = ln_head_op(c);
+    fused_forward(&f);
+}
+static void ln_head_bwd(OpCtx *c) {
+    const FusedForward fw = ln_head_op(c);
+    FusedBackward f = ln_linear_backward_of(c, &fw, GRAD_SET);
+    f.probs = fw.probs, f.ce_weight = c->r, f.targets = c->ints;
+    f.d_out = fw.probs + (size_t)fw.N * fw.OC, f.d_bias = NULL;
+    fused_backward(&f);
+}
+static const Op OP_LN_HEAD = {"layernorm+unembedding+crossentropy (fused)",
+                              "N C V",
+                              {"inp", "gain", "ln_bias", "weight"},
+                              {3.0, 1.0, 0.0, 0.0},
+                              {1.0, 0.3, 0.3, 1.0},
+                              ln_head_sizes,
+                              crossentropy_init,
+                              ln_head_fwd,
+                              ln_head_bwd,
+                              1u};
+
+/* linear+residual: d = N C OC, out = inp · weight + bias + residual */
+static void linear_residual_sizes(OpCtx *c) {
+    size_t N = c->d[0], C = c->d[1], OC = c->d[2];
+    c->n_in[0] = N * C, c->n_in[1] = C * OC, c->n_in[2] = OC, c->n_in[3] = c->n_out = N * OC;
+}
+static void linear_residual_fwd(OpCtx *c) {
+    const FusedForward f = {.out = c->out,
+                            .inp = c->in[0],
+                            .weight = c->in[1],
+                            .bias = c->in[2],
+                            .N = c->d[0],
+                            .C = c->d[1],
+                            .OC = c->d[2],
+                            .residual = c->in[3]};
+    fused_forward(&f);
+}
+static void linear_residual_bwd(OpCtx *c) { /* the model's: d_out flows to the residual unchanged */
+    linear_backward(c->grad[0], GRAD_ADD, c->grad[1], c->grad[2], c->r, c->in[0], c->in[1], c->d[0], c->d[1],
+                    c->d[2]);
+    for (size_t i = 0; i < c->n_out; i++) c->grad[3][i] += c->r[i];
+}
+static const Op OP_LINEAR_RESIDUAL = {"linear+residual (fused)",
+                                      "N C OC",
+                                      {"inp", "weight", "bias", "residual"},
+                                      {0},
+                                      {0},
+                                      linear_residual_sizes,
+                                      NULL,
+                                      linear_residual_fwd,
+                                      linear_residual_bwd,
+                                      0};
 
 /* rope: d = B T H H_kv d_head rope_dims, base 100 (angles that turn far within T). In place on
  * qkv and on d_qkv: the forward copies the input first, the backward turns a copy of d_out and
@@ -481,6 +626,11 @@ static const OpCase op_cases[] = {
     {&OP_ATTENTION, {1, 14, 1, 33, 0}, LONG_T_TOL, "T = 14, d_head = 33 (past the register tile's width)"},
     {&OP_CROSSENTROPY, {7, 6}, K_TOL, "weights with zeros"},
     {&OP_CROSSENTROPY, {4, 13}, K_TOL, "weights with zeros"},
+    {&OP_LN_LINEAR, {5, 7, 9}, K_TOL, ""},
+    {&OP_LN_LINEAR, {70, 6, 5}, K_TOL, "more rows than two 32-row chunks and a register tile"},
+    {&OP_LN_HEAD, {7, 5, 6}, K_TOL, "weights with zeros"},
+    {&OP_LN_HEAD, {67, 4, 9}, K_TOL, "weights with zeros, three 32-row chunks"},
+    {&OP_LINEAR_RESIDUAL, {13, 5, 7}, K_TOL, ""},
     {&OP_ROPE, {2, 5, 3, 3, 6, 6}, K_TOL, "full rotary"},
     {&OP_ROPE, {2, 4, 4, 2, 6, 4}, K_TOL, "partial rotary, grouped K/V"},
     {&OP_ROPE, {1, 3, 3, 1, 4, 2}, K_TOL, "MQA"},
@@ -971,6 +1121,118 @@ static void test_crossentropy_extreme(void) {
         "crossentropy forward on extreme logits (underflowing p[target]) = double log-sum-exp", &cmp);
 }
 
+/* ---- fused passes: bit for bit the unfused kernels in sequence, at every thread count ---- */
+
+typedef struct {
+    int N, C, V;
+    float *inp, *gain, *bias_ln, *w, *b, *res, *r, *ce_w; /* inputs */
+    int *targets;
+} FusedCase;
+
+/* Every output of the head's forward and backward and of a layer's (LN, projection, residual),
+ * written one after the other into out: unfused (fused 0) or fused (1). */
+static size_t fused_outputs(const FusedCase *k, int fused, float *out) {
+    const int N = k->N, C = k->C, V = k->V;
+    const size_t NC = (size_t)N * C, NV = (size_t)N * V;
+    float *ln = out, *mean = ln + NC, *rstd = mean + N, *logits = rstd + N, *losses = logits + NV;
+    float *probs = losses + N, *d_logits = probs + NV, *d_x = d_logits + NV, *d_inp = d_x + NC;
+    float *dw = d_inp + NC, *dg = dw + (size_t)C * V, *dbl = dg + C, *db = dbl + C, *h = db + V,
+          *end = h + NV;
+    memset(out, 0, sizeof(float) * (size_t)(end - out));
+    for (size_t i = 0; i < NC; i++) d_inp[i] = 0.25f; /* a layer's LayerNorm adds to the residual's */
+    if (!fused) {
+        layernorm_forward(ln, mean, rstd, k->inp, k->gain, k->bias_ln, N, C);
+        linear_forward(logits, ln, k->w, k->b, N, C, V);
+        crossentropy_forward(losses, probs, logits, k->targets, N, V);
+        crossentropy_backward(d_logits, probs, k->targets, k->ce_w, N, V);
+        linear_backward(d_x, GRAD_SET, dw, db, d_logits, ln, k->w, N, C, V);
+        linear_backward(d_x, GRAD_ADD, dw, db, k->r, ln, k->w, N, C, V); /* a second path into d_x */
+        layernorm_backward(d_inp, dg, dbl, d_x, k->inp, k->gain, mean, rstd, N, C);
+        linear_forward(h, ln, k->w, k->b, N, C, V);
+        for (size_t i = 0; i < NV; i++) h[i] += k->res[i];
+        return (size_t)(end - out);
+    }
+    FusedForward f = {.out = logits,
+                      .inp = k->inp,
+                      .weight = k->w,
+                      .bias = k->b,
+                      .N = N,
+                      .C = C,
+                      .OC = V,
+                      .ln_out = ln,
+                      .mean = mean,
+                      .rstd = rstd,
+                      .ln_gain = k->gain,
+                      .ln_bias = k->bias_ln,
+                      .losses = losses,
+                      .probs = probs,
+                      .targets = k->targets};
+    fused_forward(&f);
+    FusedBackward g = {.probs = probs,
+                       .ce_weight = k->ce_w,
+                       .targets = k->targets,
+                       .d_out = d_logits,
+                       .d_x = d_x,
+                       .d_x_write = GRAD_SET,
+                       .d_weight = dw,
+                       .d_bias = db,
+                       .x = ln,
+                       .weight = k->w,
+                       .N = N,
+                       .C = C,
+                       .OC = V};
+    fused_backward(&g); /* the head's cross-entropy and product, no LayerNorm yet */
+    g.targets = NULL, g.d_out = k->r, g.d_x_write = GRAD_ADD;
+    g.d_inp = d_inp, g.d_inp_write = GRAD_ADD, g.d_gain = dg, g.d_ln_bias = dbl;
+    g.inp = k->inp, g.gain = k->gain, g.mean = mean, g.rstd = rstd;
+    fused_backward(&g); /* a layer's: the second path adds to d_x, then LayerNorm into d_inp */
+    const FusedForward r = {
+        .out = h, .inp = ln, .weight = k->w, .bias = k->b, .N = N, .C = C, .OC = V, .residual = k->res};
+    fused_forward(&r);
+    return (size_t)(end - out);
+}
+
+static void test_fused_case(int N, int C, int V, const char *note) {
+    const size_t NC = (size_t)N * C, NV = (size_t)N * V;
+    const size_t n_out = 3 * NC + 3 * (size_t)N + 4 * NV + (size_t)C * V + 2 * (size_t)C + V;
+    float *in = test_alloc(NC + 2 * (size_t)C + (size_t)C * V + V + 2 * NV + N);
+    FusedCase k = {
+        .N = N, .C = C, .V = V, .inp = in, .gain = in + NC, .bias_ln = in + NC + C, .w = in + NC + 2 * C};
+    k.b = k.w + (size_t)C * V, k.res = k.b + V, k.r = k.res + NV, k.ce_w = k.r + NV;
+    k.targets = malloc(sizeof(int) * N);
+    Rng rng = rng_stream(31, (uint64_t)N, (uint64_t)V);
+    test_fill_normal(in, NC + 2 * (size_t)C + (size_t)C * V + V + 2 * NV + N, &rng, 0.0, 1.0);
+    for (int n = 0; n < N; n++) {
+        k.targets[n] = (int)rng_below(&rng, (uint64_t)V);
+        k.ce_w[n] = n % 3 == 1 ? 0.0f : 1.0f / N;
+        k.gain[n % C] = 1.0f + 0.1f * k.gain[n % C];
+    }
+    float *ref = test_alloc(n_out), *got = test_alloc(n_out);
+    set_threads(1);
+    int same = fused_outputs(&k, 0, ref) == n_out;
+    for (int t = 0; t < N_THREAD_COUNTS; t++) {
+        set_threads(thread_counts[t]);
+        fused_outputs(&k, 1, got);
+        same &= memcmp(got, ref, sizeof(float) * n_out) == 0;
+    }
+    set_threads(default_threads);
+    char name[256];
+    snprintf(name, sizeof name,
+             "fused passes N=%d C=%d V=%d%s: LN+product+CE, CE+product+LN backward, product+residual = the "
+             "unfused "
+             "kernels bit for bit at 1, 2, 3, 4, 7 threads",
+             N, C, V, note);
+    test_check(name, same, "the fused results differ");
+    free(in), free(k.targets), free(ref), free(got);
+}
+
+static void test_fused(void) {
+    test_fused_case(203, 72, 100, "");
+    test_fused_case(517, 40, 264, " (a ragged 32-row chunk)");
+    test_fused_case(96, 600, 517, " (C and V past the GEMM's 512-deep K block)");
+    test_fused_case(5, 3, 7, " (fewer rows than threads' units)");
+}
+
 /* ---- adamw_step: the fused norm, clip and update = global_norm, the clip and adamw_update per
  * tensor, bit for bit, at every thread count ---- */
 
@@ -1456,6 +1718,7 @@ int main(void) {
         test_attention_cached(cached_shapes[i][0], cached_shapes[i][1], cached_shapes[i][2],
                               cached_shapes[i][3], cached_shapes[i][4], 300 + i);
     test_global_norm();
+    test_fused();
     test_adamw_step();
 
     /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,

@@ -108,15 +108,23 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
         m->last.loss = NAN;
         return m->last.loss;
     }
-    layernorm_forward(a->lnf_out, a->lnf_mean, a->lnf_rstd, a->residual + (size_t)L * BT * D, p->lnf_g,
-                      p->lnf_b, BT, D);
-    linear_forward(a->logits, a->lnf_out, p->w_unembed, NULL, BT, D, V);
-    if (!targets) {
-        m->last.loss = NAN;
-        return m->last.loss;
-    }
-    crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
-    m->last.loss = crossentropy_mean(a->loss_weight, a->losses, mask, BT);
+    /* the final LayerNorm, the unembedding and the cross-entropy, by row slabs in one pass */
+    const FusedForward head = {.out = a->logits,
+                               .inp = a->residual + (size_t)L * BT * D,
+                               .weight = p->w_unembed,
+                               .N = BT,
+                               .C = D,
+                               .OC = V,
+                               .ln_out = a->lnf_out,
+                               .mean = a->lnf_mean,
+                               .rstd = a->lnf_rstd,
+                               .ln_gain = p->lnf_g,
+                               .ln_bias = p->lnf_b,
+                               .losses = a->losses,
+                               .probs = a->probs,
+                               .targets = targets};
+    fused_forward(&head);
+    m->last.loss = targets ? crossentropy_mean(a->loss_weight, a->losses, mask, BT) : NAN;
     return m->last.loss;
 }
 
@@ -145,15 +153,31 @@ void model_backward(Model *m) {
     Activations *a = &m->act;
 
     if (iv->logit_grad) memcpy(a->d_logits, iv->logit_grad, sizeof(float) * BT * V);
-    else crossentropy_backward(a->d_logits, a->probs, m->last.targets, a->loss_weight, BT, V);
+    /* the cross-entropy, the unembedding and the final LayerNorm, by row slabs in one pass */
+    const FusedBackward head = {.probs = a->probs,
+                                .ce_weight = a->loss_weight,
+                                .targets = iv->logit_grad ? NULL : m->last.targets,
+                                .d_out = a->d_logits,
+                                .d_x = a->d_ln_out,
+                                .d_x_write = GRAD_SET,
+                                .d_weight = g->w_unembed,
+                                .x = a->lnf_out,
+                                .weight = p->w_unembed,
+                                .N = BT,
+                                .C = D,
+                                .OC = V,
+                                .d_inp = a->d_residual,
+                                .d_inp_write = GRAD_SET,
+                                .d_gain = g->lnf_g,
+                                .d_ln_bias = g->lnf_b,
+                                .inp = a->residual + (size_t)L * BT * D,
+                                .gain = p->lnf_g,
+                                .mean = a->lnf_mean,
+                                .rstd = a->lnf_rstd};
+    fused_backward(&head);
     /* a backward for gates only stops where nothing below moves one */
     const LayerPlan plan = model_plan_of(s);
     const int stop = params ? -1 : iv->grads & MODEL_GRAD_INPUT_GATES ? plan.qkv_patch : plan.head_mix;
-    linear_backward(a->d_ln_out, GRAD_SET, g->w_unembed, NULL, a->d_logits, a->lnf_out, p->w_unembed, BT, D,
-                    V);
-    memset(a->d_residual, 0, sizeof(float) * BT * D);
-    layernorm_backward(a->d_residual, g->lnf_g, g->lnf_b, a->d_ln_out, a->residual + (size_t)L * BT * D,
-                       p->lnf_g, a->lnf_mean, a->lnf_rstd, BT, D);
     for (int l = L - 1; l >= 0; l--) {
         Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
         for (int i = plan.n_stages - 1; i >= 0; i--) {

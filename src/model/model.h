@@ -44,7 +44,7 @@ const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
 
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
-/* The name of stage i of the model's layer plan ("layernorm", "project", ... "w_o"), NULL past
+/* The name of stage i of the model's layer plan ("layernorm+project", ... "w_o"), NULL past
  * the last. */
 const char *model_stage_name(const Model *m, int i);
 

@@ -1,7 +1,8 @@
-/* model_stages.c: a layer's attention as a plan of stages (model_stages.h): layernorm, project,
- * rotary, kv_repeat, qkv_patch, attend, pattern_patch, output_gate, head_mix, w_o (the ones the
- * shape needs), each a forward and its backward from the kernels, with the interventions that act
- * inside a layer (head gates and fills, input gates, input deltas).
+/* model_stages.c: a layer's attention as a plan of stages (model_stages.h): layernorm+project
+ * (or layernorm and the shortformer's project), rotary, kv_repeat, qkv_patch, attend, pattern_patch,
+ * output_gate, head_mix, w_o (the ones the shape needs), each a forward and its backward from the
+ * kernels, with the interventions that act inside a layer (head gates and fills, input gates,
+ * input deltas).
  * Owns the stages and which ones a shape runs. Must not know: the order of layers, where a
  * forward starts, the hook points (model.c), tasks, files, training, analysis. */
 #include <math.h>
@@ -62,7 +63,8 @@ static const float *layer_gates(const Model *m, int l) {
     return g && !gates_all_one(g + (size_t)l * H, H) ? g + (size_t)l * H : NULL;
 }
 
-/* ---- layernorm: z = LN_l(h) */
+/* ---- layernorm: z = LN_l(h) (the shortformer's V input; the other layouts fuse it with the
+ * projection) */
 static void layernorm_fwd(Pass *p) {
     const Model *m = p->m;
     const size_t D = m->shape.d_model;
@@ -78,19 +80,52 @@ static void layernorm_bwd(Pass *p) {
                        slice(p, m->act.ln_rstd, 1), p->BT, (int)D);
 }
 
-/* ---- project: qkv = z · W_qkv + b_qkv */
-static void project_fwd(Pass *p) {
+/* ---- layernorm+project: z = LN_l(h), qkv = z · W_qkv + b_qkv, by row slabs in one pass
+ * (kernels/fused.c); the backward differentiates both, into W_qkv, b_qkv, the gains and h. */
+static FusedForward ln_project_forward(const Pass *p) {
     const Model *m = p->m;
     const size_t D = m->shape.d_model, W = qkv_width(m->shape);
-    linear_forward(slice(p, m->act.qkv, W), slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W,
-                   m->params.b_qkv + p->l * W, p->BT, (int)D, (int)W);
+    return (FusedForward){.out = slice(p, m->act.qkv, W),
+                          .inp = slice(p, m->act.residual, D),
+                          .weight = m->params.w_qkv + p->l * D * W,
+                          .bias = m->params.b_qkv + p->l * W,
+                          .N = p->BT,
+                          .C = (int)D,
+                          .OC = (int)W,
+                          .ln_out = slice(p, m->act.ln_out, D),
+                          .mean = slice(p, m->act.ln_mean, 1),
+                          .rstd = slice(p, m->act.ln_rstd, 1),
+                          .ln_gain = m->params.ln_g + p->l * D,
+                          .ln_bias = m->params.ln_b + p->l * D};
+}
+static void ln_project_fwd(Pass *p) {
+    const FusedForward f = ln_project_forward(p);
+    fused_forward(&f);
     model_delta_columns(p->m, p->l, p->B, p->T);
 }
-static void project_bwd(Pass *p) {
+static void ln_project_bwd(Pass *p) {
     Model *m = p->m;
-    const size_t D = m->shape.d_model, W = qkv_width(m->shape);
-    linear_backward(m->act.d_ln_out, p->d_z_write, m->grads.w_qkv + p->l * D * W, m->grads.b_qkv + p->l * W,
-                    p->d, slice(p, m->act.ln_out, D), m->params.w_qkv + p->l * D * W, p->BT, (int)D, (int)W);
+    const FusedForward fw = ln_project_forward(p);
+    const size_t D = fw.C, W = fw.OC;
+    const FusedBackward f = {.d_out = p->d,
+                             .d_x = m->act.d_ln_out,
+                             .d_x_write = p->d_z_write,
+                             .d_weight = m->grads.w_qkv + p->l * D * W,
+                             .d_bias = m->grads.b_qkv + p->l * W,
+                             .x = fw.ln_out,
+                             .weight = fw.weight,
+                             .N = p->BT,
+                             .C = (int)D,
+                             .OC = (int)W,
+                             .d_inp = m->act.d_residual,
+                             .d_inp_write = GRAD_ADD,
+                             .d_gain = m->grads.ln_g + p->l * D,
+                             .d_ln_bias = m->grads.ln_b + p->l * D,
+                             .inp = fw.inp,
+                             .gain = fw.ln_gain,
+                             .mean = fw.mean,
+                             .rstd = fw.rstd};
+    fused_backward(&f);
     p->d_z_write = GRAD_ADD;
 }
 
@@ -344,16 +379,20 @@ static void head_mix_bwd(Pass *p) {
                        s.d_head);
 }
 
-/* ---- w_o: h ← h + hook_head_mix · W_o + b_o */
+/* ---- w_o: h ← h + hook_head_mix · W_o + b_o, the residual added by each thread to its rows */
 static void w_o_fwd(Pass *p) {
     Model *m = p->m;
     const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
     const float *h_in = slice(p, m->act.residual, D);
-    float *h_out = slice(p, m->act.residual, D) + p->BT * D; /* the next layer's input */
-    linear_forward(h_out, head_mix_output(p), m->params.w_o + p->l * E * D, m->params.b_o + p->l * D, p->BT,
-                   (int)E, (int)D);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < p->BT * D; i++) h_out[i] += h_in[i]; /* residual */
+    const FusedForward f = {.out = slice(p, m->act.residual, D) + p->BT * D, /* the next layer's input */
+                            .inp = head_mix_output(p),
+                            .weight = m->params.w_o + p->l * E * D,
+                            .bias = m->params.b_o + p->l * D,
+                            .N = p->BT,
+                            .C = (int)E,
+                            .OC = (int)D,
+                            .residual = h_in};
+    fused_forward(&f);
 }
 /* d_residual flows to h unchanged and into W_o. */
 static void w_o_bwd(Pass *p) {
@@ -366,7 +405,7 @@ static void w_o_bwd(Pass *p) {
 }
 
 static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd};
-static const Stage STAGE_PROJECT = {"project", project_fwd, project_bwd};
+static const Stage STAGE_LN_PROJECT = {"layernorm+project", ln_project_fwd, ln_project_bwd};
 static const Stage STAGE_PROJECT_SHORTFORMER = {"project (shortformer)", project_shortformer_fwd,
                                                 project_shortformer_bwd};
 static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd};
@@ -382,8 +421,10 @@ static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
 LayerPlan model_plan_of(ModelShape s) {
     LayerPlan plan = {0};
 #define ADD(st) (plan.stage[plan.n_stages++] = (st))
-    ADD(&STAGE_LAYERNORM);
-    ADD(s.pos == POS_SHORTFORMER ? &STAGE_PROJECT_SHORTFORMER : &STAGE_PROJECT);
+    if (s.pos == POS_SHORTFORMER) {
+        ADD(&STAGE_LAYERNORM);
+        ADD(&STAGE_PROJECT_SHORTFORMER);
+    } else ADD(&STAGE_LN_PROJECT);
     if (s.pos == POS_ROPE) ADD(&STAGE_ROTARY);
     plan.qkv_patch = plan.n_stages;
     ADD(&STAGE_QKV_PATCH);
