@@ -15,8 +15,8 @@
  * (valid) row and do not store it.
  *
  * The small per-head products of attention (gemm_small) are too small to repay packing: the same
- * register tile reads A through its strides and B row by row in place (only a transposed A is
- * packed, one row tile at a time), and the causal shapes skip the tiles (or the stretch of K)
+ * register tile reads A through its strides and B row by row in place (only a transposed A whose
+ * row stride is a multiple of 4 KiB is packed, one row tile at a time), and the causal shapes skip the tiles (or the stretch of K)
  * that the triangle makes zero.
  *
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
@@ -343,7 +343,7 @@ static void small_tile_narrow_rows(int kc, const float *a, ptrdiff_t a_rs, const
                                    float *c, ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(1, 0, 0, kc, a, a_rs, 1, b, ldb, c, ldc, mr, nr, load_c, NULL);
 }
-/* A packed by pack_a (a transposed operand: see gemm_small). */
+/* A packed by pack_a (a transposed operand whose stride aliases in L1: see gemm_small). */
 static void small_tile_wide_packed(int kc, const float *ap, const float *b, ptrdiff_t ldb, float *c,
                                    ptrdiff_t ldc, int mr, int nr, int load_c) {
     tile(2, 1, 0, kc, ap, 1, MR, b, ldb, c, ldc, mr, nr, load_c, NULL);
@@ -355,10 +355,12 @@ static void small_tile_narrow_packed(int kc, const float *ap, const float *b, pt
 
 void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
                 ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape, int diag) {
-    /* A transposed operand (unit row stride) is packed one row tile at a time: its k-th MR
-     * values are contiguous but successive k are a whole row of the source apart, which would
-     * have the tile loop miss L1 on every step. */
-    int pack = a_rs == 1 && a_cs != 1 && K > 0;
+    /* A transposed operand (unit row stride) is read in place: its k-th MR values are
+     * contiguous, successive k one row of the source apart, a constant stride the prefetchers
+     * follow (packing it first cost attention's backward 15-25 % at T <= 256). Only a row
+     * stride of a multiple of 4 KiB is packed, one row tile at a time: there every k would fall
+     * into the same few L1 sets. */
+    int pack = a_rs == 1 && a_cs != 1 && K > 0 && a_cs % 1024 == 0;
     float *ap = pack ? alloc_floats((size_t)K * MR) : NULL;
     for (int i0 = 0; i0 < M; i0 += MR) {
         int mr = M - i0 < MR ? M - i0 : MR;
