@@ -84,8 +84,15 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
             if (nv == 2) acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
         }
     }
+    if (load_c == 1) /* C's rows are wanted at the end: fetched while the tile computes */
+        for (int i = 0; i < mr; i++) {
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i * ldc + 8 * nv - 1), _MM_HINT_T0);
+        }
     for (int k = 0; k < kc; k++) {
         __m256 b0, b1 = _mm256_setzero_ps();
+        if (a_packed) /* a packed panel comes from L2: 32 k ahead */
+            _mm_prefetch((const char *)(ar[0] + (k + 32) * a_cs), _MM_HINT_T0);
         if (b_padded) {
             b0 = _mm256_load_ps(b);
             if (nv == 2) b1 = _mm256_load_ps(b + 8);

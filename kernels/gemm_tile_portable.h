@@ -34,7 +34,10 @@ ALWAYS_INLINE void tile(const int nv, const int a_packed, const int b_padded, in
     memcpy(acc, sum, sizeof acc);
     const float *ar[MR];
     for (int i = 0; i < MR; i++) ar[i] = a + (a_packed || i < mr ? i : mr - 1) * a_rs;
+    if (load_c == 1) /* C's rows are wanted at the end: fetched while the tile computes */
+        for (int i = 0; i < mr; i++) __builtin_prefetch(c + i * ldc + NR - 1);
     for (int k = 0; k < kc; k++) {
+        if (a_packed) __builtin_prefetch(ar[0] + (k + 32) * a_cs); /* a packed panel, from L2 */
         float row[NR] = {0};
         if (b_padded || nr == NR) memcpy(row, b, sizeof row);
         else memcpy(row, b, sizeof(float) * nr); /* a ragged right edge: zeros past nr */

@@ -11,8 +11,10 @@ import os
 import subprocess
 
 # OpenBLAS core type with the same vector width as a harness build, where the CPU offers more
-# (OpenBLAS's AVX2 + FMA kernels are its Haswell ones; Zen 1-3 use them too)
-BLAS_PIN = {"AVX2": "Haswell"}
+# (OpenBLAS's AVX2 + FMA kernels are its Haswell ones; Zen 1-3 use them too; its SSE kernels
+# without FMA, the portable x86-64-v2 build's width, are its Nehalem ones)
+BLAS_PIN = {"AVX2": "Haswell", "portable": "Nehalem"}
+WIDER = {"AVX2": ("AVX-512",), "portable": ("AVX-512", "AVX2")}  # what the CPU must offer beyond the build
 
 
 def cpu_info():
@@ -50,8 +52,9 @@ def harness_info(path):
 
 def blas_pin(harness_isa, cpu_isa, mode):
     """The OPENBLAS_CORETYPE for the PyTorch variants that leave it open, or None: with mode
-    "match", an AVX2 harness on an AVX-512 CPU gets OpenBLAS's AVX2 kernels (same vector width)."""
-    if mode == "match" and harness_isa in BLAS_PIN and "AVX-512" in cpu_isa:
+    "match", an AVX2 harness on an AVX-512 CPU gets OpenBLAS's AVX2 kernels and a portable one on
+    an x86 CPU with AVX2 or AVX-512 OpenBLAS's SSE kernels (the same vector width)."""
+    if mode == "match" and harness_isa in BLAS_PIN and any(w in cpu_isa for w in WIDER[harness_isa]):
         return BLAS_PIN[harness_isa]
     return None
 
@@ -75,9 +78,10 @@ def header_lines(cpu, harness, pin, date, threads):
              f"* OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY') or 'unset (libgomp spins at barriers)'}"
              " (both sides inherit it; on a shared machine spinning threads slow both, PyTorch's most)"]
     if pin:
-        lines.append(f"* AVX2 stand-in: this CPU has AVX-512 but the harness build uses {harness['isa']}; "
+        lines.append(f"* {harness['isa']} stand-in: this CPU has {' and '.join(w for w in WIDER[harness['isa']] if w in cpu['isa'])} "
+                     f"but the harness build uses {harness['isa']}; "
                      f"OpenBLAS is pinned to its {pin} ({harness['isa']}) kernels (OPENBLAS_CORETYPE={pin}) "
-                     "so that both sides use the same vector width, as on an AVX2-only CPU; "
+                     f"so that both sides use the same vector width, as on a CPU without them; "
                      "the AVX-512 variant is left out")
     elif harness["isa"] != "AVX-512" and "AVX-512" in cpu["isa"]:
         lines.append(f"* note: the harness build uses {harness['isa']} kernels on an AVX-512 CPU, "
