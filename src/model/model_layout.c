@@ -181,6 +181,12 @@ void model_init_view(Model *view, const Model *m, int max_batch) {
     alloc_activations(view, max_batch, 1);
 }
 
+void model_free_scratch(Model *m) {
+    free(m->sparse_scratch);
+    m->sparse_scratch = NULL;
+    m->sparse_scratch_floats = 0;
+}
+
 void model_free(Model *m) {
     if (m->is_view) m->param_block = NULL;
     free(m->param_block);

@@ -16,6 +16,8 @@ void model_free(Model *m);
  * change while it runs) with activations of its own for batches up to max_batch: forwards only,
  * one per thread of the analysis. Freed with model_free. */
 void model_init_view(Model *view, const Model *m, int max_batch);
+/* The scratch a sparse start grew (model_sparse.c) given back; the next sparse start grows it again. */
+void model_free_scratch(Model *m);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
