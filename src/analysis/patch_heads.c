@@ -9,6 +9,7 @@
 #include "patch_heads.h"
 #include "headstudy.h"
 #include "views.h"
+#include "base/peak.h"
 #include "base/util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -167,12 +168,17 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     PatchRuns r;
     patch_runs_init(&r, m, &hp->set);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
+    peak_phase_end("patching (the clean and corrupted runs)");
     exact_effects(hp, m, &r);
+    peak_phase_end("patching (activation patching of each head)");
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
+    peak_phase_end("patching (path patching)");
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
+    peak_phase_end("patching (attribution patching)");
     const PatchSet *ps = &hp->set;
     dla_compute(&hp->dla, m, ps->tokens[PATCH_CLEAN], ps->answer[PATCH_CLEAN], ps->positions, ps->N, ps->T);
+    peak_phase_end("patching (direct logit attribution)");
     hp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
