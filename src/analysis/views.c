@@ -13,6 +13,7 @@ void thread_models_init(ThreadModels *tm, Model *m, int max_batch) {
     tm->n = thread_count();
     tm->views = xcalloc((size_t)tm->n, sizeof(Model)); /* n − 1 used; at least one to allocate */
     for (int t = 1; t < tm->n; t++) model_init_view(&tm->views[t - 1], m, max_batch);
+    model_release_backward(m); /* idle while the threads run forwards: its pages go meanwhile */
 }
 
 Model *thread_models_get(const ThreadModels *tm, int t) {

@@ -18,7 +18,9 @@ typedef struct {
     int n;
 } ThreadModels;
 
-/* One model per thread for batches up to max_batch (at most the model's own max_batch). */
+/* One model per thread for batches up to max_batch (at most the model's own max_batch); the
+ * trained model's backward part of the activations is released (model_release_backward): the
+ * threads run forwards only, so only a backward after them faults it in again. */
 void thread_models_init(ThreadModels *tm, Model *m, int max_batch);
 /* The model of thread t (0 … n−1): a parallel loop passes thread_index(). */
 Model *thread_models_get(const ThreadModels *tm, int t);
