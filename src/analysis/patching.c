@@ -150,7 +150,7 @@ static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
         floats[kept[i]] = model_hook_floats(m, kept[i], chunk, T);
 }
 
-/* What a run stores: both runs hook_qkv and hook_z (the fills and the senders' outputs); the
+/* What a run stores: both runs' hook_qkv and hook_z (the fills and the senders' outputs); the
  * corrupted run, which the patched forwards start from, its residual stream as well, kept as
  * hook_resid_pre (patching.h). */
 static int kept_by(PatchInput in, HookPoint p) {
