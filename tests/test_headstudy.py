@@ -233,7 +233,8 @@ def main():
             r"^time: patching [\d.]+ s of CPU, [\d.]+% of the steps' CPU time: 8 clean/corrupted pairs "
             r"\(output\.patch_batches 1 × train\.batch_size 8; 0 = none\), path patching among all 8 heads "
             r"\(output\.path_patch_heads 0 = every head\)$",
-            r"^memory: peak \d+ MiB in training, \d+ MiB at the end, with the study and patching$"])
+            r"^memory: peak \d+ MiB in training, \d+ MiB at the end \(with the study and patching\), "
+            r"set by (training|keeping the trained state|the study \(.+\)|patching \(.+\)|writing the results)$"])
         check_composition("4 heads, 2 layers", mha)
         check_copying("4 heads, 2 layers", mha)
         check_curves("4 heads, 2 layers", mha)
@@ -294,7 +295,8 @@ def main():
             r"^time: study [\d.]+ s: single-head ablations and importance; no pruning curves "
             r"\(output\.prune_step 0\); copying and V-composition \(model\.pos rope: no Q or K\)$",
             r"^time: no patching \(output\.patch_batches 0\)$",
-            r"^memory: .* at the end, with the study \(no patching\)$"])
+            r"^memory: .* at the end \(with the study, no patching\), "
+            r"set by (training|keeping the trained state|the study \(.+\)|writing the results)$"])
         _, run = train(tmp, "few", "model.n_head=4", "model.d_head=4", "output.path_patch_heads=2",
                        "model.output_gate=true")
         check_last_lines("path patching among 2 heads a layer, output gate", run, [

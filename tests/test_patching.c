@@ -185,15 +185,23 @@ static void test_metric_and_runs(TaskKind task, int vocab, int n_kv_head) {
             test_check(what, fabs(r.metric[in][k] - hand[k]) <= 1e-6 * fmax(1, fabs(hand[k])), "%.9g vs %.9g",
                        r.metric[in][k], hand[k]);
         }
-        /* the kept hook tensors are a forward's of that input (chunk 1, the last layer) */
+        /* the kept hook tensors are a forward's of that input (chunk 1, every layer); the clean
+         * run keeps no residual stream (nothing starts from it) */
         Interventions keep = {.keep_maps = 1};
         model_forward(&s.m, &keep, ps.tokens[in] + (size_t)3 * ps.T, NULL, NULL, 3, ps.T);
         int same = 1;
         const HookPoint hooks[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
         same &= !r.act[in][HOOK_PATTERN]; /* a pattern patch recomputes the map from hook_qkv */
         for (int i = 0; i < 4; i++) {
-            const float *kept = patch_runs_hook(&r, (PatchInput)in, hooks[i], 1) + r.floats[hooks[i]];
-            same &= !memcmp(kept, model_hook(&s.m, hooks[i], 1), sizeof(float) * r.floats[hooks[i]]);
+            const float *layers = patch_runs_hook(&r, (PatchInput)in, hooks[i], 1);
+            if (in == PATCH_CLEAN && (hooks[i] == HOOK_RESID_PRE || hooks[i] == HOOK_RESID_POST)) {
+                same &= !layers;
+                continue;
+            }
+            for (int l = 0; l < s.m.shape.n_layer && layers; l++)
+                same &= !memcmp(layers + l * r.floats[hooks[i]], model_hook(&s.m, hooks[i], l),
+                                sizeof(float) * r.floats[hooks[i]]);
+            same &= layers != NULL;
         }
         char what[160];
         snprintf(what, sizeof what, "%s, %s run: the kept hook tensors are its forward's, no maps among them",

@@ -59,9 +59,7 @@ static int kept_batches(const Model *m, const Config *cfg, size_t bytes) {
 
 void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
     const Model shaped = {.shape = shape}; /* the size functions read only the shape */
-    size_t view = model_view_activation_floats(shape, cfg->batch_size) +
-                  model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0);
-    *views = (size_t)thread_count() * view * sizeof(float);
+    *views = thread_models_bytes(shape, cfg->batch_size, cfg->seq_len, 0);
     *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer *
                    state_floats(&shaped, cfg) +
                1) *
@@ -103,15 +101,12 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     }
     for (size_t i = 0; i < LE; i++) a->mean[i] = (float)(sum[i] / tokens);
     free(sum);
-    a->n_views = thread_count();
-    a->views = xcalloc((size_t)a->n_views, sizeof(Model));
-    for (int t = 0; t < a->n_views; t++) model_init_view(&a->views[t], m, cfg->batch_size);
+    thread_models_init(&a->models, m, cfg->batch_size);
 }
 
 void ablation_free(Ablation *a) {
     for (int k = 0; k < a->n_batches; k++) batch_free(&a->batches[k]);
-    for (int t = 0; t < a->n_views; t++) model_free(&a->views[t]);
-    free(a->views);
+    thread_models_free(&a->models);
     free(a->batches);
     free(a->mean);
     free(a->kept_gates);
@@ -178,7 +173,8 @@ static int batches_used(const Ablation *a, int n_batches) {
 
 static void keep_all(Ablation *a, const float *gates, AblationKind kind, int used) {
 #pragma omp parallel for schedule(dynamic)
-    for (int k = 0; k < used; k++) keep_setting(a, &a->views[thread_index()], k, gates, kind);
+    for (int k = 0; k < used; k++)
+        keep_setting(a, thread_models_get(&a->models, thread_index()), k, gates, kind);
 }
 
 double ablation_loss(Ablation *a, const float *gates, AblationKind kind) {
@@ -223,7 +219,8 @@ void ablation_losses(Ablation *a, const float *base, const float *sets, int n, A
 #pragma omp parallel for schedule(dynamic)
     for (long t = 0; t < (long)n * used; t++) {
         int j = (int)(t / used), k = (int)(t % used);
-        per[t] = setting_loss(a, &a->views[thread_index()], k, first[j], sets + (size_t)j * LH, kind);
+        per[t] = setting_loss(a, thread_models_get(&a->models, thread_index()), k, first[j],
+                              sets + (size_t)j * LH, kind);
     }
     for (int j = 0; j < n; j++) { /* in batch order, whichever thread ran what */
         loss[j] = 0.0;

@@ -11,11 +11,11 @@
  * for as a whole, all ones at first): each layer's head state (its hook_resid_pre and hook_z, a
  * HeadState the forward can start from). Every
  * other setting reruns only from the head mix of the first layer where it differs from that
- * one, on one model view per OpenMP thread, the settings spread over the threads (each one
+ * one, on one model per OpenMP thread (views.h), the settings spread over the threads (each one
  * whole on one thread, so the bits do not depend on the thread count). Every loss is the bits of
  * a whole forward with those gates. Memory: eval_batches · L · batch_size · seq_len · (D + E)
  * floats of kept states, at most ABLATION_STATE_BUDGET bytes (the batches past it rerun whole
- * forwards), and one activation block per thread.
+ * forwards), and one activation block per thread but the first (which runs on the model).
  * Knows the model and the task; nothing of files or of what the losses are for. */
 #ifndef ABLATION_H
 #define ABLATION_H
@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "data/tasks.h"
+#include "views.h"
 
 typedef enum { ABLATE_ZERO, ABLATE_MEAN } AblationKind;
 
@@ -39,14 +40,13 @@ typedef struct {
     int n_kept;              /* batches 0 … n_kept−1 keep head states (the memory budget) */
     size_t state_floats;     /* one layer's head state: hook_resid_pre, then hook_z */
     size_t resid_floats;     /* its hook_resid_pre part */
-    Model *views;            /* (n_views) forwards of the settings, one per thread */
-    int n_views;
-    double *single_zero; /* (n_batches, L·H) single-head zero ablations, NAN until measured */
+    ThreadModels models;     /* forwards of the settings, one model per thread (views.h) */
+    double *single_zero;     /* (n_batches, L·H) single-head zero ablations, NAN until measured */
 } Ablation;
 
 #define ABLATION_STATE_BUDGET ((size_t)512 << 20) /* bytes of kept head states */
-/* The bytes ablation_init allocates beyond the model: one activation view per thread
- * (views) and the kept head states (states). */
+/* The bytes ablation_init allocates beyond the model: the threads' models (views.h: a view for
+ * each thread but the first) and the kept head states (states). */
 void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states);
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "headstudy.h"
 #include "ablation.h"
+#include "base/peak.h"
 #include "base/util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,8 +31,10 @@ void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg
     ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, hs->importance);
     prune_normalize_importance(hs->importance, NULL, L, H, hs->importance_normalized);
     free(ones);
+    peak_phase_end("the study (the held-out batches' head states, importance)");
     ablation_single_heads(&a, ABLATE_ZERO, hs->delta_zero);
     ablation_single_heads(&a, ABLATE_MEAN, hs->delta_mean);
+    peak_phase_end("the study (single-head ablations)");
     if (cfg->prune_step > 0) {
         hs->step_heads = prune_step_heads(LH, cfg->prune_step);
         for (int c = 0; c < N_PRUNE_CRITERIA; c++)
@@ -40,9 +43,11 @@ void head_study_run(HeadStudy *hs, Model *m, const Task *task, const Config *cfg
         hs->one_best = xcalloc((size_t)L, sizeof(int));
         hs->one_best_delta = xcalloc((size_t)L, sizeof(double));
         prune_one_head_per_layer(&a, cfg->prune_batches, hs->one_delta, hs->one_best, hs->one_best_delta);
+        peak_phase_end("the study (pruning curves)");
     }
     ablation_free(&a);
     circuits_compute(&hs->circuits, m->shape, &m->params, (uint64_t)cfg->seed);
+    peak_phase_end("the study (composition and copying scores)");
 }
 
 void head_study_free(HeadStudy *hs) {

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include "patch_heads.h"
 #include "headstudy.h"
+#include "views.h"
+#include "base/peak.h"
 #include "base/util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -41,7 +43,7 @@ static Interventions patched(const PatchRuns *r, PatchKind k, const float *gates
 }
 
 /* The metric's sum over chunk c of the corrupted run with head `head` (l · heads + h) of kind k
- * patched, on model view v. */
+ * patched, on the thread's model v. */
 static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, PatchKind k, int head, int c,
                           float *gates) {
     const int n = hp->n_layer * hp->heads[k], layer = head / hp->heads[k];
@@ -55,21 +57,21 @@ static double patched_sum(const HeadPatching *hp, const PatchRuns *r, Model *v, 
 }
 
 /* Every head of every kind, exactly: one patched forward per head, kind and chunk. */
-static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) {
+static void exact_effects(HeadPatching *hp, Model *m, const PatchRuns *r) {
     const int C = hp->set.n_chunks, threads = thread_count();
     int total = 0, start[N_PATCH_KINDS + 1];
     for (int k = 0; k < N_PATCH_KINDS; k++) start[k] = total, total += hp->n_layer * hp->heads[k];
     start[N_PATCH_KINDS] = total;
-    Model *views = xcalloc((size_t)threads, sizeof(Model));
+    ThreadModels models;
+    thread_models_init(&models, m, hp->set.chunk);
     float *gates = xcalloc((size_t)threads * hp->n_layer * hp->n_head, sizeof(float));
-    for (int t = 0; t < threads; t++) model_init_view(&views[t], m, hp->set.chunk);
     double *sum = xcalloc((size_t)total * C, sizeof(double)); /* (setting, chunk) */
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)total * C; job++) {
         const int s = (int)(job / C), c = (int)(job % C), t = thread_index();
         int k = 0;
         while (s >= start[k + 1]) k++;
-        sum[job] = patched_sum(hp, r, &views[t], (PatchKind)k, s - start[k], c,
+        sum[job] = patched_sum(hp, r, thread_models_get(&models, t), (PatchKind)k, s - start[k], c,
                                gates + (size_t)t * hp->n_layer * hp->n_head);
     }
     for (int k = 0; k < N_PATCH_KINDS; k++)
@@ -78,8 +80,7 @@ static void exact_effects(HeadPatching *hp, const Model *m, const PatchRuns *r) 
             for (int c = 0; c < C; c++) total_sum += sum[(size_t)(start[k] + i) * C + c];
             hp->effect[k][i] = patch_effect(r, hp->metric, patch_metric_mean(&hp->set, total_sum));
         }
-    for (int t = 0; t < threads; t++) model_free(&views[t]);
-    free(views);
+    thread_models_free(&models);
     free(gates);
     free(sum);
 }
@@ -167,12 +168,17 @@ void head_patching_run(HeadPatching *hp, Model *m, const Task *task, const Confi
     PatchRuns r;
     patch_runs_init(&r, m, &hp->set);
     memcpy(hp->metric_value, r.metric, sizeof r.metric);
+    peak_phase_end("patching (the clean and corrupted runs)");
     exact_effects(hp, m, &r);
+    peak_phase_end("patching (activation patching of each head)");
     path_patching_run(&hp->path, m, &r, hp->metric, hp->effect[PATCH_HEAD_OUT], cfg->path_patch_heads);
+    peak_phase_end("patching (path patching)");
     attribution_effects(hp, m, &r);
     patch_runs_free(&r);
+    peak_phase_end("patching (attribution patching)");
     const PatchSet *ps = &hp->set;
     dla_compute(&hp->dla, m, ps->tokens[PATCH_CLEAN], ps->answer[PATCH_CLEAN], ps->positions, ps->N, ps->T);
+    peak_phase_end("patching (direct logit attribution)");
     hp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
@@ -188,13 +194,10 @@ void head_patching_free(HeadPatching *hp) {
 }
 
 size_t head_patching_bytes(ModelShape shape, const Config *cfg) {
-    /* a view's forward activations, any maps it keeps, a sparse start's scratch and the score's */
-    const size_t views = (size_t)thread_count() *
-                         ((model_view_activation_floats(shape, cfg->batch_size) +
-                           model_map_floats(shape, cfg->batch_size, cfg->seq_len, cfg->batch_size, 0) +
-                           model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) *
-                              sizeof(float) +
-                          patch_forward_bytes(shape, cfg->batch_size, cfg->seq_len));
+    /* the threads' models (views.h), a sparse start's scratch and the score's per thread */
+    const size_t views = thread_models_bytes(shape, cfg->batch_size, cfg->seq_len,
+                                             model_sparse_floats(shape, cfg->batch_size, cfg->seq_len)) +
+                         (size_t)thread_count() * patch_forward_bytes(shape, cfg->batch_size, cfg->seq_len);
     const size_t BT = (size_t)cfg->batch_size * cfg->seq_len;
     const size_t set = (size_t)cfg->patch_batches * BT * (4 * sizeof(int) + sizeof(float));
     const size_t logit_grad = BT * shape.vocab_size * sizeof(float);

@@ -7,7 +7,7 @@
  * HEAD_FILL_PER_TOKEN fill), its Q, K and V inputs and its pattern (the model's input gates); Q,
  * the output and the pattern per query head ([L, H]), K and V per K/V head ([L, H_kv]: under
  * grouped K/V one K/V head is one tensor, read by all the query heads of its group). The
- * settings and chunks spread over the threads, one model view each; the head-output settings
+ * settings and chunks spread over the threads, one model each (views.h); the head-output settings
  * start at their layer's head mix from the corrupted run's head state (the bits of a whole
  * forward).
  * AtP (Nanda 2023; Kramár et al. 2024): one backward of the metric on the corrupted run with

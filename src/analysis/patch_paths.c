@@ -8,6 +8,7 @@
 #include "patch_paths.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
+#include "views.h"
 
 const char *const path_kind_names[N_PATH_KINDS] = {"path_q", "path_k", "path_v"};
 
@@ -95,7 +96,7 @@ static double setting_sum(const Model *m, const PatchRuns *r, PatchMetric metric
     return patch_forward_metric(v, &iv, r->set, c, PATCH_CORRUPT, metric);
 }
 
-void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, PatchMetric metric,
+void path_patching_run(PathPatching *pp, Model *m, const PatchRuns *r, PatchMetric metric,
                        const double *head_out_effect, int top_heads) {
     const double cpu_start = util_cpu_seconds();
     const ModelShape s = m->shape;
@@ -115,16 +116,17 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
     int n_settings;
     PathSetting *settings = list_settings(pp, &n_settings);
     const size_t BT = (size_t)r->set->chunk * r->set->T;
-    Model *views = xcalloc((size_t)threads, sizeof(Model));
-    for (int t = 0; t < threads; t++) model_init_view(&views[t], m, r->set->chunk);
+    ThreadModels models;
+    thread_models_init(&models, m, r->set->chunk);
     float *delta = xcalloc((size_t)threads * BT * s.d_model, sizeof(float));
     float *zdiff = xcalloc((size_t)threads * BT * s.d_head, sizeof(float));
     double *sum = xcalloc((size_t)n_settings * C + 1, sizeof(double)); /* (setting, chunk) */
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)n_settings * C; job++) {
         const int t = thread_index();
-        sum[job] = setting_sum(m, r, metric, &settings[job / C], (int)(job % C), &views[t],
-                               delta + (size_t)t * BT * s.d_model, zdiff + (size_t)t * BT * s.d_head);
+        sum[job] =
+            setting_sum(m, r, metric, &settings[job / C], (int)(job % C), thread_models_get(&models, t),
+                        delta + (size_t)t * BT * s.d_model, zdiff + (size_t)t * BT * s.d_head);
     }
     for (int i = 0; i < n_settings; i++) {
         const PathSetting *st = &settings[i];
@@ -137,8 +139,8 @@ void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, Pat
         pp->effect[st->kind][at] = patch_effect(r, metric, patch_metric_mean(r->set, total));
     }
     pp->n_forwards = (long)n_settings * C;
-    for (int t = 0; t < threads; t++) model_free(&views[t]);
-    free(views), free(delta), free(zdiff), free(sum), free(settings);
+    thread_models_free(&models);
+    free(delta), free(zdiff), free(sum), free(settings);
     pp->cpu_seconds = util_cpu_seconds() - cpu_start;
 }
 
@@ -149,10 +151,10 @@ void path_patching_free(PathPatching *pp) {
 }
 
 size_t path_patching_bytes(ModelShape shape, int chunk, int T) {
-    const size_t BT = (size_t)chunk * T;
-    const size_t per_thread = model_view_activation_floats(shape, chunk) +
-                              BT * (shape.d_model + shape.d_head) + model_sparse_floats(shape, chunk, T);
-    return (size_t)thread_count() * (per_thread * sizeof(float) + patch_forward_bytes(shape, chunk, T));
+    const size_t BT = (size_t)chunk * T, threads = (size_t)thread_count();
+    const size_t per_thread =
+        BT * (shape.d_model + shape.d_head) * sizeof(float) + patch_forward_bytes(shape, chunk, T);
+    return thread_models_bytes(shape, chunk, T, model_sparse_floats(shape, chunk, T)) + threads * per_thread;
 }
 
 void path_patching_print(const PathPatching *pp, FILE *out) {

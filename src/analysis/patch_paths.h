@@ -14,7 +14,7 @@
  * With top_heads k > 0 and fewer than the H heads of a layer, only the k heads of each layer with
  * the largest |activation-patching effect of the head's output| in it take part: as senders, and
  * as receivers (their K/V heads for K and V); the other entries are NAN. The settings and chunks spread over
- * the threads, one model view each; every effect has the bits of one thread's run.
+ * the threads, one model each (views.h); every effect has the bits of one thread's run.
  * Knows the model and patching.h; nothing of files, the task or the config. */
 #ifndef PATCH_PATHS_H
 #define PATCH_PATHS_H
@@ -41,13 +41,13 @@ typedef struct {
 
 /* head_out_effect (L·H): activation patching's effect of each head's output, which ranks the
  * heads for top_heads. */
-void path_patching_run(PathPatching *pp, const Model *m, const PatchRuns *r, PatchMetric metric,
+void path_patching_run(PathPatching *pp, Model *m, const PatchRuns *r, PatchMetric metric,
                        const double *head_out_effect, int top_heads);
 void path_patching_free(PathPatching *pp);
 /* One line: the strongest path per input and the cost. */
 void path_patching_print(const PathPatching *pp, FILE *out);
 /* The bytes path_patching_run allocates beyond the model and the runs (the memory estimate's
- * share): per thread one view, one delta and a patched forward's scratch. */
+ * share): the threads' models (views.h), and per thread one delta and a patched forward's scratch. */
 size_t path_patching_bytes(ModelShape shape, int chunk, int T);
 
 #endif

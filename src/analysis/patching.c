@@ -142,7 +142,7 @@ double patch_metric_mean(const PatchSet *ps, double sum) {
     return ps->n_positions > 0 ? sum / (double)ps->n_positions : NAN;
 }
 
-/* The hook points both runs keep, with one layer's floats for a batch of one chunk. */
+/* The hook points a HeadState reads, with one layer's floats for a batch of one chunk. */
 static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
     static const HookPoint kept[] = {HOOK_RESID_PRE, HOOK_QKV, HOOK_Z, HOOK_RESID_POST};
     memset(floats, 0, sizeof(size_t) * N_HOOKS);
@@ -150,12 +150,30 @@ static void kept_floats(size_t *floats, const Model *m, int chunk, int T) {
         floats[kept[i]] = model_hook_floats(m, kept[i], chunk, T);
 }
 
+/* What a run stores: both runs' hook_qkv and hook_z (the fills and the senders' outputs); the
+ * corrupted run, which the patched forwards start from, its residual stream as well, kept as
+ * hook_resid_pre (patching.h). */
+static int kept_by(PatchInput in, HookPoint p) {
+    return p == HOOK_QKV || p == HOOK_Z || (p == HOOK_RESID_PRE && in == PATCH_CORRUPT);
+}
+
+/* Layers a run keeps of a hook point per chunk: the residual stream's L + 1, the others' L. */
+static int kept_layers(HookPoint p, int n_layer) { return p == HOOK_RESID_PRE ? n_layer + 1 : n_layer; }
+
 size_t patch_runs_bytes(ModelShape shape, int n_chunks, int chunk, int T) {
     const Model shaped = {.shape = shape}; /* model_hook_floats reads only the shape */
     size_t floats[N_HOOKS], total = 0;
     kept_floats(floats, &shaped, chunk, T);
-    for (int p = 0; p < N_HOOKS; p++) total += N_PATCH_INPUTS * floats[p];
-    return total * shape.n_layer * (size_t)n_chunks * sizeof(float);
+    for (int in = 0; in < N_PATCH_INPUTS; in++)
+        for (int p = 0; p < N_HOOKS; p++)
+            if (kept_by((PatchInput)in, (HookPoint)p))
+                total += floats[p] * kept_layers((HookPoint)p, shape.n_layer);
+    return total * (size_t)n_chunks * sizeof(float);
+}
+
+/* Chunk c's kept layers of hook point p in one run, NULL where not kept. */
+static float *kept_at(const PatchRuns *r, PatchInput in, HookPoint p, int c) {
+    return r->act[in][p] ? r->act[in][p] + (size_t)c * kept_layers(p, r->n_layer) * r->floats[p] : NULL;
 }
 
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps) {
@@ -163,17 +181,24 @@ void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps) {
     r->set = ps;
     r->n_layer = m->shape.n_layer;
     kept_floats(r->floats, m, ps->chunk, ps->T);
+    const int L = r->n_layer;
     for (int in = 0; in < N_PATCH_INPUTS; in++) {
         for (int p = 0; p < N_HOOKS; p++)
-            if (r->floats[p])
-                r->act[in][p] = xmalloc(r->floats[p] * r->n_layer * ps->n_chunks, sizeof(float));
+            if (r->floats[p] && kept_by((PatchInput)in, (HookPoint)p))
+                r->act[in][p] =
+                    xmalloc(r->floats[p] * kept_layers((HookPoint)p, L) * ps->n_chunks, sizeof(float));
         double sums[N_PATCH_METRICS] = {0};
         for (int c = 0; c < ps->n_chunks; c++) {
             patch_forward(m, NULL, ps, c, (PatchInput)in, sums);
-            for (int p = 0; p < N_HOOKS; p++)
-                for (int l = 0; l < r->n_layer && r->act[in][p]; l++)
-                    memcpy((float *)patch_runs_hook(r, (PatchInput)in, (HookPoint)p, c) + l * r->floats[p],
-                           model_hook(m, (HookPoint)p, l), sizeof(float) * r->floats[p]);
+            for (int p = 0; p < N_HOOKS; p++) {
+                float *at = kept_at(r, (PatchInput)in, (HookPoint)p, c);
+                for (int l = 0; l < L && at; l++) /* the residual stream: the final residual last */
+                    memcpy(at + l * r->floats[p], model_hook(m, (HookPoint)p, l),
+                           sizeof(float) * r->floats[p]);
+                if (at && p == HOOK_RESID_PRE)
+                    memcpy(at + L * r->floats[p], model_hook(m, HOOK_RESID_POST, L - 1),
+                           sizeof(float) * r->floats[p]);
+            }
         }
         for (int k = 0; k < N_PATCH_METRICS; k++) r->metric[in][k] = patch_metric_mean(ps, sums[k]);
     }
@@ -187,14 +212,20 @@ void patch_runs_free(PatchRuns *r) {
 
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c) {
     CHECK(c >= 0 && c < r->set->n_chunks);
-    return r->act[in][p] ? r->act[in][p] + (size_t)c * r->n_layer * r->floats[p] : NULL;
+    if (p != HOOK_RESID_POST) return kept_at(r, in, p, c);
+    /* a layer's output is the next layer's input: the stream from its second entry on */
+    const float *stream = kept_at(r, in, HOOK_RESID_PRE, c);
+    return stream ? stream + r->floats[HOOK_RESID_PRE] : NULL;
 }
 
 HeadState patch_runs_state(const PatchRuns *r, PatchInput in, int c, int l) {
     CHECK(l >= 0 && l < r->n_layer);
     const HookPoint p[] = {HOOK_RESID_PRE, HOOK_Z, HOOK_QKV, HOOK_RESID_POST};
     const float *at[4];
-    for (int i = 0; i < 4; i++) at[i] = patch_runs_hook(r, in, p[i], c) + l * r->floats[p[i]];
+    for (int i = 0; i < 4; i++) {
+        const float *layers = patch_runs_hook(r, in, p[i], c);
+        at[i] = layers ? layers + l * r->floats[p[i]] : NULL;
+    }
     return (HeadState){at[0], at[1], at[2], at[3]};
 }
 

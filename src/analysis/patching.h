@@ -58,14 +58,17 @@ double patch_metric_mean(const PatchSet *ps, double sum);
 
 /* The clean and the corrupted run on every chunk: each layer's activations at the hook points
  * patching reads, in the model's activation layout for a batch of one chunk, and the metrics.
- * Kept of both runs: hook_resid_pre, hook_qkv, hook_z and hook_resid_post (the last layer's is
- * the final residual); no maps (a pattern patch recomputes the clean map from hook_qkv), so the
- * memory is O(T) per sequence at any context. */
+ * Kept of both runs: hook_qkv and hook_z (the clean run's are the fills and the senders'
+ * outputs); of the corrupted run, which every patched forward starts from, its residual stream
+ * as well: hook_resid_pre of each layer and the final residual, L + 1 entries, a layer's
+ * hook_resid_post being the next one's input. No maps (a pattern patch recomputes the clean map
+ * from hook_qkv), so the memory is O(T) per sequence at any context. */
 typedef struct {
     const PatchSet *set;
     int n_layer;
-    size_t floats[N_HOOKS]; /* one layer of one chunk, per hook point (0: not kept) */
-    /* [input][hook]: (n_chunks, L, <hook's shape for one chunk>), NULL where not kept */
+    size_t floats[N_HOOKS]; /* one layer of one chunk, per hook point a HeadState reads */
+    /* [input][hook]: (n_chunks, L, <hook's shape for one chunk>), NULL where not kept; the
+     * corrupted run's hook_resid_pre (n_chunks, L + 1, …), its residual stream */
     float *act[N_PATCH_INPUTS][N_HOOKS];
     double metric[N_PATCH_INPUTS][N_PATCH_METRICS]; /* means over the set's positions */
 } PatchRuns;
@@ -73,8 +76,8 @@ typedef struct {
 void patch_runs_init(PatchRuns *r, Model *m, const PatchSet *ps);
 void patch_runs_free(PatchRuns *r);
 /* Chunk c's activations of one input at hook point p, every layer: (L, <one layer's shape>),
- * layer l at + l · r->floats[p]; NULL where that hook is not kept. For hook_z this is a
- * HEAD_FILL_PER_TOKEN fill. */
+ * layer l at + l · r->floats[p]; NULL where that hook is not kept (the clean run's residual
+ * stream). For hook_z this is a HEAD_FILL_PER_TOKEN fill. */
 const float *patch_runs_hook(const PatchRuns *r, PatchInput in, HookPoint p, int c);
 /* Layer l's state in one run of chunk c, every hook a sparse start reads (model.h's HeadState):
  * a forward from it recomputes only the heads its interventions change. */

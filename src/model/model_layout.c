@@ -4,8 +4,11 @@
  * Owns the layouts. Must not know: how a forward computes (model.c), tasks, files, training,
  * analysis. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "model_layout.h"
 #include "model_internal.h"
 #include "kernels/kernels.h"
@@ -179,6 +182,22 @@ void model_init_view(Model *view, const Model *m, int max_batch) {
     view->n_tensors = m->n_tensors;
     view->is_view = 1;
     alloc_activations(view, max_batch, 1);
+}
+
+void model_free_scratch(Model *m) {
+    free(m->sparse_scratch);
+    m->sparse_scratch = NULL;
+    m->sparse_scratch_floats = 0;
+}
+
+void model_release_backward(Model *m) {
+    if (m->is_view || !m->act_block) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const size_t floats = point_activations(&(Activations){0}, NULL, m->shape, m->max_batch, 0);
+    const uintptr_t start = (uintptr_t)(m->act_block + m->act.forward_floats),
+                    end = (uintptr_t)(m->act_block + floats);
+    const uintptr_t first = (start + page - 1) / page * page, last = end / page * page; /* whole pages */
+    if (last > first) madvise((void *)first, last - first, MADV_DONTNEED);
 }
 
 void model_free(Model *m) {

@@ -17,6 +17,13 @@ void model_free(Model *m);
  * change while it runs) with activations of its own for batches up to max_batch: forwards only,
  * one per thread of the analysis. Freed with model_free. */
 void model_init_view(Model *view, const Model *m, int max_batch);
+/* The scratch a sparse start grew (model_sparse.c) given back; the next sparse start grows it again. */
+void model_free_scratch(Model *m);
+/* The pages of the backward's part of the activations (d_residual on) given back to the system,
+ * their values dropped: a backward writes them before it reads them, so nothing reads what was
+ * there, and the next backward faults them in again. For a phase that runs only forwards on the
+ * model (the analysis's first thread); nothing for a view, which has no backward part. */
+void model_release_backward(Model *m);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);

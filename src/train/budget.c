@@ -96,7 +96,8 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
     size_t views, states;
     ablation_memory(s, cfg, &views, &states);
     add_part(e, 1, (double)views,
-             "study: one model view per thread (its forward's activations and any maps it keeps)",
+             "study: one model view per thread but the first, which runs on the trained model (a view's "
+             "forward activations and any maps it keeps)",
              "train.threads, train.batch_size, model.seq_len");
     add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)",
              "output.eval_batches, train.batch_size");
@@ -109,7 +110,7 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
         add_part(
             e, 1, patching > (double)(views + states) ? patching - (double)(views + states) : 0.0,
             "study: activation patching beyond the views and states above: the clean and corrupted runs' "
-            "hook tensors, one model view per thread, one batch's maps",
+            "hook tensors, the threads' models as above with a sparse start's scratch each, one batch's maps",
             "output.patch_batches, train.batch_size, model.seq_len");
     }
 }

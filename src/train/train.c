@@ -21,6 +21,7 @@
 #include "results/runstate.h"
 #include "budget.h"
 #include "train_log.h"
+#include "base/peak.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
 
@@ -360,11 +361,12 @@ static void print_time_lines(const Config *cfg, const Model *m, int steps_run, c
                 layers ? "among " : "", among);
     } else if (complete) fprintf(stderr, "time: no patching (output.patch_batches 0)\n");
     if (steps_run > 0) /* scripts/bench reads the training's figure */
-        fprintf(stderr, "memory: peak %.0f MiB in training, %.0f MiB at the end, with %s\n", training_mib,
-                util_peak_rss_mib(),
+        fprintf(stderr, "memory: peak %.0f MiB in training, %.0f MiB at the end (with %s), set by %s\n",
+                training_mib, util_peak_rss_mib(),
                 !complete  ? "writing the results"
                 : patching ? "the study and patching"
-                           : "the study (no patching)");
+                           : "the study, no patching",
+                peak_phase_setter(NULL));
 }
 
 /* Write the state, analyse a complete run, close the file; the time line; the checkpoint
@@ -374,6 +376,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     st->elapsed_before = now_seconds() - ses->start;
     double finish_start = now_seconds(), finish_cpu = cpu_seconds(), study_seconds = 0.0;
     const double training_mib = util_peak_rss_mib();
+    peak_phase_end("training");
     HeadStudy study;
     HeadPatching patching;
     const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
@@ -382,6 +385,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     if (status == RUN_COMPLETE) {          /* the study first, from the trained state made durable */
         results_reserve_keep(disk.result); /* the rest for the results file, after the study */
         keep_trained(st, m, cfg, ses, resumed);
+        peak_phase_end("keeping the trained state");
         head_l0_close(&st->gates, m); /* for good: the study and /params see the pruned model */
         double study_start = now_seconds();
         head_study_run(&study, m, task, cfg);
@@ -396,6 +400,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     if (rc == ERR_OK && patches) head_patching_print(&patching, stdout);
     if (rc == ERR_OK) rc = results_close(res, status, err);
     else results_discard(res);
+    peak_phase_end("writing the results");
     if (rc == ERR_OK)
         print_time_lines(cfg, m, st->step - ses->first, ses, status, now_seconds() - finish_start,
                          cpu_seconds() - finish_cpu, status == RUN_COMPLETE ? &study : NULL, study_seconds,
