@@ -88,13 +88,29 @@ static void bias_columns(float *d_bias, const float *d_out, int N, int OC) {
     }
 }
 
+/* The weight gradient's K-split scratch is at most this many floats (32 MiB): past it, slabs. */
+enum { KSPLIT_MAX_FLOATS = 8 << 20 };
+
+size_t fused_backward_scratch_floats(int N, int C, int OC, int threads) {
+    const size_t n_chunks = ((size_t)N + LAYERNORM_CHUNK_ROWS - 1) / LAYERNORM_CHUNK_ROWS;
+    return n_chunks * 2 * C + gemm_ksplit_floats(C, OC, N, threads, KSPLIT_MAX_FLOATS);
+}
+
 void fused_backward(const FusedBackward *f) {
     const int N = f->N, C = f->C, OC = f->OC, ln = f->inp != NULL;
     const int n_chunks = (N + LAYERNORM_CHUNK_ROWS - 1) / LAYERNORM_CHUNK_ROWS;
     CHECK(!ln || (f->d_x && f->d_inp && f->gain && f->mean && f->rstd));
     float *chunk_gain = ln ? alloc_floats((size_t)n_chunks * 2 * C) : NULL;
     float *chunk_bias = ln ? chunk_gain + (size_t)n_chunks * C : NULL;
-#pragma omp parallel
+#ifdef _OPENMP
+    const int team = omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    const int team = 1;
+#endif
+    /* d_W = xᵀ · d_out sums over all N rows: split along them (gemm_ksplit) when they are long */
+    const size_t ksplit = gemm_ksplit_floats(C, OC, N, team, KSPLIT_MAX_FLOATS);
+    float *ksplit_scratch = ksplit ? alloc_floats(ksplit) : NULL;
+#pragma omp parallel num_threads(team)
     {
         const int t = thread_num(), threads = thread_count();
         int lo, hi;
@@ -107,7 +123,10 @@ void fused_backward(const FusedBackward *f) {
             gemm(f->d_x + (size_t)lo * C, C, f->d_out + (size_t)lo * OC, OC, 1, f->weight, 1, OC, hi - lo, C,
                  OC, f->d_x_write == GRAD_ADD, NULL);
         if (ln && lo < hi) layernorm_rows_backward(f, chunk_gain, chunk_bias, lo, hi);
-        gemm_slab(t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1, NULL);
+        if (ksplit && threads == team)
+            gemm_ksplit(t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1,
+                        ksplit_scratch);
+        else gemm_slab(t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1, NULL);
         if (f->d_bias) bias_columns(f->d_bias, f->d_out, N, OC);
         if (ln) {
 #pragma omp barrier
@@ -116,4 +135,5 @@ void fused_backward(const FusedBackward *f) {
         }
     }
     free(chunk_gain);
+    free(ksplit_scratch);
 }

@@ -296,6 +296,46 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
              bias ? bias + lo : NULL);
 }
 
+/* Thread t's K blocks [*lo, *hi) of n_blocks. */
+static void ksplit_blocks(int t, int threads, int n_blocks, int *lo, int *hi) {
+    *lo = (int)((long)n_blocks * t / threads);
+    *hi = (int)((long)n_blocks * (t + 1) / threads);
+}
+
+size_t gemm_ksplit_floats(int M, int N, int K, int threads, size_t limit) {
+    const int n_blocks = (K + KC - 1) / KC;
+    if (threads < 2 || n_blocks < threads || M <= 0 || N <= 0) return 0;
+    int lo, hi;
+    ksplit_blocks(0, threads, n_blocks, &lo, &hi);
+    size_t floats = (size_t)(n_blocks - hi) * M * N;
+    return floats <= limit ? floats : 0;
+}
+
+void gemm_ksplit(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                 const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+                 float *scratch) {
+    const int n_blocks = (K + KC - 1) / KC;
+    int lo, hi, first_lo, first_hi;
+    ksplit_blocks(t, threads, n_blocks, &lo, &hi);
+    ksplit_blocks(0, threads, n_blocks, &first_lo, &first_hi);
+    if (t == 0) { /* C (+)= its blocks, in order: gemm's own sums of them */
+        int k_end = hi * KC < K ? hi * KC : K;
+        gemm(c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, k_end, accumulate, NULL);
+    } else
+        for (int blk = lo; blk < hi; blk++) { /* each block's sum alone, from zero */
+            int k0 = blk * KC, kc = K - k0 < KC ? K - k0 : KC;
+            gemm(scratch + (size_t)(blk - first_hi) * M * N, N, a + k0 * a_cs, a_rs, a_cs, b + k0 * b_rs,
+                 b_rs, b_cs, M, N, kc, 0, NULL);
+        }
+#pragma omp barrier
+    int r0 = (int)((long)M * t / threads), r1 = (int)((long)M * (t + 1) / threads);
+    for (int blk = first_hi; blk < n_blocks; blk++) { /* the later blocks, in order, as gemm adds them */
+        const float *s = scratch + (size_t)(blk - first_hi) * M * N;
+        for (int i = r0; i < r1; i++)
+            for (int j = 0; j < N; j++) c[i * ldc + j] += s[(size_t)i * N + j];
+    }
+}
+
 void gemm_row_slab(int t, int threads, int M, int align, int *lo, int *hi) {
     int a = MR, b = align > 0 ? align : 1; /* the unit: the least common multiple of MR and align */
     while (b) {

@@ -54,6 +54,19 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
                const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
                const float *bias);
 
+/* C (+)= A·B split along K between the threads of a parallel region, in whole KC blocks, for a
+ * product whose K is long and whose C is small (a weight gradient: K = the batch's rows). Thread
+ * 0 sums its blocks straight into C; each other thread keeps each of its blocks' sums apart in
+ * scratch; after a barrier the threads add those to C by rows, in block order: so C gets gemm's
+ * bits (its sums are block sums added in order), with no operand packed twice and no thread
+ * idle for want of output tiles. Every thread of the region must call it (it has a barrier).
+ * gemm_ksplit_floats: the scratch it needs at that thread count, 0 when the product should not
+ * be split (fewer K blocks than threads, or a scratch over `limit` floats): then use gemm_slab. */
+size_t gemm_ksplit_floats(int M, int N, int K, int threads, size_t limit);
+void gemm_ksplit(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                 const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+                 float *scratch);
+
 /* Thread t's rows [*lo, *hi) of an M-row product split by rows alone, in whole multiples of the
  * register tile's rows and of `align` rows (a caller that works on groups of rows after the
  * product: LayerNorm's chunks): empty for threads past the number of such units. */

@@ -115,6 +115,9 @@ typedef struct {
     const float *inp, *gain, *mean, *rstd; // LayerNorm's input (N, C), gain (C), mean, rstd (N); or NULL
 } FusedBackward;
 void fused_backward(const FusedBackward *f);
+/* The scratch fused_backward (and so linear_backward) allocates for an (N, C) x (C, OC) product at
+ * `threads` threads: LayerNorm's chunk sums and the weight gradient's K blocks (gemm.h). */
+size_t fused_backward_scratch_floats(int N, int C, int OC, int threads);
 
 /* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----
  * S = Q Kᵀ / sqrt(d_head) + causal mask; P = softmax(S); O = P V; out = concat heads.

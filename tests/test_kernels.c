@@ -1231,6 +1231,9 @@ static void test_fused(void) {
     test_fused_case(517, 40, 264, " (a ragged 32-row chunk)");
     test_fused_case(96, 600, 517, " (C and V past the GEMM's 512-deep K block)");
     test_fused_case(5, 3, 7, " (fewer rows than threads' units)");
+    /* rows past several K blocks: the weight gradient split along them (gemm_ksplit) at 2, 3, 4
+     * threads, in slabs at 1 and 7 */
+    test_fused_case(2100, 24, 40, " (the weight gradient split along its K = N rows)");
 }
 
 /* ---- adamw_step: the fused norm, clip and update = global_norm, the clip and adamw_update per

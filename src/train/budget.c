@@ -46,16 +46,25 @@ static int threads_of(const Config *cfg) {
 #endif
 }
 
-/* The most any thread holds at once of the kernels' own scratch: the attention's per-thread
- * buffers (its backward without maps asks the most) and one GEMM's packed blocks. */
-static double kernel_scratch_bytes(ModelShape s, int B, int T) {
+/* The most the kernels hold at once of their own scratch: per thread, the attention's buffers
+ * (its backward without maps asks the most) and one GEMM's packed blocks; once, the largest
+ * projection backward's (LayerNorm's chunk sums, the weight gradient's K blocks). */
+static double kernel_scratch_bytes(ModelShape s, int B, int T, int threads) {
     size_t forward = attention_scratch_floats(T, s.d_head, 0, 0),
            backward = attention_scratch_floats(T, s.d_head, 1, 0);
+    const int D = s.d_model, E = s.n_head * s.d_head, W = (s.n_head + 2 * s.n_kv_head) * s.d_head;
     int widest = s.vocab_size;
-    int widths[] = {s.d_model, 3 * s.n_head * s.d_head};
+    int widths[] = {D, 3 * E};
     for (int i = 0; i < 2; i++) widest = widths[i] > widest ? widths[i] : widest;
-    size_t gemm = gemm_scratch_floats(B * T, widest, B * T);
-    return ((double)(forward > backward ? forward : backward) + (double)gemm) * sizeof(float);
+    size_t gemm = gemm_scratch_floats(B * T, widest, B * T), shared = 0;
+    const int products[][2] = {
+        {D, W}, {E, D}, {D, s.vocab_size}, {D, E}}; /* (C, OC): Q|K|V, W_o, unembedding, gate */
+    for (int i = 0; i < 4; i++) {
+        size_t f = fused_backward_scratch_floats(B * T, products[i][0], products[i][1], threads);
+        shared = f > shared ? f : shared;
+    }
+    return ((double)threads * ((forward > backward ? forward : backward) + (double)gemm) + (double)shared) *
+           sizeof(float);
 }
 
 void budget_memory(const Config *cfg, MemoryEstimate *e) {
@@ -79,8 +88,9 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
              "attention maps in the model (the probes' n_layer x probes x n_head x probe_len^2, or the "
              "training batch's where the backward reads them and they are no larger than the activations)",
              "output.probes, output.probe_len, model.n_head");
-    add_part(e, 0, threads_of(cfg) * kernel_scratch_bytes(s, max_batch, longest),
-             "kernel scratch per thread (attention's blocks, GEMM's packed blocks)",
+    add_part(e, 0, kernel_scratch_bytes(s, max_batch, longest, threads_of(cfg)),
+             "kernel scratch (per thread: attention's blocks, GEMM's packed blocks; once: a weight "
+             "gradient's K blocks)",
              "train.threads, model.seq_len");
     add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
              "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
