@@ -157,7 +157,7 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
      * the loss of one batch (importance is a mean of |per-batch gradient|, Michel et al.'s E|dL/dg|) */
     ablation_free(&a);
     s.cfg.eval_batches = 1;
-    ablation_init(&a, &s.m, &s.task, &s.cfg);
+    ablation_init(&a, &sp->m, &s.task, &s.cfg); /* the caller's model: the Ablation outlives s */
     float *mask = test_alloc(s.LH);
     memcpy(mask, ones, sizeof(float) * s.LH);
     mask[1] = mask[s.LH - 2] = 0.0f;
@@ -196,9 +196,9 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
         Interventions iv = {
             .head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
         if (kind == ABLATE_MEAN) iv.fill = (HeadFill){HEAD_FILL_PER_HEAD, a.mean};
-        model_forward(&s.m, &iv, b.inputs, b.targets, b.mask, b.B, b.T);
-        model_zero_grad(&s.m);
-        model_backward(&s.m);
+        model_forward(&sp->m, &iv, b.inputs, b.targets, b.mask, b.B, b.T);
+        model_zero_grad(&sp->m);
+        model_backward(&sp->m);
         for (int i = 0; i < s.LH; i++) {
             double whole = fabs(gate_grad[i]);
             same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
