@@ -69,6 +69,15 @@ double global_norm(const float *grad, size_t n) {
     return sqrt(total);
 }
 
+/* The norm of the block's gradient and of parameters kept elsewhere (extra_squares). */
+static double with_extra(double norm, double extra_squares, int has_extra) {
+    return has_extra ? sqrt(norm * norm + extra_squares) : norm;
+}
+
+double adamw_grad_norm(const AdamWBlock *blk, double extra_squares, int has_extra) {
+    return with_extra(global_norm(blk->grad, blk->n), extra_squares, has_extra);
+}
+
 /* AdamW over chunk [lo, hi) of the block: each tensor's part of it with that tensor's decay.
  * *seg is the first tensor that may overlap the chunk; it moves on as tensors end. */
 static void update_chunk(const AdamWBlock *blk, size_t lo, size_t hi, float grad_scale, AdamWConsts k,
@@ -102,8 +111,7 @@ double adamw_step(const AdamWBlock *blk, double extra_squares, int has_extra, co
         {
             double total = 0.0;
             for (size_t c = 0; c < n_chunks; c++) total += partial[c];
-            norm = sqrt(total);
-            if (has_extra) norm = sqrt(norm * norm + extra_squares);
+            norm = with_extra(sqrt(total), extra_squares, has_extra);
             scale = hp->clip > 0 && norm > hp->clip ? (float)(hp->clip / norm) : 1.0f;
         }
         if (isfinite(norm)) { /* a non-finite norm: the caller stops, nothing is updated */

@@ -16,8 +16,8 @@
  *
  * The small per-head products of attention (gemm_small) are too small to repay packing: the same
  * register tile reads A through its strides and B row by row in place (only a transposed A whose
- * row stride is a multiple of 4 KiB is packed, one row tile at a time), and the causal shapes skip the tiles (or the stretch of K)
- * that the triangle makes zero.
+ * row stride is a multiple of 4 KiB is packed, one row tile at a time), and the causal shapes
+ * skip the tiles (or the stretch of K) that the triangle makes zero.
  *
  * Threads (gemm_parallel) each take one slab of output rows or columns and run gemm on it.
  *

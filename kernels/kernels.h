@@ -226,6 +226,8 @@ typedef struct {
 } AdamWHyper;
 double adamw_step(const AdamWBlock *block, double extra_squares, int has_extra, const AdamWHyper *hyper,
                   float *clip_scale);
+/* adamw_step's norm alone, nothing updated (a step whose loss is not finite). */
+double adamw_grad_norm(const AdamWBlock *block, double extra_squares, int has_extra);
 
 /* ---- rope.c: rotary positions on the Q and K heads of qkv (B, T, (H + 2·H_kv)·d_head), in place ----
  * NeoX "rotate half" convention, only the first rope_dims dims of each head (partial rotary). */

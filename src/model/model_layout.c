@@ -247,6 +247,17 @@ AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments) {
                         m->n_params,    segments,   m->n_tensors};
 }
 
+size_t model_backward_scratch_floats(ModelShape s, int N, int threads) {
+    const int D = s.d_model, E = s.n_head * s.d_head, W = (int)qkv_width(s);
+    const int products[][2] = {{D, W}, {E, D}, {D, s.vocab_size}, {D, E}}; /* (C, OC) */
+    size_t most = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t f = fused_backward_scratch_floats(N, products[i][0], products[i][1], threads);
+        most = f > most ? f : most;
+    }
+    return most;
+}
+
 size_t model_param_floats(ModelShape shape) {
     ParamTensors p;
     return point_params(&p, NULL, shape);

@@ -35,6 +35,9 @@ AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments);
  * so that the estimate follows the code): floats of one parameter-sized block (model_init makes
  * four: parameters, gradients, AdamW's two moments) and of the activations for batches up to B. */
 size_t model_param_floats(ModelShape shape);
+/* The most scratch any of the model's projection backwards (fused_backward) takes for N rows at
+ * that many threads: Q|K|V, W_o, the unembedding and the output gate. */
+size_t model_backward_scratch_floats(ModelShape shape, int N, int threads);
 size_t model_activation_floats(ModelShape shape, int B);
 /* Of those, the floats a forward alone writes (a model view that never runs a backward). */
 size_t model_view_activation_floats(ModelShape shape, int B);

@@ -52,17 +52,11 @@ static int threads_of(const Config *cfg) {
 static double kernel_scratch_bytes(ModelShape s, int B, int T, int threads) {
     size_t forward = attention_scratch_floats(T, s.d_head, 0, 0),
            backward = attention_scratch_floats(T, s.d_head, 1, 0);
-    const int D = s.d_model, E = s.n_head * s.d_head, W = (s.n_head + 2 * s.n_kv_head) * s.d_head;
     int widest = s.vocab_size;
-    int widths[] = {D, 3 * E};
+    int widths[] = {s.d_model, 3 * s.n_head * s.d_head};
     for (int i = 0; i < 2; i++) widest = widths[i] > widest ? widths[i] : widest;
-    size_t gemm = gemm_scratch_floats(B * T, widest, B * T), shared = 0;
-    const int products[][2] = {
-        {D, W}, {E, D}, {D, s.vocab_size}, {D, E}}; /* (C, OC): Q|K|V, W_o, unembedding, gate */
-    for (int i = 0; i < 4; i++) {
-        size_t f = fused_backward_scratch_floats(B * T, products[i][0], products[i][1], threads);
-        shared = f > shared ? f : shared;
-    }
+    size_t gemm = gemm_scratch_floats(B * T, widest, B * T),
+           shared = model_backward_scratch_floats(s, B * T, threads);
     return ((double)threads * ((forward > backward ? forward : backward) + (double)gemm) + (double)shared) *
            sizeof(float);
 }

@@ -113,13 +113,12 @@ static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config 
     model_backward(m);
     close_heads(m, cfg, m->grads.w_o);
     const double extra = gates->on ? head_l0_gradient(gates) : 0.0; /* log α is a parameter too */
-    if (!isfinite(loss)) {
-        *norm = global_norm(m->grad_block, m->n_params);
-        if (gates->on) *norm = sqrt(*norm * *norm + extra);
-        return loss;
-    }
     AdamWSegment segments[MODEL_MAX_TENSORS];
     const AdamWBlock block = model_optimizer_block(m, segments);
+    if (!isfinite(loss)) {
+        *norm = adamw_grad_norm(&block, extra, gates->on);
+        return loss;
+    }
     const float lr = (float)train_lr_at(cfg, step);
     const AdamWHyper hyper = {lr,
                               (float)cfg->beta1,
