@@ -54,7 +54,8 @@ static size_t state_floats(const Model *m, const Config *cfg) {
 /* How many held-out batches keep their states within `bytes`. */
 static int kept_batches(const Model *m, const Config *cfg, size_t bytes) {
     size_t per_batch = (size_t)m->shape.n_layer * state_floats(m, cfg) * sizeof(float);
-    return bytes / per_batch < (size_t)cfg->eval_batches ? (int)(bytes / per_batch) : cfg->eval_batches;
+    const size_t fit = bytes / per_batch; /* eval_batches 0 (all): as many as fit */
+    return cfg->eval_batches == 0 || fit < (size_t)cfg->eval_batches ? (int)fit : cfg->eval_batches;
 }
 
 void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
@@ -73,7 +74,8 @@ void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg) {
 void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config *cfg, size_t bytes) {
     memset(a, 0, sizeof *a);
     a->m = m;
-    a->n_batches = cfg->eval_batches;
+    a->n_batches = task_selection_batches(task, SPLIT_VALIDATION, cfg->eval_batches);
+    const int64_t n_windows = task_selection_windows(task, SPLIT_VALIDATION, cfg->eval_batches);
     a->n_layer = m->shape.n_layer;
     a->n_head = m->shape.n_head;
     const int LH = a->n_layer * a->n_head;
@@ -83,6 +85,7 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     a->kept_gates = xcalloc((size_t)a->n_batches * LH, sizeof(float));
     a->kept_kind = xcalloc((size_t)a->n_batches, sizeof(AblationKind));
     a->kept_loss = xcalloc((size_t)a->n_batches, sizeof(double));
+    a->weight = xcalloc((size_t)a->n_batches, sizeof(double));
     a->resid_floats = model_hook_floats(m, HOOK_RESID_PRE, cfg->batch_size, cfg->seq_len);
     a->state_floats = state_floats(m, cfg);
     a->n_kept = kept_batches(m, cfg, bytes);
@@ -93,7 +96,8 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     for (int k = 0; k < a->n_batches; k++) {
         Batch *b = &a->batches[k];
         batch_alloc(b, cfg->batch_size, cfg->seq_len);
-        task_eval_batch(task, b, k);
+        task_selection_batch(task, SPLIT_VALIDATION, n_windows, b, k);
+        for (size_t i = 0; i < (size_t)b->B * b->T; i++) a->weight[k] += b->mask[i];
         a->kept_loss[k] = model_forward(m, &(Interventions){0}, b->inputs, b->targets, b->mask, b->B, b->T);
         keep_states(a, k, m, 0);
         accumulate_head_outputs(sum, m);
@@ -112,6 +116,7 @@ void ablation_free(Ablation *a) {
     free(a->kept_gates);
     free(a->kept_kind);
     free(a->kept_loss);
+    free(a->weight);
     free(a->state);
     free(a->single_zero);
     memset(a, 0, sizeof *a);
@@ -166,6 +171,17 @@ static void keep_setting(Ablation *a, Model *v, int k, const float *gates, Ablat
     a->kept_kind[k] = kind;
 }
 
+/* The mean of per-batch values over the first `used` batches, each weighted by the positions
+ * it scores (the held-out loss's rule, evaluate_loss). */
+static double batch_mean(const Ablation *a, const double *value, int used) {
+    double total = 0.0, scored = 0.0;
+    for (int k = 0; k < used; k++) {
+        if (a->weight[k] > 0) total += value[k] * a->weight[k];
+        scored += a->weight[k];
+    }
+    return scored > 0 ? total / scored : NAN;
+}
+
 /* n_batches as the callers give it: 0 = all. */
 static int batches_used(const Ablation *a, int n_batches) {
     return n_batches > 0 && n_batches < a->n_batches ? n_batches : a->n_batches;
@@ -179,9 +195,7 @@ static void keep_all(Ablation *a, const float *gates, AblationKind kind, int use
 
 double ablation_loss(Ablation *a, const float *gates, AblationKind kind) {
     keep_all(a, gates, kind, a->n_batches);
-    double total = 0.0;
-    for (int k = 0; k < a->n_batches; k++) total += a->kept_loss[k];
-    return total / a->n_batches;
+    return batch_mean(a, a->kept_loss, a->n_batches);
 }
 
 /* The head a setting ablates when it is "every gate 1 but one, which is 0", else −1. */
@@ -222,11 +236,8 @@ void ablation_losses(Ablation *a, const float *base, const float *sets, int n, A
         per[t] = setting_loss(a, thread_models_get(&a->models, thread_index()), k, first[j],
                               sets + (size_t)j * LH, kind);
     }
-    for (int j = 0; j < n; j++) { /* in batch order, whichever thread ran what */
-        loss[j] = 0.0;
-        for (int k = 0; k < used; k++) loss[j] += per[(size_t)j * used + k];
-        loss[j] /= used;
-    }
+    for (int j = 0; j < n; j++) /* in batch order, whichever thread ran what */
+        loss[j] = batch_mean(a, per + (size_t)j * used, used);
     free(first);
     free(per);
 }
@@ -234,7 +245,8 @@ void ablation_losses(Ablation *a, const float *base, const float *sets, int n, A
 double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, int n_batches,
                            double *abs_grad) {
     const int LH = a->n_layer * a->n_head, used = batches_used(a, n_batches);
-    double total = 0.0;
+    double total = 0.0, scored = 0.0;
+    for (int k = 0; k < used; k++) scored += a->weight[k];
     float *grad = xcalloc((size_t)LH, sizeof(float));
     memset(abs_grad, 0, sizeof(double) * LH);
     /* from layer 0's head state (the embedding and layer 0's attention do not depend on gates)
@@ -247,14 +259,16 @@ double ablation_gate_grads(Ablation *a, const float *gates, AblationKind kind, i
         const Batch *b = &a->batches[k];
         HeadState state = head_state(a, k, 0);
         iv.start_state = k < a->n_kept ? &state : NULL;
-        total += model_forward(a->m, &iv, b->inputs, b->targets, b->mask, b->B, b->T);
+        const double share = scored > 0 ? a->weight[k] / scored : 0.0; /* batch_mean's weights */
+        const float loss = model_forward(a->m, &iv, b->inputs, b->targets, b->mask, b->B, b->T);
+        if (share > 0) total += loss * share;
         memset(grad, 0, sizeof(float) * LH);
         model_zero_grad(a->m); /* the parameters' part it computes on the way is not used */
         model_backward(a->m);
-        for (int i = 0; i < LH; i++) abs_grad[i] += fabs(grad[i]) / used;
+        for (int i = 0; i < LH; i++) abs_grad[i] += fabs(grad[i]) * share;
     }
     free(grad);
-    return total / used;
+    return scored > 0 ? total : NAN;
 }
 
 void ablation_single_heads(Ablation *a, AblationKind kind, double *delta) {

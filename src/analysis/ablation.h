@@ -4,8 +4,9 @@
  *
  * A gate setting is a (L, H) vector: 1 keeps a head, 0 ablates it (its output replaced by 0, or
  * by its mean over every evaluation token: TransformerLens's mean ablation). The held-out batches
- * are the run's own (task_eval_batch 0 … eval_batches−1), so the all-ones loss is bit for bit the
- * run's last /eval/loss.
+ * are the run's periodic evaluations' (output.eval_batches of the validation split, the last one
+ * possibly short), averaged by the same rule (weighted by the positions each scores), so the
+ * all-ones loss is bit for bit the run's last /eval/loss.
  *
  * Cost: per held-out batch the evaluator keeps the forward of one setting (the last one asked
  * for as a whole, all ones at first): each layer's head state (its hook_resid_pre and hook_z, a
@@ -13,7 +14,7 @@
  * other setting reruns only from the head mix of the first layer where it differs from that
  * one, on one model per OpenMP thread (views.h), the settings spread over the threads (each one
  * whole on one thread, so the bits do not depend on the thread count). Every loss is the bits of
- * a whole forward with those gates. Memory: eval_batches · L · batch_size · seq_len · (D + E)
+ * a whole forward with those gates. Memory: batches · L · batch_size · seq_len · (D + E)
  * floats of kept states, at most ABLATION_STATE_BUDGET bytes (the batches past it rerun whole
  * forwards), and one activation block per thread but the first (which runs on the model).
  * Knows the model and the task; nothing of files or of what the losses are for. */
@@ -36,6 +37,7 @@ typedef struct {
     float *kept_gates;       /* (n_batches, L·H) */
     AblationKind *kept_kind; /* (n_batches) */
     double *kept_loss;       /* (n_batches) */
+    double *weight;          /* (n_batches) positions each batch scores: the means' weights */
     float *state;            /* (n_kept, L, state_floats) */
     int n_kept;              /* batches 0 … n_kept−1 keep head states (the memory budget) */
     size_t state_floats;     /* one layer's head state: hook_resid_pre, then hook_z */

@@ -1,21 +1,31 @@
 /* evaluate.c: held-out loss and attention maps (see evaluate.h). Knows the model and the task's
  * batches; nothing of training, analysis or files. */
+#include <math.h>
 #include <string.h>
 #include "evaluate.h"
 #include "base/util.h"
 
-static float heldout_forward(Evaluator *ev, Model *m, int k) {
-    task_eval_batch(ev->task, &ev->batch, k);
+static float heldout_forward(Evaluator *ev, Model *m, int k, double *tokens) {
+    task_selection_batch(ev->task, ev->split, ev->n_windows, &ev->batch, k);
+    double marked = 0.0;
+    for (size_t i = 0; i < (size_t)ev->batch.B * ev->batch.T; i++) marked += ev->batch.mask[i];
+    *tokens = marked;
     return model_forward(m, NULL, ev->batch.inputs, ev->batch.targets, ev->batch.mask, ev->batch.B,
                          ev->batch.T);
 }
 
-void evaluator_heldout(Evaluator *ev, const Task *task, const Config *cfg) {
+void evaluator_split(Evaluator *ev, const Task *task, const Config *cfg, Split split, int batches) {
     memset(ev, 0, sizeof *ev);
-    ev->n_batches = cfg->eval_batches;
-    ev->forward_batch = heldout_forward;
     ev->task = task;
+    ev->split = split;
+    ev->n_windows = task_selection_windows(task, split, batches);
+    ev->n_batches = task_selection_batches(task, split, batches);
+    ev->forward_batch = heldout_forward;
     batch_alloc(&ev->batch, cfg->batch_size, cfg->seq_len);
+}
+
+void evaluator_heldout(Evaluator *ev, const Task *task, const Config *cfg) {
+    evaluator_split(ev, task, cfg, SPLIT_VALIDATION, cfg->eval_batches);
 }
 
 void evaluator_free(Evaluator *ev) {
@@ -23,10 +33,40 @@ void evaluator_free(Evaluator *ev) {
     memset(ev, 0, sizeof *ev);
 }
 
-double evaluate_loss(Evaluator *ev, Model *m) {
-    double total = 0.0;
-    for (int k = 0; k < ev->n_batches; k++) total += ev->forward_batch(ev, m, k);
-    return total / ev->n_batches;
+double evaluate_loss(Evaluator *ev, Model *m, double *tokens) {
+    double total = 0.0, scored = 0.0;
+    for (int k = 0; k < ev->n_batches; k++) {
+        double n = 0.0;
+        float loss = ev->forward_batch(ev, m, k, &n);
+        if (n > 0) total += (double)loss * n;
+        scored += n;
+    }
+    if (tokens) *tokens = scored;
+    return scored > 0 ? total / scored : NAN;
+}
+
+HeldoutFigure evaluate_figure(Evaluator *ev, Model *m) {
+    const Task *task = ev->task;
+    HeldoutFigure f = {.split = ev->split, .windows = ev->n_windows, .source = "generator"};
+    f.split_windows = task_split_windows(task, ev->split);
+    if (task->file_tokens) {
+        f.source = task->split_source[ev->split];
+        f.first_token = task->split_offset[ev->split];
+    }
+    f.loss = evaluate_loss(ev, m, &f.tokens);
+    return f;
+}
+
+int evaluate_heldout_splits(HeldoutFigure out[N_SPLITS], Model *m, const Task *task, const Config *cfg) {
+    int n = 0;
+    for (int s = 0; s < N_SPLITS; s++) {
+        if (task_split_windows(task, (Split)s) == 0) continue;
+        Evaluator ev;
+        evaluator_split(&ev, task, cfg, (Split)s, cfg->final_eval_batches);
+        out[n++] = evaluate_figure(&ev, m);
+        evaluator_free(&ev);
+    }
+    return n;
 }
 
 void evaluate_collect_maps(float *maps, const Model *m) {

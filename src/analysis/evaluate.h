@@ -12,22 +12,44 @@
 #include "data/tasks.h"
 
 /* n_batches batches; forward_batch runs the forward (with targets and mask) on batch k and
- * returns its loss, leaving the model's last-forward state for model_backward (the batch stays
- * alive until the next call). Tests may supply their own. */
+ * returns its mean loss over the positions it scores, setting *tokens to how many those are;
+ * it leaves the model's last-forward state for model_backward (the batch stays alive until the
+ * next call). Tests may supply their own. */
 typedef struct Evaluator {
     int n_batches;
-    float (*forward_batch)(struct Evaluator *ev, Model *m, int k);
-    const Task *task; /* the held-out evaluator's; unused by others */
+    float (*forward_batch)(struct Evaluator *ev, Model *m, int k, double *tokens);
+    const Task *task; /* the held-out evaluators'; unused by others */
+    Split split;
+    int64_t n_windows; /* the held-out evaluators' selection of their split */
     Batch batch;
     void *ctx; /* free for other evaluators */
 } Evaluator;
 
-/* The task's held-out batches: cfg->eval_batches of cfg->batch_size sequences (task_eval_batch). */
+/* The periodic evaluations' batches: output.eval_batches batches of the validation split
+ * (task_selection_windows: spread evenly, none twice, the same windows every time). */
 void evaluator_heldout(Evaluator *ev, const Task *task, const Config *cfg);
+/* A split's selection of `batches` batches (0 = every window): the end-of-training figures and
+ * `harness eval`. */
+void evaluator_split(Evaluator *ev, const Task *task, const Config *cfg, Split split, int batches);
 void evaluator_free(Evaluator *ev);
 
-/* Mean loss over the evaluator's batches (each batch's loss summed in double, in batch order). */
-double evaluate_loss(Evaluator *ev, Model *m);
+/* Mean loss per scored position over the evaluator's batches: each batch's mean weighted by the
+ * positions it scored, summed in double in batch order; *tokens (may be NULL) = the positions. */
+double evaluate_loss(Evaluator *ev, Model *m, double *tokens);
+
+/* One held-out figure: the mean loss per scored token over a selection of a split, and how much
+ * of the split it covers. */
+typedef struct {
+    Split split;
+    double loss, tokens;
+    int64_t windows, split_windows;
+    const char *source;  /* file tasks: the key of the split's file; synthetic: "generator" */
+    int64_t first_token; /* file tasks: the split's first token in that file */
+} HeldoutFigure;
+HeldoutFigure evaluate_figure(Evaluator *ev, Model *m);
+/* The end-of-training figures: every split the task has (validation, then test), each over
+ * output.final_eval_batches batches; returns how many (1 or 2). */
+int evaluate_heldout_splits(HeldoutFigure out[N_SPLITS], Model *m, const Task *task, const Config *cfg);
 
 /* Forward on tokens (B, T) without targets; the maps (L, H, B, T, T) into maps. The logits of
  * the forward stay in m->act.logits. */

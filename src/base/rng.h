@@ -66,7 +66,8 @@ enum {
     RNG_GENERATE = 5,
     RNG_PATCH = 6,
     RNG_HEAD_GATES = 7,
-    RNG_HEAD_GATES_INIT = 8
+    RNG_HEAD_GATES_INIT = 8,
+    RNG_TEST = 9
 };
 
 #endif

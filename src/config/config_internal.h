@@ -31,6 +31,7 @@ typedef struct {
     const char *sdef;           /* string, string list (one entry) */
     const char *const *choices; /* enum names, NULL-terminated, index = enum value */
     const char *note;           /* meaning of a special value, shown with range errors */
+    const char *word0;          /* int: a word the key also takes for 0 ("all"), or NULL */
     const char *help; /* one line: what the key means (harness --keys, docs/configuration.md table) */
 } ConfigKey;
 

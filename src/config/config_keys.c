@@ -33,6 +33,12 @@ _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(i
         .section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = lo, .imax = hi,         \
         .note = why, .help = meaning                                                                         \
     }
+/* An int key that also takes the word `all` for 0 (every window of the split). */
+#define INT_KEY_ALL(sec, key, f, def, meaning)                                                               \
+    {                                                                                                        \
+        .section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = 0, .imax = INT_MAX,     \
+        .note = "0 or all = every window of the split", .word0 = "all", .help = meaning                      \
+    }
 #define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why, meaning)                                  \
     {                                                                                                        \
         .section = sec, .name = key, .type = KEY_FLOAT, FIELD(f), .fdef = def, .fmin = lo, .fmax = hi,       \
@@ -121,6 +127,13 @@ const ConfigKey config_keys[] = {
                "); tokens task: the uint16 token file"),
     STRING_KEY("data", "val_path", val_path, "",
                "file tasks: a separate held-out file (nanoGPT's val.bin); empty = the tail of data.path"),
+    STRING_KEY("data", "test_path", test_path, "",
+               "file tasks: a separate test file; empty = the last data.test_share of the held-out tokens"),
+    FLOAT_KEY("data", "test_share", test_share, 0.5, 0, CLOSED, 1, OPEN, "0 = no test split",
+              "file tasks without test_path: the share of the held-out tokens (their end) that is the test "
+              "split; the rest is the validation split"),
+    INT_KEY("data", "heldout_sequences", heldout_sequences, 1024, 1, INT_MAX, NULL,
+            "induction, two_source: sequences in each of the validation and test splits (own streams)"),
     STRING_KEY(
         "data", "tokenizer", tokenizer, "",
         "tokens task: the SentencePiece model that made the file (scripts/tokenize); stored in the run"),
@@ -139,7 +152,11 @@ const ConfigKey config_keys[] = {
             "training-loss logging and progress interval, in steps"),
     INT_KEY("output", "eval_every", eval_every, 100, 1, INT_MAX, NULL,
             "held-out evaluation interval, in steps (and at the end)"),
-    INT_KEY("output", "eval_batches", eval_batches, 4, 1, INT_MAX, NULL, "held-out batches per evaluation"),
+    INT_KEY_ALL("output", "eval_batches", eval_batches, 4,
+                "periodic evaluations: batches of validation windows, the same windows each time, spread "
+                "evenly over the split"),
+    INT_KEY_ALL("output", "final_eval_batches", final_eval_batches, 0,
+                "the end-of-training evaluation of the validation and test splits: batches of windows"),
     INT_KEY("output", "attn_every", attn_every, 0, 0, INT_MAX, "0 = only at the end",
             "attention-map snapshot interval, in steps"),
     INT_KEY("output", "checkpoint_every", checkpoint_every, 0, 0, INT_MAX, "0 = no periodic checkpoints",
@@ -151,7 +168,7 @@ const ConfigKey config_keys[] = {
             "0 = seq_len, or less to keep /attn/maps under 100 MiB", "probe length"),
     FLOAT_KEY("output", "prune_step", prune_step, 0.1, 0, CLOSED, 1, CLOSED, "0 = no pruning curves",
               "pruning curves: heads removed per step, as a fraction of all heads (at least 1)"),
-    INT_KEY("output", "prune_batches", prune_batches, 1, 0, INT_MAX, "0 = all eval_batches",
+    INT_KEY("output", "prune_batches", prune_batches, 1, 0, INT_MAX, "0 = every periodic-evaluation batch",
             "held-out batches the pruning criteria are measured on (curve points use all)"),
     INT_KEY("output", "patch_batches", patch_batches, 1, 0, INT_MAX, "0 = no patching at the end of a run",
             "activation and attribution patching per head: batches of batch_size clean/corrupted pairs"),

@@ -51,39 +51,72 @@ static int read_ids(const Config *cfg, const char *key, const char *path, uint16
     return ERR_OK;
 }
 
-/* The training stream and the held-out stream, one after the other in task->file_tokens: from
- * data.path and data.val_path, or (no val_path) the head and the tail of data.path. */
+/* The three streams one after the other in task->file_tokens: training, validation, test. The
+ * held-out part is data.val_path or (without it) the last data.eval_fraction of data.path; the
+ * test split is data.test_path or (without it) the last data.test_share of the held-out part, so
+ * the training stream is the same whatever the test split is. */
 static int load_file(Task *task, const Config *cfg, UserError *err) {
-    uint16_t *train = NULL, *val = NULL;
-    int64_t n_train = 0, n_val = 0, need = cfg->seq_len + 1;
-    int rc = read_ids(cfg, "data.path", cfg->data_path, &train, &n_train, err);
-    if (rc == ERR_OK && cfg->val_path[0])
-        rc = read_ids(cfg, "data.val_path", cfg->val_path, &val, &n_val, err);
-    if (rc == ERR_OK && !cfg->val_path[0]) {
-        n_val = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
-        n_train -= n_val;
+    uint16_t *part[3] = {NULL, NULL, NULL};
+    int64_t n[3] = {0, 0, 0}, need = cfg->seq_len + 1;
+    const char *key[3] = {"data.path", "data.val_path", "data.test_path"};
+    const char *path[3] = {cfg->data_path, cfg->val_path, cfg->test_path};
+    int rc = ERR_OK;
+    for (int i = 0; i < 3 && rc == ERR_OK; i++)
+        if (path[i][0]) rc = read_ids(cfg, key[i], path[i], &part[i], &n[i], err);
+    int64_t n_train = n[0], n_heldout = n[1], n_test = n[2];
+    if (!cfg->val_path[0]) { /* the tail of data.path */
+        n_heldout = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
+        n_train -= n_heldout;
     }
-    task->file_tokens = train;
-    if (val) {
-        task->file_tokens = xcalloc((size_t)(n_train + n_val) + 1, sizeof(uint16_t));
-        memcpy(task->file_tokens, train, sizeof(uint16_t) * (size_t)n_train);
-        memcpy(task->file_tokens + n_train, val, sizeof(uint16_t) * (size_t)n_val);
-        free(train);
+    if (!cfg->test_path[0]) { /* the end of the held-out part */
+        n_test = (int64_t)((double)n_heldout * cfg->test_share);
+        /* the default share of a held-out part too short for two splits: all of it validates,
+         * and the run says so; a share the config gives is checked below */
+        if (n_test > 0 && (n_test < need || n_heldout - n_test < need) &&
+            config_mark(cfg, "data.test_share").line == 0) {
+            snprintf(task->split_note, sizeof task->split_note,
+                     "no test split: the held-out part (%lld tokens) is too short for a validation and a "
+                     "test split of at least seq_len + 1 = %lld tokens each (data.test_share %g); every "
+                     "held-out window is validation",
+                     (long long)n_heldout, (long long)need, cfg->test_share);
+            n_test = 0;
+        }
+        n_heldout -= n_test;
     }
-    free(val);
+    task->file_tokens = xcalloc((size_t)(n_train + n_heldout + n_test) + 1, sizeof(uint16_t));
+    uint16_t *at = task->file_tokens;
+    for (int i = 0; i < 3; i++)
+        if (part[i]) {
+            memcpy(at, part[i], sizeof(uint16_t) * (size_t)n[i]);
+            at += n[i];
+            free(part[i]);
+        }
     if (rc != ERR_OK) return rc;
-    task->n_tokens = n_train + n_val;
+    task->n_tokens = n_train + n_heldout + n_test;
     task->n_train = n_train;
-    if (cfg->val_path[0] && (n_train < need || n_val < need))
-        return config_key_error(cfg, n_train < need ? "data.path" : "data.val_path", err,
-                                "'%s' is too short: %lld tokens, but it needs at least seq_len + 1 = %lld",
-                                n_train < need ? cfg->data_path : cfg->val_path,
-                                (long long)(n_train < need ? n_train : n_val), (long long)need);
-    if (n_train < need || n_val < need)
-        return config_key_error(cfg, "data.path", err,
-                                "'%s' is too short: %lld tokens, but both the training and the held-out part "
-                                "(data.eval_fraction) need at least seq_len + 1 = %lld",
-                                cfg->data_path, (long long)task->n_tokens, (long long)need);
+    task->split_start[SPLIT_VALIDATION] = n_train;
+    task->split_tokens[SPLIT_VALIDATION] = n_heldout;
+    task->split_start[SPLIT_TEST] = n_train + n_heldout;
+    task->split_tokens[SPLIT_TEST] = n_test;
+    task->split_source[SPLIT_VALIDATION] = cfg->val_path[0] ? "data.val_path" : "data.path";
+    task->split_offset[SPLIT_VALIDATION] = cfg->val_path[0] ? 0 : n_train;
+    task->split_source[SPLIT_TEST] = cfg->test_path[0] ? "data.test_path" : task->split_source[SPLIT_VALIDATION];
+    task->split_offset[SPLIT_TEST] = cfg->test_path[0] ? 0 : task->split_offset[SPLIT_VALIDATION] + n_heldout;
+    const char *short_key = NULL, *what = "";
+    int64_t short_n = 0;
+    if (n_train < need) short_key = "data.path", short_n = n_train, what = "the training part";
+    else if (n_heldout < need)
+        short_key = cfg->val_path[0] ? "data.val_path" : "data.path", short_n = n_heldout,
+        what = "the validation split";
+    else if (n_test < need && (cfg->test_path[0] || (cfg->test_share > 0 && !task->split_note[0])))
+        short_key = cfg->test_path[0] ? "data.test_path" : cfg->val_path[0] ? "data.val_path" : "data.path",
+        short_n = n_test, what = "the test split";
+    if (short_key)
+        return config_key_error(cfg, short_key, err,
+                                "%s is too short: %lld tokens, but it needs at least seq_len + 1 = %lld "
+                                "(data.eval_fraction and data.test_share cut data.path into training, "
+                                "validation and test; data.test_share 0 = no test split)",
+                                what, (long long)short_n, (long long)need);
     return ERR_OK;
 }
 
@@ -135,8 +168,10 @@ void task_close(Task *task) {
     task->tokenizer = NULL;
 }
 
+const char *const split_names[N_SPLITS] = {"validation", "test"};
+
 void batch_alloc(Batch *b, int B, int T) {
-    b->B = B;
+    b->B = b->rows = B;
     b->T = T;
     b->inputs = xcalloc((size_t)B * T, sizeof(int));
     b->targets = xcalloc((size_t)B * T, sizeof(int));
@@ -245,23 +280,57 @@ void task_train_batch(const Task *task, Batch *out, int64_t step) {
     }
 }
 
-/* Held-out batches: file tasks walk the held-out part in consecutive windows; synthetic tasks
- * draw from their own generator stream, separate from every training step's. */
-void task_eval_batch(const Task *task, Batch *out, int index) {
-    int B = out->B, T = out->T;
-    Rng rng = rng_stream((uint64_t)task->cfg->seed, RNG_EVAL, (uint64_t)index);
-    for (int b = 0; b < B; b++) {
-        int *in = out->inputs + (size_t)b * T, *tg = out->targets + (size_t)b * T;
-        float *mask = out->mask + (size_t)b * T;
-        if (!task->file_tokens) {
-            synthetic_row(task, in, tg, mask, T, &rng);
-        } else {
-            int64_t n_heldout = task->n_tokens - task->n_train;
-            int64_t n_win = (n_heldout - 1) / T;
-            int64_t w = ((int64_t)index * B + b) % n_win;
-            file_row(task, task->n_train + w * T, in, tg, mask, T);
-        }
+int64_t task_split_windows(const Task *task, Split split) {
+    if (!task->file_tokens) return task->cfg->heldout_sequences;
+    int64_t n = task->split_tokens[split];
+    return n > task->cfg->seq_len ? (n - 1) / task->cfg->seq_len : 0;
+}
+
+int64_t task_selection_windows(const Task *task, Split split, int batches) {
+    int64_t all = task_split_windows(task, split), want = (int64_t)batches * task->cfg->batch_size;
+    return batches > 0 && want < all ? want : all;
+}
+
+int task_selection_batches(const Task *task, Split split, int batches) {
+    int64_t n = task_selection_windows(task, split, batches), B = task->cfg->batch_size;
+    return (int)((n + B - 1) / B);
+}
+
+int64_t task_selected_window(const Task *task, Split split, int64_t n, int64_t i) {
+    return (int64_t)((__int128)i * task_split_windows(task, split) / n);
+}
+
+/* Window w of a split: file tasks, tokens w·T … w·T + T of the split (the windows do not
+ * overlap); synthetic tasks, a sequence from the split's own generator stream, one per window. */
+static void split_row(const Task *task, Split split, int64_t w, int *in, int *tg, float *mask, int T) {
+    if (task->file_tokens) {
+        file_row(task, task->split_start[split] + w * T, in, tg, mask, T);
+        return;
     }
+    Rng rng = rng_stream((uint64_t)task->cfg->seed, split == SPLIT_TEST ? RNG_TEST : RNG_EVAL, (uint64_t)w);
+    synthetic_row(task, in, tg, mask, T, &rng);
+}
+
+int task_selection_batch(const Task *task, Split split, int64_t n, Batch *out, int index) {
+    const int T = out->T, rows = out->rows;
+    int64_t first = (int64_t)index * rows;
+    int got = first >= n ? 0 : n - first < rows ? (int)(n - first) : rows;
+    for (int b = 0; b < got; b++)
+        split_row(task, split, task_selected_window(task, split, n, first + b), out->inputs + (size_t)b * T,
+                  out->targets + (size_t)b * T, out->mask + (size_t)b * T, T);
+    out->B = got;
+    return got;
+}
+
+void task_eval_batch(const Task *task, Batch *out, int index) {
+    const int64_t n = task_selection_windows(task, SPLIT_VALIDATION, task->cfg->eval_batches);
+    const int T = out->T;
+    for (int b = 0; b < out->rows; b++) {
+        int64_t i = ((int64_t)index * out->rows + b) % n;
+        split_row(task, SPLIT_VALIDATION, task_selected_window(task, SPLIT_VALIDATION, n, i),
+                  out->inputs + (size_t)b * T, out->targets + (size_t)b * T, out->mask + (size_t)b * T, T);
+    }
+    out->B = out->rows;
 }
 
 /* A symbol of 1 … vocab−1 other than `old` (itself such a symbol), uniformly. */
@@ -299,10 +368,10 @@ void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, in
     for (int b = 0; b < B; b++) {
         const int *in = clean->inputs + (size_t)b * T;
         int *c_in = corrupt->inputs + (size_t)b * T, *c_tg = corrupt->targets + (size_t)b * T;
-        if (task->file_tokens) { /* another held-out window, not the clean one */
-            int64_t n_heldout = task->n_tokens - task->n_train;
+        if (task->file_tokens) { /* another validation window, not the clean one */
+            const int64_t first = task->split_start[SPLIT_VALIDATION], n_val = task->split_tokens[SPLIT_VALIDATION];
             for (int tries = 0; tries < 16; tries++) {
-                int64_t start = task->n_train + (int64_t)rng_below(&rng, (uint64_t)(n_heldout - T));
+                int64_t start = first + (int64_t)rng_below(&rng, (uint64_t)(n_val - T));
                 file_row(task, start, c_in, c_tg, file_mask, T);
                 if (memcmp(c_in, in, sizeof(int) * T) != 0) break;
             }
@@ -346,13 +415,13 @@ void task_probes(const Task *task, Probes *out) {
         return;
     }
     if (cfg->task == TASK_TEXT || task->tokenizer) out->labels = xcalloc((size_t)P, sizeof(char *));
-    int64_t n_heldout = task->n_tokens - task->n_train;
+    const int64_t first = task->split_start[SPLIT_VALIDATION], n_val = task->split_tokens[SPLIT_VALIDATION];
     for (int p = 0; p < P; p++) {
         int *row = out->tokens + (size_t)p * T;
         if (p < n_text && (int)strlen(cfg->probe_text[p]) >= T) {
             for (int t = 0; t < T; t++) row[t] = (unsigned char)cfg->probe_text[p][t];
-        } else { /* a held-out window */
-            int64_t start = task->n_train + (int64_t)rng_below(&rng, (uint64_t)(n_heldout - T));
+        } else { /* a validation window */
+            int64_t start = first + (int64_t)rng_below(&rng, (uint64_t)(n_val - T));
             for (int t = 0; t < T; t++) row[t] = task->file_tokens[start + t];
         }
         if (task->tokenizer) {

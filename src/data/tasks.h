@@ -20,15 +20,25 @@
 
 typedef struct {
     int B, T;
+    int rows; /* rows allocated; B <= rows (a selection's last batch may be short) */
     int *inputs;  // (B, T)
     int *targets; // (B, T)
     float *mask;  // (B, T) 1 where the loss is taken
 } Batch;
 
+/* The held-out splits. Validation is what any selection may look at (the periodic evaluations,
+ * the study, probes, patching, a tuned value); test is only ever reported. */
+typedef enum { SPLIT_VALIDATION, SPLIT_TEST, N_SPLITS } Split;
+extern const char *const split_names[N_SPLITS]; /* "validation", "test" */
+
 typedef struct {
     const Config *cfg;
-    uint16_t *file_tokens; /* text/tokens: the whole file as ids */
+    uint16_t *file_tokens; /* text/tokens: training, validation and test ids, one after the other */
     int64_t n_tokens, n_train;
+    int64_t split_start[N_SPLITS], split_tokens[N_SPLITS]; /* file tasks: each split's ids */
+    const char *split_source[N_SPLITS]; /* file tasks: the key of the file a split is from */
+    int64_t split_offset[N_SPLITS];     /* file tasks: the split's first token in that file */
+    char split_note[320]; /* why the run has no test split when the default share gave none; "" */
     int pair_symbols;     /* two_source: symbols per slot */
     Tokenizer *tokenizer; /* tokens task with data.tokenizer: its SentencePiece model, else NULL */
 } Task;
@@ -40,6 +50,23 @@ void batch_alloc(Batch *b, int B, int T);
 void batch_free(Batch *b);
 
 void task_train_batch(const Task *task, Batch *out, int64_t step);
+
+/* Windows (sequences) a split holds: file tasks, (tokens − 1) / seq_len non-overlapping windows
+ * of seq_len + 1 tokens from the split's start; synthetic tasks, data.heldout_sequences drawn
+ * from the split's own generator stream (window w from stream index w). 0: no such split. */
+int64_t task_split_windows(const Task *task, Split split);
+/* A selection of a split: `batches` batches of train.batch_size windows (0 = all), at most every
+ * window; its n windows are spread evenly over the split's N: the i-th is floor(i·N / n), so
+ * none is taken twice and the same batches give the same windows at every evaluation. */
+int64_t task_selection_windows(const Task *task, Split split, int batches);
+int task_selection_batches(const Task *task, Split split, int batches);
+int64_t task_selected_window(const Task *task, Split split, int64_t n, int64_t i);
+/* Batch `index` of the n-window selection: its windows index·rows …, at most out->rows of them
+ * (the last batch may be short); out->B = the rows filled, returned. */
+int task_selection_batch(const Task *task, Split split, int64_t n, Batch *out, int index);
+/* The periodic evaluations' selection of the validation split (output.eval_batches), batch
+ * `index` of out->rows rows, always full: a caller asking for more rows than the selection has
+ * (patching's pairs) starts over at its first window. */
 void task_eval_batch(const Task *task, Batch *out, int index);
 
 /* The corrupted twin of a held-out batch (activation patching, docs/analyses.md): the same

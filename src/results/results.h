@@ -17,6 +17,7 @@
 #include "analysis/analysis.h"
 #include "config/config.h"
 #include "analysis/dla.h"
+#include "analysis/evaluate.h"
 #include "analysis/headstudy.h"
 #include "analysis/patch_heads.h"
 #include "model/model.h"
@@ -108,6 +109,8 @@ int results_write_probes(Results *r, const Probes *probes, UserError *err);
  * nothing without snapshots. */
 int results_write_snapshots(Results *r, const Snapshots *s, UserError *err);
 /* /heads/ablation_delta, /heads/importance, /heads/importance_normalized, each (L, H). */
+/* /heldout: the end-of-training figure of each split (evaluate_heldout_splits). */
+int results_write_heldout(Results *r, const HeldoutFigure *figures, int n, UserError *err);
 int results_write_heads(Results *r, int n_layer, int n_head, const double *delta, const double *importance,
                         const double *normalized, UserError *err);
 /* The head study's /heads/ablation_delta_mean, /prune/... (when it made pruning curves) and

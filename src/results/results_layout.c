@@ -144,6 +144,30 @@ int results_write_heads(Results *r, int n_layer, int n_head, const double *delta
     return rc;
 }
 
+int results_write_heldout(Results *r, const HeldoutFigure *figures, int n, UserError *err) {
+    const char *names[N_SPLITS], *sources[N_SPLITS];
+    double loss[N_SPLITS];
+    int64_t tokens[N_SPLITS], windows[N_SPLITS], split_windows[N_SPLITS], first[N_SPLITS];
+    for (int i = 0; i < n; i++) {
+        names[i] = split_names[figures[i].split];
+        sources[i] = figures[i].source;
+        loss[i] = figures[i].loss;
+        tokens[i] = (int64_t)figures[i].tokens;
+        windows[i] = figures[i].windows;
+        split_windows[i] = figures[i].split_windows;
+        first[i] = figures[i].first_token;
+    }
+    const uint64_t dims[1] = {(uint64_t)n};
+    int rc = results_write_strings(r, "/heldout/split", names, 1, dims, err);
+    if (rc == ERR_OK) rc = results_write_doubles(r, "/heldout/loss", loss, n, err);
+    if (rc == ERR_OK) rc = results_write_ints(r, "/heldout/tokens", tokens, n, err);
+    if (rc == ERR_OK) rc = results_write_ints(r, "/heldout/windows", windows, n, err);
+    if (rc == ERR_OK) rc = results_write_ints(r, "/heldout/split_windows", split_windows, n, err);
+    if (rc == ERR_OK) rc = results_write_strings(r, "/heldout/source", sources, 1, dims, err);
+    if (rc == ERR_OK) rc = results_write_ints(r, "/heldout/first_token", first, n, err);
+    return rc;
+}
+
 /* /patching/path_q, path_k, path_v and which heads took part (patch_paths.h). */
 static int write_path_patching(Results *res, const PathPatching *pp, UserError *err) {
     const int L = pp->n_layer, H = pp->n_head, LH = L * H;

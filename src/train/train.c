@@ -75,7 +75,10 @@ static const char *first_nonfinite_grad(const Model *m) {
 static void measure_again(RunState *st, Model *m) {
     if (!st->eval_again && !st->maps_again) return;
     head_l0_close(&st->gates, m);
-    if (st->eval_again) train_log_append(&st->eval, st->step, (double[]){evaluate_loss(&st->heldout, m)});
+    if (st->eval_again) {
+        double tokens, loss = evaluate_loss(&st->heldout, m, &tokens);
+        train_log_append(&st->eval, st->step, (double[]){loss, tokens});
+    }
     if (st->maps_again) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
         snapshots_add(&st->snapshots, st->step, st->maps);
@@ -191,9 +194,9 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
     head_l0_close(&st->gates, m); /* evaluated with the deterministic gates */
     if (step % cfg->eval_every == 0 || last) {
         double eval_start = now_seconds();
-        double loss = evaluate_loss(&st->heldout, m);
+        double tokens, loss = evaluate_loss(&st->heldout, m, &tokens);
         ses->eval_s += now_seconds() - eval_start;
-        train_log_append(&st->eval, step, (double[]){loss});
+        train_log_append(&st->eval, step, (double[]){loss, tokens});
     }
     if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
@@ -299,12 +302,40 @@ static void keep_trained(const RunState *st, const Model *m, const Config *cfg, 
                 why.text);
 }
 
+/* output.eval_batches and final_eval_batches as the config takes them: a count, or "all" for 0. */
+static void format_batches(char *out, size_t size, int batches) {
+    if (batches == 0) snprintf(out, size, "all");
+    else snprintf(out, size, "%d", batches);
+}
+
+/* The held-out figures of a complete run, last: what each is (the final held-out loss of a
+ * split), how much of the split it covers and where the split is. */
+static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *task, const Config *cfg,
+                                int step) {
+    char batches[16];
+    format_batches(batches, sizeof batches, cfg->final_eval_batches);
+    for (int i = 0; i < n; i++) {
+        char where[160] = "";
+        if (task->file_tokens)
+            snprintf(where, sizeof where, "; %s from token %lld", fig[i].source, (long long)fig[i].first_token);
+        fprintf(stderr,
+                "final held-out loss, %s split: %.4f nats per token at step %d, %s%lld of its %lld windows "
+                "(%.0f tokens scored; output.final_eval_batches %s%s)\n",
+                split_names[fig[i].split], fig[i].loss, step,
+                fig[i].windows == fig[i].split_windows ? "all " : "", (long long)fig[i].windows,
+                (long long)fig[i].split_windows, fig[i].tokens, batches, where);
+    }
+    if (n < N_SPLITS) fprintf(stderr, "final held-out loss: %s\n", task->split_note[0] ? task->split_note :
+                              "no test split (data.test_share 0)");
+}
+
 /* The run's last lines: each figure says what ran and the key that controls it. The first
  * line's opening (steps, ms/step, tokens/s) is what the progress line and scripts read; the
  * memory line's first figure is what scripts/bench compares. */
 static void print_time_lines(const Config *cfg, const Model *m, int steps_run, const Session *ses,
                              RunStatus status, double after_s, double after_cpu, const HeadStudy *study,
-                             double study_s, const HeadPatching *patching, double training_mib) {
+                             double study_s, const HeadPatching *patching, double training_mib,
+                             const Evaluator *periodic) {
     const int complete = status == RUN_COMPLETE, LH = m->shape.n_layer * m->shape.n_head;
     char after[160];
     if (complete)
@@ -314,13 +345,18 @@ static void print_time_lines(const Config *cfg, const Model *m, int steps_run, c
         snprintf(after, sizeof after,
                  "after training %.2f s (writing the %s run; no study: it runs on complete runs)", after_s,
                  run_status_name(status));
+    char batches[16];
+    format_batches(batches, sizeof batches, cfg->eval_batches);
     if (steps_run > 0)
         fprintf(stderr,
                 "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s "
-                "(output.eval_every %d, output.eval_batches %d), %s, its CPU time %.1f%% of the steps'\n",
+                "(output.eval_every %d, output.eval_batches %s: %lld of the %lld validation windows), %s, its "
+                "CPU time %.1f%% of the steps'\n",
                 steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
                 (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
-                cfg->eval_every, cfg->eval_batches, after, 100.0 * after_cpu / ses->step_cpu);
+                cfg->eval_every, batches, (long long)periodic->n_windows,
+                (long long)task_split_windows(periodic->task, SPLIT_VALIDATION), after,
+                100.0 * after_cpu / ses->step_cpu);
     else fprintf(stderr, "time: no training step; %s\n", after);
     const int layers = m->shape.n_layer > 1;
     const Circuits *c = study ? &study->circuits : NULL;
@@ -381,11 +417,14 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     const int patches = status == RUN_COMPLETE && cfg->patch_batches > 0;
     DiskEstimate disk; /* the room reserved at step 0 (main.c) goes to these writes */
     budget_disk(cfg, &disk);
+    HeldoutFigure heldout[N_SPLITS];
+    int n_heldout = 0;
     if (status == RUN_COMPLETE) {          /* the study first, from the trained state made durable */
         results_reserve_keep(disk.result); /* the rest for the results file, after the study */
         keep_trained(st, m, cfg, ses, resumed);
         peak_phase_end("keeping the trained state");
         head_l0_close(&st->gates, m); /* for good: the study and /params see the pruned model */
+        n_heldout = evaluate_heldout_splits(heldout, m, task, cfg);
         double study_start = now_seconds();
         head_study_run(&study, m, task, cfg);
         study_seconds = now_seconds() - study_start;
@@ -393,6 +432,7 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     if (patches) head_patching_run(&patching, m, task, cfg);
     results_reserve_release();
     int rc = write_state(res, m, st, status == RUN_INTERRUPTED, err);
+    if (rc == ERR_OK && n_heldout > 0) rc = results_write_heldout(res, heldout, n_heldout, err);
     if (rc == ERR_OK && status == RUN_COMPLETE)
         rc = write_analysis(st, m, &study, patches ? &patching : NULL, res, err);
     if (rc == ERR_OK && patches) rc = results_write_patching(res, &patching, err);
@@ -403,7 +443,8 @@ static int run_finish(RunState *st, Model *m, const Task *task, const Config *cf
     if (rc == ERR_OK)
         print_time_lines(cfg, m, st->step - ses->first, ses, status, now_seconds() - finish_start,
                          cpu_seconds() - finish_cpu, status == RUN_COMPLETE ? &study : NULL, study_seconds,
-                         patches ? &patching : NULL, training_mib);
+                         patches ? &patching : NULL, training_mib, &st->heldout);
+    if (rc == ERR_OK) print_heldout_lines(heldout, n_heldout, task, cfg, st->step);
     if (status == RUN_COMPLETE) head_study_free(&study);
     if (patches) head_patching_free(&patching);
     if (rc == ERR_OK && status != RUN_DIVERGED) {

@@ -7,7 +7,7 @@
 #include "base/util.h"
 
 const TrainLogColumns TRAIN_LOG_TRAIN = {"/train", 4, {"loss", "lr", "grad_norm", "elapsed_s"}};
-const TrainLogColumns TRAIN_LOG_EVAL = {"/eval", 1, {"loss"}};
+const TrainLogColumns TRAIN_LOG_EVAL = {"/eval", 2, {"loss", "tokens"}};
 
 void train_log_init(TrainLog *g, const TrainLogColumns *columns) {
     memset(g, 0, sizeof *g);
