@@ -22,6 +22,7 @@
 #include "generate.h"
 #include "analysis/headstudy.h"
 #include "inspect.h"
+#include "eval_command.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "results/outlock.h"
@@ -47,6 +48,7 @@ static const char *usage =
     "                          [--logits]\n"
     "       harness generate RUN.h5 (--prompt TEXT | --tokens IDS) [--max-new N] [--temperature X]\n"
     "       harness check RUN.h5\n"
+    "       harness eval RUN.h5 [--split validation|test|all] [--file PATH] [--json]\n"
     "       harness state CONFIG.yaml [--set ...] RUN.h5   (complete, or stale and what differs)\n"
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness --keys [KEY ...]\n"
@@ -74,6 +76,7 @@ static const char *usage =
     "  check RUN.h5             validate a results file against docs/results-format.md (exit 1: problems)\n"
     "  inspect RUN.h5 ...       run a stored model on one input; harness inspect --help for its options\n"
     "  generate RUN.h5 ...      continue an input with a stored model (K/V cache); generate --help\n"
+    "  eval RUN.h5 ...          the held-out loss of a stored model on its splits or a file; eval --help\n"
     "  analyze RUN.h5           the end-of-run study of a trained run whose study did not finish\n"
     "  --help, --version\n"
     "\n"
@@ -222,12 +225,13 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
 
 static int analyze_main(int argc, char **argv);
 
-/* `harness inspect | generate | check | state | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | eval | state | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0) return generate_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") == 0) return check_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "eval") == 0) return eval_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "prune") == 0) return prune_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);

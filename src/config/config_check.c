@@ -132,7 +132,7 @@ int config_heads_kept(const Config *cfg, int kept[CONFIG_MAX_LAYERS]) {
     return 1;
 }
 
-/* data.val_path and data.tokenizer: only for the tasks that read them, and readable. */
+/* data.val_path, test_path and tokenizer: only for the tasks that read them, and readable. */
 static int validate_data_extras(const Config *cfg, UserError *err) {
     int val_path = key_id("data", "val_path"), tokenizer = key_id("data", "tokenizer");
     const char *why;
@@ -146,6 +146,18 @@ static int validate_data_extras(const Config *cfg, UserError *err) {
                         "data.val_path '%s' cannot be read: %s; point it at the held-out "
                         "file (nanoGPT's val.bin) or remove it to hold out the tail of data.path",
                         cfg->val_path, why);
+    int test_path = key_id("data", "test_path");
+    if (cfg->test_path[0] && cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS)
+        return key_fail(cfg, err, test_path,
+                        "data.test_path is a test file for the text and tokens tasks, not for data.task %s "
+                        "(its test split is its own generator stream); remove it",
+                        config_task_name(cfg->task));
+    if (cfg->test_path[0] && (why = unreadable(cfg->test_path)))
+        return key_fail(cfg, err, test_path, "data.test_path '%s' cannot be read: %s", cfg->test_path, why);
+    if (cfg->test_path[0] && cfg->marks[key_id("data", "test_share")].line)
+        return key_fail(cfg, err, key_id("data", "test_share"),
+                        "data.test_share cuts the test split from the held-out part; with data.test_path the "
+                        "test split is that file: give one of the two");
     if (cfg->tokenizer[0] && cfg->task != TASK_TOKENS)
         return key_fail(cfg, err, tokenizer,
                         "data.tokenizer names the SentencePiece model of a tokens file; "

@@ -150,6 +150,8 @@ class RunResult:
             self.train_step, self.train_loss = get("train/step"), get("train/loss")
             self.train_elapsed = get("train/elapsed_s")
             self.eval_step, self.eval_loss = get("eval/step"), get("eval/loss")
+            self.eval_tokens = get("eval/tokens")
+            self.heldout = read_heldout(f)
             self.classes = read_classes(f)
             self.prune = pruning.read_curves(f)
             self.causal = causal.summary_values(f)
@@ -174,6 +176,28 @@ class RunResult:
     @property
     def final_train_loss(self):
         return float(self.train_loss[-1]) if len(self.train_loss) else float("nan")
+
+
+HELDOUT_FIELDS = ("loss", "tokens", "windows", "split_windows", "source", "first_token")
+
+
+def read_heldout(f):
+    """/heldout (format 1.5: the end-of-training figure of each split) as {split: {"loss",
+    "tokens", "windows", "split_windows", "source", "first_token"}}; {} for a file without it
+    (an older format, or a run that did not complete)."""
+    if "heldout" not in f or "split" not in f["heldout"]:
+        return {}
+    g = f["heldout"]
+    out = {}
+    for i, name in enumerate(text(x) for x in g["split"][()]):
+        row = {}
+        for field in HELDOUT_FIELDS:
+            if field in g:
+                v = g[field][i]
+                row[field] = text(v) if isinstance(v, (bytes, np.bytes_, str)) else \
+                    (float(v) if field == "loss" else int(v))
+        out[name] = row
+    return out
 
 
 class Named:
