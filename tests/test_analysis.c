@@ -565,15 +565,22 @@ static void test_importance_evaluator(void) {
     for (int i = 0; i < LH; i++) gates[i] = 1.0f;
     Interventions iv = {
         .head_gate = gates, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
+    double marked[3] = {0}, scored = 0.0; /* each batch weighs by the positions it scores */
     for (int k = 0; k < 3; k++) {
         task_eval_batch(&task, &batch, k);
-        want_loss += model_forward(&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        for (int i = 0; i < batch.B * batch.T; i++) marked[k] += batch.mask[i];
+        scored += marked[k];
+    }
+    for (int k = 0; k < 3; k++) {
+        task_eval_batch(&task, &batch, k);
+        float loss_k = model_forward(&m, &iv, batch.inputs, batch.targets, batch.mask, batch.B, batch.T);
+        want_loss += (double)loss_k * marked[k];
         model_zero_grad(&m);
         memset(gate_grad, 0, sizeof gate_grad);
         model_backward(&m);
-        for (int i = 0; i < LH; i++) want[i] += fabs(gate_grad[i]) / 3;
+        for (int i = 0; i < LH; i++) want[i] += fabs(gate_grad[i]) * (marked[k] / scored);
     }
-    want_loss /= 3;
+    want_loss /= scored;
     for (int l = 0; l < 2; l++) {
         double norm = 0.0;
         for (int h = 0; h < 4; h++) norm += want[l * 4 + h] * want[l * 4 + h];
@@ -581,7 +588,7 @@ static void test_importance_evaluator(void) {
     }
     Evaluator ev;
     evaluator_heldout(&ev, &task, &cfg);
-    double loss = evaluate_loss(&ev, &m);
+    double loss = evaluate_loss(&ev, &m, NULL);
     Ablation a;
     ablation_init(&a, &m, &task, &cfg);
     float ones[LH];
@@ -589,11 +596,12 @@ static void test_importance_evaluator(void) {
     ablation_gate_grads(&a, ones, ABLATE_ZERO, 0, got);
     ablation_free(&a);
     prune_normalize_importance(got, NULL, 2, 4, got_norm);
-    double after = evaluate_loss(&ev, &m); /* the study leaves nothing of its gates on the model */
-    test_check("evaluate_loss: the mean of the held-out batches' losses, bit for bit", loss == want_loss,
+    double after = evaluate_loss(&ev, &m, NULL); /* the study leaves nothing of its gates on the model */
+    test_check("evaluate_loss: the held-out batches' losses weighted by the positions each scores, bit for bit",
+               loss == want_loss,
                "%.17g, by hand %.17g", loss, want_loss);
     test_check(
-        "importance: mean |dL/dgate| over the held-out batches, bit for bit; the loss after it unchanged",
+        "importance: |dL/dgate| over the held-out batches weighted as the loss, bit for bit; the loss after it unchanged",
         !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss),
         "head 0: %.17g, by hand %.17g", got[0], want[0]);
     int close = 1;

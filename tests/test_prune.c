@@ -69,7 +69,7 @@ static int setup(Setup *s, int n_head, int eval_batches, uint64_t seed) {
 static double heldout_loss(Model *m, const Task *task, const Config *cfg) {
     Evaluator ev;
     evaluator_heldout(&ev, task, cfg);
-    double loss = evaluate_loss(&ev, m);
+    double loss = evaluate_loss(&ev, m, NULL);
     evaluator_free(&ev);
     return loss;
 }
@@ -82,6 +82,24 @@ static void teardown(Setup *s) {
 /* The held-out loss (over the first n_batches batches, 0 = all) of the model with the heads whose
  * mask is 0 removed from the weights (their W_o rows zeroed; with `mean`, mean·W_o added to b_o),
  * evaluated from scratch by the held-out Evaluator, gates all 1. */
+/* The loss over the first n batches of the run's held-out selection (what the pruning criteria
+ * rank on), each weighted by the positions it scores, by whole forwards. */
+static double first_batches_loss(Setup *s, int n) {
+    const int64_t windows = task_selection_windows(&s->task, SPLIT_VALIDATION, s->cfg.eval_batches);
+    Batch b;
+    batch_alloc(&b, s->cfg.batch_size, s->cfg.seq_len);
+    double total = 0.0, scored = 0.0;
+    for (int k = 0; k < n; k++) {
+        task_selection_batch(&s->task, SPLIT_VALIDATION, windows, &b, k);
+        double marked = 0.0;
+        for (int i = 0; i < b.B * b.T; i++) marked += b.mask[i];
+        total += (double)model_forward(&s->m, NULL, b.inputs, b.targets, b.mask, b.B, b.T) * marked;
+        scored += marked;
+    }
+    batch_free(&b);
+    return total / scored;
+}
+
 static double brute_loss_on(Setup *s, const float *mask, const float *mean, int n_batches) {
     float *saved = malloc(sizeof(float) * s->m.n_params);
     memcpy(saved, s->m.param_block, sizeof(float) * s->m.n_params);
@@ -96,9 +114,7 @@ static double brute_loss_on(Setup *s, const float *mask, const float *mean, int 
                     *w = 0.0f;
                 }
         }
-    Config cfg = s->cfg;
-    if (n_batches > 0) cfg.eval_batches = n_batches;
-    double loss = heldout_loss(&s->m, &s->task, &cfg);
+    double loss = n_batches > 0 ? first_batches_loss(s, n_batches) : heldout_loss(&s->m, &s->task, &s->cfg);
     memcpy(s->m.param_block, saved, sizeof(float) * s->m.n_params);
     free(saved);
     return loss;
@@ -189,9 +205,7 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
     int same = 1;
     for (int kind = ABLATE_ZERO; kind <= ABLATE_MEAN; kind++) {
         ablation_gate_grads(&a, mask, (AblationKind)kind, 0, grad);
-        Batch b;
-        batch_alloc(&b, s.cfg.batch_size, s.cfg.seq_len);
-        task_eval_batch(&s.task, &b, 0);
+        const Batch b = a.batches[0]; /* the evaluator's own first batch */
         float *gate_grad = test_alloc(s.LH);
         Interventions iv = {
             .head_gate = mask, .grads = MODEL_GRAD_PARAMS | MODEL_GRAD_GATES, .gate_grad = gate_grad};
@@ -204,7 +218,6 @@ static void test_gate_grads(Setup *sp, Ablation *ap, const float *ones) {
             same &= memcmp(&whole, &grad[i], sizeof whole) == 0;
         }
         free(gate_grad);
-        batch_free(&b);
     }
     test_check("gate gradients from layer 0's head state, backward to its head mix only = a whole forward "
                "and backward's, bit for bit (zero and mean)",
