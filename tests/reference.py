@@ -352,16 +352,20 @@ def grads(params, cfg, x, targets, mask, dtype=torch.float64):
 
 def head_study(params, cfg, batches, dtype=torch.float64):
     """Single-head ablation and importance on held-out batches [(x, y, mask)], as the harness's
-    /heads: (delta_zero [L,H], delta_mean [L,H], importance [L,H]). delta = mean loss over the
-    batches with that head's gate 0 minus with every gate 1; the mean ablation replaces the head's
-    output by its mean over every token of every batch; importance = the mean over batches of
-    |d loss / d gate| at every gate 1 (Michel et al.), by autograd."""
+    /heads: (delta_zero [L,H], delta_mean [L,H], importance [L,H]). delta = the loss over the
+    batches (each batch's mean weighted by the positions it scores) with that head's gate 0 minus
+    with every gate 1; the mean ablation replaces the head's
+    output by its mean over every token of every batch; importance = the same weighted mean over
+    batches of |d loss / d gate| at every gate 1 (Michel et al.), by autograd."""
     _, _, H, dh, L, _ = dims(cfg)
     work = cast(params, dtype)
     ones = torch.ones(L, H, dtype=dtype)
     outs = []
+    weight = [float(m.sum()) for _, _, m in batches]  # each batch weighs by the positions it scores
+    share = [w / sum(weight) for w in weight]
     with torch.no_grad():
-        base = sum(float(forward(work, cfg, x, y, m, gates=ones, heads_out=outs)[0]) for x, y, m in batches)
+        base = sum(float(forward(work, cfg, x, y, m, gates=ones, heads_out=outs)[0]) * s
+                   for (x, y, m), s in zip(batches, share))
     fill = torch.stack([torch.cat([o for i, o in enumerate(outs) if i % L == l]).reshape(-1, H * dh).mean(0)
                         for l in range(L)])                                    # [L,E]
     delta = {"zero": torch.zeros(L, H, dtype=dtype), "mean": torch.zeros(L, H, dtype=dtype)}
@@ -371,34 +375,63 @@ def head_study(params, cfg, batches, dtype=torch.float64):
                 for h in range(H):
                     g = ones.clone()
                     g[l, h] = 0
-                    total = sum(float(forward(work, cfg, x, y, m, gates=g, fill=f)[0]) for x, y, m in batches)
-                    delta[kind][l, h] = (total - base) / len(batches)
+                    total = sum(float(forward(work, cfg, x, y, m, gates=g, fill=f)[0]) * s
+                                for (x, y, m), s in zip(batches, share))
+                    delta[kind][l, h] = total - base
     importance = torch.zeros(L, H, dtype=dtype)
-    for x, y, m in batches:
+    for (x, y, m), s in zip(batches, share):
         g = ones.clone().requires_grad_(True)
         loss, _ = forward(work, cfg, x, y, m, gates=g)
-        importance += torch.autograd.grad(loss, g)[0].abs() / len(batches)
+        importance += torch.autograd.grad(loss, g)[0].abs() * s
     return delta["zero"], delta["mean"], importance
 
 
+def split_windows(n_tokens, cfg):
+    """{split: (first_token, tokens)} of the tokens task without val_path/test_path, as
+    docs/configuration.md states the rule: the held-out part is the last eval_fraction of the
+    file (n_train = floor(n*(1-eval_fraction))); the test split is its last
+    floor(held-out * test_share) tokens, unless either split would then hold fewer than
+    seq_len + 1 tokens with the default share (then every held-out token is validation)."""
+    T = int(need(cfg, "seq_len"))
+    n_train = int(math.floor(n_tokens * (1.0 - float(need(cfg, "eval_fraction")))))
+    heldout = n_tokens - n_train
+    n_test = int(math.floor(heldout * float(cfg.get("test_share", 0.5))))
+    if n_test > 0 and (n_test < T + 1 or heldout - n_test < T + 1):
+        n_test = 0
+    out = {"validation": (n_train, heldout - n_test)}
+    if n_test:
+        out["test"] = (n_train + heldout - n_test, n_test)
+    return out
+
+
+def selection(n_split_windows, batches, B):
+    """The windows a selection of `batches` batches (0 = all) scores: n = min(batches*B, N),
+    the i-th is floor(i*N/n)."""
+    N = n_split_windows
+    n = N if batches == 0 or batches * B >= N else batches * B
+    return [i * N // n for i in range(n)]
+
+
+def window_batches(tok, first, windows, T, B):
+    """[(inputs, targets, mask)] of the windows (each T+1 tokens from first + w*T), B a batch,
+    the last batch short."""
+    out = []
+    for k in range(0, len(windows), B):
+        rows = windows[k:k + B]
+        x = np.stack([tok[first + w * T:first + w * T + T] for w in rows])
+        y = np.stack([tok[first + w * T + 1:first + w * T + T + 1] for w in rows])
+        out.append((torch.from_numpy(x), torch.from_numpy(y), torch.ones(len(rows), T, dtype=torch.float64)))
+    return out
+
+
 def eval_batches(token_file, cfg):
-    """The held-out batches of the tokens task: [(inputs [B,T], targets [B,T], mask [B,T])] for
-    eval_batches batches. The held-out part starts at n_train = floor(n*(1-eval_fraction));
-    n_win = (n - n_train - 1)//T; row b of batch k uses window w = (k*B + b) % n_win."""
+    """The periodic evaluations' batches of the tokens task (the study's too): the validation
+    split's selection of output.eval_batches batches."""
     tok = np.fromfile(token_file, dtype="<u2").astype(np.int64)
     T, B = int(need(cfg, "seq_len")), int(need(cfg, "batch_size"))
-    n_train = int(math.floor(len(tok) * (1.0 - float(need(cfg, "eval_fraction")))))
-    n_win = (len(tok) - n_train - 1) // T
-    out = []
-    for k in range(int(need(cfg, "eval_batches"))):
-        x = np.empty((B, T), np.int64)
-        y = np.empty((B, T), np.int64)
-        for b in range(B):
-            start = n_train + ((k * B + b) % n_win) * T
-            x[b] = tok[start:start + T]
-            y[b] = tok[start + 1:start + T + 1]
-        out.append((torch.from_numpy(x), torch.from_numpy(y), torch.ones(B, T, dtype=torch.float64)))
-    return out
+    first, n = split_windows(len(tok), cfg)["validation"]
+    windows = selection((n - 1) // T, int(need(cfg, "eval_batches")), B)
+    return window_batches(tok, first, windows, T, B)
 
 
 def attention_maps(params, cfg, tokens):

@@ -489,6 +489,42 @@ def check_gates(run, label, results_h5, token_file):
         run.check(ok and float(ref.abs().max()) > 0, f"{what}: /heads/{name} == reference", msg)
 
 
+def check_heldout(run, label, results_h5, token_file):
+    """/heldout: each split's loss against the reference's float64 forward over exactly the
+    windows the file says it scored (first_token, windows of split_windows, the i-th of n being
+    floor(i*N/n)), every window at most once; and the split boundaries against the documented
+    rule (reference.split_windows)."""
+    import h5py
+    what = f"heldout {label}"
+    cfg, params = R.load_params(results_h5)
+    T, B = int(R.need(cfg, "seq_len")), int(R.need(cfg, "batch_size"))
+    tok = np.fromfile(token_file, dtype="<u2").astype(np.int64)
+    rule = R.split_windows(len(tok), cfg)
+    with h5py.File(results_h5, "r") as f:
+        g = f["heldout"]
+        names = [x.decode() if isinstance(x, bytes) else str(x) for x in g["split"][()]]
+        rows = {n: {k: g[k][i] for k in ("loss", "tokens", "windows", "split_windows", "first_token")}
+                for i, n in enumerate(names)}
+    run.check(names == list(rule), f"{what}: the splits are {list(rule)}", f"{names}")
+    for name, row in rows.items():
+        first, n_tok = rule[name]
+        N = (n_tok - 1) // T
+        windows = R.selection(N, 0, B)  # output.final_eval_batches: all
+        with torch.no_grad():
+            batches = R.window_batches(tok, first, windows, T, B)
+            total = sum(float(R.forward(R.cast(params, torch.float64), cfg, x, y, m)[0]) * float(m.sum())
+                        for x, y, m in batches)
+        ref = total / (len(windows) * T)
+        run.check(int(row["first_token"]) == first and int(row["split_windows"]) == N
+                  and int(row["windows"]) == len(windows) == len(set(windows))
+                  and int(row["tokens"]) == len(windows) * T,
+                  f"{what}: {name} covers every one of its {N} windows once, from token {first}",
+                  f"{row}")
+        run.check(abs(float(row["loss"]) - ref) <= 1e-5 * max(1.0, ref),
+                  f"{what}: /heldout {name} loss == the reference's forward over those windows (1e-5)",
+                  f"{float(row['loss']):.9f} vs {ref:.9f}")
+
+
 # ----------------------------------------------------------------------------- 3. attention maps
 
 def check_attention(run, label, results_h5):
@@ -556,6 +592,7 @@ def main(argv):
                     token_file = case_sets(tmp, over).get(
                         "data.path", os.path.join(tmp, f"tokens_v{BASE['vocab_size']}.bin"))
                     check_gates(run, label, path, token_file)
+                    check_heldout(run, label, path, token_file)
             except Exception as e:
                 run.check(False, f"train {label}", f"{type(e).__name__}: {e}")
         print("# attention maps", flush=True)
