@@ -135,7 +135,9 @@ def read_run(path, map_budget=16 << 20):
              "config": cfg, "config_yaml": results.text(f.attrs.get("config_yaml", ""))}
         get = lambda p: np.asarray(f[p][()]) if p in f else np.zeros(0)
         d["train"] = {"step": get("train/step").tolist(), "loss": _floats(get("train/loss"))}
-        d["eval"] = {"step": get("eval/step").tolist(), "loss": _floats(get("eval/loss"))}
+        d["eval"] = {"step": get("eval/step").tolist(), "loss": _floats(get("eval/loss")),
+                     "tokens": _floats(get("eval/tokens"))}
+        d["heldout"] = results.read_heldout(f)
         scores = {p: np.asarray(f[f"scores/{p}"][()], dtype=float) for p in PATTERNS
                   if f"scores/{p}" in f}
         d["classes"] = results.read_classes(f)

@@ -16,7 +16,7 @@ import time
 
 from ..core.cli import die, indent
 from ..core.harness import REPO, harness_command
-from ..read.results import RunResult
+from ..read.results import RunResult, heldout_summary
 from .states import file_states
 from ..read.ondisk import harness_lock_holder
 from .runstate import (RunLock, available_cpus, exit_meaning, launch_info, lock_holder, log_error_tail,
@@ -283,7 +283,7 @@ class RunPool:
                 loss = ""
                 try:
                     r = RunResult(job.h5_path)
-                    loss = f"  eval loss {r.final_eval_loss:.4f}"
+                    loss = f"  {heldout_summary(r)}"
                 except Exception as e:  # noqa: BLE001 - report and carry on
                     loss = f"  (cannot read results: {e})"
                 self.say(f"done   {job.run.name}  {fmt_time(wall)}{loss}  {self.counts()}")
@@ -416,7 +416,7 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
         if rc == 0:
             loss = ""
             try:
-                loss = f"  eval loss {RunResult(path).final_eval_loss:.4f}"
+                loss = f"  {heldout_summary(RunResult(path))}"
             except Exception:  # noqa: BLE001
                 pass
             print(f"done   {name}  {fmt_time(wall)}{loss}", flush=True)

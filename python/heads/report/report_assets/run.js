@@ -319,7 +319,7 @@ function buildLoss(D, root) {
   const colours = { induction: "#d62728", prev: "#1f77b4", duplicate: "#9467bd", first: "#ff7f0e", self: "#2ca02c" };
   for (const p in D.formation) vlines.push({ x: D.formation[p].step, label: `${names[p]} (step ${D.formation[p].step})`, color: colours[p] });
   const series = [{ name: "train (each logged step)", points: tr, color: "#7fa7d1", width: 1 },
-                  { name: "eval (held out)", points: ev, color: "#d62728", width: 2, marker: 2.5 }];
+                  { name: "validation (periodic: the same windows each time)", points: ev, color: "#d62728", width: 2, marker: 2.5 }];
   const svg = lineChart(root, series, { width: 900, height: 340, logy, xlabel: "training step",
                                         ylabel: "cross-entropy loss" + (logy ? " (log scale)" : ""), vlines });
   svg.id = "loss-chart";
@@ -330,6 +330,22 @@ function buildLoss(D, root) {
     : (D.score_steps.length < 2 ? "Only one attention snapshot: set output.attn_every to see when heads form."
                                 : "No head's score crossed 0.5 during training, so no formation step is marked.");
   el("p", { class: "note", id: "formation-note" }, root, txt);
+  el("p", { class: "note", id: "heldout-note" }, root, heldoutText(D));
+}
+
+/* What each held-out figure covers: the periodic curve's windows, then each split's final loss. */
+function heldoutText(D) {
+  const n = D.eval.tokens.length ? D.eval.tokens[D.eval.tokens.length - 1] : null;
+  const parts = [n !== null ? `The validation curve scores ${n.toLocaleString("en")} tokens at every evaluation (output.eval_batches).`
+                            : "This file does not say how many tokens each evaluation scored (format before 1.5)."];
+  const splits = Object.entries(D.heldout || {});
+  if (!splits.length) parts.push("No end-of-training held-out figures (/heldout): an older format, or an incomplete run.");
+  for (const [name, h] of splits)
+    parts.push(`Final held-out loss, ${name} split: ${h.loss.toFixed(4)} nats per token over ` +
+               `${h.windows === h.split_windows ? "all " : ""}${h.windows} of its ${h.split_windows} windows ` +
+               `(${h.tokens.toLocaleString("en")} tokens).`);
+  if (splits.length === 1) parts.push("No test split.");
+  return parts.join(" ");
 }
 
 function buildScoresOverSteps(D, root) {
