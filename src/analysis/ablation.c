@@ -51,17 +51,16 @@ static size_t state_floats(const Model *m, const Config *cfg) {
            model_hook_floats(m, HOOK_Z, cfg->batch_size, cfg->seq_len);
 }
 
-/* How many held-out batches keep their states within `bytes`. */
-static int kept_batches(const Model *m, const Config *cfg, size_t bytes) {
+/* How many of n_batches held-out batches keep their states within `bytes`. */
+static int kept_batches(const Model *m, const Config *cfg, size_t bytes, int n_batches) {
     size_t per_batch = (size_t)m->shape.n_layer * state_floats(m, cfg) * sizeof(float);
-    const size_t fit = bytes / per_batch; /* eval_batches 0 (all): as many as fit */
-    return cfg->eval_batches == 0 || fit < (size_t)cfg->eval_batches ? (int)fit : cfg->eval_batches;
+    return bytes / per_batch < (size_t)n_batches ? (int)(bytes / per_batch) : n_batches;
 }
 
-void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states) {
+void ablation_memory(ModelShape shape, const Config *cfg, int n_batches, size_t *views, size_t *states) {
     const Model shaped = {.shape = shape}; /* the size functions read only the shape */
     *views = thread_models_bytes(shape, cfg->batch_size, cfg->seq_len, 0);
-    *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET) * shape.n_layer *
+    *states = ((size_t)kept_batches(&shaped, cfg, ABLATION_STATE_BUDGET, n_batches) * shape.n_layer *
                    state_floats(&shaped, cfg) +
                1) *
               sizeof(float);
@@ -88,7 +87,7 @@ void ablation_init_budget(Ablation *a, Model *m, const Task *task, const Config 
     a->weight = xcalloc((size_t)a->n_batches, sizeof(double));
     a->resid_floats = model_hook_floats(m, HOOK_RESID_PRE, cfg->batch_size, cfg->seq_len);
     a->state_floats = state_floats(m, cfg);
-    a->n_kept = kept_batches(m, cfg, bytes);
+    a->n_kept = kept_batches(m, cfg, bytes, a->n_batches);
     a->state = xcalloc((size_t)a->n_kept * a->n_layer * a->state_floats + 1, sizeof(float));
     a->single_zero = xcalloc((size_t)a->n_batches * LH, sizeof(double));
     for (size_t i = 0; i < (size_t)a->n_batches * LH; i++) a->kept_gates[i] = 1.0f, a->single_zero[i] = NAN;

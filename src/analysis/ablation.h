@@ -48,8 +48,8 @@ typedef struct {
 
 #define ABLATION_STATE_BUDGET ((size_t)512 << 20) /* bytes of kept head states */
 /* The bytes ablation_init allocates beyond the model: the threads' models (views.h: a view for
- * each thread but the first) and the kept head states (states). */
-void ablation_memory(ModelShape shape, const Config *cfg, size_t *views, size_t *states);
+ * each thread but the first) and the kept head states (states) of n_batches held-out batches. */
+void ablation_memory(ModelShape shape, const Config *cfg, int n_batches, size_t *views, size_t *states);
 
 void ablation_init(Ablation *a, Model *m, const Task *task, const Config *cfg);
 /* The same with another budget for the kept head states (tests: 0 keeps none). */

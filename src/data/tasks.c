@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "tasks.h"
 #include "base/rng.h"
 #include "base/util.h"
@@ -51,10 +52,49 @@ static int read_ids(const Config *cfg, const char *key, const char *path, uint16
     return ERR_OK;
 }
 
-/* The three streams one after the other in task->file_tokens: training, validation, test. The
- * held-out part is data.val_path or (without it) the last data.eval_fraction of data.path; the
- * test split is data.test_path or (without it) the last data.test_share of the held-out part, so
- * the training stream is the same whatever the test split is. */
+/* The sizes of the three streams from the sizes of the files (n[0] data.path, n[1] val_path,
+ * n[2] test_path; 0 for a file not given): the held-out part is data.val_path or (without it)
+ * the last data.eval_fraction of data.path; the test split is data.test_path or (without it) the
+ * last data.test_share of the held-out part, so the training stream is the same whatever the
+ * test split is. With the default share, a held-out part too short for two splits is all
+ * validation, and `note` (may be NULL) says so. */
+static void split_sizes(const Config *cfg, const int64_t n[3], int64_t *n_train, int64_t *n_heldout,
+                        int64_t *n_test, char *note, size_t note_size) {
+    const int64_t need = cfg->seq_len + 1;
+    *n_train = n[0], *n_heldout = n[1], *n_test = n[2];
+    if (!cfg->val_path[0]) { /* the tail of data.path */
+        *n_heldout = *n_train - (int64_t)((double)*n_train * (1.0 - cfg->eval_fraction));
+        *n_train -= *n_heldout;
+    }
+    if (cfg->test_path[0]) return;
+    *n_test = (int64_t)((double)*n_heldout * cfg->test_share);
+    if (*n_test > 0 && (*n_test < need || *n_heldout - *n_test < need) &&
+        config_mark(cfg, "data.test_share").line == 0) { /* a share the config gives is checked later */
+        if (note)
+            snprintf(note, note_size,
+                     "no test split: the held-out part (%lld tokens) is too short for a validation and a "
+                     "test split of at least seq_len + 1 = %lld tokens each (data.test_share %g); every "
+                     "held-out window is validation",
+                     (long long)*n_heldout, (long long)need, cfg->test_share);
+        *n_test = 0;
+    }
+    *n_heldout -= *n_test;
+}
+
+int64_t task_estimate_windows(const Config *cfg, Split split) {
+    if (cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS) return cfg->heldout_sequences;
+    const char *path[3] = {cfg->data_path, cfg->val_path, cfg->test_path};
+    int64_t n[3] = {0, 0, 0}, n_train, n_split[2];
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (path[i][0] && stat(path[i], &st) == 0) n[i] = (int64_t)st.st_size / (cfg->task == TASK_TOKENS ? 2 : 1);
+    }
+    split_sizes(cfg, n, &n_train, &n_split[SPLIT_VALIDATION], &n_split[SPLIT_TEST], NULL, 0);
+    return n_split[split] > cfg->seq_len ? (n_split[split] - 1) / cfg->seq_len : 0;
+}
+
+/* The three streams one after the other in task->file_tokens: training, validation, test
+ * (split_sizes). */
 static int load_file(Task *task, const Config *cfg, UserError *err) {
     uint16_t *part[3] = {NULL, NULL, NULL};
     int64_t n[3] = {0, 0, 0}, need = cfg->seq_len + 1;
@@ -63,26 +103,8 @@ static int load_file(Task *task, const Config *cfg, UserError *err) {
     int rc = ERR_OK;
     for (int i = 0; i < 3 && rc == ERR_OK; i++)
         if (path[i][0]) rc = read_ids(cfg, key[i], path[i], &part[i], &n[i], err);
-    int64_t n_train = n[0], n_heldout = n[1], n_test = n[2];
-    if (!cfg->val_path[0]) { /* the tail of data.path */
-        n_heldout = n_train - (int64_t)((double)n_train * (1.0 - cfg->eval_fraction));
-        n_train -= n_heldout;
-    }
-    if (!cfg->test_path[0]) { /* the end of the held-out part */
-        n_test = (int64_t)((double)n_heldout * cfg->test_share);
-        /* the default share of a held-out part too short for two splits: all of it validates,
-         * and the run says so; a share the config gives is checked below */
-        if (n_test > 0 && (n_test < need || n_heldout - n_test < need) &&
-            config_mark(cfg, "data.test_share").line == 0) {
-            snprintf(task->split_note, sizeof task->split_note,
-                     "no test split: the held-out part (%lld tokens) is too short for a validation and a "
-                     "test split of at least seq_len + 1 = %lld tokens each (data.test_share %g); every "
-                     "held-out window is validation",
-                     (long long)n_heldout, (long long)need, cfg->test_share);
-            n_test = 0;
-        }
-        n_heldout -= n_test;
-    }
+    int64_t n_train, n_heldout, n_test;
+    split_sizes(cfg, n, &n_train, &n_heldout, &n_test, task->split_note, sizeof task->split_note);
     task->file_tokens = xcalloc((size_t)(n_train + n_heldout + n_test) + 1, sizeof(uint16_t));
     uint16_t *at = task->file_tokens;
     for (int i = 0; i < 3; i++)

@@ -55,6 +55,9 @@ void task_train_batch(const Task *task, Batch *out, int64_t step);
  * of seq_len + 1 tokens from the split's start; synthetic tasks, data.heldout_sequences drawn
  * from the split's own generator stream (window w from stream index w). 0: no such split. */
 int64_t task_split_windows(const Task *task, Split split);
+/* The same from the config and the files' sizes alone (no file read; 0 for a file that cannot
+ * be stat'ed): what the memory estimate counts before the task is opened. */
+int64_t task_estimate_windows(const Config *cfg, Split split);
 /* A selection of a split: `batches` batches of train.batch_size windows (0 = all), at most every
  * window; its n windows are spread evenly over the split's N: the i-th is floor(i·N / n), so
  * none is taken twice and the same batches give the same windows at every evaluation. */

@@ -4,6 +4,7 @@
  * MemAvailable; and the disk its files take (the results file, one checkpoint), which training
  * reserves at step 0 (budget.h).
  * Must not know: files, the command line. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "budget.h"
@@ -13,6 +14,7 @@
 #include "analysis/patch_heads.h"
 #include "analysis/patching.h"
 #include "model/model.h"
+#include "data/tasks.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
 #ifdef _OPENMP
@@ -61,6 +63,14 @@ static double kernel_scratch_bytes(ModelShape s, int B, int T, int threads) {
            sizeof(float);
 }
 
+/* The validation windows the periodic evaluations (and the study) score: output.eval_batches
+ * batches, or every window of the split (task_selection_windows's rule). */
+static int64_t study_windows(const Config *cfg) {
+    const int64_t all = task_estimate_windows(cfg, SPLIT_VALIDATION),
+                  want = (int64_t)cfg->eval_batches * cfg->batch_size;
+    return cfg->eval_batches > 0 && want < all ? want : all;
+}
+
 void budget_memory(const Config *cfg, MemoryEstimate *e) {
     memset(e, 0, sizeof *e);
     ModelShape s = model_shape_from_config(cfg);
@@ -89,16 +99,17 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
     add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
              "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
              "output.attn_every, output.probes, output.probe_len");
-    add_part(e, 0,
-             (cfg->eval_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
-             "batches (training, held-out)", "output.eval_batches, train.batch_size");
+    const double study_batches = ceil((double)study_windows(cfg) / cfg->batch_size);
+    add_part(e, 0, (study_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
+             "batches (training, an evaluation's, the study's held-out batches)",
+             "output.eval_batches, train.batch_size");
     if (cfg->head_l0 > 0)
         add_part(e, 0, head_l0_memory_bytes(cfg, s),
                  "learned head gates (log alpha and its moments, a copy of W_o for the closed heads, the "
                  "P(open) trajectory of n_layer x n_head per logged step)",
                  "model.d_model, output.log_every");
     size_t views, states;
-    ablation_memory(s, cfg, &views, &states);
+    ablation_memory(s, cfg, (int)study_batches, &views, &states);
     add_part(e, 1, (double)views,
              "study: one model view per thread but the first, which runs on the trained model (a view's "
              "forward activations and any maps it keeps)",

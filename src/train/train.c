@@ -329,6 +329,25 @@ static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *tas
                               "no test split (data.test_share 0)");
 }
 
+/* The time line's opening: the steps, then the periodic evaluations and what they cover. */
+static void print_steps_line(const Config *cfg, int steps_run, const Session *ses, const char *after,
+                             double after_cpu, const Evaluator *periodic) {
+    if (steps_run == 0) {
+        fprintf(stderr, "time: no training step; %s\n", after);
+        return;
+    }
+    char batches[16];
+    format_batches(batches, sizeof batches, cfg->eval_batches);
+    fprintf(stderr,
+            "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s "
+            "(output.eval_every %d, output.eval_batches %s: %lld of the %lld validation windows), %s, its "
+            "CPU time %.1f%% of the steps'\n",
+            steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
+            (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s, cfg->eval_every,
+            batches, (long long)periodic->n_windows, (long long)task_split_windows(periodic->task, SPLIT_VALIDATION),
+            after, 100.0 * after_cpu / ses->step_cpu);
+}
+
 /* The run's last lines: each figure says what ran and the key that controls it. The first
  * line's opening (steps, ms/step, tokens/s) is what the progress line and scripts read; the
  * memory line's first figure is what scripts/bench compares. */
@@ -345,19 +364,7 @@ static void print_time_lines(const Config *cfg, const Model *m, int steps_run, c
         snprintf(after, sizeof after,
                  "after training %.2f s (writing the %s run; no study: it runs on complete runs)", after_s,
                  run_status_name(status));
-    char batches[16];
-    format_batches(batches, sizeof batches, cfg->eval_batches);
-    if (steps_run > 0)
-        fprintf(stderr,
-                "time: %d steps in %.2f s (%.1f ms/step, %.0f tokens/s), evaluation %.2f s "
-                "(output.eval_every %d, output.eval_batches %s: %lld of the %lld validation windows), %s, its "
-                "CPU time %.1f%% of the steps'\n",
-                steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
-                (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s,
-                cfg->eval_every, batches, (long long)periodic->n_windows,
-                (long long)task_split_windows(periodic->task, SPLIT_VALIDATION), after,
-                100.0 * after_cpu / ses->step_cpu);
-    else fprintf(stderr, "time: no training step; %s\n", after);
+    print_steps_line(cfg, steps_run, ses, after, after_cpu, periodic);
     const int layers = m->shape.n_layer > 1;
     const Circuits *c = study ? &study->circuits : NULL;
     const char *circuits = !c || !c->has_copying ? "no copying or composition scores (model.output_gate)"
