@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "inspect.h"
+#include "shapes.h"
 #include "analysis/evaluate.h"
 #include "config/config.h"
 #include "model/model.h"
@@ -225,10 +226,13 @@ static void print_report(const InspectArgs *a, const Config *cfg, Model *m, cons
                          const RunVocab *voc) {
     int D = cfg->d_model, H = cfg->n_head, dh = cfg->d_head, E = H * dh, L = cfg->n_layer;
     int W = (H + 2 * m->shape.n_kv_head) * dh;
+    char split[160], heads[160];
+    shapes_split_text(m->shape, T, 0, split, sizeof split);
+    shapes_split_text(m->shape, T, 1, heads, sizeof heads);
     printf("%s: %d tokens; each block computes (runtime shapes, batch 1):\n", a->path, T);
-    printf("  Z [%d, %d] -> QKV [%d, %d] -> Q/K/V per head [%d, %d, %d] -> scores/weights [%d, %d, %d]\n"
-           "  -> O [%d, %d, %d] -> O_cat [%d, %d] -> A [%d, %d]\n\n",
-           T, D, T, W, H, T, dh, H, T, T, H, T, dh, T, E, T, D);
+    printf("  Z [%d, %d] -> QKV [%d, %d] -> %s\n  -> %s\n"
+           "  -> scores/weights [%d, %d, %d] -> O [%d, %d, %d] -> O_cat [%d, %d] -> A [%d, %d]\n\n",
+           T, D, T, W, split, heads, H, T, T, H, T, dh, T, E, T, D);
     print_input(voc, tokens, T);
     float *maps = xcalloc((size_t)L * H * T * T, sizeof(float));
     evaluate_collect_maps(maps, m);

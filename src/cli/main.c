@@ -491,5 +491,6 @@ int main(int argc, char **argv) {
         shapes_print(&cfg, stdout);
         return 0;
     }
+    if (config_validate_training(&cfg, &err) != ERR_OK) return report(&err);
     return locked_run(&cfg, args.dump_path, args.overwrite, args.resume);
 }
