@@ -72,12 +72,27 @@ void shapes_split_text(ModelShape s, int T, int per_head, char *buf, size_t size
     else snprintf(buf, size, "Q [%d, %d], K/V [%d, %d] each", T, H * dh, T, Hkv * dh);
 }
 
-/* The config's shape in two lines: sizes, then the attention's kind. */
-static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
-    const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, E = H * dh;
+void shapes_attention_text(ModelShape s, char *buf, size_t size) {
     static const char *const pos_names[] = {"learned positions", "rotary",
                                             "shortformer (learned positions on the Q/K input only)",
                                             "no positions"};
+    const int H = s.n_head, Hkv = s.n_kv_head;
+    int n = snprintf(buf, size, "%s K/V heads H_kv=%d%s; %s",
+                     Hkv == H   ? "multi-head,"
+                     : Hkv == 1 ? "multi-query,"
+                                : "grouped-query,",
+                     Hkv, Hkv == H ? "" : " (each shared by H/H_kv query heads)", pos_names[s.pos]);
+    if (s.pos == POS_ROPE && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " on the first %d of %d dims per head, base %g", s.rope_dims,
+                      s.d_head, s.rope_base);
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "%s%s", s.output_gate ? "; sigmoid output gate" : "",
+                 s.sink ? "; attention sink (a head may attend to nothing)" : "");
+}
+
+/* The config's shape in two lines: sizes, then the attention's kind. */
+static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
+    const int D = s.d_model, H = s.n_head, dh = s.d_head, E = H * dh;
     fprintf(out,
             "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
             "seq_len T=%d, vocab V=%d\n",
@@ -86,14 +101,9 @@ static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
             : E > D ? " (> D)"
                     : " (< D)",
             s.n_layer, s.seq_len, s.vocab_size);
-    fprintf(out, "attention: %s K/V heads H_kv=%d%s; %s",
-            Hkv == H   ? "multi-head,"
-            : Hkv == 1 ? "multi-query,"
-                       : "grouped-query,",
-            Hkv, Hkv == H ? "" : " (each shared by H/H_kv query heads)", pos_names[s.pos]);
-    if (s.pos == POS_ROPE)
-        fprintf(out, " on the first %d of %d dims per head, base %g", s.rope_dims, dh, s.rope_base);
-    fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
+    char attention[256];
+    shapes_attention_text(s, attention, sizeof attention);
+    fprintf(out, "attention: %s\n\n", attention);
 }
 
 /* One row of the mainline: name, symbolic shape, its sizes, what makes it. */

@@ -18,5 +18,10 @@ void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size);
  * head [H_kv, T, d_h] each" (one "Q/K/V" when H_kv = H), with the shape's own H_kv. */
 void shapes_split_text(ModelShape s, int T, int per_head, char *buf, size_t size);
 
+/* The attention's kind in one line: "grouped-query, K/V heads H_kv=4 (...); rotary on the first
+ * 64 of 256 dims per head, base 1e+07; sigmoid output gate", naming every layout switch that is
+ * on (K/V heads, positions, output gate, sink): what --shapes and the training log print. */
+void shapes_attention_text(ModelShape s, char *buf, size_t size);
+
 void shapes_print(const Config *cfg, FILE *out);
 #endif

@@ -34,6 +34,13 @@ typedef struct {
 } Task;
 
 int task_open(Task *task, const Config *cfg, UserError *err);
+
+/* two_source: S, the symbols per slot for a vocabulary, the largest with 2 + 2S + S^2 <= V
+ * (ids: 0 BOS, 1 "=", a0 … a(S-1), b0 … b(S-1), then the S^2 pair tokens (a,b)). */
+int task_two_source_symbols(int vocab_size);
+/* A synthetic task's token as the task names it (the labels scripts/plot draws): two_source
+ * "BOS", "=", "a4", "b4", "(4,2)"; induction "BOS" or the id; any other task the id. */
+void task_token_label(const Config *cfg, int token, char *out, size_t size);
 void task_close(Task *task);
 
 void batch_alloc(Batch *b, int B, int T);
