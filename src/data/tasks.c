@@ -351,13 +351,16 @@ void task_probes(const Task *task, Probes *out) {
     out->T = T;
     out->tokens = xcalloc((size_t)P * T, sizeof(int));
     out->labels = NULL;
+    out->marked = NULL;
     Rng rng = rng_stream((uint64_t)cfg->seed, RNG_PROBE, 0);
     if (!task->file_tokens) {
         Batch one;
         batch_alloc(&one, 1, T);
+        out->marked = xcalloc((size_t)P * T, 1);
         for (int p = 0; p < P; p++) {
             synthetic_row(task, one.inputs, one.targets, one.mask, T, &rng);
             memcpy(out->tokens + (size_t)p * T, one.inputs, sizeof(int) * T);
+            for (int t = 0; t < T; t++) out->marked[(size_t)p * T + t] = one.mask[t] != 0.0f;
         }
         batch_free(&one);
         return;
@@ -386,5 +389,6 @@ void probes_free(Probes *p) {
         for (int i = 0; i < p->P; i++) free(p->labels[i]);
     free(p->labels);
     free(p->tokens);
+    free(p->marked);
     memset(p, 0, sizeof *p);
 }

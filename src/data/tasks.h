@@ -59,11 +59,14 @@ void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, in
 
 /* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
  * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
- * NUL-terminated; NULL otherwise). */
+ * NUL-terminated; NULL otherwise). The synthetic tasks mark the rows their loss is taken at
+ * (marked (P, T_p), 1 or 0: two_source the "=" queries, induction the queries whose next token
+ * repeats); the file tasks take it everywhere (marked NULL). */
 typedef struct {
     int P, T;
     int *tokens;
     char **labels;
+    unsigned char *marked;
 } Probes;
 void task_probes(const Task *task, Probes *out);
 void probes_free(Probes *p);
