@@ -139,6 +139,7 @@ def read_run(path, map_budget=16 << 20):
         scores = {p: np.asarray(f[f"scores/{p}"][()], dtype=float) for p in PATTERNS
                   if f"scores/{p}" in f}
         d["classes"] = results.read_classes(f)
+        d["marked"] = results.read_marked(f)
         d["heads"] = {}
         for key, title, meaning in HEAD_METRICS:
             if f"heads/{key}" in f:

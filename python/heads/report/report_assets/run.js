@@ -272,17 +272,21 @@ function buildHeadTables(D, root) {
   const H = D.classes.length ? D.classes[0].length : D.scores.prev[0][0].length;
   const last = D.score_steps.length - 1;
   const cols = [["layer", "layer"], ["head", "head"], ["class", "class"]];
+  if (D.marked && D.marked.length) cols.push(["marked", "at marked rows"]);
   for (const p of PATTERNS) if (D.scores[p]) cols.push([p, p]);
   for (const k in D.heads) cols.push([k, D.heads[k].title]);
   const rows = [];
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const r = { layer: l, head: h, class: D.classes.length ? D.classes[l][h] : classAt(D, last, l, h) };
+      if (D.marked && D.marked.length) r.marked = D.marked[l][h];
       for (const p of PATTERNS) if (D.scores[p]) r[p] = D.scores[p][last][l][h];
       for (const k in D.heads) r[k] = D.heads[k].values[l][h];
       rows.push(r);
     }
   el("p", { class: "note" }, root, `One row per head; click a column title to sort. Pattern scores at the last snapshot (step ${D.score_steps[last]}). ` +
+     (D.marked && D.marked.length ? "At marked rows: the top score over only the queries where the task takes its loss " +
+      "(two_source: the '=' rows; induction: the repeats), 'k back' the key k positions back; class holds over every query. " : "") +
      Object.values(D.heads).map(m => `${m.title}: ${m.meaning}.`).join(" "));
   const colMax = {};  /* Δloss and importance columns are tinted on their own scales */
   for (const k in D.heads) colMax[k] = Math.max(...rows.map(r => Math.abs(r[k] || 0)));
