@@ -40,6 +40,10 @@ static const DocRow ROWS[] = {
     {"/probe/tokens",
      {"the probe sequences the attention maps and pattern scores are measured on", "token id",
       DIMS("probe", "position"), NULL, NULL}},
+    {"/probe/marked",
+     {"synthetic tasks: 1 at the probe positions where the task takes its loss (two_source: the '=' "
+      "queries; induction: the queries whose next token repeats), else 0",
+      "1", DIMS("probe", "position"), NULL, NULL}},
     {"/probe/labels",
      {"text task: each probe's text (bytes as characters); tokens task with a tokenizer: "
       "each probe decoded to text",

@@ -30,6 +30,13 @@ int results_write_probes(Results *r, const Probes *probes, UserError *err) {
     int rc = results_write_array(r, "/probe/tokens", probes->tokens, 1, 2, dims, err);
     if (rc == ERR_OK && probes->labels)
         rc = results_write_strings(r, "/probe/labels", (const char *const *)probes->labels, 1, dims, err);
+    if (rc == ERR_OK && probes->marked) {
+        size_t n = (size_t)probes->P * probes->T;
+        int *marked = xcalloc(n, sizeof(int));
+        for (size_t i = 0; i < n; i++) marked[i] = probes->marked[i];
+        rc = results_write_array(r, "/probe/marked", marked, 1, 2, dims, err);
+        free(marked);
+    }
     return rc;
 }
 

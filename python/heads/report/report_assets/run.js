@@ -141,19 +141,22 @@ function buildExplorer(D, root) {
     return out;
   }
 
-  function renderAxes(labels) {
+  function renderAxes(labels, marked) {
+    /* rows: the task's marked queries (its loss rows) when it marks some, else every k-th */
     const every = Math.ceil(10 / cell), font = Math.min(11, every * cell - 2);
+    const rowShown = j => marked && marked.some(m => m) ? marked[j] === 1 || j === 0 : j % every === 0;
     xLabels.innerHTML = ""; yLabels.innerHTML = "";
     labels.forEach((t, j) => {
-      if (j % every) return;
-      el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
-      el("span", { style: `top:${j * cell}px;height:${every * cell}px;line-height:${cell}px;font-size:${font}px`, "data-pos": j }, yLabels).textContent = t;
+      if (!(j % every))
+        el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
+      if (rowShown(j))
+        el("span", { style: `top:${j * cell}px;height:${every * cell}px;line-height:${cell}px;font-size:${font}px`, "data-pos": j }, yLabels).textContent = t;
     });
   }
 
   function renderStrip() {
     const pr = D.probes[st.probe];
-    renderAxes(pr.labels);
+    renderAxes(pr.labels, pr.marked);
     strip.innerHTML = "";
     probeLine.textContent = (pr.text ? `probe ${st.probe}: "${pr.text}" — ` : `probe ${st.probe} — `) + D.token_legend;
     pr.labels.forEach((t, j) => {
