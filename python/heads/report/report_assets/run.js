@@ -371,9 +371,9 @@ function buildScoresOverSteps(D, root) {
 
 function buildRunPage(D) {
   const c = D.config;
-  header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${c.n_head} heads of ${c.d_head}` +
-         (c.n_kv_head && c.n_kv_head !== c.n_head ? ` (${c.n_kv_head} K/V heads)` : "") +
-         `, ${c.n_layer} layers, pos ${c.pos || "learned"}` + (c.output_gate ? ", output gate" : "") +
+  header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${plural(c.n_head, "head")} of ${c.d_head}` +
+         (c.n_kv_head && c.n_kv_head !== c.n_head ? ` (${plural(c.n_kv_head, "K/V head")})` : "") +
+         `, ${plural(c.n_layer, "layer")}, pos ${c.pos || "learned"}` + (c.output_gate ? ", output gate" : "") +
          (c.sink ? ", attention sink" : "") + `, ${c.steps} steps, seed ${c.seed}; status ${D.status}` +
          (D.created ? `; written ${D.created}` : ""));
   const sections = [["explorer", "Attention explorer"], ["heads", "Heads"], ["loss", "Loss"],
