@@ -150,6 +150,17 @@ def test_two_source(harness, tmp):
           sorted(c.rsplit(" ", 1)[0] for c in marked.values()) == sorted(mclass), f"{marked} vs {mclass}")
     check("lesson 4: /probe/marked marks exactly the '=' queries of two_source",
           ((toks == 1) == (marked_rows == 1)).all())
+    with h5py.File(one, "r") as f:
+        one_top = f["scores/marked_top"][0][0]
+        one_score = float(f["scores/marked_score"][0][0])
+        one_loss = float(f["eval/loss"][-1])
+    with h5py.File(two, "r") as f:
+        two_loss = float(f["eval/loss"][-1])
+    check("lesson 4: one head splits its '=' rows (prev between 0.4 and 0.6, the rest on a)",
+          (one_top.decode() if isinstance(one_top, bytes) else one_top) == "prev" and 0.4 < one_score < 0.6,
+          f"{one_top} {one_score}")
+    check("lesson 4: at step 300 one head's held-out loss is over 4x two heads' (docs: 0.31 against 0.045)",
+          one_loss > 4 * two_loss, f"{one_loss} vs {two_loss}")
     from heads.read import results
     with h5py.File(two, "r") as f:
         cells = results.read_marked(f)
