@@ -169,7 +169,11 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
         else:
             title = f"head {h}: {klass} (top {best} {value:.2f})"
         if marked_class and si == len(f["attn/step"]) - 1:  # /scores/marked_* are the last snapshot's
-            title += f"; at marked rows {marked_class[layer][h]}"
+            # the class at the task's marked rows, in the longest wording the panel has room for
+            for extra in (f"; at marked rows {marked_class[layer][h]}", f"; marked: {marked_class[layer][h]}"):
+                if len(title + extra) * 7 <= panel:
+                    title += extra
+                    break
         lines += [
             f"set lmargin at screen {sx(x0)}", f"set rmargin at screen {sx(x0 + panel)}",
             f"set tmargin at screen {sy(y0 + 22)}", f"set bmargin at screen {sy(y0 + panel)}",
