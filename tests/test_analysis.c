@@ -523,7 +523,7 @@ static void test_snapshots(void) {
         put(maps[1] + T * T, T, i, 0, 1.0f);     /* snapshot 1, head 1: first */
     }
     Snapshots snap;
-    snapshots_init(&snap, L, H, tokens, P, T);
+    snapshots_init(&snap, L, H, tokens, NULL, P, T);
     snapshots_add(&snap, 0, maps[0]);
     int after_first[H] = {snap.classes[0], snap.classes[1]};
     snapshots_add(&snap, 50, maps[1]);

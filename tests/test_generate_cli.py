@@ -78,8 +78,8 @@ def full_logits(harness, path, tokens):
 
 
 def cache_line(stdout):
-    m = re.search(r"^K/V cache: .* = ([\d,]+) values = ([\d,]+) bytes per token in fp32; ([\d,]+) tokens: ([\d,]+) bytes$",
-                  stdout, re.M)
+    m = re.search(r"^K/V cache .* = ([\d,]+) values per token = [\d,]+ B(?: \([^)]*\))? in bf16, ([\d,]+) B.* in fp32; "
+                  r"([\d,]+) tokens: .* in bf16, ([\d,]+) B[^,;]* in fp32$", stdout, re.M)
     return tuple(int(g.replace(",", "")) for g in m.groups()) if m else None
 
 
@@ -135,7 +135,7 @@ def check_cache_size(harness, tmp, name, path, config, sets, L, Hkv, dh, stdout)
     for s in sets:
         cmd += ["--set", s]
     shapes = run(cmd).stdout
-    m = re.search(r"^K/V cache .*= ([\d,]+) values = ([\d,]+) bytes per token in fp32", shapes, re.M)
+    m = re.search(r"^  ([\d,]+) values per token = [\d,]+ B(?: \([^)]*\))? in bf16, ([\d,]+) B", shapes, re.M)
     got = cache_line(stdout)
     want = 4 * 2 * Hkv * dh * L
     ok = got is not None and m is not None and got[1] == want == int(m.group(2).replace(",", "")) \

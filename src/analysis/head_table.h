@@ -7,6 +7,7 @@
 #define HEAD_TABLE_H
 
 #include <stdio.h>
+#include "analysis.h"
 
 /* The causal columns, each (L, H) or NULL (no column): the OV copying score, the normalised
  * effect of patching the head's output, its direct logit attribution. */
@@ -16,9 +17,10 @@ typedef struct {
 } HeadTableCausal;
 
 /* scores (N_PATTERNS, L, H) of the final snapshot; classes, delta, delta_mean, importance (L, H);
+ * marked (L, H): the scores at the task's marked rows (a column "at marked rows"), or NULL;
  * causal may be NULL. */
 void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, const int *classes,
-                      const double *delta, const double *delta_mean, const double *importance,
+                      const MarkedScore *marked, const double *delta, const double *delta_mean, const double *importance,
                       const HeadTableCausal *causal);
 
 #endif

@@ -305,9 +305,9 @@ static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *vo
     printf("tokens:");
     for (int t = 0; t < total; t++) printf("%s %d", t == n ? " |" : "", tokens[t]);
     printf("\n");
-    char line[160];
+    char line[320];
     shapes_kv_cache_line(m->shape, cache.len, line, sizeof line);
-    printf("K/V cache: 2*H_kv*d_head*L = %s\n", line);
+    printf("K/V cache (kept in fp32 here): 2*H_kv*d_head*L = %s\n", line);
     free(order);
     kv_cache_free(&cache);
     free(tokens);

@@ -5,16 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include "inspect.h"
+#include "shapes.h"
 #include "analysis/evaluate.h"
 #include "config/config.h"
 #include "model/model.h"
 #include "results/results.h"
+#include "data/tasks.h"
 #include "data/tokenizer.h"
 #include "base/util.h"
 
 int run_vocab_open(const char *path, Config *cfg, RunVocab *v, UserError *err) {
     *v = (RunVocab){0};
     if (results_read_run_config(path, cfg, err) != ERR_OK) return ERR_USER;
+    v->cfg = *cfg;
     v->is_bytes = cfg->vocab_size >= 256 && cfg->task == TASK_TEXT;
     ResultsReader rd;
     if (results_reader_open(&rd, path, err) != ERR_OK) return ERR_USER;
@@ -42,7 +45,7 @@ void run_vocab_label(const RunVocab *v, int token, char *out, size_t size) {
     if (v->is_bytes && token >= 32 && token < 127) snprintf(out, size, "'%c'", token);
     else if (v->is_bytes && token == '\n') snprintf(out, size, "'\\n'");
     else if (v->has_tok) tokenizer_label(&v->tok, token, out, size);
-    else snprintf(out, size, "%d", token);
+    else task_token_label(&v->cfg, token, out, size);
 }
 
 /* A label cut to at most `cols` characters, then padded with spaces to exactly `cols`. */
@@ -159,19 +162,36 @@ int run_vocab_input(const char *path, const Config *cfg, const RunVocab *voc, co
     return ERR_OK;
 }
 
+/* The width of a label as printed (UTF-8 characters). */
+static int label_width(const RunVocab *v, int token) {
+    char label[64];
+    run_vocab_label(v, token, label, sizeof label);
+    int w = 0;
+    for (const char *s = label; *s; s++) w += ((unsigned char)*s & 0xC0) != 0x80;
+    return w;
+}
+
 /* One head's attention rows: a row per query (its position and token), a column per key it may
- * see; labels are cut to the 4-character columns. */
-static void print_head(const float *map, const int *tokens, int T, int l, int h, const RunVocab *voc) {
-    printf("layer %d head %d: attention of each query (row) to each key (column)\n%14s", l, h, "");
+ * see, `cols` characters each (the longest label, at least a weight's 4, at most 8); with a sink,
+ * a last column "none": what the row sends to nothing, 1 minus its sum. */
+static void print_head(const float *map, const int *tokens, int T, int l, int h, const RunVocab *voc,
+                       int cols, int sink) {
+    printf("layer %d head %d: attention of each query (row) to each key (column)%s\n%14s", l, h,
+           sink ? "; none: to the sink (nothing)" : "", "");
     for (int j = 0; j < T; j++) {
         printf(" ");
-        print_cell(voc, tokens[j], 4);
+        print_cell(voc, tokens[j], cols);
     }
-    printf("\n");
+    printf(sink ? " %*s\n" : "\n", cols, "none");
     for (int i = 0; i < T; i++) {
         printf("  %3d ", i);
         print_cell(voc, tokens[i], 8);
-        for (int j = 0; j <= i; j++) printf(" %.2f", map[(size_t)i * T + j]);
+        double sum = 0;
+        for (int j = 0; j <= i; j++) {
+            printf(" %*.2f", cols, map[(size_t)i * T + j]);
+            sum += map[(size_t)i * T + j];
+        }
+        if (sink) printf("%*s %*.2f", (cols + 1) * (T - 1 - i), "", cols, 1.0 - sum);
         printf("\n");
     }
     printf("\n");
@@ -225,17 +245,23 @@ static void print_report(const InspectArgs *a, const Config *cfg, Model *m, cons
                          const RunVocab *voc) {
     int D = cfg->d_model, H = cfg->n_head, dh = cfg->d_head, E = H * dh, L = cfg->n_layer;
     int W = (H + 2 * m->shape.n_kv_head) * dh;
+    char split[160], heads[160];
+    shapes_split_text(m->shape, T, 0, split, sizeof split);
+    shapes_split_text(m->shape, T, 1, heads, sizeof heads);
     printf("%s: %d tokens; each block computes (runtime shapes, batch 1):\n", a->path, T);
-    printf("  Z [%d, %d] -> QKV [%d, %d] -> Q/K/V per head [%d, %d, %d] -> scores/weights [%d, %d, %d]\n"
-           "  -> O [%d, %d, %d] -> O_cat [%d, %d] -> A [%d, %d]\n\n",
-           T, D, T, W, H, T, dh, H, T, T, H, T, dh, T, E, T, D);
+    printf("  Z [%d, %d] -> QKV [%d, %d] -> %s\n  -> %s\n"
+           "  -> scores/weights [%d, %d, %d] -> O [%d, %d, %d] -> O_cat [%d, %d] -> A [%d, %d]\n\n",
+           T, D, T, W, split, heads, H, T, T, H, T, dh, T, E, T, D);
     print_input(voc, tokens, T);
     float *maps = xcalloc((size_t)L * H * T * T, sizeof(float));
     evaluate_collect_maps(maps, m);
+    int cols = 4;
+    for (int t = 0; t < T; t++) cols = label_width(voc, tokens[t]) > cols ? label_width(voc, tokens[t]) : cols;
+    cols = cols < 8 ? cols : 8;
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             if ((a->layer < 0 || a->layer == l) && (a->head < 0 || a->head == h))
-                print_head(maps + ((size_t)l * H + h) * T * T, tokens, T, l, h, voc);
+                print_head(maps + ((size_t)l * H + h) * T * T, tokens, T, l, h, voc, cols, cfg->sink);
     const float *logits = m->act.logits + (size_t)(T - 1) * cfg->vocab_size;
     print_top(logits, cfg->vocab_size, a->top, voc);
     if (a->logits) {

@@ -12,6 +12,7 @@
 /* How a stored run's tokens read: bytes (text task), SentencePiece pieces (a tokens run with a
  * stored /tokenizer/model), or bare ids. Shared with `harness generate`. */
 typedef struct {
+    Config cfg; /* the run's: its task names synthetic tokens (task_token_label) */
     int is_bytes;
     Tokenizer tok;
     int has_tok;

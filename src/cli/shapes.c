@@ -38,20 +38,61 @@ size_t kv_cache_bytes_per_token(ModelShape s) {
     return sizeof(float) * (size_t)model_cost(s).kv_cache_values;
 }
 
+/* 65536 -> "65,536 B (64 KiB)": the exact bytes, and whole KiB, MiB or GiB where they are one. */
+static const char *binary_units(double bytes, char *buf, int size) {
+    static const char *const unit[] = {"GiB", "MiB", "KiB"};
+    char n[32], m[32]; /* grouped digits of a double below 1e30 fit */
+    for (int i = 0; i < 3; i++) {
+        double scale = (double)(1ull << (10 * (3 - i)));
+        if (bytes >= scale && bytes == scale * (double)(long long)(bytes / scale)) {
+            snprintf(buf, (size_t)size, "%s B (%s %s)", grouped(bytes, m, 32), grouped(bytes / scale, n, 32),
+                     unit[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, (size_t)size, "%s B", grouped(bytes, n, 32));
+    return buf;
+}
+
 void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size) {
-    char a[32], b[32], c[32], d[32];
-    size_t per_token = kv_cache_bytes_per_token(s);
-    snprintf(buf, size, "%s values = %s bytes per token in fp32; %s tokens: %s bytes",
-             grouped(model_cost(s).kv_cache_values, a, 32), grouped((double)per_token, b, 32),
-             grouped(tokens, c, 32), grouped((double)per_token * tokens, d, 32));
+    char a[96], b[96], c[96], d[96], e[96], f[96];
+    const double values = model_cost(s).kv_cache_values;
+    snprintf(buf, size, "%s values per token = %s in bf16, %s in fp32; %s tokens: %s in bf16, %s in fp32",
+             grouped(values, a, 96), binary_units(2 * values, b, 96), binary_units(sizeof(float) * values, c, 96),
+             grouped(tokens, d, 96), binary_units(2 * values * tokens, e, 96),
+             binary_units(sizeof(float) * values * tokens, f, 96));
+}
+
+void shapes_split_text(ModelShape s, int T, int per_head, char *buf, size_t size) {
+    const int H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head;
+    if (per_head && Hkv == H) snprintf(buf, size, "Q/K/V per head [%d, %d, %d] each", H, T, dh);
+    else if (per_head)
+        snprintf(buf, size, "Q per head [%d, %d, %d], K/V per head [%d, %d, %d] each", H, T, dh, Hkv, T, dh);
+    else if (Hkv == H) snprintf(buf, size, "Q/K/V [%d, %d] each", T, H * dh);
+    else snprintf(buf, size, "Q [%d, %d], K/V [%d, %d] each", T, H * dh, T, Hkv * dh);
+}
+
+void shapes_attention_text(ModelShape s, char *buf, size_t size) {
+    static const char *const pos_names[] = {"learned positions", "rotary",
+                                            "shortformer (learned positions on the Q/K input only)",
+                                            "no positions"};
+    const int H = s.n_head, Hkv = s.n_kv_head;
+    int n = snprintf(buf, size, "%s K/V heads H_kv=%d%s; %s",
+                     Hkv == H   ? "multi-head,"
+                     : Hkv == 1 ? "multi-query,"
+                                : "grouped-query,",
+                     Hkv, Hkv == H ? "" : " (each shared by H/H_kv query heads)", pos_names[s.pos]);
+    if (s.pos == POS_ROPE && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " on the first %d of %d dims per head, base %g", s.rope_dims,
+                      s.d_head, s.rope_base);
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "%s%s", s.output_gate ? "; sigmoid output gate" : "",
+                 s.sink ? "; attention sink (a head may attend to nothing)" : "");
 }
 
 /* The config's shape in two lines: sizes, then the attention's kind. */
 static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
-    const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, E = H * dh;
-    static const char *const pos_names[] = {"learned positions", "rotary",
-                                            "shortformer (learned positions on the Q/K input only)",
-                                            "no positions"};
+    const int D = s.d_model, H = s.n_head, dh = s.d_head, E = H * dh;
     fprintf(out,
             "%s: d_model D=%d, n_head H=%d, d_head=%d, E=H*d_head=%d%s, n_layer L=%d, "
             "seq_len T=%d, vocab V=%d\n",
@@ -60,41 +101,62 @@ static void print_summary(const Config *cfg, ModelShape s, FILE *out) {
             : E > D ? " (> D)"
                     : " (< D)",
             s.n_layer, s.seq_len, s.vocab_size);
-    fprintf(out, "attention: %s K/V heads H_kv=%d%s; %s",
-            Hkv == H   ? "multi-head,"
-            : Hkv == 1 ? "multi-query,"
-                       : "grouped-query,",
-            Hkv, Hkv == H ? "" : " (each shared by H/H_kv query heads)", pos_names[s.pos]);
-    if (s.pos == POS_ROPE)
-        fprintf(out, " on the first %d of %d dims per head, base %g", s.rope_dims, dh, s.rope_base);
-    fprintf(out, "%s\n\n", s.output_gate ? "; sigmoid output gate" : "");
+    char attention[256];
+    shapes_attention_text(s, attention, sizeof attention);
+    fprintf(out, "attention: %s\n\n", attention);
+}
+
+/* One row of the mainline: name, symbolic shape, its sizes, what makes it. */
+static void block_row(FILE *out, const char *name, const char *symbols, const char *sizes, const char *what) {
+    fprintf(out, "  %-8s %-17s = %-22s %s\n", name, symbols, sizes, what);
 }
 
 /* One block's tensors for one sequence, then the K/V cache of generation. */
 static void print_block(ModelShape s, FILE *out) {
     const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
-    const int E = H * dh, W = (H + 2 * Hkv) * dh;
+    const int E = H * dh, W = (H + 2 * Hkv) * dh, mha = Hkv == H;
+    char v[96], w[160];
     fprintf(out, "one block, one sequence (the mainline):\n");
-    fprintf(out, "  Z       [T,D]      = [%d, %d]          LN(h)\n", T, D);
-    const char *qkv_cols = Hkv == H ? "3E" : "(H+2H_kv)d_h";
-    int pad = 7 - (int)strlen(qkv_cols); /* "=" under the rows below, where the label leaves room */
-    fprintf(out, "  QKV     [T,%s]%*s= [%d, %d]          Z . W_qkv [%d, %d] + b_qkv\n", qkv_cols,
-            pad > 1 ? pad : 1, "", T, W, D, W);
-    if (Hkv == H) fprintf(out, "  Q/K/V   [H,T,d_h]  = [%d, %d, %d] each\n", H, T, dh);
-    else
-        fprintf(out, "  Q [H,T,d_h] = [%d, %d, %d];  K/V [H_kv,T,d_h] = [%d, %d, %d] each\n", H, T, dh, Hkv,
-                T, dh);
-    fprintf(out, "  scores  [H,T,T]    = [%d, %d, %d]      Q.K^T / sqrt(%d) + causal mask\n", H, T, T, dh);
-    fprintf(out, "  weights [H,T,T]    = [%d, %d, %d]      softmax over keys: the attention maps\n", H, T, T);
-    fprintf(out, "  O       [H,T,d_h]  = [%d, %d, %d]      weights . V\n", H, T, dh);
-    fprintf(out, "  O_cat   [T,E]      = [%d, %d]          heads concatenated%s\n", T, E,
-            s.output_gate ? ", times sigmoid(Z . W_gate + b_gate)" : "");
-    fprintf(out, "  A       [T,D]      = [%d, %d]          O_cat . W_o [%d, %d] + b_o, added to h\n\n", T, D,
-            E, D);
-    char cache[160], a[32];
+    snprintf(v, sizeof v, "[%d, %d]", T, D);
+    block_row(out, "Z", "[T,D]", v, "LN(h)");
+    snprintf(v, sizeof v, "[%d, %d]", T, W);
+    snprintf(w, sizeof w, "Z . W_qkv [%d, %d] + b_qkv", D, W);
+    block_row(out, "QKV", mha ? "[T,3E]" : "[T,(H+2H_kv)d_h]", v, w);
+    snprintf(v, sizeof v, "[%d, %d]%s", T, E, mha ? " each" : "");
+    block_row(out, mha ? "Q, K, V" : "Q", "[T,E]", v, mha ? "QKV's columns, E each" : "QKV's first E columns");
+    if (!mha) {
+        snprintf(v, sizeof v, "[%d, %d] each", T, Hkv * dh);
+        block_row(out, "K, V", "[T,H_kv*d_h]", v, "QKV's next H_kv*d_h columns, then the last");
+    }
+    snprintf(v, sizeof v, "[%d, %d, %d]%s", H, T, dh, mha ? " each" : "");
+    snprintf(w, sizeof w, "the head view: each head its block of d_h = %d columns", dh);
+    block_row(out, mha ? "Q, K, V" : "Q", "[H,T,d_h]", v, w);
+    if (!mha) {
+        snprintf(v, sizeof v, "[%d, %d, %d] each", Hkv, T, dh);
+        snprintf(w, sizeof w, "K/V heads, each shared by H/H_kv = %d query heads", H / Hkv);
+        block_row(out, "K, V", "[H_kv,T,d_h]", v, w);
+    }
+    snprintf(v, sizeof v, "[%d, %d, %d]", H, T, T);
+    snprintf(w, sizeof w, "Q.K^T / sqrt(%d) + causal mask", dh);
+    block_row(out, "scores", "[H,T,T]", v, w);
+    block_row(out, "weights", "[H,T,T]", v, "softmax over keys: the attention maps");
+    snprintf(v, sizeof v, "[%d, %d, %d]", H, T, dh);
+    block_row(out, "O", "[H,T,d_h]", v, "weights . V");
+    snprintf(v, sizeof v, "[%d, %d]", T, E);
+    block_row(out, "O_cat", "[T,E]", v,
+              s.output_gate ? "heads concatenated, times sigmoid(Z . W_gate + b_gate)" : "heads concatenated");
+    snprintf(v, sizeof v, "[%d, %d]", T, D);
+    snprintf(w, sizeof w, "O_cat . W_o [%d, %d] + b_o, added to h", E, D);
+    block_row(out, "A", "[T,D]", v, w);
+    char cache[320], all_heads[96], one_head[96];
     shapes_kv_cache_line(s, T, cache, sizeof cache);
-    fprintf(out, "K/V cache (harness generate's): 2*H_kv*d_head*L = %s (%s bytes per token in bf16)\n\n",
-            cache, grouped(2 * model_cost(s).kv_cache_values, a, 32));
+    ModelShape mha_shape = s, mqa_shape = s;
+    mha_shape.n_kv_head = H;
+    mqa_shape.n_kv_head = 1;
+    fprintf(out, "\nK/V cache, 2*H_kv*d_head*L values per token (harness generate keeps fp32):\n  %s\n", cache);
+    fprintf(out, "  per token in bf16 with H_kv = H = %d (MHA): %s; with H_kv = 1 (MQA): %s\n\n", H,
+            binary_units(2 * model_cost(mha_shape).kv_cache_values, all_heads, 96),
+            binary_units(2 * model_cost(mqa_shape).kv_cache_values, one_head, 96));
 }
 
 /* A row of a table: its label, its per-layer value (< 0: "-", a whole-model part) and its

@@ -18,6 +18,8 @@
 #define CONFIG_HEADS_KEPT_MAX 512 /* train.heads_kept: "3,5", a count per layer */
 #define CONFIG_MAX_LAYERS 64      /* model.n_layer's upper end */
 #define CONFIG_MAX_PROBE_TEXTS 8
+#define CONFIG_TRAIN_SEQ_LEN_MAX 65536     /* the longest context a run trains on */
+#define CONFIG_SHAPES_SEQ_LEN_MAX 16777216 /* model.seq_len's upper end: what --shapes can size */
 #define CONFIG_MAX_KEYS 64
 /* data.path of the text task when none is given: a text every Debian machine has (--keys says so) */
 #define CONFIG_DEFAULT_TEXT_PATH "/usr/share/common-licenses/GPL-3"
@@ -102,6 +104,9 @@ int config_resolve(Config *cfg, UserError *err);
 /* Check the cross-field rules of a resolved config (files named by it must be readable);
  * changes nothing. */
 int config_validate(const Config *cfg, UserError *err);
+/* The rules that hold only for a run that trains, beyond config_validate (which --shapes also
+ * takes): model.seq_len at most CONFIG_TRAIN_SEQ_LEN_MAX. */
+int config_validate_training(const Config *cfg, UserError *err);
 /* train.heads_kept of a validated config: kept[l] = the heads layer l trains (its first ones),
  * for l < n_layer. Returns 0 (kept untouched) when the key is empty: every head trains. */
 int config_heads_kept(const Config *cfg, int kept[CONFIG_MAX_LAYERS]);

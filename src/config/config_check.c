@@ -206,6 +206,15 @@ int config_resolve(Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
+int config_validate_training(const Config *cfg, UserError *err) {
+    if (cfg->seq_len > CONFIG_TRAIN_SEQ_LEN_MAX)
+        return key_fail(cfg, err, key_id("model", "seq_len"),
+                        "model.seq_len %d is longer than a run can train (at most %d); harness --shapes "
+                        "sizes it without training",
+                        cfg->seq_len, CONFIG_TRAIN_SEQ_LEN_MAX);
+    return ERR_OK;
+}
+
 int config_validate(const Config *cfg, UserError *err) {
     CHECK(cfg->resolved); /* config_resolve fills in what the checks read */
     int vocab = key_id("model", "vocab_size");

@@ -62,7 +62,8 @@ const ConfigKey config_keys[] = {
     INT_KEY("model", "d_head", d_head, 0, 0, 65536, "0 = d_model / n_head",
             "width of each head; E = n_head * d_head may differ from d_model"),
     INT_KEY("model", "n_layer", n_layer, 2, 1, CONFIG_MAX_LAYERS, NULL, "layers L"),
-    INT_KEY("model", "seq_len", seq_len, 64, 1, 65536, NULL, "context length T (also the rows of pos_emb)"),
+    INT_KEY("model", "seq_len", seq_len, 64, 1, CONFIG_SHAPES_SEQ_LEN_MAX, NULL,
+            "context length T (also the rows of pos_emb); training takes at most 65536, --shapes more"),
     INT_KEY(
         "model", "n_kv_head", n_kv_head, 0, 0, 4096, "0 = n_head",
         "K/V heads H_kv: n_head = multi-head, fewer = grouped-query, 1 = multi-query; must divide n_head"),

@@ -161,6 +161,24 @@ static int load_tokenizer(Task *task, const Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
+int task_two_source_symbols(int vocab_size) {
+    int s = 1;
+    while (2 + 2 * (s + 1) + (s + 1) * (s + 1) <= vocab_size) s++;
+    return s;
+}
+
+void task_token_label(const Config *cfg, int token, char *out, size_t size) {
+    const int s = task_two_source_symbols(cfg->vocab_size);
+    if (cfg->task == TASK_TWO_SOURCE && token == BOS) snprintf(out, size, "BOS");
+    else if (cfg->task == TASK_TWO_SOURCE && token == SEP) snprintf(out, size, "=");
+    else if (cfg->task == TASK_TWO_SOURCE && token < 2 + s) snprintf(out, size, "a%d", token - 2);
+    else if (cfg->task == TASK_TWO_SOURCE && token < 2 + 2 * s) snprintf(out, size, "b%d", token - 2 - s);
+    else if (cfg->task == TASK_TWO_SOURCE && token < 2 + 2 * s + s * s)
+        snprintf(out, size, "(%d,%d)", (token - 2 - 2 * s) / s, (token - 2 - 2 * s) % s);
+    else if (cfg->task == TASK_INDUCTION && token == BOS) snprintf(out, size, "BOS");
+    else snprintf(out, size, "%d", token);
+}
+
 int task_open(Task *task, const Config *cfg, UserError *err) {
     memset(task, 0, sizeof *task);
     task->cfg = cfg;
@@ -172,8 +190,7 @@ int task_open(Task *task, const Config *cfg, UserError *err) {
         return rc;
     }
     if (cfg->task == TASK_TWO_SOURCE) {
-        int s = 1;
-        while (2 + 2 * (s + 1) + (s + 1) * (s + 1) <= cfg->vocab_size) s++;
+        int s = task_two_source_symbols(cfg->vocab_size);
         if (2 + 2 * s + s * s > cfg->vocab_size || cfg->seq_len < 5)
             return config_key_error(cfg, "model.vocab_size", err,
                                     "the two_source task needs vocab_size >= 6 and seq_len >= 5");
@@ -425,13 +442,16 @@ void task_probes(const Task *task, Probes *out) {
     out->T = T;
     out->tokens = xcalloc((size_t)P * T, sizeof(int));
     out->labels = NULL;
+    out->marked = NULL;
     Rng rng = rng_stream((uint64_t)cfg->seed, RNG_PROBE, 0);
     if (!task->file_tokens) {
         Batch one;
         batch_alloc(&one, 1, T);
+        out->marked = xcalloc((size_t)P * T, 1);
         for (int p = 0; p < P; p++) {
             synthetic_row(task, one.inputs, one.targets, one.mask, T, &rng);
             memcpy(out->tokens + (size_t)p * T, one.inputs, sizeof(int) * T);
+            for (int t = 0; t < T; t++) out->marked[(size_t)p * T + t] = one.mask[t] != 0.0f;
         }
         batch_free(&one);
         return;
@@ -460,5 +480,6 @@ void probes_free(Probes *p) {
         for (int i = 0; i < p->P; i++) free(p->labels[i]);
     free(p->labels);
     free(p->tokens);
+    free(p->marked);
     memset(p, 0, sizeof *p);
 }

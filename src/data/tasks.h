@@ -44,6 +44,13 @@ typedef struct {
 } Task;
 
 int task_open(Task *task, const Config *cfg, UserError *err);
+
+/* two_source: S, the symbols per slot for a vocabulary, the largest with 2 + 2S + S^2 <= V
+ * (ids: 0 BOS, 1 "=", a0 … a(S-1), b0 … b(S-1), then the S^2 pair tokens (a,b)). */
+int task_two_source_symbols(int vocab_size);
+/* A synthetic task's token as the task names it (the labels scripts/plot draws): two_source
+ * "BOS", "=", "a4", "b4", "(4,2)"; induction "BOS" or the id; any other task the id. */
+void task_token_label(const Config *cfg, int token, char *out, size_t size);
 void task_close(Task *task);
 
 void batch_alloc(Batch *b, int B, int T);
@@ -82,11 +89,14 @@ void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, in
 
 /* Probe sequences for the attention maps: P sequences of one length T_p (tokens (P, T_p)),
  * and for the text task, or the tokens task with a tokenizer, their (decoded) text (labels[p],
- * NUL-terminated; NULL otherwise). */
+ * NUL-terminated; NULL otherwise). The synthetic tasks mark the rows their loss is taken at
+ * (marked (P, T_p), 1 or 0: two_source the "=" queries, induction the queries whose next token
+ * repeats); the file tasks take it everywhere (marked NULL). */
 typedef struct {
     int P, T;
     int *tokens;
     char **labels;
+    unsigned char *marked;
 } Probes;
 void task_probes(const Task *task, Probes *out);
 void probes_free(Probes *p);

@@ -66,6 +66,10 @@ static const DocRow ROWS[] = {
     {"/probe/tokens",
      {"the probe sequences the attention maps and pattern scores are measured on", "token id",
       DIMS("probe", "position"), NULL, NULL}},
+    {"/probe/marked",
+     {"synthetic tasks: 1 at the probe positions where the task takes its loss (two_source: the '=' "
+      "queries; induction: the queries whose next token repeats), else 0",
+      "1", DIMS("probe", "position"), NULL, NULL}},
     {"/probe/labels",
      {"text task: each probe's text (bytes as characters); tokens task with a tokenizer: "
       "each probe decoded to text",
@@ -109,6 +113,19 @@ static const DocRow ROWS[] = {
      {"class of each head at the last snapshot: the pattern scoring above 0.5 (the highest), "
       "else mixed",
       "none", DIMS("layer", "head"), NULL, NULL}},
+    {"/scores/marked_class",
+     {"synthetic tasks: class of each head at the last snapshot over only the queries the task marks (its "
+      "loss rows: two_source's '=' queries, induction's repeats): marked_top where marked_score > 0.5, "
+      "else mixed",
+      "none", DIMS("layer", "head"), NULL, NULL}},
+    {"/scores/marked_top",
+     {"synthetic tasks: the highest score at the marked queries: a pattern above, or 'k back' (the mean "
+      "weight on the key k >= 2 positions back, the best k)",
+      "none", DIMS("layer", "head"), NULL, NULL}},
+    {"/scores/marked_score",
+     {"synthetic tasks: marked_top's score, a mean over the marked queries (induction and duplicate over "
+      "those whose token occurred before)",
+      "1", DIMS("layer", "head"), NULL, NULL}},
     {"/heads/ablation_delta",
      {"held-out loss with the head's output zeroed minus the loss with every head on", "nats",
       DIMS("layer", "head"), NULL, NULL}},

@@ -30,6 +30,35 @@ int results_write_probes(Results *r, const Probes *probes, UserError *err) {
     int rc = results_write_array(r, "/probe/tokens", probes->tokens, 1, 2, dims, err);
     if (rc == ERR_OK && probes->labels)
         rc = results_write_strings(r, "/probe/labels", (const char *const *)probes->labels, 1, dims, err);
+    if (rc == ERR_OK && probes->marked) {
+        size_t n = (size_t)probes->P * probes->T;
+        int *marked = xcalloc(n, sizeof(int));
+        for (size_t i = 0; i < n; i++) marked[i] = probes->marked[i];
+        rc = results_write_array(r, "/probe/marked", marked, 1, 2, dims, err);
+        free(marked);
+    }
+    return rc;
+}
+
+/* /scores/marked_class, marked_top, marked_score (L, H): the last snapshot at the marked rows. */
+static int write_marked(Results *r, const MarkedScore *m, int LH, const uint64_t *dims, UserError *err) {
+    char(*names)[2][32] = xcalloc((size_t)LH, sizeof *names);
+    const char **cls = xcalloc((size_t)LH, sizeof(char *)), **top = xcalloc((size_t)LH, sizeof(char *));
+    float *score = xcalloc((size_t)LH, sizeof(float));
+    for (int lh = 0; lh < LH; lh++) {
+        analysis_marked_name(&m[lh], 0, names[lh][0], sizeof names[lh][0]);
+        analysis_marked_name(&m[lh], 1, names[lh][1], sizeof names[lh][1]);
+        cls[lh] = names[lh][0];
+        top[lh] = names[lh][1];
+        score[lh] = (float)m[lh].score;
+    }
+    int rc = results_write_strings(r, "/scores/marked_class", cls, 2, dims, err);
+    if (rc == ERR_OK) rc = results_write_strings(r, "/scores/marked_top", top, 2, dims, err);
+    if (rc == ERR_OK) rc = results_write_array(r, "/scores/marked_score", score, 0, 2, dims, err);
+    free(names);
+    free(cls);
+    free(top);
+    free(score);
     return rc;
 }
 
@@ -53,6 +82,7 @@ int results_write_snapshots(Results *r, const Snapshots *s, UserError *err) {
     for (int lh = 0; lh < LH; lh++) classes[lh] = analysis_class_name(s->classes[lh]);
     if (rc == ERR_OK) rc = results_write_strings(r, "/scores/class", classes, 2, dims + 1, err);
     free(classes);
+    if (rc == ERR_OK && s->marked_scores) rc = write_marked(r, s->marked_scores, LH, dims + 1, err);
     return rc;
 }
 

@@ -149,8 +149,8 @@ static void state_init(RunState *st, Model *m, const Task *task, const Config *c
     memset(st, 0, sizeof *st);
     task_probes(task, &st->probes);
     CHECK(st->probes.P <= m->max_batch);
-    snapshots_init(&st->snapshots, m->shape.n_layer, m->shape.n_head, st->probes.tokens, st->probes.P,
-                   st->probes.T);
+    snapshots_init(&st->snapshots, m->shape.n_layer, m->shape.n_head, st->probes.tokens, st->probes.marked,
+                   st->probes.P, st->probes.T);
     evaluator_heldout(&st->heldout, task, cfg);
     st->maps = xcalloc(st->snapshots.map_floats, sizeof(float));
     st->tokenizer = task->tokenizer;
@@ -281,7 +281,7 @@ static int write_analysis(const RunState *st, const Model *m, const HeadStudy *s
                                     patching ? patching->dla.head : NULL};
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         study->delta_zero, study->delta_mean, study->importance, &causal);
+                         st->snapshots.marked_scores, study->delta_zero, study->delta_mean, study->importance, &causal);
     if (rc == ERR_OK) rc = results_write_study(res, study, err);
     if (rc == ERR_OK) head_study_print(study, stdout);
     if (rc == ERR_OK) head_l0_print(&st->gates, stdout);

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 
 from . import causalplots, gnuplot, heatmaps, studyplots
-from ..core import cli, tokens
+from ..core import cli, tokens, words
 from ..read import results
 from ..report.report_run import formation_steps
 
@@ -34,8 +34,9 @@ PATTERN_MEANING = {
 
 def describe(f, run_name):
     c = {k: results.text(v) if isinstance(v, bytes) else v for k, v in f["config"].attrs.items()}
-    return (f"{run_name}: {c.get('task', '?')}, d_model {c.get('d_model')}, {c.get('n_head')} heads "
-            f"of {c.get('d_head')}, {c.get('n_layer')} layers, {c.get('steps')} steps, "
+    return (f"{run_name}: {c.get('task', '?')}, d_model {c.get('d_model')}, "
+            f"{words.plural(int(c.get('n_head', 0)), 'head')} of {c.get('d_head')}, "
+            f"{words.plural(int(c.get('n_layer', 0)), 'layer')}, {words.plural(int(c.get('steps', 0)), 'step')}, "
             f"seed {c.get('seed')}")
 
 
@@ -117,10 +118,15 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
     sy = lambda px: 1.0 - px / height  # from the top
 
     every = max(1, math.ceil(T / max(1, panel // 9)))
+    marked = [int(x) for x in f["probe/marked"][probe][:T]] if "probe/marked" in f else []
+    marked_class = results.read_marked(f)
     if chars:
         tics = ", ".join(f"{gnuplot.gp_string(chars[i])} {i}" for i in range(0, T, every))
+        # rows: the task's marked queries (where its loss is taken) when it marks some, else every k-th
+        rows = [i for i in range(T) if i == 0 or marked[i]] if any(marked) else range(0, T, every)
+        row_tics = ", ".join(f"{gnuplot.gp_string(chars[i])} {i}" for i in rows)
         tic_cmd = (f"set xtics ({tics}) scale 0 font ',7'{' rotate by 90 right' if wide else ''}"
-                   f"\nset ytics ({tics}) scale 0 font ',7'")
+                   f"\nset ytics ({row_tics}) scale 0 font ',7'")
     else:
         step_t = 8 if T > 32 else 4 if T > 8 else 1
         tic_cmd = f"set xtics 0,{step_t} scale 0.5 font ',8'\nset ytics 0,{step_t} scale 0.5 font ',8'"
@@ -162,6 +168,12 @@ def plot_attention(f, layer, si, probe, run_name, out, tmp, scores, classes):
             title = f"head {h}: {klass} {scores[klass][si, layer, h]:.2f}"
         else:
             title = f"head {h}: {klass} (top {best} {value:.2f})"
+        if marked_class and si == len(f["attn/step"]) - 1:  # /scores/marked_* are the last snapshot's
+            # the class at the task's marked rows, in the longest wording the panel has room for
+            for extra in (f"; at marked rows {marked_class[layer][h]}", f"; marked: {marked_class[layer][h]}"):
+                if len(title + extra) * 7 <= panel:
+                    title += extra
+                    break
         lines += [
             f"set lmargin at screen {sx(x0)}", f"set rmargin at screen {sx(x0 + panel)}",
             f"set tmargin at screen {sy(y0 + 22)}", f"set bmargin at screen {sy(y0 + panel)}",

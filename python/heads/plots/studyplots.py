@@ -57,8 +57,9 @@ def plot_pruning_curves(f, run_name, out, tmp):
         path = os.path.join(tmp, f"prune_{c}.txt")
         gp.write_columns(path, ["heads_left", "eval_loss"], zip(left, loss))
         needed = pruning.heads_needed(left, loss)  # the default tolerance: a run has no other
+        title = f"{pruning.CRITERION_TEXT[c]}: {plural(needed, 'head')} needed"
         parts.append(f"{gp.gp_string(path)} using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb "
-                     f"'{CURVE_COLOURS[c]}' title {gp.gp_string(f'{pruning.CRITERION_TEXT[c]}: {needed} heads needed')}")
+                     f"'{CURVE_COLOURS[c]}' title {gp.gp_string(title)}")
     parts.append(f"{pruning.loss_limit(base)} with lines dt 2 lw 1 lc rgb '#555555' title "
                  f"'unpruned loss + {pruning.tolerance_text()} (the heads-needed tolerance)'")
     one = ""

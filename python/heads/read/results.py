@@ -115,6 +115,19 @@ def read_classes(f):
     return [[text(x) for x in row] for row in np.atleast_2d(data)]
 
 
+def read_marked(f):
+    """The class at the task's marked rows (/scores/marked_*) as a [L][H] list of str, as the
+    console's head table prints it: "prev 0.76", or "mixed (2 back 0.50)" where no pattern passes
+    0.5 there; [] for a run without marked rows (text, tokens)."""
+    if "scores/marked_class" not in f:
+        return []
+    cls = np.atleast_2d(f["scores/marked_class"][()])
+    top = np.atleast_2d(f["scores/marked_top"][()])
+    score = np.atleast_2d(f["scores/marked_score"][()])
+    return [[f"{text(t)} {s:.2f}" if text(c) != "mixed" else f"mixed ({text(t)} {s:.2f})"
+             for c, t, s in zip(cr, tr, sr)] for cr, tr, sr in zip(cls, top, score)]
+
+
 def read_strings(f, path):
     """A string dataset or attribute (e.g. /probe/labels) as a list of str, or None."""
     if path in f:

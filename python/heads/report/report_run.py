@@ -115,7 +115,8 @@ def _probes(f, cfg, P, T):
         ids = [int(x) for x in f["probe/tokens"][p][:T]] if "probe/tokens" in f else list(range(T))
         out.append({"tokens": ids,
                     "labels": tok.token_labels(task, int(cfg.get("vocab_size", 0)), ids, pieces),
-                    "text": labels[p] if labels and p < len(labels) else None})
+                    "text": labels[p] if labels and p < len(labels) else None,
+                    "marked": [int(x) for x in f["probe/marked"][p][:T]] if "probe/marked" in f else None})
     legend = ("tokens are the tokenizer's pieces (▁ = space)" if pieces is not None
               else tok.task_legend(task, int(cfg.get("vocab_size", 0))))
     return out, legend
@@ -141,6 +142,7 @@ def read_run(path, map_budget=16 << 20):
         scores = {p: np.asarray(f[f"scores/{p}"][()], dtype=float) for p in PATTERNS
                   if f"scores/{p}" in f}
         d["classes"] = results.read_classes(f)
+        d["marked"] = results.read_marked(f)
         d["heads"] = {}
         for key, title, meaning in HEAD_METRICS:
             if f"heads/{key}" in f:

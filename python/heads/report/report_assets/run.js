@@ -141,19 +141,22 @@ function buildExplorer(D, root) {
     return out;
   }
 
-  function renderAxes(labels) {
+  function renderAxes(labels, marked) {
+    /* rows: the task's marked queries (its loss rows) when it marks some, else every k-th */
     const every = Math.ceil(10 / cell), font = Math.min(11, every * cell - 2);
+    const rowShown = j => marked && marked.some(m => m) ? marked[j] === 1 || j === 0 : j % every === 0;
     xLabels.innerHTML = ""; yLabels.innerHTML = "";
     labels.forEach((t, j) => {
-      if (j % every) return;
-      el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
-      el("span", { style: `top:${j * cell}px;height:${every * cell}px;line-height:${cell}px;font-size:${font}px`, "data-pos": j }, yLabels).textContent = t;
+      if (!(j % every))
+        el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
+      if (rowShown(j))
+        el("span", { style: `top:${j * cell}px;height:${every * cell}px;line-height:${cell}px;font-size:${font}px`, "data-pos": j }, yLabels).textContent = t;
     });
   }
 
   function renderStrip() {
     const pr = D.probes[st.probe];
-    renderAxes(pr.labels);
+    renderAxes(pr.labels, pr.marked);
     strip.innerHTML = "";
     probeLine.textContent = (pr.text ? `probe ${st.probe}: "${pr.text}" — ` : `probe ${st.probe} — `) + D.token_legend;
     pr.labels.forEach((t, j) => {
@@ -272,17 +275,21 @@ function buildHeadTables(D, root) {
   const H = D.classes.length ? D.classes[0].length : D.scores.prev[0][0].length;
   const last = D.score_steps.length - 1;
   const cols = [["layer", "layer"], ["head", "head"], ["class", "class"]];
+  if (D.marked && D.marked.length) cols.push(["marked", "at marked rows"]);
   for (const p of PATTERNS) if (D.scores[p]) cols.push([p, p]);
   for (const k in D.heads) cols.push([k, D.heads[k].title]);
   const rows = [];
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const r = { layer: l, head: h, class: D.classes.length ? D.classes[l][h] : classAt(D, last, l, h) };
+      if (D.marked && D.marked.length) r.marked = D.marked[l][h];
       for (const p of PATTERNS) if (D.scores[p]) r[p] = D.scores[p][last][l][h];
       for (const k in D.heads) r[k] = D.heads[k].values[l][h];
       rows.push(r);
     }
   el("p", { class: "note" }, root, `One row per head; click a column title to sort. Pattern scores at the last snapshot (step ${D.score_steps[last]}). ` +
+     (D.marked && D.marked.length ? "At marked rows: the top score over only the queries where the task takes its loss " +
+      "(two_source: the '=' rows; induction: the repeats), 'k back' the key k positions back; class holds over every query. " : "") +
      Object.values(D.heads).map(m => `${m.title}: ${m.meaning}.`).join(" "));
   const colMax = {};  /* Δloss and importance columns are tinted on their own scales */
   for (const k in D.heads) colMax[k] = Math.max(...rows.map(r => Math.abs(r[k] || 0)));
@@ -380,9 +387,9 @@ function buildScoresOverSteps(D, root) {
 
 function buildRunPage(D) {
   const c = D.config;
-  header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${c.n_head} heads of ${c.d_head}` +
-         (c.n_kv_head && c.n_kv_head !== c.n_head ? ` (${c.n_kv_head} K/V heads)` : "") +
-         `, ${c.n_layer} layers, pos ${c.pos || "learned"}` + (c.output_gate ? ", output gate" : "") +
+  header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${plural(c.n_head, "head")} of ${c.d_head}` +
+         (c.n_kv_head && c.n_kv_head !== c.n_head ? ` (${plural(c.n_kv_head, "K/V head")})` : "") +
+         `, ${plural(c.n_layer, "layer")}, pos ${c.pos || "learned"}` + (c.output_gate ? ", output gate" : "") +
          (c.sink ? ", attention sink" : "") + `, ${c.steps} steps, seed ${c.seed}; status ${D.status}` +
          (D.created ? `; written ${D.created}` : ""));
   const sections = [["explorer", "Attention explorer"], ["heads", "Heads"], ["loss", "Loss"],
