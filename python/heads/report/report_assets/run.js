@@ -142,9 +142,9 @@ function buildExplorer(D, root) {
   }
 
   function renderAxes(labels, marked) {
-    /* rows: the task's marked queries (its loss rows) when it marks some, else every k-th */
+    /* rows: every k-th, and every one of the task's marked queries (its loss rows) */
     const every = Math.ceil(10 / cell), font = Math.min(11, every * cell - 2);
-    const rowShown = j => marked && marked.some(m => m) ? marked[j] === 1 || j === 0 : j % every === 0;
+    const rowShown = j => j % every === 0 || (marked && marked[j] === 1);
     xLabels.innerHTML = ""; yLabels.innerHTML = "";
     labels.forEach((t, j) => {
       if (!(j % every))
