@@ -597,13 +597,13 @@ static void test_importance_evaluator(void) {
     ablation_free(&a);
     prune_normalize_importance(got, NULL, 2, 4, got_norm);
     double after = evaluate_loss(&ev, &m, NULL); /* the study leaves nothing of its gates on the model */
-    test_check("evaluate_loss: the held-out batches' losses weighted by the positions each scores, bit for bit",
-               loss == want_loss,
-               "%.17g, by hand %.17g", loss, want_loss);
     test_check(
-        "importance: |dL/dgate| over the held-out batches weighted as the loss, bit for bit; the loss after it unchanged",
-        !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss),
-        "head 0: %.17g, by hand %.17g", got[0], want[0]);
+        "evaluate_loss: the held-out batches' losses weighted by the positions each scores, bit for bit",
+        loss == want_loss, "%.17g, by hand %.17g", loss, want_loss);
+    test_check("importance: |dL/dgate| over the held-out batches weighted as the loss, bit for bit; the loss "
+               "after it unchanged",
+               !memcmp(got, want, sizeof want) && !memcmp(&after, &loss, sizeof loss),
+               "head 0: %.17g, by hand %.17g", got[0], want[0]);
     int close = 1;
     for (int i = 0; i < LH; i++) close &= fabs(got_norm[i] - want_norm[i]) <= 1e-15;
     test_check("prune_normalize_importance: divided by each layer's L2 norm", close,

@@ -226,7 +226,8 @@ def main():
         check("the time line shows the analysis against the steps",
               "after training" in run.stderr and "% of the steps'" in run.stderr, run.stderr[-300:])
         check_last_lines("4 heads, 2 layers, patching on", run, [
-            r"^time: 40 steps in .*, evaluation [\d.]+ s \(output\.eval_every 20, output\.eval_batches 4\), "
+            r"^time: 40 steps in .*, evaluation [\d.]+ s \(output\.eval_every 20, output\.eval_batches 4: \d+ of "
+            r"the \d+ validation windows\), "
             r"after training [\d.]+ s \(the study, patching, writing\), its CPU time [\d.]+% of the steps'$",
             r"^time: study [\d.]+ s: single-head ablations and importance; pruning curves, 1 of 8 heads a "
             r"step \(output\.prune_step 0\.1; 0 = none\); copying and composition$",

@@ -77,8 +77,8 @@ const char *analysis_class_description(int cls) {
 }
 
 /* The sums over one head's marked rows: the five patterns, and the weight k back for every k. */
-static void marked_sums(double *sum, double *back, const float *maps, const int *tokens, const unsigned char *marked,
-                        int P, int T) {
+static void marked_sums(double *sum, double *back, const float *maps, const int *tokens,
+                        const unsigned char *marked, int P, int T) {
     for (int p = 0; p < P; p++) {
         const float *map = maps + (size_t)p * T * T;
         const int *tok = tokens + (size_t)p * T;
@@ -98,8 +98,8 @@ static void marked_sums(double *sum, double *back, const float *maps, const int 
     }
 }
 
-void analysis_marked_scores(MarkedScore *out, const float *maps, const int *tokens, const unsigned char *marked,
-                            int L, int H, int P, int T) {
+void analysis_marked_scores(MarkedScore *out, const float *maps, const int *tokens,
+                            const unsigned char *marked, int L, int H, int P, int T) {
     double n_rows = 0, n_repeats = 0;
     double *n_back = xcalloc((size_t)T, sizeof(double)), *back = xcalloc((size_t)T, sizeof(double));
     for (int p = 0; p < P; p++)
@@ -139,8 +139,8 @@ void analysis_marked_name(const MarkedScore *m, int which, char *buf, size_t siz
     else snprintf(buf, size, "%s", analysis_class_name(k));
 }
 
-void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, const unsigned char *marked, int P,
-                    int T) {
+void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, const unsigned char *marked,
+                    int P, int T) {
     memset(s, 0, sizeof *s);
     s->n_layer = n_layer;
     s->n_head = n_head;
@@ -182,7 +182,8 @@ void snapshots_add(Snapshots *s, int64_t step, const float *maps) {
     analysis_pattern_scores(scores, maps, s->tokens, s->n_layer, s->n_head, s->P, s->T);
     for (size_t lh = 0; lh < LH; lh++) s->classes[lh] = analysis_classify(scores + lh, (int)LH);
     if (s->marked)
-        analysis_marked_scores(s->marked_scores, maps, s->tokens, s->marked, s->n_layer, s->n_head, s->P, s->T);
+        analysis_marked_scores(s->marked_scores, maps, s->tokens, s->marked, s->n_layer, s->n_head, s->P,
+                               s->T);
 }
 
 const double *snapshots_final_scores(const Snapshots *s) {

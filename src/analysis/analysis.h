@@ -41,8 +41,8 @@ typedef struct {
 } MarkedScore;
 enum { MARKED_BACK = N_CLASSES };
 /* out (L, H) for maps (L, H, P, T, T) of probe tokens (P, T) and their marked rows (P, T). */
-void analysis_marked_scores(MarkedScore *out, const float *maps, const int *tokens, const unsigned char *marked,
-                            int L, int H, int P, int T);
+void analysis_marked_scores(MarkedScore *out, const float *maps, const int *tokens,
+                            const unsigned char *marked, int L, int H, int P, int T);
 /* A marked score's class, or its top (which = 0 / 1), by name: "prev", "2 back", "mixed". */
 void analysis_marked_name(const MarkedScore *m, int which, char *buf, size_t size);
 
@@ -50,20 +50,20 @@ void analysis_marked_name(const MarkedScore *m, int which, char *buf, size_t siz
  * scores, and the classes of the latest one (computed once per snapshot). */
 typedef struct {
     int n_layer, n_head, P, T;
-    const int *tokens; /* (P, T) the probes (not owned) */
+    const int *tokens;           /* (P, T) the probes (not owned) */
     const unsigned char *marked; /* (P, T) their marked rows, or NULL (not owned) */
-    size_t map_floats; /* L * H * P * T * T, one snapshot */
+    size_t map_floats;           /* L * H * P * T * T, one snapshot */
     int n, cap;
-    int64_t *steps; /* (S) */
-    float *maps;    /* (S, L, H, P, T, T) */
-    double *scores; /* (S, N_PATTERNS, L, H) */
-    int *classes;   /* (L, H) of the last snapshot */
+    int64_t *steps;             /* (S) */
+    float *maps;                /* (S, L, H, P, T, T) */
+    double *scores;             /* (S, N_PATTERNS, L, H) */
+    int *classes;               /* (L, H) of the last snapshot */
     MarkedScore *marked_scores; /* (L, H) of the last snapshot, with marked rows; else NULL */
 } Snapshots;
 
 /* marked: the probes' marked rows (P, T), or NULL (the task marks every row: no marked scores). */
-void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, const unsigned char *marked, int P,
-                    int T);
+void snapshots_init(Snapshots *s, int n_layer, int n_head, const int *tokens, const unsigned char *marked,
+                    int P, int T);
 void snapshots_free(Snapshots *s);
 /* The bytes n snapshots of (n_layer, n_head, P, T) maps fill (maps, steps, scores) as
  * snapshots_add stores them: what a memory estimate reads. (The capacity it allocates doubles

@@ -15,15 +15,16 @@ static void marked_cell(const MarkedScore *m, char *buf, size_t size) {
 }
 
 void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, const int *classes,
-                      const MarkedScore *marked, const double *delta, const double *delta_mean, const double *importance,
-                      const HeadTableCausal *causal) {
+                      const MarkedScore *marked, const double *delta, const double *delta_mean,
+                      const double *importance, const HeadTableCausal *causal) {
     int L = n_layer, H = n_head, LH = L * H;
     const HeadTableCausal none = {0};
     const HeadTableCausal *c = causal ? causal : &none;
     fprintf(
         out,
         "\nlayer  head  class      top score   %s      Δloss zeroed  Δloss mean-ablated  importance%s%s%s\n",
-        marked ? "at marked rows       " : "", c->copying ? "  copying" : "", c->patching ? "  patching" : "", c->dla ? "      DLA" : "");
+        marked ? "at marked rows       " : "", c->copying ? "  copying" : "", c->patching ? "  patching" : "",
+        c->dla ? "      DLA" : "");
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < H; h++) {
             int i = l * H + h, top = 0;

@@ -20,7 +20,7 @@ typedef struct {
  * marked (L, H): the scores at the task's marked rows (a column "at marked rows"), or NULL;
  * causal may be NULL. */
 void head_table_print(FILE *out, int n_layer, int n_head, const double *scores, const int *classes,
-                      const MarkedScore *marked, const double *delta, const double *delta_mean, const double *importance,
-                      const HeadTableCausal *causal);
+                      const MarkedScore *marked, const double *delta, const double *delta_mean,
+                      const double *importance, const HeadTableCausal *causal);
 
 #endif

@@ -225,7 +225,8 @@ void head_patching_print(const HeadPatching *hp, FILE *out) {
     for (int k = 0; k < N_PATCH_KINDS; k++) {
         const int n = hp->n_layer * hp->heads[k];
         /* a correlation needs two heads that differ; with one there is none to print */
-        if (isfinite(hp->atp_correlation[k])) fprintf(out, " %s %.3f", patch_kind_names[k], hp->atp_correlation[k]);
+        if (isfinite(hp->atp_correlation[k]))
+            fprintf(out, " %s %.3f", patch_kind_names[k], hp->atp_correlation[k]);
         else fprintf(out, " %s none (%s)", patch_kind_names[k], n < 2 ? "one head" : "no spread");
         fputs(k + 1 < N_PATCH_KINDS ? "," : "\n", out);
     }

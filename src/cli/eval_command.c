@@ -41,10 +41,11 @@ static int eval_config(const EvalOptions *o, Config *cfg, UserError *err) {
     cfg->final_eval_batches = o->batches;
     if (!o->file) return ERR_OK;
     if (cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS)
-        return user_error(err, o->path, 0, 0, "--file: the run's task (%s) reads no file; its splits are "
-                          "generated (--split validation|test)", config_task_name(cfg->task));
-    if (strlen(o->file) >= sizeof cfg->data_path)
-        return user_error(err, o->file, 0, 0, "path too long");
+        return user_error(err, o->path, 0, 0,
+                          "--file: the run's task (%s) reads no file; its splits are "
+                          "generated (--split validation|test)",
+                          config_task_name(cfg->task));
+    if (strlen(o->file) >= sizeof cfg->data_path) return user_error(err, o->file, 0, 0, "path too long");
     snprintf(cfg->data_path, sizeof cfg->data_path, "%s", o->file);
     snprintf(cfg->val_path, sizeof cfg->val_path, "%s", o->file);
     cfg->test_path[0] = '\0';
@@ -66,18 +67,21 @@ static void json_string(FILE *out, const char *s) {
 static void print_figure(const EvalOptions *o, const HeldoutFigure *f, int first, FILE *out) {
     const char *name = o->file ? "file" : split_names[f->split];
     if (o->json) {
-        fprintf(out, "%s{\"split\": \"%s\", \"loss\": %.17g, \"tokens\": %.0f, \"windows\": %lld, "
-                     "\"split_windows\": %lld, \"source\": ",
-                first ? "" : ", ", name, f->loss, f->tokens, (long long)f->windows, (long long)f->split_windows);
+        fprintf(out,
+                "%s{\"split\": \"%s\", \"loss\": %.17g, \"tokens\": %.0f, \"windows\": %lld, "
+                "\"split_windows\": %lld, \"source\": ",
+                first ? "" : ", ", name, f->loss, f->tokens, (long long)f->windows,
+                (long long)f->split_windows);
         json_string(out, o->file ? o->file : f->source);
         fprintf(out, ", \"first_token\": %lld}", (long long)f->first_token);
         return;
     }
-    fprintf(out, "%s: %s%s: %.4f nats per token over %s%lld of its %lld windows (%.0f tokens scored",
-            o->path, name, o->file ? "" : " split", f->loss, f->windows == f->split_windows ? "all " : "",
+    fprintf(out, "%s: %s%s: %.4f nats per token over %s%lld of its %lld windows (%.0f tokens scored", o->path,
+            name, o->file ? "" : " split", f->loss, f->windows == f->split_windows ? "all " : "",
             (long long)f->windows, (long long)f->split_windows, f->tokens);
     if (o->file) fprintf(out, "; %s)\n", o->file);
-    else if (strcmp(f->source, "generator")) fprintf(out, "; %s from token %lld)\n", f->source, (long long)f->first_token);
+    else if (strcmp(f->source, "generator"))
+        fprintf(out, "; %s from token %lld)\n", f->source, (long long)f->first_token);
     else fprintf(out, "; its own generator stream)\n");
 }
 
@@ -128,7 +132,8 @@ int eval_main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
             i++;
-            o.split = !strcmp(argv[i], "validation") ? SPLIT_VALIDATION : !strcmp(argv[i], "test") ? SPLIT_TEST
+            o.split = !strcmp(argv[i], "validation") ? SPLIT_VALIDATION
+                      : !strcmp(argv[i], "test")     ? SPLIT_TEST
                       : !strcmp(argv[i], "all")      ? -1
                                                      : -2;
             if (o.split == -2) {
@@ -139,7 +144,8 @@ int eval_main(int argc, char **argv) {
             o.file = argv[++i];
         } else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
             i++;
-            if (strcmp(argv[i], "all") && !util_int_option("eval", "--batches", argv[i], 0, 1 << 30, &o.batches))
+            if (strcmp(argv[i], "all") &&
+                !util_int_option("eval", "--batches", argv[i], 0, 1 << 30, &o.batches))
                 return 2;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             i++;

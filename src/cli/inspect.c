@@ -256,7 +256,8 @@ static void print_report(const InspectArgs *a, const Config *cfg, Model *m, cons
     float *maps = xcalloc((size_t)L * H * T * T, sizeof(float));
     evaluate_collect_maps(maps, m);
     int cols = 4;
-    for (int t = 0; t < T; t++) cols = label_width(voc, tokens[t]) > cols ? label_width(voc, tokens[t]) : cols;
+    for (int t = 0; t < T; t++)
+        cols = label_width(voc, tokens[t]) > cols ? label_width(voc, tokens[t]) : cols;
     cols = cols < 8 ? cols : 8;
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++)

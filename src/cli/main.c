@@ -209,8 +209,8 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
             RunStatus status = RUN_NONE;
             char attention[256];
             shapes_attention_text(model.shape, attention, sizeof attention);
-            fprintf(stderr, "model: %d layers of %d heads of %d over d_model %d; attention: %s\n", cfg.n_layer,
-                    cfg.n_head, cfg.d_head, cfg.d_model, attention);
+            fprintf(stderr, "model: %d layers of %d heads of %d over d_model %d; attention: %s\n",
+                    cfg.n_layer, cfg.n_head, cfg.d_head, cfg.d_model, attention);
             if (train_run(&model, &task, &cfg, overwrite, resume ? &source : NULL, &status, &err) != ERR_OK) {
                 exit_code = report(&err);
                 if (status != RUN_NONE) report_survivor(&cfg); /* it trained, and a write failed */

@@ -58,9 +58,9 @@ void shapes_kv_cache_line(ModelShape s, int tokens, char *buf, size_t size) {
     char a[96], b[96], c[96], d[96], e[96], f[96];
     const double values = model_cost(s).kv_cache_values;
     snprintf(buf, size, "%s values per token = %s in bf16, %s in fp32; %s tokens: %s in bf16, %s in fp32",
-             grouped(values, a, 96), binary_units(2 * values, b, 96), binary_units(sizeof(float) * values, c, 96),
-             grouped(tokens, d, 96), binary_units(2 * values * tokens, e, 96),
-             binary_units(sizeof(float) * values * tokens, f, 96));
+             grouped(values, a, 96), binary_units(2 * values, b, 96),
+             binary_units(sizeof(float) * values, c, 96), grouped(tokens, d, 96),
+             binary_units(2 * values * tokens, e, 96), binary_units(sizeof(float) * values * tokens, f, 96));
 }
 
 void shapes_split_text(ModelShape s, int T, int per_head, char *buf, size_t size) {
@@ -123,7 +123,8 @@ static void print_block(ModelShape s, FILE *out) {
     snprintf(w, sizeof w, "Z . W_qkv [%d, %d] + b_qkv", D, W);
     block_row(out, "QKV", mha ? "[T,3E]" : "[T,(H+2H_kv)d_h]", v, w);
     snprintf(v, sizeof v, "[%d, %d]%s", T, E, mha ? " each" : "");
-    block_row(out, mha ? "Q, K, V" : "Q", "[T,E]", v, mha ? "QKV's columns, E each" : "QKV's first E columns");
+    block_row(out, mha ? "Q, K, V" : "Q", "[T,E]", v,
+              mha ? "QKV's columns, E each" : "QKV's first E columns");
     if (!mha) {
         snprintf(v, sizeof v, "[%d, %d] each", T, Hkv * dh);
         block_row(out, "K, V", "[T,H_kv*d_h]", v, "QKV's next H_kv*d_h columns, then the last");
@@ -144,7 +145,8 @@ static void print_block(ModelShape s, FILE *out) {
     block_row(out, "O", "[H,T,d_h]", v, "weights . V");
     snprintf(v, sizeof v, "[%d, %d]", T, E);
     block_row(out, "O_cat", "[T,E]", v,
-              s.output_gate ? "heads concatenated, times sigmoid(Z . W_gate + b_gate)" : "heads concatenated");
+              s.output_gate ? "heads concatenated, times sigmoid(Z . W_gate + b_gate)"
+                            : "heads concatenated");
     snprintf(v, sizeof v, "[%d, %d]", T, D);
     snprintf(w, sizeof w, "O_cat . W_o [%d, %d] + b_o, added to h", E, D);
     block_row(out, "A", "[T,D]", v, w);
@@ -153,7 +155,8 @@ static void print_block(ModelShape s, FILE *out) {
     ModelShape mha_shape = s, mqa_shape = s;
     mha_shape.n_kv_head = H;
     mqa_shape.n_kv_head = 1;
-    fprintf(out, "\nK/V cache, 2*H_kv*d_head*L values per token (harness generate keeps fp32):\n  %s\n", cache);
+    fprintf(out, "\nK/V cache, 2*H_kv*d_head*L values per token (harness generate keeps fp32):\n  %s\n",
+            cache);
     fprintf(out, "  per token in bf16 with H_kv = H = %d (MHA): %s; with H_kv = 1 (MQA): %s\n\n", H,
             binary_units(2 * model_cost(mha_shape).kv_cache_values, all_heads, 96),
             binary_units(2 * model_cost(mqa_shape).kv_cache_values, one_head, 96));

@@ -60,9 +60,10 @@ typedef struct {
     TaskKind task;
     char data_path[CONFIG_PATH_MAX];
     char val_path[CONFIG_PATH_MAX]; /* file tasks: a separate held-out file ("" = the tail of data_path) */
-    char test_path[CONFIG_PATH_MAX]; /* file tasks: a separate test file ("" = the end of the held-out part) */
-    double test_share;               /* file tasks without test_path: the held-out part's test share */
-    int heldout_sequences;           /* synthetic tasks: sequences in each held-out split */
+    char
+        test_path[CONFIG_PATH_MAX]; /* file tasks: a separate test file ("" = the end of the held-out part) */
+    double test_share;              /* file tasks without test_path: the held-out part's test share */
+    int heldout_sequences;          /* synthetic tasks: sequences in each held-out split */
     char
         tokenizer[CONFIG_PATH_MAX]; /* tokens task: the SentencePiece model that made data_path ("" = none) */
     DataOrder order;
@@ -71,7 +72,8 @@ typedef struct {
     int max_prefix;             /* induction: up to this many random tokens before the segment */
     /* output: */
     char out_path[CONFIG_PATH_MAX];
-    int log_every, eval_every, eval_batches, final_eval_batches, attn_every, probes, probe_len, checkpoint_every;
+    int log_every, eval_every, eval_batches, final_eval_batches, attn_every, probes, probe_len,
+        checkpoint_every;
     int max_memory;                               /* MiB the estimated peak must fit; 0: MemAvailable */
     char probe_text[CONFIG_MAX_PROBE_TEXTS][256]; /* text tasks: fixed probe strings */
     double prune_step;    /* pruning curves: fraction of all heads removed per step; 0 = none */

@@ -37,7 +37,7 @@ _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(i
 #define INT_KEY_ALL(sec, key, f, def, meaning)                                                               \
     {                                                                                                        \
         .section = sec, .name = key, .type = KEY_INT, FIELD(f), .idef = def, .imin = 0, .imax = INT_MAX,     \
-        .note = "0 = every window of the split; the word all says the same", .word0 = "all", .help = meaning                      \
+        .note = "0 = every window of the split; the word all says the same", .word0 = "all", .help = meaning \
     }
 #define FLOAT_KEY(sec, key, f, def, lo, lo_open, hi, hi_open, why, meaning)                                  \
     {                                                                                                        \

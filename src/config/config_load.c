@@ -226,8 +226,9 @@ static int load_scalar(Loader *L, int k, const char *text, size_t len, int plain
     case KEY_INT:
     case KEY_INT64: {
         int64_t v = 0;
-        int r = key->word0 && strlen(key->word0) == len && !memcmp(key->word0, text, len) ? PARSE_OK
-                                                                                       : parse_int(text, len, &v);
+        int r = key->word0 && strlen(key->word0) == len && !memcmp(key->word0, text, len)
+                    ? PARSE_OK
+                    : parse_int(text, len, &v);
         config_describe_range(key, range, sizeof range);
         if (r == PARSE_BAD) return load_fail(L, mark, "%s must be an integer %s, got %s", name, range, shown);
         if (r == PARSE_RANGE || v < key->imin || v > key->imax)

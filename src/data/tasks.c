@@ -87,7 +87,8 @@ int64_t task_estimate_windows(const Config *cfg, Split split) {
     int64_t n[3] = {0, 0, 0}, n_train, n_split[2];
     for (int i = 0; i < 3; i++) {
         struct stat st;
-        if (path[i][0] && stat(path[i], &st) == 0) n[i] = (int64_t)st.st_size / (cfg->task == TASK_TOKENS ? 2 : 1);
+        if (path[i][0] && stat(path[i], &st) == 0)
+            n[i] = (int64_t)st.st_size / (cfg->task == TASK_TOKENS ? 2 : 1);
     }
     split_sizes(cfg, n, &n_train, &n_split[SPLIT_VALIDATION], &n_split[SPLIT_TEST], NULL, 0);
     return n_split[split] > cfg->seq_len ? (n_split[split] - 1) / cfg->seq_len : 0;
@@ -122,7 +123,8 @@ static int load_file(Task *task, const Config *cfg, UserError *err) {
     task->split_tokens[SPLIT_TEST] = n_test;
     task->split_source[SPLIT_VALIDATION] = cfg->val_path[0] ? "data.val_path" : "data.path";
     task->split_offset[SPLIT_VALIDATION] = cfg->val_path[0] ? 0 : n_train;
-    task->split_source[SPLIT_TEST] = cfg->test_path[0] ? "data.test_path" : task->split_source[SPLIT_VALIDATION];
+    task->split_source[SPLIT_TEST] =
+        cfg->test_path[0] ? "data.test_path" : task->split_source[SPLIT_VALIDATION];
     task->split_offset[SPLIT_TEST] = cfg->test_path[0] ? 0 : task->split_offset[SPLIT_VALIDATION] + n_heldout;
     const char *short_key = NULL, *what = "";
     int64_t short_n = 0;
@@ -131,7 +133,9 @@ static int load_file(Task *task, const Config *cfg, UserError *err) {
         short_key = cfg->val_path[0] ? "data.val_path" : "data.path", short_n = n_heldout,
         what = "the validation split";
     else if (n_test < need && (cfg->test_path[0] || (cfg->test_share > 0 && !task->split_note[0])))
-        short_key = cfg->test_path[0] ? "data.test_path" : cfg->val_path[0] ? "data.val_path" : "data.path",
+        short_key = cfg->test_path[0]  ? "data.test_path"
+                    : cfg->val_path[0] ? "data.val_path"
+                                       : "data.path",
         short_n = n_test, what = "the test split";
     if (short_key)
         return config_key_error(cfg, short_key, err,
@@ -408,7 +412,8 @@ void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, in
         const int *in = clean->inputs + (size_t)b * T;
         int *c_in = corrupt->inputs + (size_t)b * T, *c_tg = corrupt->targets + (size_t)b * T;
         if (task->file_tokens) { /* another validation window, not the clean one */
-            const int64_t first = task->split_start[SPLIT_VALIDATION], n_val = task->split_tokens[SPLIT_VALIDATION];
+            const int64_t first = task->split_start[SPLIT_VALIDATION],
+                          n_val = task->split_tokens[SPLIT_VALIDATION];
             for (int tries = 0; tries < 16; tries++) {
                 int64_t start = first + (int64_t)rng_below(&rng, (uint64_t)(n_val - T));
                 file_row(task, start, c_in, c_tg, file_mask, T);

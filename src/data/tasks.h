@@ -20,7 +20,7 @@
 
 typedef struct {
     int B, T;
-    int rows; /* rows allocated; B <= rows (a selection's last batch may be short) */
+    int rows;     /* rows allocated; B <= rows (a selection's last batch may be short) */
     int *inputs;  // (B, T)
     int *targets; // (B, T)
     float *mask;  // (B, T) 1 where the loss is taken

@@ -38,8 +38,7 @@ static const DocRow ROWS[] = {
      {"cross-entropy per scored position over the periodic evaluations' windows of the validation split "
       "(output.eval_batches batches, the same windows each time)",
       "nats", DIMS("evaluation"), NULL, "/eval/step"}},
-    {"/eval/tokens",
-     {"positions that evaluation scored", "tokens", DIMS("evaluation"), NULL, "/eval/step"}},
+    {"/eval/tokens", {"positions that evaluation scored", "tokens", DIMS("evaluation"), NULL, "/eval/step"}},
     {"/heldout/split",
      {"the held-out splits scored at the end of training: validation (what selections may read), then "
       "test (only reported)",

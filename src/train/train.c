@@ -281,7 +281,8 @@ static int write_analysis(const RunState *st, const Model *m, const HeadStudy *s
                                     patching ? patching->dla.head : NULL};
     if (rc == ERR_OK)
         head_table_print(stdout, L, H, snapshots_final_scores(&st->snapshots), st->snapshots.classes,
-                         st->snapshots.marked_scores, study->delta_zero, study->delta_mean, study->importance, &causal);
+                         st->snapshots.marked_scores, study->delta_zero, study->delta_mean, study->importance,
+                         &causal);
     if (rc == ERR_OK) rc = results_write_study(res, study, err);
     if (rc == ERR_OK) head_study_print(study, stdout);
     if (rc == ERR_OK) head_l0_print(&st->gates, stdout);
@@ -317,7 +318,8 @@ static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *tas
     for (int i = 0; i < n; i++) {
         char where[160] = "";
         if (task->file_tokens)
-            snprintf(where, sizeof where, "; %s from token %lld", fig[i].source, (long long)fig[i].first_token);
+            snprintf(where, sizeof where, "; %s from token %lld", fig[i].source,
+                     (long long)fig[i].first_token);
         fprintf(stderr,
                 "final held-out loss, %s split: %.4f nats per token at step %d, %s%lld of its %lld windows "
                 "(%.0f tokens scored; output.final_eval_batches %s%s)\n",
@@ -325,8 +327,9 @@ static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *tas
                 fig[i].windows == fig[i].split_windows ? "all " : "", (long long)fig[i].windows,
                 (long long)fig[i].split_windows, fig[i].tokens, batches, where);
     }
-    if (n < N_SPLITS) fprintf(stderr, "final held-out loss: %s\n", task->split_note[0] ? task->split_note :
-                              "no test split (data.test_share 0)");
+    if (n < N_SPLITS)
+        fprintf(stderr, "final held-out loss: %s\n",
+                task->split_note[0] ? task->split_note : "no test split (data.test_share 0)");
 }
 
 /* The time line's opening: the steps, then the periodic evaluations and what they cover. */
@@ -344,8 +347,9 @@ static void print_steps_line(const Config *cfg, int steps_run, const Session *se
             "CPU time %.1f%% of the steps'\n",
             steps_run, ses->step_s, 1e3 * ses->step_s / steps_run,
             (double)steps_run * cfg->batch_size * cfg->seq_len / ses->step_s, ses->eval_s, cfg->eval_every,
-            batches, (long long)periodic->n_windows, (long long)task_split_windows(periodic->task, SPLIT_VALIDATION),
-            after, 100.0 * after_cpu / ses->step_cpu);
+            batches, (long long)periodic->n_windows,
+            (long long)task_split_windows(periodic->task, SPLIT_VALIDATION), after,
+            100.0 * after_cpu / ses->step_cpu);
 }
 
 /* The run's last lines: each figure says what ran and the key that controls it. The first
