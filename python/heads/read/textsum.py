@@ -1,7 +1,7 @@
 """heads.read.textsum: the text checksum of a results file (format 1.4), as src/results/results_text.c
 computes it: one CRC-32 over every string of the file (every string attribute, config_yaml and
 the /config strings included, and every string dataset), which HDF5 itself checksums nowhere
-(docs/results-format.md#checksums says how, byte for byte). heads.read.verify's reader child checks
+(docs/results-format.md#checksums-format-13 says how, byte for byte). heads.read.verify's reader child checks
 it (text_problem) for every file a command reads; tests that edit a file on purpose reseal it.
 
 Needs only h5py and numpy: it runs inside that child, which imports nothing else of heads.
