@@ -218,3 +218,32 @@ def chosen_text(selection, arm):
     a = selection.arms.get(arm)
     return ", ".join(format_value(plain(x)) for x in a["chosen"]) if a else "n/a"
 
+
+
+def figure_series(selection):
+    """What the tuning figure draws (plot-sweep's tuning.png, the report's chart): the first
+    tuned key on x, one series per arm (and per value of the other tuned keys), each point the
+    validation metric's mean, sample std, n and every seed, and whether it is the chosen value;
+    with log_x: whether x is better on a log scale (numbers > 0 spanning more than 10x, or a
+    learning rate)."""
+    sel = selection
+    key = sel.keys[0]
+    series = []
+    for arm, a in sel.arms.items():
+        rests = list(dict.fromkeys(t["value"][1:] for t in a["tried"]))
+        for rest in rests:
+            points = [{"x": t["value"][0], "mean": t["mean"], "std": t["std"], "n": t["n"],
+                       "values": t["values"], "chosen": t["value"] == a["chosen"]}
+                      for t in a["tried"] if t["value"][1:] == rest]
+            name = label(sel.arm_keys, arm) or "all runs"
+            if rest:
+                name += " (" + label(sel.keys[1:], rest) + ")"
+            series.append({"arm": dict(zip(sel.arm_keys, arm)),
+                           "rest": dict(zip(sel.keys[1:], rest)), "label": name,
+                           "points": points})
+    xs = [p["x"] for sr in series for p in sr["points"]]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    log_x = numeric and min(xs) > 0 and (max(xs) > 10 * min(xs) or short(key) == "lr")
+    return {"key": key, "metric": sel.metric, "split": split_of(sel.metric)[0],
+            "numeric": numeric, "log_x": bool(log_x), "series": series,
+            "x_values": ordered(xs)}
