@@ -158,13 +158,15 @@ def seeds_needed(delta, sd_a, sd_b, power=0.8, alpha=0.05, use_scipy=True):
                 with np.errstate(invalid="ignore"):
                     p = stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
                 return p if p == p else _nct_power(crit, df, nc)
-            if guess > SEEDS_CAP:
+            if guess > SEEDS_CAP or power_at(SEEDS_CAP) < power:
                 return SEEDS_CAP + 1, seeds_method(True)
-            n = 2
-            while power_at(n) < power:
-                n += 1
-                if n > SEEDS_CAP:
-                    return SEEDS_CAP + 1, seeds_method(True)
+            lo, hi = 1, 2  # power rises with n: power_at(lo) < power <= power_at(hi)
+            while power_at(hi) < power:
+                lo, hi = hi, min(2 * hi, SEEDS_CAP)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if power_at(mid) >= power else (mid, hi)
+            n = hi
             return n, seeds_method(True)
         except ImportError:
             pass
@@ -177,7 +179,7 @@ def _nct_power(crit, df, nc):
     from scipy import integrate, stats
     f = lambda v: (stats.norm.sf(crit * math.sqrt(v / df) - nc)
                    + stats.norm.cdf(-crit * math.sqrt(v / df) - nc)) * stats.chi2.pdf(v, df)
-    return integrate.quad(f, 0, np.inf)[0]
+    return integrate.quad(f, stats.chi2.ppf(1e-12, df), stats.chi2.ppf(1 - 1e-12, df))[0]
 
 
 def seeds_method(use_scipy=True):
