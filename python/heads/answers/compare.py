@@ -16,9 +16,9 @@ import os
 from ..read import causal, pruning, results
 from ..core import configs, stats
 from ..core.cli import UserError
+from . import tuning
 from .sweepaxes import HEAD_KEYS, LAYOUT, OWN_COLUMNS, Layout, label, short, tolerance_of
 from ..core.words import fmt_p, plural
-
 
 
 def fmt_int(v):
@@ -102,11 +102,29 @@ def nan_none(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=None, floor=None):
+def seeds_text(n):
+    return "n/a" if n is None else f"> {stats.SEEDS_CAP:,}" if n > stats.SEEDS_CAP else str(n)
+
+
+def ci_text(lo, hi, d):
+    return "n/a" if lo != lo else f"[{lo:+.{d}f}, {hi:+.{d}f}]"
+
+
+def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=None):
     """The comparison of a Summary along the key `by` (heads.answers.sweepaxes.choose_by):
     {"header": [...], "rows": [[cell, ...]], "notes": [...], "n_text": how many leading columns
-    are text (the group keys), "json": the same numbers machine-readably}."""
+    are text (the group keys), "json": the same numbers machine-readably, "tuning": the tuning
+    table (heads.answers.tuning.table) of a tuned sweep, else None}. metric None: the test split
+    when the runs have one (heads.answers.tuning.default_metric). A tuned sweep is compared on its
+    arms, each at its chosen value (heads.answers.tuning.select)."""
+    metric_note = None
+    if metric is None:
+        metric, metric_note = tuning.default_metric(s)
     check_metric(s, metric)
+    sel = tuning.select(s)
+    tuned = tuning.table(sel) if sel is not None else None
+    if sel is not None:
+        s = tuning.view(s, sel)
     layout = Layout(s, by)
     if not layout.points:
         raise UserError(f"{s.dir}: no complete runs to compare"
@@ -125,9 +143,12 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
     # (columns of every table); a layout that names n_head×d_head stands for both
     by_column = layout.by not in HEAD_KEYS + OWN_COLUMNS
     shape_columns = [] if layout.layout_heads else ["n_head", "d_head"]
+    tokens_column = tuning.TOKENS.get(metric) if metric in tuning.TOKENS else None
+    tuned_name = ", ".join(short(k) for k in sel.keys) if sel is not None else ""
     cols = [short(k) for k in layout.group_keys] + ([by_name] if by_column else []) + \
-        shape_columns + ["params", "FLOPs/token", "seeds", f"{metric} (mean ± std)",
-                         f"Δ vs {base_text}", "Welch t (df)", "p", "Holm p"]
+        shape_columns + ["params", "FLOPs/token"] + ([f"chosen {tuned_name}"] if sel else []) + \
+        ["seeds", f"{metric} (mean ± std)"] + (["tokens/run"] if tokens_column else []) + \
+        [f"Δ vs {base_text}", "95% CI of Δ", "Welch t (df)", "p", "Holm p", "seeds for 80% power"]
     if needed:
         cols += ["heads needed", "prunable"]
     carrying = causal.CARRY_COLUMN in s.data and any(v == v for v in s[causal.CARRY_COLUMN])
@@ -147,24 +168,36 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
         cells += [configs.format_value(point[-1])] if by_column else []
         cells += ["/".join(map(str, n_heads)), "/".join(map(str, d_heads))] if shape_columns \
             else []
-        cells += [fmt_int(s["params"][first]), fmt_int(s["flops_per_token"][first]), str(n),
-                  mean_std_text(values, d)]
+        cells += [fmt_int(s["params"][first]), fmt_int(s["flops_per_token"][first])]
+        cells += [tuning.chosen_text(sel, point_arm(layout, sel, point))] if sel else []
+        cells += [str(n), mean_std_text(values, d)]
+        tokens = tuning.tokens_of(s, tokens_column, idx)
+        cells += [tuning.tokens_text(tokens)] if tokens_column else []
         row = {"keys": dict(zip(layout.keys, point)), "n_head": n_heads, "d_head": d_heads,
                "params": nan_none(results.plain(s["params"][first])),
                "flops_per_token": nan_none(results.plain(s["flops_per_token"][first])),
-               "n": n, "mean": m, "std": sd, "values": values, "baseline": point[-1] == base,
-               "delta": None, "t": None, "df": None, "p": None, "holm_p": None}
+               "n": n, "mean": m, "std": sd, "values": values, "tokens": tokens,
+               "baseline": point[-1] == base, "delta": None, "ci95": None, "t": None,
+               "df": None, "p": None, "holm_p": None, "seeds_needed": None}
+        if sel:
+            arm = sel.arms.get(point_arm(layout, sel, point))
+            row["chosen"] = dict(zip(sel.keys, arm["chosen"])) if arm else None
         base_point = point[:-1] + (base,)
         if base_point not in layout.points:
-            cells += ["n/a", "n/a", "n/a", "n/a"]
+            cells += ["n/a"] * 6
         elif point[-1] == base:
-            cells += ["(baseline)", "", "", ""]
+            cells += ["(baseline)", "", "", "", "", ""]
         else:
             b = layout.values(base_point, metric)
-            delta = m - stats.mean_std(b)[0]
+            bm, bsd, _ = stats.mean_std(b)
+            delta = m - bm
             t, df, p = stats.welch_t_test(values, b)
-            cells += [f"{delta:+.{d}f}", f"{t:+.2f} ({df:.1f})" if t == t else "n/a", fmt_p(p), ""]
-            row.update(delta=delta, t=t, df=df, p=p)
+            lo, hi = stats.welch_interval(values, b)
+            need = stats.seeds_needed(delta, sd, bsd)[0]
+            cells += [f"{delta:+.{d}f}", ci_text(lo, hi, d),
+                      f"{t:+.2f} ({df:.1f})" if t == t else "n/a", fmt_p(p), "", seeds_text(need)]
+            row.update(delta=delta, t=t, df=df, p=p, ci95=[lo, hi] if lo == lo else None,
+                       seeds_needed=need)
             tests.append(({point, base_point}, p, ("row", len(rows))))
         if needed:
             hn = [needed["heads_needed"][i] for i in idx]
@@ -200,9 +233,13 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
             same = next((k for k, (pts, _, _) in enumerate(tests) if pts == pair), None)
             a, b = layout.values(best_point, metric), layout.values(narrow, metric)
             t, df, p = stats.welch_t_test(b, a)
+            lo, hi = stats.welch_interval(b, a)
+            delta = means[narrow] - means[best_point]
             entry = {"group": dict(zip(layout.group_keys, group)), "best": best_point[-1],
-                     "narrowest": narrow[-1], "delta": means[narrow] - means[best_point],
-                     "t": t, "df": df, "p": p, "holm_p": None,
+                     "narrowest": narrow[-1], "delta": delta, "ci95": [lo, hi] if lo == lo
+                     else None, "t": t, "df": df, "p": p, "holm_p": None,
+                     "seeds_needed": stats.seeds_needed(delta, stats.mean_std(b)[1],
+                                                        stats.mean_std(a)[1])[0],
                      "same_as_row": same is not None}
             extra.append(entry)
             if same is None:  # a new test; else it is the table's row, counted once
@@ -224,14 +261,31 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
     n_all = sum(len(v) for v in layout.points.values())
     groups_text = (f" within each group of {', '.join(short(k) for k in layout.group_keys)}"
                    if layout.group_keys else "")
-    notes = [f"{s.name}: {plural(n_all, 'complete run')}; compared along {layout.by}"
-             f"{groups_text}; width rule {s.width}; {metric} of each run, mean ± sample std over "
-             f"seeds; Δ = mean − mean of {base_text} (negative = better); two-sided Welch "
-             f"t-test, Welch–Satterthwaite df, p from {_p_source()}; Holm p: Holm-adjusted over "
-             f"the {plural(family, 'distinct test')} of the table and below."]
+    split, what = tuning.split_of(metric)
+    notes = [f"{s.name}: {plural(n_all, 'complete run')}"
+             f"{' (each arm at its chosen ' + tuned_name + ')' if sel else ''}; compared along "
+             f"{layout.by}{groups_text}; width rule {s.width}; {metric} of each run, mean ± sample "
+             f"std over seeds; Δ = mean − mean of {base_text} (negative = better); two-sided Welch "
+             f"t-test, Welch–Satterthwaite df, p from {_p_source()}; 95% CI of Δ: Δ ± t(0.975, "
+             "df) × sqrt(s₁²/n₁ + s₀²/n₀), the same df; Holm p: Holm-adjusted over "
+             f"the {plural(family, 'distinct test')} of the table and below.",
+             f"{metric}: the {split} split: {what}"
+             + (f"; {tokens_column}: the tokens each run's figure covers" if tokens_column
+                else "") + (f" ({metric_note})." if metric_note else "."),
+             f"seeds for 80% power: the seeds per arm that would detect the observed Δ "
+             f"({stats.seeds_method()}); more than the runs have: not significant may be too "
+             "few seeds, not no difference."]
+    warnings = []  # under this table; the tuning table's own (the edges) are under it
+    if sel is not None:
+        sel_split = tuning.split_of(sel.metric)[0]
+        notes.insert(1, f"tuned over {tuned_name}: chosen on the {sel_split} split "
+                        f"({sel.metric}, the lowest mean over seeds), reported on the {split} "
+                        f"split ({metric}); the table above lists every tried value.")
+        if split == sel_split:
+            warnings.append(f"warning: {metric} is on the {split} split that chose the tuned "
+                            "values: each arm's figure is optimistic; report on test_loss")
     if s.left_out_note():
         notes.append(s.left_out_note())
-    warnings = []
     if needed:
         notes.append(f"heads needed: fewest heads keeping the eval loss within "
                      f"{pruning.tolerance_text(rel, flo)} of the unpruned model on its pruning "
@@ -268,15 +322,26 @@ def comparison(s, metric="final_eval_loss", baseline=None, tolerance=None, by=No
                              if entry["same_as_row"] else "."))
     notes += warnings
     json_out = {
-        "experiment": s.name, "metric": metric, "by": layout.by, "groups": layout.group_keys,
+        "experiment": s.name, "metric": metric, "split": split, "split_note": what,
+        "metric_note": metric_note, "by": layout.by, "groups": layout.group_keys,
         "baseline": base, "width": s.width, "holm_family": family,
+        "ci_method": "Welch: Δ ± t(0.975, Welch–Satterthwaite df) × sqrt(s₁²/n₁ + s₀²/n₀)",
+        "seeds_method": stats.seeds_method(), "tokens_column": tokens_column,
+        "tuning": dict(tuned["json"], report_metric=metric, report_split=split) if tuned else None,
         "tolerance": {"relative": rel, "floor": flo} if needed else None,
         "rows": json_rows, "extra_tests": extra,
         "best": [{"group": dict(zip(layout.group_keys, g)), "value": p[-1], "mean": means[p],
                   "is_baseline": p[-1] == base} for g, p in best.items()],
-        "warnings": warnings}
+        "warnings": (tuned["json"]["warnings"] if tuned else []) + warnings}
     return {"header": cols, "rows": rows, "notes": notes,
-            "n_text": len(layout.group_keys) + (1 if by_column else 0), "json": json_out}
+            "n_text": len(layout.group_keys) + (1 if by_column else 0), "json": json_out,
+            "tuning": tuned}
+
+
+def point_arm(layout, sel, point):
+    """The arm (values of the selection's arm keys) of a point of the tuned view's layout."""
+    values = dict(zip(layout.keys, point))
+    return tuple(values[k] for k in sel.arm_keys)
 
 
 def json_safe(x):

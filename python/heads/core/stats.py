@@ -1,5 +1,7 @@
 """heads.core.stats: mean and sample std, Welch's t-test (own Welch-Satterthwaite df; the p-value from
-scipy.stats.t when scipy is there, else from our own regularized incomplete beta).
+scipy.stats.t when scipy is there, else from our own regularized incomplete beta), Welch's
+confidence interval of a difference, and the seeds per arm a two-sample t test needs for 80%
+power (noncentral t from scipy.stats.nct, else the normal approximation).
 
 Pure functions of numbers: knows nothing of files or runs.
 """
@@ -88,3 +90,106 @@ def welch_t_test(a, b, use_scipy=True):
     t = (a.mean() - b.mean()) / math.sqrt(se2)
     df = se2 * se2 / (va * va / (na - 1) + vb * vb / (nb - 1))
     return float(t), float(df), t_two_sided_p(float(t), float(df), use_scipy)
+
+
+def t_quantile(q, df, use_scipy=True):
+    """The q quantile (0.5 < q < 1) of Student's t with df degrees of freedom: scipy.stats.t.ppf,
+    else t_two_sided_p inverted by bisection."""
+    if math.isnan(df) or df <= 0:
+        return float("nan")
+    if use_scipy:
+        try:
+            from scipy import stats
+            return float(stats.t.ppf(q, df))
+        except ImportError:
+            pass
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df, False) > 2 * (1 - q):
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_two_sided_p(mid, df, False) > 2 * (1 - q) else (lo, mid)
+    return (lo + hi) / 2
+
+
+def welch_interval(a, b, level=0.95, use_scipy=True):
+    """The level confidence interval of mean(a) - mean(b) by Welch's method: the difference
+    ± t_{(1+level)/2, df} · sqrt(va/na + vb/nb), df by Welch-Satterthwaite; (nan, nan) when the
+    test is not defined (welch_t_test)."""
+    t, df, _ = welch_t_test(a, b, use_scipy)
+    if t != t:
+        return float("nan"), float("nan")
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    delta = a.mean() - b.mean()
+    half = t_quantile((1 + level) / 2, df, use_scipy) * math.sqrt(
+        a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return float(delta - half), float(delta + half)
+
+
+SEEDS_CAP = 100000  # seeds_needed stops counting here (and says ">")
+
+
+def seeds_needed(delta, sd_a, sd_b, power=0.8, alpha=0.05, use_scipy=True):
+    """Seeds per arm (n, the same in both) that a two-sided two-sample t test at level alpha
+    needs to detect a true difference delta with the given power, when each arm's seeds spread
+    as observed: standardized effect d = |delta| / s with s = sqrt((sd_a² + sd_b²) / 2) (the
+    standard error of the difference is then s·sqrt(2/n), as Welch's with equal n), df = 2n - 2.
+    With scipy: the smallest n >= 2 whose power P(|T| > t_{1-alpha/2, df}), T noncentral t with
+    noncentrality d·sqrt(n/2) (scipy.stats.nct), reaches power; without scipy: the normal
+    approximation n = ceil(2 (z_{1-alpha/2} + z_power)² / d²), at least 2.
+    Returns (n or None, method): None when delta or the spread is not a number or delta is 0;
+    SEEDS_CAP + 1 when more than SEEDS_CAP would be needed."""
+    from statistics import NormalDist
+    s = math.sqrt((sd_a * sd_a + sd_b * sd_b) / 2) if sd_a == sd_a and sd_b == sd_b else float("nan")
+    d = abs(delta) / s if s == s and s > 0 and delta == delta else float("nan")
+    z = NormalDist()
+    guess = 2 * (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) ** 2 / d ** 2 if d == d and d > 0 \
+        else float("nan")
+    if guess != guess:
+        return None, seeds_method(use_scipy)
+    if use_scipy:
+        try:
+            from scipy import stats
+
+            def power_at(n):
+                df = 2 * n - 2
+                crit = stats.t.ppf(1 - alpha / 2, df)
+                nc = d * math.sqrt(n / 2)
+                with np.errstate(invalid="ignore"):
+                    p = stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
+                return p if p == p else _nct_power(crit, df, nc)
+            if guess > SEEDS_CAP or power_at(SEEDS_CAP) < power:
+                return SEEDS_CAP + 1, seeds_method(True)
+            lo, hi = 1, 2  # power rises with n: power_at(lo) < power <= power_at(hi)
+            while power_at(hi) < power:
+                lo, hi = hi, min(2 * hi, SEEDS_CAP)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if power_at(mid) >= power else (mid, hi)
+            n = hi
+            return n, seeds_method(True)
+        except ImportError:
+            pass
+    return min(max(2, math.ceil(guess)), SEEDS_CAP + 1), seeds_method(False)
+
+
+def _nct_power(crit, df, nc):
+    """P(|T| > crit) for T = (Z + nc) / sqrt(V / df), V ~ chi² df, by integrating over V (where
+    scipy.stats.nct returns nan: small df and noncentrality)."""
+    from scipy import integrate, stats
+    f = lambda v: (stats.norm.sf(crit * math.sqrt(v / df) - nc)
+                   + stats.norm.cdf(-crit * math.sqrt(v / df) - nc)) * stats.chi2.pdf(v, df)
+    return integrate.quad(f, stats.chi2.ppf(1e-12, df), stats.chi2.ppf(1 - 1e-12, df))[0]
+
+
+def seeds_method(use_scipy=True):
+    """How seeds_needed counts, in words (what the tables' notes print)."""
+    if use_scipy:
+        try:
+            import scipy  # noqa: F401
+            return ("two-sided two-sample t test at α = 0.05, 80% power, noncentral t "
+                    "(scipy.stats.nct), spread s = sqrt((s₁² + s₂²)/2) as observed")
+        except ImportError:
+            pass
+    return ("two-sided two-sample t test at α = 0.05, 80% power, normal approximation "
+            "n = 2(z₀.₉₇₅ + z₀.₈)²/d², spread s = sqrt((s₁² + s₂²)/2) as observed")

@@ -3,7 +3,8 @@ docstring): a whole sweep drawn with gnuplot from its summary.h5 and its runs' f
 key compared along (heads.answers.sweepaxes.Layout: n_head, else the grid's first key) with a series per
 group of the other swept keys: final eval loss (mean ± std over seeds, every seed), the mean eval
 curves of every layout, the head classes of every layout, the mean pruning curves and heads
-needed; beside every figure a CSV of exactly the numbers it draws.
+needed, and for a tuned sweep the validation metric against the tuned key (heads.plots.tuneplots);
+beside every figure a CSV of exactly the numbers it draws.
 
 Owns those figures' layout, the colour ramp and the command's messages; reads through
 heads.results and heads.answers.sweepaxes, draws through heads.plots.gnuplot. Knows nothing of how the runs
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..sweep import sweepread
 from ..core import cli, configs, stats, words
-from . import gnuplot, l0plots
+from . import gnuplot, l0plots, tuneplots
 from .sweep_style import (CLASS_COLOURS, SERIES_COLOURS, below_plot, dodge, group_colours, sequential,
                           series_style, x_label, x_tic_lines, x_tics)
 from ..read import pruning, results
@@ -381,7 +382,9 @@ def main(doc):
             for plot, stem in ((plot_sweep_pruning, "pruning_curves"),
                                (plot_heads_needed, "heads_needed"),
                                (lambda s, out, tmp, _: l0plots.plot_gate_curve(s, out, tmp),
-                                "l0_curve")):
+                                "l0_curve"),
+                               (lambda s, out, tmp, _: tuneplots.plot_tuning(s, out, tmp),
+                                "tuning")):
                 name = f"{stem}.{args.format}"
                 if plot(s, os.path.join(outdir, name), tmp, layout):
                     written.append(name)

@@ -44,7 +44,7 @@ def main(doc):
     ap = cli.arg_parser(doc)
     ap.add_argument("target")
     ap.add_argument("-o", "--output")
-    ap.add_argument("--metric", default="final_eval_loss")
+    ap.add_argument("--metric")  # default: compare's (the test split when the runs have one)
     ap.add_argument("--max-map-mb", type=float, default=16.0)
     args = ap.parse_args()
     budget = int(args.max_map_mb * (1 << 20))

@@ -3,13 +3,14 @@ final loss against the key compared along (heads.answers.sweepaxes: n_head, else
 series per group of the other swept keys (mean, sample std and every seed), the comparison table
 exactly as scripts/compare prints it (heads.answers.compare: Welch's t, Holm-adjusted p, heads needed), the
 mean pruning curves of every point and heads needed per group (runs with /prune), the head-class
-counts of every point, and one row per run with a link to its own report.
+counts of every point, and one row per run with a link to its own report; for a tuned sweep the
+tuning table and figure (heads.answers.tuning), the rest of its arms at their chosen values.
 
 Knows the summary's columns (docs/sweeps.md); knows nothing of HTML.
 """
 import math
 
-from ..answers import compare, l0curve, sweepaxes
+from ..answers import compare, l0curve, sweepaxes, tuning
 from ..sweep import sweepread
 from ..answers.prune_curves import sweep_curves
 from ..read import pruning, results
@@ -28,12 +29,18 @@ def _number(v):
     return None if math.isnan(v) else v
 
 
-def read_sweep(directory, metric="final_eval_loss", run_reports=None):
-    """The page data of a sweep; run_reports: {run: relative link} of the runs' own pages."""
+def read_sweep(directory, metric=None, run_reports=None):
+    """The page data of a sweep; run_reports: {run: relative link} of the runs' own pages; metric
+    None: compare's default (the test split when the runs have one). A tuned sweep's loss chart
+    and table are of its arms at their chosen values, with the tuning table and figure's data."""
     s = sweepread.Summary(directory)
     if "n_head" not in s.data or s.n == 0:
         raise UserError(f"{directory}: summary.h5 has no runs")
+    metric = metric or tuning.default_metric(s)[0]
     compare.check_metric(s, metric)
+    full, sel = s, tuning.select(s)
+    if sel is not None:  # the chart and the class counts of the chosen runs, as compare's table
+        s = tuning.view(s, sel)
     layout = sweepaxes.Layout(s)
     heads = layout.by in sweepaxes.HEAD_KEYS
     series = []
@@ -48,16 +55,19 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
                            "mean": _number(m), "std": _number(sd), "n": n, "values": values})
         series.append({"label": layout.group_label(group), "points": points})
     d = {"kind": "sweep", "name": s.name, "width": s.width, "description": s.description,
-         "metric": metric, "n_complete": sum(len(v) for v in layout.points.values()),
+         "metric": metric, "n_complete": sum(1 for st in full["status"] if st == "complete"),
          "by": layout.by, "x_label": "heads per layer" if heads else layout.axis_label(),
          "xticks": [[j, format_value(v)] for j, v in enumerate(layout.by_values)],
          "series": series}
     if layout.points:
-        d["compare"] = compare.comparison(s, metric)
+        d["compare"] = compare.comparison(full, metric)  # a tuned sweep: its arms, as compare
         d["compare"].pop("json")
     else:
         d["compare"] = {"header": [], "rows": [], "n_text": 0,
                         "notes": ["no complete runs"] + [n for n in [s.left_out_note()] if n]}
+    tuned = d["compare"].pop("tuning", None)
+    d["tuning"] = {"table": {k: v for k, v in tuned.items() if k != "json"},
+                   "figure": tuning.figure_series(sel)} if tuned else None
     d["pruning"] = _pruning(s, layout)
     d["gates"] = _gates(s) if layout.points and l0curve.is_gate_sweep(s) else None
     classes = sweepaxes.class_names(s)
@@ -69,6 +79,7 @@ def read_sweep(directory, metric="final_eval_loss", run_reports=None):
          "all_heads": all_heads, "counts": counts}
         for point, all_heads, n, counts in sweepaxes.class_counts(s, layout)]
     d["runs"] = []
+    s = full  # every run, the ones a tuned value did not choose too
     for i in range(s.n):
         run = str(s["run"][i])
         counts = [(c, _number(s[f"heads_{c}"][i])) for c in classes if f"heads_{c}" in s.data]

@@ -1,6 +1,7 @@
-"""heads.sweep.experiments: experiment files (base config + grid + width rule + seeds; format at the top
-of experiments/heads.yaml) expanded into runs with readable names; mistakes reported as
-`file:line:col: message` (UserError).
+"""heads.sweep.experiments: experiment files (base config + grid + points + tune + width rule + seeds;
+format at the top of experiments/heads.yaml) expanded into runs with readable names (heads.sweep.runnames);
+mistakes reported as `file:line:col: message` (UserError). tune: keys are swept as grid: keys
+and named in `tuned`: which value counts is the answers' choice (heads.answers.tuning).
 
 Knows the config keys through heads.core.harness; knows nothing of running, results or Slurm.
 """
@@ -15,6 +16,7 @@ from ..core.cli import UserError
 from ..core.configs import Marked, format_value, read_config_file, read_text, values_equal
 from ..core.harness import REPO, key_default, key_sections, resolve_key
 from ..read.pruning import DEFAULT_FLOOR, DEFAULT_TOLERANCE
+from .runnames import name_part
 
 
 WIDTH_RULES = {
@@ -23,25 +25,9 @@ WIDTH_RULES = {
     "fixed_d_head": "d_head stays fixed: E = n_head * d_head grows with the heads (Qwen-style)",
     "free": "d_head as the config says (0 = d_model / n_head)",
 }
-EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "points", "width", "seeds",
-                   "tolerance", "tolerance_floor"]
+EXPERIMENT_KEYS = ["name", "description", "base", "set", "grid", "points", "tune", "width",
+                   "seeds", "tolerance", "tolerance_floor"]
 LAYOUT = "layout"  # the swept key of an experiment's points: one value (a label) per point
-
-# Short names for run names: h8_dh16_lr0.003_s0.
-ABBREV = {"model.n_head": "h", "model.d_head": "dh", "model.d_model": "d", "model.n_layer": "L",
-          "model.seq_len": "T", "model.vocab_size": "V", "train.seed": "s", "train.lr": "lr",
-          "train.steps": "steps", "train.batch_size": "bs", "train.weight_decay": "wd",
-          "train.warmup_steps": "wu", "data.task": "", "data.max_period": "maxp",
-          "data.min_period": "minp", "train.head_l0": "lambda", "train.heads_kept": "kept"}
-
-
-def name_part(key, value):
-    short = ABBREV.get(key, key.split(".")[-1])
-    text = format_value(value)
-    if not re.fullmatch(r"[-+]?[0-9.]+([eE][-+]?[0-9]+)?", text):  # keep a number's sign
-        text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
-    return short + text
-
 
 class Run:
     """One run of an experiment: its name, its --set overrides and what it varies."""
@@ -110,6 +96,7 @@ class Experiment:
 
         self.set = self._flat_mapping("set", lists=False)
         self.grid = self._flat_mapping("grid", lists=True)
+        self.tuned = self._read_tune()
         if "seeds" in d:
             if "train.seed" in self.grid:
                 raise UserError(self.doc.where(("seeds",)) +
@@ -124,22 +111,16 @@ class Experiment:
         self._apply_sets(sets)
         for key in self.grid:
             if key in self.set and key not in self._cli_where:
-                raise UserError(self.doc.where(self._set_paths[key]) +
-                                f"{key} is both set here and swept in grid:; keep one")
+                raise UserError(self.doc.where(self._set_paths[key]) + f"{key} is both set here "
+                                f"and swept in {'tune:' if key in self.tuned else 'grid:'}; "
+                                "keep one")
 
-        self.tolerance = d.get("tolerance", DEFAULT_TOLERANCE)
-        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float)) \
-                or not 0 <= self.tolerance < 1:
-            raise UserError(self.doc.where(("tolerance",), True) +
-                            f"tolerance {self.tolerance!r}: the relative eval-loss tolerance of "
-                            "'heads needed' is a number in [0, 1), e.g. 0.05 for 5%")
-        self.tolerance_floor = d.get("tolerance_floor", DEFAULT_FLOOR)
-        if isinstance(self.tolerance_floor, bool) \
-                or not isinstance(self.tolerance_floor, (int, float)) \
-                or not 0 <= self.tolerance_floor < 100:
-            raise UserError(self.doc.where(("tolerance_floor",), True) +
-                            f"tolerance_floor {self.tolerance_floor!r}: the absolute floor of the "
-                            "'heads needed' tolerance, in nats, is a number in [0, 100), e.g. 0.01")
+        self.tolerance = self._number("tolerance", DEFAULT_TOLERANCE, 1, "the relative eval-loss "
+                                      "tolerance of 'heads needed' is a number in [0, 1), e.g. "
+                                      "0.05 for 5%")
+        self.tolerance_floor = self._number("tolerance_floor", DEFAULT_FLOOR, 100, "the absolute "
+                                            "floor of the 'heads needed' tolerance, in nats, is a "
+                                            "number in [0, 100), e.g. 0.01")
         self.width = str(d.get("width", "free"))
         if self.width not in WIDTH_RULES:
             hint = difflib.get_close_matches(self.width, WIDTH_RULES, 1)
@@ -149,6 +130,13 @@ class Experiment:
         self.runs = self._expand()
 
     # -- parsing helpers
+
+    def _number(self, key, default, below, what):
+        """The number at key (default when absent) in [0, below), else a UserError: what."""
+        v = self.doc.data.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < below:
+            raise UserError(self.doc.where((key,), True) + f"{key} {v!r}: {what}")
+        return v
 
     def _section_key(self, key, where):
         """'n_head' -> 'model.n_head'; 'model.n_head' stays: the harness's own resolution (its
@@ -172,8 +160,10 @@ class Experiment:
                 raise UserError(where + "the value is not a YAML value (" + str(e).split(": ", 1)[-1] + ")")
             full = self._section_key(key, where)
             if full in self.grid:
-                raise UserError(where + f"{full} is swept in grid: of {self.path}; a --set would "
-                                "replace every value of the sweep (remove it from the grid instead)")
+                section = "tune:" if full in self.tuned else "grid:"
+                raise UserError(where + f"{full} is swept in {section} of {self.path}; a --set "
+                                f"would replace every value of the sweep (remove it from {section}"
+                                " instead)")
             if any(full in point for point in self.points):
                 raise UserError(where + f"{full} is given in points: of {self.path}; a --set "
                                 "would replace it in every point (remove it from the points "
@@ -255,6 +245,23 @@ class Experiment:
             paths[full] = keypath
         return out, paths
 
+    def _read_tune(self):
+        """`tune:` as grid: is ({'section.key': [values]}, a product), added to the grid after
+        its keys, and the list of its keys: no key of grid: or the seed (set: and points: are
+        checked against the grid after)."""
+        tune, paths = self._mapping(self.doc.data.get("tune", {}) or {}, ("tune",), "tune", True)
+        for key, keypath in paths.items():
+            if key in self.grid:
+                raise UserError(self.doc.where(keypath) + f"{key} is both in tune: and swept in "
+                                "grid:; keep one (tune: picks one value per arm, grid: keeps "
+                                "every value as its own arm)")
+            if key == "train.seed":
+                raise UserError(self.doc.where(keypath) + "train.seed in tune: would pick the "
+                                "luckiest seed; seeds: repeats every tuned value")
+        self.grid.update(tune)
+        self._grid_paths.update(paths)
+        return list(tune)
+
     def _read_points(self):
         """`points:` as [{'section.key': value}] (each point a mapping, as set: is), checked: no
         key of grid:, set: or the seed, no two points alike."""
@@ -280,7 +287,8 @@ class Experiment:
                                     "crosses every point (or sweep train.seed in grid:)")
                 if key in self.grid:
                     raise UserError(self.doc.where(keypath) + f"{key} is both in points: and "
-                                    "swept in grid:; keep one (grid: crosses every point)")
+                                    f"swept in {'tune:' if key in self.tuned else 'grid:'}; keep "
+                                    "one (grid: and tune: cross every point)")
                 if key in self.set:
                     raise UserError(self.doc.where(keypath) + f"{key} is both set in set: and "
                                     "given in points:; keep one (give it in every point that "
@@ -430,11 +438,13 @@ class Experiment:
         return self.where_key(key)
 
     def swept_keys(self):
-        """The summary's swept columns: 'layout' (with points), then the grid's keys."""
+        """The summary's swept columns: 'layout' (with points), then the grid's keys (tune:'s
+        among them, after the grid's own, then the seed)."""
         return ([LAYOUT] if self.points else []) + list(self.grid)
 
     def shape_text(self):
-        """What the runs cross: '5 layouts x 3 seed', '6 n_head x 10 seed'."""
+        """What the runs cross: '5 layouts x 3 seed', '6 n_head x 3 lr (tuned) x 10 seed'."""
         parts = ([f"{len(self.points)} layouts"] if self.points else []) + [
-            f"{len(v)} {k.split('.')[-1]}" for k, v in self.grid.items()]
+            f"{len(v)} {k.split('.')[-1]}" + (" (tuned)" if k in self.tuned else "")
+            for k, v in self.grid.items()]
         return " x ".join(parts) or "1 run"

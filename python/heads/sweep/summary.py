@@ -1,8 +1,9 @@
 """heads.sweep.summary: a sweep's summary, written: one row per run (swept values, parameters, FLOPs per
-token, final losses, heads needed within the experiment's tolerance (relative, with a floor; both
-in the attributes), the heads that carry 80% of the patching effect (heads.read.causal), head-class
-counts) as summary.csv and summary.h5, with the size, mtime and CRC-32 of every run's file it was
-made from and a CRC-32 of its own bytes (read back, and checked, by heads.sweep.sweepread.Summary).
+token, final losses, the held-out loss and its tokens per split (validation, test: /heldout),
+heads needed within the experiment's tolerance (relative, with a floor; both in the
+attributes), the heads that carry 80% of the patching effect (heads.read.causal), head-class
+counts; the tune: keys an attribute) as summary.csv and summary.h5, with the size, mtime and
+CRC-32 of every run's file it was made from and a CRC-32 of its own bytes (read back, and checked, by heads.sweep.sweepread.Summary).
 
 Knows the results reader and the experiment's runs; knows nothing of how runs are launched.
 """
@@ -31,7 +32,10 @@ except ImportError:  # pragma: no cover
 FILES = "run_files"  # summary.h5's group of what it records of each run's file: size, mtime_ns, crc
 SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_layer", "E",
                  "params", "flops_per_token", "final_step", "final_train_loss", "final_eval_loss",
-                 "min_eval_loss", "train_seconds"]
+                 "min_eval_loss", "val_loss", "val_tokens", "test_loss", "test_tokens",
+                 "train_seconds"]
+# the held-out columns: (column prefix, split name in /heldout/split)
+HELDOUT = (("val", "validation"), ("test", "test"))
 
 
 def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
@@ -63,6 +67,11 @@ def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
     row["final_eval_loss"] = result.final_eval_loss if ok else float("nan")
     row["min_eval_loss"] = float(np.min(result.eval_loss)) if ok and len(result.eval_loss) \
         else float("nan")
+    heldout = (getattr(result, "heldout", None) or {}) if ok else {}  # {}: a file before /heldout
+    for prefix, split in HELDOUT:  # NaN where the run has no such split
+        there = split in heldout
+        row[f"{prefix}_loss"] = float(heldout[split]["loss"]) if there else float("nan")
+        row[f"{prefix}_tokens"] = int(heldout[split]["tokens"]) if there else float("nan")
     row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
         else float("nan")
     row.update(pruning.summary_values(result.prune if ok else {}, tolerance, floor))
@@ -264,6 +273,8 @@ def _summary_h5(target, rows, cols, swept, experiment, found):
         f.attrs["tolerance"] = getattr(experiment, "tolerance", pruning.DEFAULT_TOLERANCE)
         f.attrs["tolerance_floor"] = getattr(experiment, "tolerance_floor", pruning.DEFAULT_FLOOR)
         f.attrs["swept"] = np.array(swept, dtype=h5py.string_dtype())
+        if getattr(experiment, "tuned", None):  # the swept keys whose value the answers choose
+            f.attrs["tuned"] = np.array(experiment.tuned, dtype=h5py.string_dtype())
         if getattr(experiment, "points", None):  # what the 'layout' column's labels name
             f.attrs["layout_keys"] = np.array(experiment.layout_keys, dtype=h5py.string_dtype())
         f.attrs["columns"] = np.array(cols, dtype=h5py.string_dtype())

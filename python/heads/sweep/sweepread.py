@@ -83,6 +83,7 @@ class Summary:
             self.columns = [text(x) for x in f.attrs.get("columns", list(f.keys()))]
             # the config keys an experiment's points set (its 'layout' column names them)
             self.layout_keys = [text(x) for x in f.attrs.get("layout_keys", [])]
+            self.tuned = [text(x) for x in f.attrs.get("tuned", [])]  # tune: keys (none before)
             self.data = {}
             for c in self.columns:
                 v = f[c][()]
@@ -103,6 +104,7 @@ class Summary:
         self.tolerance, self.tolerance_floor = exp.tolerance, exp.tolerance_floor
         self.swept = exp.swept_keys()
         self.layout_keys = list(getattr(exp, "layout_keys", []) if getattr(exp, "points", None) else [])
+        self.tuned = list(getattr(exp, "tuned", []))
         self.columns, self.data = [], {}
         self._set_rows([{"run": r.name, "status": "missing"} for r in exp.runs])
 

@@ -1,6 +1,7 @@
 /* sweep.js: the page of a sweep (scripts/report SWEEP_DIR): loss against the key compared along
  * (n_head, else the one swept key; a series per group of the other swept keys; mean ± std and
- * every seed), the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
+ * every seed), for a tuned sweep the validation metric against the tuned key and the tuning
+ * table, the comparison table of scripts/compare (Welch p, Holm p, heads needed), the
  * pruning curves of every layout and heads needed per group, for a sweep over train.head_l0 the
  * heads the learned gates kept beside the λ = 0 runs' pruning curves (and the tables of
  * scripts/compare for it), head-class counts, and a row and link per run. Reads the JSON of python/heads/report/report_sweep.py; uses chart.js and
@@ -38,6 +39,33 @@ function buildTable(T, root, id) {
 
 function buildCompare(D, root) {
   buildTable(D.compare, root, "compare-table");
+}
+
+/* a tuned sweep: the validation metric against the first tuned key, a line per arm (± std, every
+ * seed hollow, the chosen value ringed), then the tuning table of scripts/compare */
+function buildTuning(D, root) {
+  const F = D.tuning.figure;
+  el("p", { class: "note" }, root, `${F.metric} (the ${F.split} split) against ${F.key}: mean ± sample std over ` +
+     "seeds, hollow: each seed; ringed: each arm's chosen value (the lowest mean). The test split is never read to choose.");
+  const xs = F.numeric ? (v => v) : (v => F.x_values.indexOf(v));
+  const series = [];
+  F.series.forEach((s, k) => {
+    const colour = headColour(k, F.series.length);
+    const pts = s.points.filter(p => p.n > 0);
+    series.push({ name: s.label, color: colour, width: 2, marker: 3.5,
+                  points: pts.map(p => [xs(p.x), p.mean]), err: pts.map(p => p.std || 0) });
+    series.push({ name: `${s.label}: each seed`, color: colour, line: false, marker: 2.5, hollow: true, nolegend: true,
+                  points: pts.flatMap(p => p.values.map(v => [xs(p.x), v])) });
+    series.push({ name: `${s.label}: chosen`, color: "#000", line: false, marker: 7, hollow: true, nolegend: true,
+                  points: pts.filter(p => p.chosen).map(p => [xs(p.x), p.mean]) });
+  });
+  const svg = lineChart(root, series, { width: 760, height: 360, logx: F.log_x,
+                                        xticks: F.x_values.map(v => [xs(v), String(v)]),
+                                        xlabel: F.key + (F.log_x ? " (log scale)" : ""),
+                                        ylabel: `${F.metric}, ${F.split} split (mean ± sample std)` });
+  svg.id = "sweep-tuning";
+  chartLegend(root, svg, series);
+  buildTable(D.tuning.table, root, "tuning-table");
 }
 
 /* a sweep over train.head_l0: per group the λ = 0 runs' mean pruning curves against heads left
@@ -157,7 +185,9 @@ function buildRuns(D, root) {
 function buildSweepPage(D) {
   header(`${D.name}: sweep report`, `${D.n_complete} complete of ${plural(D.runs.length, "run")}; width rule ${D.width}` +
          (D.description ? `; ${D.description}` : ""));
-  const sections = [["loss", `Loss against ${D.x_label}`], ["compare", "Comparison"]];
+  const sections = [["loss", `Loss against ${D.x_label}`]];
+  if (D.tuning) sections.push(["tuning", "Tuning"]);
+  sections.push(["compare", "Comparison"]);
   if (D.pruning) sections.push(["pruning", "Pruning"]);
   if (D.gates) sections.push(["gates", "Learned head gates"]);
   sections.push(["classes", "Head classes"], ["runs", "Runs"]);
@@ -166,6 +196,7 @@ function buildSweepPage(D) {
   for (const [id, title] of sections) sec[id] = section(id, title);
   buildSweepLoss(D, sec.loss);
   el("p", { class: "note" }, sec.loss, "Filled points and bars: mean ± sample standard deviation over seeds; hollow points: every seed.");
+  if (D.tuning) buildTuning(D, sec.tuning);
   buildCompare(D, sec.compare);
   if (D.pruning) buildSweepPruning(D, sec.pruning);
   if (D.gates) buildGates(D, sec.gates);
