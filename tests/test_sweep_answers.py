@@ -96,8 +96,18 @@ def text(x):
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
+def heldout_loss(f, split):
+    """The end-of-training loss of a split (/heldout: what compare reports by default, the test
+    split), read with h5py; the last /eval/loss for a file without /heldout."""
+    if "heldout" not in f:
+        return float(f["eval/loss"][-1])
+    names = [text(x) for x in f["heldout/split"][()]]
+    return float(f["heldout/loss"][names.index(split)])
+
+
 def read_runs(directory, keys):
-    """[{keys..., seed, loss, eval: (steps, losses), prune: {criterion: (left, loss)},
+    """[{keys..., seed, loss (the test split's, compare's default), final_eval (the last periodic
+    evaluation), eval: (steps, losses), prune: {criterion: (left, loss)},
     classes: [str], n_head, n_layer}] of the complete runs of a sweep directory."""
     runs = []
     for name in sorted(os.listdir(directory)):
@@ -108,7 +118,8 @@ def read_runs(directory, keys):
                 continue
             cfg = f["config"].attrs
             run = {"name": name[:-3], "seed": int(cfg["seed"]), "n_head": int(cfg["n_head"]),
-                   "n_layer": int(cfg["n_layer"]), "loss": float(f["eval/loss"][-1]),
+                   "n_layer": int(cfg["n_layer"]), "loss": heldout_loss(f, "test"),
+                   "final_eval": float(f["eval/loss"][-1]),
                    "eval": (f["eval/step"][()].tolist(), f["eval/loss"][()].astype(float)),
                    "prune": {c: (f[f"prune/{c}/heads_left"][()].astype(int),
                                  f[f"prune/{c}/eval_loss"][()].astype(float))
@@ -362,7 +373,7 @@ def check_csvs(name, directory, by, groups, runs):
     ok = rows is not None and len(rows) == len(pts)
     for row in rows or []:
         members = find(pts, csv_point(row, keys)) or []
-        losses = [r["loss"] for r in members]
+        losses = [r["final_eval"] for r in members]
         ok &= bool(members) and int(row["n"]) == len(losses) \
             and close(row["final_eval_loss_mean"], np.mean(losses)) \
             and close(row["final_eval_loss_std"], np.std(losses, ddof=1)) \

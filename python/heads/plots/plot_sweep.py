@@ -24,11 +24,27 @@ from .sweep_style import (CLASS_COLOURS, SERIES_COLOURS, below_plot, dodge, grou
                           series_style, x_label, x_tic_lines, x_tics)
 from ..read import pruning, results
 from ..answers.prune_curves import sweep_curves
-from ..answers import sweepaxes
+from ..answers import sweepaxes, tuning
+from ..answers.sweepaxes import short
 
-def plot_final_loss(s, out, tmp, layout):
-    """Final eval loss against the by key (mean ± std over seeds, every seed a dot), a series
-    per group; final_eval_loss.csv beside it."""
+def plot_answer_loss(s, out, tmp, by):
+    """The figure of the answer compare gives: its default metric (the test split's loss when the
+    runs have one) against the by key, a tuned sweep's arms each at its chosen value (the
+    validation split chose it); <metric>.csv beside it. Returns the metric drawn."""
+    metric, _ = tuning.default_metric(s)
+    selection = tuning.select(s)
+    answer = tuning.view(s, selection) if selection else s
+    chosen = f"; each arm at the {', '.join(short(k) for k in selection.keys)} its validation loss chose" \
+        if selection else ""
+    split, _ = tuning.split_of(metric)
+    plot_final_loss(answer, out, tmp, sweepaxes.Layout(answer, by), metric,
+                    f"{split} loss{chosen}")
+    return metric
+
+
+def plot_final_loss(s, out, tmp, layout, metric="final_eval_loss", what="final eval loss"):
+    """A final loss (the summary's column metric) against the by key (mean ± std over seeds,
+    every seed a dot), a series per group; <metric>.csv beside it."""
     colours = group_colours(layout)
     parts, dots, csv_rows, n_seeds = [], [], [], set()
     for k, group in enumerate(layout.groups):
@@ -37,7 +53,7 @@ def plot_final_loss(s, out, tmp, layout):
             if point[:-1] != group:
                 continue
             x = layout.by_values.index(point[-1]) + dodge(layout, k)
-            losses = layout.values(point, "final_eval_loss")
+            losses = layout.values(point, metric)
             m, sd, n = stats.mean_std(losses)
             n_seeds.add(n)
             mean_rows.append([x, m, 0.0 if math.isnan(sd) else sd, n])
@@ -52,8 +68,8 @@ def plot_final_loss(s, out, tmp, layout):
                      f"lc rgb '{colours[group]}' title {gnuplot.gp_string(title)}")
         dots.append(f"{gnuplot.gp_string(dp)} using 1:2 with points pt 6 ps 0.8 lc rgb "
                     f"'{colours[group]}' " + ("title 'each seed'" if k == 0 else "notitle"))
-    sweepaxes.write_csv(out, layout.keys + ["final_eval_loss_mean", "final_eval_loss_std", "n",
-                                            "final_eval_loss_each_seed"], csv_rows)
+    sweepaxes.write_csv(out, layout.keys + [f"{metric}_mean", f"{metric}_std", "n", f"{metric}_each_seed"],
+                        csv_rows)
     seeds = "/".join(str(n) for n in sorted(n_seeds))
     values = np.asarray([r[-4] for r in csv_rows if np.isfinite(r[-4]) and r[-4] > 0])
     logy = len(values) > 0 and values.max() / values.min() > 3.0
@@ -61,7 +77,7 @@ def plot_final_loss(s, out, tmp, layout):
                   "fixed_d_head": "fixed d_head: width H*d_head grows with the heads",
                   "free": "d_head as each run's config says (0 = d_model / n_head); E = n_head × d_head",
                   }.get(s.width, f"width rule {s.width}")
-    title = gnuplot.fit(f"{s.name}: final eval loss against {x_label(layout)}, {seeds} seeds\n"
+    title = gnuplot.fit(f"{s.name}: {what} against {x_label(layout)}, {seeds} seeds\n"
                         f"{width_text}", 860)
     # a log axis spans what is drawn (every seed, mean ± std), not whole decades
     drawn = [v for r in csv_rows for v in [r[-4] - (r[-3] if r[-3] == r[-3] else 0),
@@ -77,7 +93,7 @@ set xrange [-0.5:{len(layout.by_values) - 0.5}]
 {x_tics(layout, s)}
 set xlabel {gnuplot.gp_string(x_label(layout))} offset 0,{1 - x_tic_lines(layout, s)}
 set bmargin {bmargin:.1f}
-set ylabel 'final eval loss (mean ± sample std over seeds){", log scale" if logy else ""}'
+set ylabel '{metric} (mean ± sample std over seeds){", log scale" if logy else ""}'
 {"set logscale y" if logy else ""}
 {y_range}
 set format y '{"%g" if logy else "%.3f"}'
@@ -377,6 +393,9 @@ def main(doc):
             for plot, name in zip((plot_final_loss, plot_eval_curves, plot_head_classes), names):
                 plot(s, os.path.join(outdir, name), tmp, layout)
             written = list(names)
+            if "test_loss" in s.data:  # the answer's own figure: the test split, tuned arms chosen
+                metric = plot_answer_loss(s, os.path.join(outdir, f"answer.{args.format}"), tmp, args.by)
+                written.append(f"answer.{args.format} ({metric})")
             # the head study's sweep plots, when the runs have pruning curves
             # and, for a sweep over train.head_l0, the learned gates beside the pruning curves
             for plot, stem in ((plot_sweep_pruning, "pruning_curves"),
