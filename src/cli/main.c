@@ -85,9 +85,12 @@ static void note_progress(int step, int steps) {
     if (held_lock) output_lock_note_progress(held_lock, step, steps);
 }
 
+/* SIGINT/SIGTERM: the training loop, which polls for it, stops after its step and writes what it
+ * has (exit 130); anywhere else (parsing, reading, the study, writing: no poll), and at a second
+ * signal, the process ends at once with its temporaries removed (fatal_stop_now). */
 static void request_stop(int signum) {
-    (void)signum;
-    train_stop_requested = 1;
+    if (train_stop_polled && !train_stop_requested) train_stop_requested = 1;
+    else fatal_stop_now(signum);
 }
 
 static int report(const UserError *err) {

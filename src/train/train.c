@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
+volatile sig_atomic_t train_stop_polled = 0;
 void (*train_on_progress)(int step, int steps) = NULL;
 
 /* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
@@ -251,6 +252,7 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     RunStatus status = RUN_COMPLETE;
+    train_stop_polled = 1;
     for (int step = st->step;; step++) {
         st->step = step;
         if (!(resumed && step == ses->first)) observe(st, m, cfg, step, ses);
@@ -261,6 +263,7 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
         }
         if ((status = step_once(st, m, task, cfg, &batch, step, ses)) != RUN_COMPLETE) break;
     }
+    train_stop_polled = 0;
     if (ses->on_terminal) fprintf(stderr, "\n");
     batch_free(&batch);
     return status;
