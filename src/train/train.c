@@ -62,14 +62,7 @@ static void report_progress(int step, int steps, double loss, double eval_loss, 
 }
 
 /* Name the first parameter-gradient tensor holding a NaN or Inf (for the divergence message). */
-static const char *first_nonfinite_grad(const Model *m) {
-    for (int i = 0; i < m->n_tensors; i++) {
-        const float *g = m->grad_block + m->tensors[i].offset;
-        for (size_t k = 0; k < m->tensors[i].size; k++)
-            if (!isfinite(g[k])) return m->tensors[i].name;
-    }
-    return NULL;
-}
+static const char *first_nonfinite_grad(const Model *m) { return model_nonfinite_tensor(m, m->grad_block); }
 
 /* What observe() measured at the resumed step, made again from the loaded parameters where the
  * checkpoint's copy was lost: the same bits (the same parameters, gates and held-out batches). */
