@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from ..core.cli import die, indent
+from ..core.cli import UserError, die, indent
 from ..core.harness import REPO, harness_command
 from ..read.results import RunResult
 from .states import file_states
@@ -241,7 +241,13 @@ class RunPool:
         h5_path = self.h5(run)
         log_path = os.path.join(self.outdir, run.name + ".log")
         lock = RunLock(self.outdir, run.name)
-        if not lock.acquire():
+        try:
+            acquired = lock.acquire()
+        except UserError as e:  # a link or a FIFO at the lock's path: refused, never written through
+            self.failed.append((run, str(e)))
+            self.say(f"FAILED {run.name}: {e}")
+            return
+        if not acquired:
             where = lock_holder(self.outdir, run.name) or "?"
             self.busy.append((run, where))
             self.say(f"skip   {run.name}: running elsewhere, on {where}")
@@ -254,11 +260,13 @@ class RunPool:
             return
         extra, left = resume_args(h5_path, force)
         cmd = harness_command(self.exp.base_path, self.overrides(run), extra)
-        log_file = open_log(log_path, cmd, left)
+        log_file = None
         try:
+            log_file = open_log(log_path, cmd, left)
             proc = start_harness(cmd, log_file)
-        except StartFailed as e:
-            log_file.close()
+        except (StartFailed, UserError) as e:
+            if log_file:
+                log_file.close()
             lock.release()
             self.failed.append((run, str(e)))
             self.say(f"FAILED {run.name}: {e}")

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ..core import cli, configs, harness
+from ..core import safefile
 from . import experiments, pool, runstate, slurm, states, status_cli, summary
 
 
@@ -102,7 +103,10 @@ def lock_sweep(outdir, wait_seconds):
         os.makedirs(outdir, exist_ok=True)
     except OSError as e:
         cli.die(f"{outdir}: cannot create the results directory: {e.strerror}")
-    lock = open(os.path.join(outdir, ".sweep.lock"), "a+")
+    try:
+        lock = safefile.open_write(os.path.join(outdir, ".sweep.lock"), "a+")
+    except cli.UserError as e:
+        cli.die(str(e))
     end = time.time() + wait_seconds
     while True:
         try:
