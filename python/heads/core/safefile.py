@@ -6,11 +6,10 @@ a device where a script writes or reads. open_write refuses a link or anything b
 at the path (a UserError naming it), never writes through one; check_regular refuses a FIFO, a
 device or a directory before a library (h5py, gnuplot) opens the path and blocks on it. Files
 made by mkstemp and moved into place with os.replace need neither: mkstemp never follows a link
-and a rename replaces one. Also: text from a file made safe for a terminal (printable).
+and a rename replaces one.
 Knows nothing of experiments, results files or the harness.
 """
 import os
-import re
 import stat
 
 from .cli import UserError
@@ -35,16 +34,22 @@ def _refusal(path, mode):
     return f"{path}: it is {kind(mode)}, not a regular file; refused"
 
 
+def refuse_unsafe_target(path):
+    """UserError when a symbolic link or a non-regular file is at path, for a program that
+    opens path for writing by itself (gnuplot's `set output`); a regular file or nothing passes."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(_refusal(path, st.st_mode))
+
+
 def open_write(path, mode="w", **kwargs):
     """open(path, mode) for writing ('w', 'a', 'a+', with 'b' or not), refusing a symbolic link or
     a non-regular file at path (UserError) instead of writing through it or waiting on it."""
     flags = _MODES[mode.replace("b", "")] | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError(_refusal(path, st.st_mode))
-    except FileNotFoundError:
-        pass
+    refuse_unsafe_target(path)
     try:
         fd = os.open(path, flags & ~os.O_TRUNC, 0o666)  # truncated only once known regular
     except OSError as e:
@@ -74,12 +79,3 @@ def check_regular(path):
         return
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{path}: not a regular file ({kind(st.st_mode)}); refused before opening it")
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text):
-    """Text from a file as a terminal may show it: control characters (escape sequences, a
-    carriage return that would overwrite the line) as '?', like the harness's messages."""
-    return _CONTROL.sub("?", str(text))

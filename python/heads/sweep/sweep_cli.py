@@ -279,6 +279,6 @@ def main(doc, script):
         return command(doc, script)
     except cli.UserError as e:  # the runs' states cannot be decided: the harness cannot say
         cli.die(str(e))
-    except KeyboardInterrupt:  # before any run started (while checking the runs)
+    except (KeyboardInterrupt, cli.Stopped):  # before any run started (while checking the runs)
         print("\ninterrupted before any run started", file=sys.stderr)
         return 130
