@@ -41,7 +41,10 @@ void run_vocab_close(RunVocab *v) {
 void run_vocab_label(const RunVocab *v, int token, char *out, size_t size) {
     if (v->is_bytes && token >= 32 && token < 127) snprintf(out, size, "'%c'", token);
     else if (v->is_bytes && token == '\n') snprintf(out, size, "'\\n'");
-    else if (v->has_tok) tokenizer_label(&v->tok, token, out, size);
+    else if (v->has_tok) {
+        tokenizer_label(&v->tok, token, out, size);
+        error_printable(out); /* a piece of the file's tokenizer: shown, never sent to the terminal */
+    }
     else snprintf(out, size, "%d", token);
 }
 
