@@ -8,12 +8,12 @@
 #include "safefile.h"
 
 const char *safefile_kind(mode_t mode) {
-    return S_ISFIFO(mode)                      ? "a FIFO"
-           : S_ISDIR(mode)                     ? "a directory"
-           : S_ISSOCK(mode)                    ? "a socket"
-           : S_ISCHR(mode) || S_ISBLK(mode)    ? "a device"
-           : S_ISLNK(mode)                     ? "a symbolic link"
-                                               : "not a regular file";
+    return S_ISFIFO(mode)                   ? "a FIFO"
+           : S_ISDIR(mode)                  ? "a directory"
+           : S_ISSOCK(mode)                 ? "a socket"
+           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+           : S_ISLNK(mode)                  ? "a symbolic link"
+                                            : "not a regular file";
 }
 
 /* Why a path holding mode is refused: one phrase, the same for every reader and writer. */

@@ -44,8 +44,7 @@ void run_vocab_label(const RunVocab *v, int token, char *out, size_t size) {
     else if (v->has_tok) {
         tokenizer_label(&v->tok, token, out, size);
         error_printable(out); /* a piece of the file's tokenizer: shown, never sent to the terminal */
-    }
-    else snprintf(out, size, "%d", token);
+    } else snprintf(out, size, "%d", token);
 }
 
 /* A label cut to at most `cols` characters, then padded with spaces to exactly `cols`. */

@@ -392,8 +392,9 @@ static int check_syntax(Loader *L) {
         yaml_event_delete(&ev);
         /* libyaml's time grows with the square of the depth: stop long before that matters */
         if (depth > CONFIG_MAX_DEPTH)
-            return load_fail(L, at, "the YAML nests more than %d levels deep here; a config needs 3 "
-                                    "(a section, its key, a list)",
+            return load_fail(L, at,
+                             "the YAML nests more than %d levels deep here; a config needs 3 "
+                             "(a section, its key, a list)",
                              CONFIG_MAX_DEPTH);
     }
     yaml_parser_delete(&L->parser);

@@ -233,8 +233,10 @@ static void check_tensors(Checker *c, const Model *m, const char *group, int fou
         float *v = checker_read_all(c, name, H5T_NATIVE_FLOAT, sizeof(float), t->size);
         for (size_t k = 0; v && k < t->size; k++)
             if (!isfinite(v[k])) {
-                checker_problem(c, "%s holds a non-finite value (%g at index %zu); a model's "
-                                   "parameters are finite", name, (double)v[k], k);
+                checker_problem(c,
+                                "%s holds a non-finite value (%g at index %zu); a model's "
+                                "parameters are finite",
+                                name, (double)v[k], k);
                 break;
             }
         free(v);

@@ -117,8 +117,8 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
         if (fd < 0 && errno == ENOENT) continue; /* a refused run removed the directory it made */
         if (fd < 0 && (errno == ELOOP || errno == EINVAL)) {
             remove_made(lk->path, lk->made);
-            return config_error_at(mk, err, "output.path: %.1100s: %s; remove it, or set output.path elsewhere",
-                                   lk->path, why);
+            return config_error_at(
+                mk, err, "output.path: %.1100s: %s; remove it, or set output.path elsewhere", lk->path, why);
         }
         if (fd < 0) {
             return config_error_at(mk, err,
