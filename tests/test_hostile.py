@@ -179,6 +179,21 @@ def test_sweep_links():
         plant_link(path)
         rc, out, err, _ = script("sweep", exp, "--results", results, timeout=300)
         refused_or_replaced(f"a sweep's {rel}", path, rc, out + err)
+    # FIFOs where a sweep's readers look: the run's log, the summary
+    shutil.rmtree(outdir)
+    rc, out, err, _ = script("sweep", exp, "--results", results, timeout=300)
+    for rel, reader in ((f"{name}.log", ["sweep", "--status", outdir]), ("summary.h5", ["compare", outdir]),
+                        ("summary.h5", ["report", outdir]), ("summary.csv", ["sweep", exp, "--results", results])):
+        path = os.path.join(outdir, rel)
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.mkfifo(path)
+        rc, out, err, secs = script(*reader, timeout=20)
+        check(f"a FIFO at a sweep's {rel}: scripts/{' '.join(reader[:2]) if reader[1].startswith('-') else reader[0]} "
+              f"answers within 5 s (exit {rc}), no traceback", rc is not None and secs < 5 and "Traceback" not in err,
+              f"{secs:.1f} s: {(out + err).strip()[-300:]}")
+        if os.path.exists(path) and not os.path.isfile(path):
+            os.unlink(path)
 
 
 def test_blocking():

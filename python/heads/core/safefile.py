@@ -9,6 +9,7 @@ made by mkstemp and moved into place with os.replace need neither: mkstemp never
 and a rename replaces one.
 Knows nothing of experiments, results files or the harness.
 """
+import errno
 import os
 import stat
 
@@ -67,6 +68,25 @@ def open_write(path, mode="w", **kwargs):
     os.set_blocking(fd, True)
     if flags & os.O_TRUNC:
         os.ftruncate(fd, 0)
+    return os.fdopen(fd, mode, **kwargs)
+
+
+def open_read(path, mode="r", **kwargs):
+    """open(path, mode) for reading, without waiting on a FIFO or opening a device: anything but a
+    regular file (links followed) is an OSError (EINVAL, 'it is a FIFO, not a regular file'), so
+    that a caller's `except OSError` treats it as a file it cannot read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, f"it is {kind(st.st_mode)}, not a regular file", path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # replaced since the stat
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"it is {kind(st.st_mode)}, not a regular file", path)
+    os.set_blocking(fd, True)
     return os.fdopen(fd, mode, **kwargs)
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+from ..core import safefile
 from ..core.cli import UserError, die, indent
 from ..core.harness import REPO, harness_command
 from ..read.results import RunResult
@@ -40,7 +41,7 @@ def fmt_time(seconds):
 def log_progress(path):
     """Fraction of training steps done, from the last 'step X/Y' line of a run's log."""
     try:
-        with open(path, "rb") as f:
+        with safefile.open_read(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - 4096))
@@ -57,7 +58,7 @@ def log_progress(path):
 def log_tail(path, lines=8):
     """The last lines of a log that are not progress lines (where the error message is)."""
     try:
-        with open(path, errors="replace") as f:
+        with safefile.open_read(path, errors="replace") as f:
             text = f.read().splitlines()
     except OSError:
         return "(no log)"
@@ -282,8 +283,11 @@ class RunPool:
             self.running.remove(job)
             wall = time.time() - job.started
             job.log_file.close()
-            with open(job.log_path, "a") as f:
-                f.write(log_footer(rc, wall, self.forwarded, job.log_path))
+            try:
+                with safefile.open_write(job.log_path, "a") as f:
+                    f.write(log_footer(rc, wall, self.forwarded, job.log_path))
+            except (OSError, UserError):  # swapped for a link during the run: no footer
+                pass
             job.lock.release()
             if rc == 0:
                 self.durations.setdefault(job.run.point, []).append(wall)
@@ -419,8 +423,11 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
             signal.signal(sig, forward)
         rc = proc.wait()
         wall = time.time() - t0
-        with open(log_path, "a") as log:
-            log.write(log_footer(rc, wall, forwarded, log_path))
+        try:
+            with safefile.open_write(log_path, "a") as log:
+                log.write(log_footer(rc, wall, forwarded, log_path))
+        except (OSError, UserError):  # swapped for a link during the run: no footer
+            pass
         if rc == 0:
             loss = ""
             try:

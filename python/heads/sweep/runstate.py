@@ -51,7 +51,7 @@ def exit_meaning(rc, log_path=None):
     error' for an exit status 2 whose log (log_path) says the system refused a write."""
     if rc == 2 and log_path:
         try:
-            with open(log_path, errors="replace") as f:
+            with safefile.open_read(log_path, errors="replace") as f:
                 tail = f.read()[-4000:]
         except OSError:
             tail = ""
@@ -128,7 +128,7 @@ class RunLog:
         self.interrupted = False
         self.tail = ""
         try:
-            with open(path, errors="replace") as f:
+            with safefile.open_read(path, errors="replace") as f:
                 lines = f.read().splitlines()
         except OSError:
             return
@@ -271,7 +271,7 @@ def run_state(outdir, name, submission=None, queue=None, found=None):
     task_out = submission.output() if submission is not None else None
     if task_out:
         try:
-            with open(task_out, errors="replace") as f:
+            with safefile.open_read(task_out, errors="replace") as f:
                 text = f.read().splitlines()
             slurm_lines = "\n".join([l for l in text if re.search(
                 r"slurmstepd|error|Error|Traceback|CANCELLED|DUE TO", l)][-6:])

@@ -60,7 +60,7 @@ def slurm_submissions(outdir):
         path = os.path.join(base, d)
         job = None
         try:
-            with open(os.path.join(path, "jobs")) as f:
+            with safefile.open_read(os.path.join(path, "jobs")) as f:
                 for line in f:
                     parts = line.split()
                     if len(parts) == 2 and parts[0] == "array":
@@ -68,7 +68,7 @@ def slurm_submissions(outdir):
         except OSError:
             pass
         try:
-            with open(os.path.join(path, "runs.tsv")) as f:
+            with safefile.open_read(os.path.join(path, "runs.tsv")) as f:
                 for line in f:
                     parts = line.rstrip("\n").split("\t")
                     if len(parts) >= 2 and parts[0].isdigit():
