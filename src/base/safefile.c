@@ -44,7 +44,8 @@ static int open_regular(const char *path, int flags, mode_t mode, char *why, siz
         errno = e;
         return -1;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) st.st_mode = 0; /* "not a regular file" */
+    if (!S_ISREG(st.st_mode)) {
         describe(why, size, st.st_mode);
         close(fd);
         errno = EINVAL;
@@ -70,16 +71,4 @@ FILE *safefile_fopen_read(const char *path, char *why, size_t size) {
         close(fd);
     }
     return f;
-}
-
-int safefile_regular(const char *path, char *why, size_t size) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(why, size, "%s", strerror(errno));
-        return -1;
-    }
-    if (S_ISREG(st.st_mode)) return 0;
-    describe(why, size, st.st_mode);
-    errno = EINVAL;
-    return -1;
 }

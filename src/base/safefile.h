@@ -4,8 +4,8 @@
  * or a device where the harness will write or read. Every file the program creates or rewrites
  * in place is opened with safefile_open_write (a link or anything but a regular file at the
  * path is refused, never written through); every file it reads is opened with
- * safefile_open_read, or checked with safefile_regular before a library opens it (a FIFO with
- * no writer would block the open, and every signal with it). Files made by mkstemp and moved
+ * safefile_open_read, or its stat checked (safefile_kind names what is there) before a library
+ * opens it (a FIFO with no writer would block the open, and every signal with it). Files made by mkstemp and moved
  * into place by rename need neither: mkstemp never follows a link, and rename replaces one.
  * Must not know: any module of the program. */
 #ifndef SAFEFILE_H
@@ -26,9 +26,5 @@ int safefile_open_write(const char *path, int flags, mode_t mode, char *why, siz
 /* The same for reading (links are followed: reading through one changes nothing). */
 int safefile_open_read(const char *path, char *why, size_t size);
 FILE *safefile_fopen_read(const char *path, char *why, size_t size);
-
-/* 0 when path is a regular file (links followed); else -1 with why, as above: for paths a
- * library opens by name (HDF5). */
-int safefile_regular(const char *path, char *why, size_t size);
 
 #endif
