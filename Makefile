@@ -147,9 +147,9 @@ FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -
 FUZZ_LDLIBS  := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) -lm
 
 CONFIG_SRC := $(wildcard src/config/*.c)
-build/fuzz/fuzz_config: tests/fuzz_config.c $(CONFIG_SRC) $(wildcard src/config/*.h) src/base/error.c src/base/error.h src/base/util.h
+build/fuzz/fuzz_config: tests/fuzz_config.c $(CONFIG_SRC) $(wildcard src/config/*.h) src/base/error.c src/base/error.h src/base/safefile.c src/base/util.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -I. tests/fuzz_config.c $(CONFIG_SRC) src/base/error.c -o $@ $(FUZZ_LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -I. tests/fuzz_config.c $(CONFIG_SRC) src/base/error.c src/base/safefile.c -o $@ $(FUZZ_LDLIBS)
 
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)

@@ -8,7 +8,7 @@ void user_error_format(const UserError *err, char *out, size_t size) {
     else snprintf(out, size, "%s:%d:%d: %s", err->file, err->line, err->col > 0 ? err->col : 1, err->message);
 }
 
-static void printable(char *s) {
+void error_printable(char *s) {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
@@ -18,8 +18,8 @@ int user_error_v(UserError *err, const char *file, int line, int col, const char
     vsnprintf(message, sizeof message, fmt, ap);
     snprintf(err->file, sizeof err->file, "%s", file ? file : "");
     snprintf(err->message, sizeof err->message, "%s", message);
-    printable(err->file);
-    printable(err->message);
+    error_printable(err->file);
+    error_printable(err->message);
     err->line = line;
     err->col = col;
     user_error_format(err, err->text, sizeof err->text);

@@ -27,6 +27,10 @@ __attribute__((format(printf, 5, 6))) int user_error(UserError *err, const char 
                                                      const char *fmt, ...);
 int user_error_v(UserError *err, const char *file, int line, int col, const char *fmt, va_list ap);
 
+/* Control characters in s (an escape sequence, a carriage return, a newline) become '?', in place:
+ * the one rule for text from a file that reaches a terminal, messages and check's lines alike. */
+void error_printable(char *s);
+
 /* "file:line:col: message", "file: message" (line 0) or "message" (no file): the only place the
  * program puts a position in front of a message. */
 void user_error_format(const UserError *err, char *out, size_t size);

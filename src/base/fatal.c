@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include "fatal.h"
 
-enum { MAX_PENDING = 4, PATH_SIZE = 4200 };
+enum { MAX_PENDING = 6, PATH_SIZE = 4200 };
 static char pending[MAX_PENDING][PATH_SIZE];
 static int in_child; /* a forked reader (fatal_in_child): its parent reports how it ended */
 
@@ -31,6 +31,18 @@ void fatal_forget(const char *path) {
 static void remove_pending(void) { /* unlink is async-signal-safe */
     for (int i = 0; i < MAX_PENDING; i++)
         if (pending[i][0]) unlink(pending[i]);
+}
+
+void fatal_stop_now(int signum) {
+    if (in_child) _exit(130); /* a forked reader: the parent owns the temporaries */
+    remove_pending();
+    static const char note[] = ": stopped at once; no earlier result was replaced and no temporary "
+                               "is left (a run's training steps stop at the next step instead)\n";
+    const char *name = signum == SIGINT ? "harness: SIGINT" : "harness: SIGTERM";
+    ssize_t ignored = write(2, name, strlen(name));
+    ignored = write(2, note, sizeof note - 1);
+    (void)ignored;
+    _exit(130);
 }
 
 /* exit(-1) arrives here as -1; the harness itself never exits with 255 */

@@ -259,13 +259,17 @@ static int next_token(const float *logits, int V, double temperature, int top_k,
     return order[K - 1];
 }
 
+/* One byte of text for the terminal: a control character but newline and tab (an escape
+ * sequence the model or the file's tokenizer pieces spell) as '?', as every message does. */
+static void put_printable(int c) { putchar((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c); }
+
 static void print_text(const RunVocab *voc, const int *tokens, int n) {
     if (voc->has_tok) {
         char *text = tokenizer_decode(&voc->tok, tokens, n);
-        printf("%s", text);
+        for (const char *s = text; *s; s++) put_printable((unsigned char)*s);
         free(text);
     } else {
-        for (int i = 0; i < n; i++) putchar(tokens[i]);
+        for (int i = 0; i < n; i++) put_printable(tokens[i]);
     }
 }
 

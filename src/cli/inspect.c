@@ -44,8 +44,10 @@ void run_vocab_close(RunVocab *v) {
 void run_vocab_label(const RunVocab *v, int token, char *out, size_t size) {
     if (v->is_bytes && token >= 32 && token < 127) snprintf(out, size, "'%c'", token);
     else if (v->is_bytes && token == '\n') snprintf(out, size, "'\\n'");
-    else if (v->has_tok) tokenizer_label(&v->tok, token, out, size);
-    else task_token_label(&v->cfg, token, out, size);
+    else if (v->has_tok) {
+        tokenizer_label(&v->tok, token, out, size);
+        error_printable(out); /* a piece of the file's tokenizer: shown, never sent to the terminal */
+    } else task_token_label(&v->cfg, token, out, size);
 }
 
 /* A label cut to at most `cols` characters, then padded with spaces to exactly `cols`. */

@@ -7,6 +7,7 @@
  * any numeric step. */
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <libgen.h>
 #include <sys/statvfs.h>
@@ -88,9 +89,23 @@ static void note_progress(int step, int steps) {
     if (held_lock) output_lock_note_progress(held_lock, step, steps);
 }
 
+/* SIGINT/SIGTERM: the training loop, which polls for it, stops after its step and writes what it
+ * has (exit 130); anywhere else (parsing, reading, the study, writing: no poll), and at a signal
+ * a second or more after the first, the process ends at once with its temporaries removed
+ * (fatal_stop_now). A repeat within the second is the same stop sent twice (Slurm's scancel
+ * signals the harness and the sweep's runner, which passes it on): it changes nothing. */
 static void request_stop(int signum) {
-    (void)signum;
-    train_stop_requested = 1;
+    static struct timespec first;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
+    if (train_stop_polled && !train_stop_requested) {
+        train_stop_requested = 1;
+        first = now;
+        return;
+    }
+    if (train_stop_requested && now.tv_sec - first.tv_sec + (now.tv_nsec - first.tv_nsec) * 1e-9 < 1.0)
+        return;
+    fatal_stop_now(signum);
 }
 
 static int report(const UserError *err) {

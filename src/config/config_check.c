@@ -5,6 +5,7 @@
  * and the rules between keys. Must not know: YAML (config_load.c), the dump (config_dump.c); nor
  * the model or tasks beyond the keys' values; files only as far as "can it be read". */
 #include "config_internal.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -77,8 +78,9 @@ static int later_key(const Config *cfg, int a, int b) {
 
 /* Why a path cannot be read, or NULL. Opening is not enough: a directory opens fine. */
 static const char *unreadable(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return strerror(errno);
+    static char why[160];
+    FILE *f = safefile_fopen_read(path, why, sizeof why);
+    if (!f) return why;
     errno = 0;
     int c = fgetc(f), e = errno, failed = ferror(f);
     fclose(f);

@@ -9,6 +9,7 @@
  * Must not know: the cross-field rules or derived values (config_check.c), the dump
  * (config_dump.c); nor the model, tasks or files other than the config. */
 #include "config_internal.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -26,6 +27,7 @@
 /* Marks with this exact address came from config_set; all others mean cfg->source_path. */
 const char config_set_file[] = "--set";
 #define MAX_CONFIG_BYTES (1 << 20)
+#define CONFIG_MAX_DEPTH 16 /* mappings and lists, one inside the other */
 
 /* ---------------------------------------------------------------------------------------- */
 /* message pieces */
@@ -383,10 +385,19 @@ static void loader_start(Loader *L, Config *cfg, UserError *err, const char *tex
  * integer. So the whole input is parsed once before it is read for meaning. */
 static int check_syntax(Loader *L) {
     yaml_event_t ev;
-    for (int done = 0; !done;) {
+    for (int done = 0, depth = 0; !done;) {
         if (!yaml_parser_parse(&L->parser, &ev)) return syntax_error(L);
         done = ev.type == YAML_STREAM_END_EVENT;
+        depth += ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT;
+        depth -= ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT;
+        yaml_mark_t at = ev.start_mark;
         yaml_event_delete(&ev);
+        /* libyaml's time grows with the square of the depth: stop long before that matters */
+        if (depth > CONFIG_MAX_DEPTH)
+            return load_fail(L, at,
+                             "the YAML nests more than %d levels deep here; a config needs 3 "
+                             "(a section, its key, a list)",
+                             CONFIG_MAX_DEPTH);
     }
     yaml_parser_delete(&L->parser);
     CHECK_ALLOC(yaml_parser_initialize(&L->parser)); /* fails only when memory runs out */
@@ -426,21 +437,10 @@ int config_load(Config *cfg, const char *path, UserError *err) {
     if (begin_load(cfg, path, err)) return ERR_USER;
 
     /* Only a regular file: a FIFO with no writer would block the open (and every signal with it). */
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return file_fail(err, path, "cannot read the config: %s", strerror(EISDIR));
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return file_fail(err, path, "cannot read the config: it is %s, not a regular file",
-                         S_ISFIFO(st.st_mode)   ? "a FIFO"
-                         : S_ISSOCK(st.st_mode) ? "a socket"
-                                                : "a device");
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* replaced by a FIFO since: no wait */
-    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
-    if (!f && fd >= 0) {
-        close(fd);
-        return file_fail(err, path, "cannot read the config: it is not a regular file");
-    }
-    if (!f) return file_fail(err, path, "cannot open the config: %s; check the path", strerror(errno));
+    char why[160];
+    FILE *f = safefile_fopen_read(path, why, sizeof why);
+    if (!f && errno == ENOENT) return file_fail(err, path, "cannot open the config: %s; check the path", why);
+    if (!f) return file_fail(err, path, "cannot read the config: %s", why);
     size_t cap = 1 << 14, len = 0;
     char *text = NULL;
     do { /* grow until a short read (end of file or error) or past the size limit */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "tasks.h"
 #include "base/rng.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 enum { BOS = 0, SEP = 1 };
@@ -16,8 +17,9 @@ enum { BOS = 0, SEP = 1 };
  * (*n ids); `key` is the config key that named it, for messages. */
 static int read_ids(const Config *cfg, const char *key, const char *path, uint16_t **out, int64_t *n,
                     UserError *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return config_key_error(cfg, key, err, "cannot open '%s': %s", path, strerror(errno));
+    char why[160];
+    FILE *f = safefile_fopen_read(path, why, sizeof why);
+    if (!f) return config_key_error(cfg, key, err, "cannot open '%s': %s", path, why);
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     rewind(f);
     if (size < 0) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -196,8 +197,9 @@ int tokenizer_from_bytes(Tokenizer *tok, const unsigned char *bytes, size_t len,
 
 int tokenizer_load(Tokenizer *tok, const char *path, UserError *err) {
     memset(tok, 0, sizeof *tok);
-    FILE *f = fopen(path, "rb");
-    if (!f) return user_error(err, path, 0, 0, "cannot open the tokenizer model: %s", strerror(errno));
+    char why[160];
+    FILE *f = safefile_fopen_read(path, why, sizeof why);
+    if (!f) return user_error(err, path, 0, 0, "cannot open the tokenizer model: %s", why);
     size_t cap = 1 << 16, len = 0, got;
     unsigned char *buf = xcalloc(cap, 1);
     while ((got = fread(buf + len, 1, cap - len, f)) > 0) {

@@ -212,6 +212,15 @@ void model_free(Model *m) {
     memset(m, 0, sizeof *m);
 }
 
+const char *model_nonfinite_tensor(const Model *m, const float *block) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const float *v = block + m->tensors[i].offset;
+        for (size_t k = 0; k < m->tensors[i].size; k++)
+            if (!isfinite(v[k])) return m->tensors[i].name;
+    }
+    return NULL;
+}
+
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = rng_stream(seed, RNG_INIT, 0);
     float out_scale = 1.0f / sqrtf(2.0f * m->shape.n_layer);

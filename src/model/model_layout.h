@@ -13,6 +13,9 @@
 ModelShape model_shape_from_config(const Config *cfg);
 void model_init(Model *m, ModelShape shape, int max_batch);
 void model_free(Model *m);
+/* The name of the first tensor (in table order) of block (a parameter-sized block: parameters,
+ * gradients, moments) holding a NaN or an infinity, or NULL when every value is finite. */
+const char *model_nonfinite_tensor(const Model *m, const float *block);
 /* A model that shares m's parameters (read, never copied: they must outlive the view and not
  * change while it runs) with activations of its own for batches up to max_batch: forwards only,
  * one per thread of the analysis. Freed with model_free. */

@@ -24,6 +24,7 @@
 #include "dataset_docs.h"
 #include "outlock.h"
 #include "results.h"
+#include "model/model.h"
 #include "base/util.h"
 
 static const char *const usage =
@@ -35,7 +36,9 @@ static const char *const usage =
     "its own, so a file that crashes the HDF5 library is reported damaged and the rest go on.\n"
     "Prints one line per problem. Exit status, the worst of the files': 0 valid, 1 problems\n"
     "found, 2 unusable input (not HDF5, truncated, damaged, an unknown format_version, no\n"
-    "config_yaml).\n";
+    "config_yaml).\n"
+    "harness check --stored RUN.h5 ...: only what every reader demands (the stored config by the\n"
+    "loader's rules, /params of its shapes, finite): one line a file, 'ok' or why not.\n";
 
 /* The lock of the run that writes path: a temporary's (".tmp.XXXXXX") is its target's, and a
  * checkpoint's (".ckpt") its results file's. */
@@ -198,7 +201,29 @@ static void resume_note(Checker *c, char *out, size_t size) {
 
 static int check_file(void *arg, char *msg, int size);
 
+/* `harness check --stored RUN.h5 ...`: what every reader of the harness demands before it uses a
+ * file, and no more: its config_yaml read and resolved by the loader's own rules (ranges,
+ * cross-field rules), and /params of the shapes that config implies, every value finite
+ * (results_load_model, as inspect and generate load it). The Python readers ask this rather
+ * than keep a copy of the rules. One line a file, in order: "ok" or the refusal; exit 2 when
+ * any is refused. */
+static int check_stored(int argc, char **argv) {
+    int worst = 0;
+    for (int i = 2; i < argc; i++) {
+        Config cfg;
+        UserError err;
+        Model m;
+        int rc = results_read_run_config(argv[i], &cfg, &err);
+        if (rc == ERR_OK) rc = results_load_model(argv[i], &cfg, 1, &m, &err);
+        if (rc == ERR_OK) model_free(&m);
+        printf("%s\n", rc == ERR_OK ? "ok" : err.text);
+        if (rc != ERR_OK) worst = 2;
+    }
+    return worst;
+}
+
 int check_main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--stored")) return check_stored(argc, argv);
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);
         return 0;

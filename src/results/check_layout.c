@@ -229,7 +229,17 @@ static void check_tensors(Checker *c, const Model *m, const char *group, int fou
         char name[256];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
         hsize_t want[2] = {t->shape[0], t->shape[1]};
-        checker_expect_shape(c, name, t->ndim, want);
+        if (!checker_expect_shape(c, name, t->ndim, want) || strcmp(group, "/params")) continue;
+        float *v = checker_read_all(c, name, H5T_NATIVE_FLOAT, sizeof(float), t->size);
+        for (size_t k = 0; v && k < t->size; k++)
+            if (!isfinite(v[k])) {
+                checker_problem(c,
+                                "%s holds a non-finite value (%g at index %zu); a model's "
+                                "parameters are finite",
+                                name, (double)v[k], k);
+                break;
+            }
+        free(v);
     }
     char log_alpha[256]; /* learned head gates (train.head_l0): their parameters beside the model's */
     snprintf(log_alpha, sizeof log_alpha, "%s/log_alpha", group);

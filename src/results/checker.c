@@ -9,15 +9,17 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include "check_internal.h"
+#include "base/error.h"
 #include "base/util.h"
 
 __attribute__((format(printf, 2, 3))) void checker_problem(Checker *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    printf("%s: ", c->path);
-    vprintf(fmt, ap);
-    printf("\n");
+    char line[2048]; /* the file's strings inside are printed as one printable line */
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    error_printable(line);
+    printf("%s: %s\n", c->path, line);
     c->problems++;
 }
 

@@ -9,13 +9,16 @@
 #include <time.h>
 #include <unistd.h>
 #include "outlock.h"
+#include "base/fatal.h"
+#include "base/safefile.h"
 
 /* What the holder wrote into the lock file; it writes right after locking, so a taker that
  * finds the file still empty waits a moment for it. */
 static void read_holder(const char *path, char *out, size_t size) {
     snprintf(out, size, "another process");
     for (int attempt = 0; attempt < 40; attempt++) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char why[160];
+        int fd = safefile_open_read(path, why, sizeof why);
         if (fd < 0) return;
         ssize_t n = read(fd, out, size - 1);
         close(fd);
@@ -59,7 +62,8 @@ void output_lock_note_progress(OutputLock *lk, long step, long steps) {
 int output_lock_holder(const char *out_path, char *out, size_t size) {
     char path[CONFIG_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s.lock", out_path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[160];
+    int fd = safefile_open_read(path, why, sizeof why);
     if (fd < 0) return 0;
     int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);
@@ -108,13 +112,19 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
         if (make_parents(lk->path, lk->made, sizeof lk->made) != 0)
             return config_error_at(mk, err, "output.path: cannot create the directory of '%.1100s' (%s)",
                                    out_path, strerror(errno));
-        int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        char why[160];
+        int fd = safefile_open_write(lk->path, O_RDWR | O_CREAT, 0666, why, sizeof why);
         if (fd < 0 && errno == ENOENT) continue; /* a refused run removed the directory it made */
+        if (fd < 0 && (errno == ELOOP || errno == EINVAL)) {
+            remove_made(lk->path, lk->made);
+            return config_error_at(
+                mk, err, "output.path: %.1100s: %s; remove it, or set output.path elsewhere", lk->path, why);
+        }
         if (fd < 0) {
             return config_error_at(mk, err,
                                    "output.path: cannot create '%.1100s' (%s); is the directory there "
                                    "and writable?",
-                                   lk->path, strerror(errno));
+                                   lk->path, why);
         }
         int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
         /* `sweep --status` peeks with a shared lock for an instant: give it a second */
@@ -148,6 +158,7 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
             snprintf(line, sizeof line, "%s\n", lk->holder);
             write_holder(fd, line);
             lk->fd = fd;
+            fatal_remove_on_death(lk->path); /* a process stopped at once deletes it too */
             return ERR_OK;
         }
         close(fd);
@@ -158,6 +169,7 @@ int output_lock_acquire(OutputLock *lk, const char *out_path, ConfigMark mk, Use
 void output_lock_release(OutputLock *lk) {
     if (lk->fd >= 0) {
         unlink(lk->path); /* while still held: see the check in output_lock_acquire */
+        fatal_forget(lk->path);
         close(lk->fd);
         lk->fd = -1;
     }

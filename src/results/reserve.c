@@ -13,6 +13,7 @@
 #include <hdf5.h>
 #include "results.h"
 #include "results_internal.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 static int reserve_fd = -1;
@@ -29,7 +30,8 @@ int results_reserve(const char *path, double bytes) {
         Results r;
         snprintf(r.path, sizeof r.path, "%s", path);
         if (results_create_temp(&r) != 0) return errno ? errno : EACCES;
-        fd = open(r.tmp_path, O_RDWR | O_CLOEXEC);
+        char why[160];
+        fd = safefile_open_write(r.tmp_path, O_RDWR, 0600, why, sizeof why);
         int e = errno;
         unlink(r.tmp_path);
         if (fd < 0) return e ? e : EACCES;

@@ -24,6 +24,7 @@
 #include "results.h"
 #include "base/fatal.h"
 #include "results_internal.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 #ifndef HARNESS_VERSION
@@ -248,18 +249,18 @@ int results_open(Results *r, const char *path, const Config *cfg, int force, Use
     visit_temps(path, remove_unfinished, NULL);
     errno = 0;
     hid_t fapl = checksummed_metadata();
-    if (results_create_temp(r) != 0 ||
-        (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
+    int made = results_create_temp(r) == 0;
+    if (made) fatal_remove_on_death(r->tmp_path); /* from its first byte: a signal removes it too */
+    if (!made || (r->file = H5Fcreate(r->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
         H5Pclose(fapl);
         int e = errno ? errno : EACCES;
-        if (r->tmp_path[0]) unlink(r->tmp_path);
+        if (r->tmp_path[0]) unlink(r->tmp_path), fatal_forget(r->tmp_path);
         return config_key_error(cfg, "output.path", err,
                                 "cannot create '%s' (%s); "
                                 "is the directory there and writable?",
                                 r->tmp_path[0] ? r->tmp_path : path, strerror(e));
     }
     H5Pclose(fapl);
-    fatal_remove_on_death(r->tmp_path);
     char created[64];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -376,10 +377,11 @@ int results_open_copy(Results *r, const char *path, UserError *err) {
     r->is_copy = 1;
     snprintf(r->tmp_path, sizeof r->tmp_path, "%s.XXXXXX", path);
     struct stat st;
-    FILE *in = fopen(path, "rb");
+    char why[160];
+    FILE *in = safefile_fopen_read(path, why, sizeof why);
     if (!in || fstat(fileno(in), &st) != 0) {
         if (in) fclose(in);
-        return user_error(err, path, 0, 0, "cannot read: %s", strerror(errno));
+        return user_error(err, path, 0, 0, "cannot read: %s", why);
     }
     int fd = mkstemp(r->tmp_path);
     if (fd < 0) {

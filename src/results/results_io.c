@@ -360,6 +360,12 @@ int results_read_tensors(const char *path, const char *group, Model *m, float *b
 int results_load_model(const char *path, const Config *cfg, int max_batch, Model *m, UserError *err) {
     model_init(m, model_shape_from_config(cfg), max_batch);
     int rc = results_read_tensors(path, "/params", m, m->param_block, (ConfigMark){path, 1, 1}, err);
+    const char *bad = rc == ERR_OK ? model_nonfinite_tensor(m, m->param_block) : NULL;
+    if (bad)
+        rc = user_error(err, path, 0, 0,
+                        "/params/%s holds a NaN or an infinity: no output of this model would mean "
+                        "anything; refused",
+                        bad);
     if (rc != ERR_OK) model_free(m);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "results.h"
 #include "base/fatal.h"
 #include "results_internal.h"
+#include "base/safefile.h"
 #include "base/util.h"
 
 /* ---- reading a file that may be damaged
@@ -286,9 +287,20 @@ void results_trust(const char *path) {
     if (stat(path, &st) == 0) trust(&st, NULL);
 }
 
+/* A FIFO, a device or a directory at path is refused before anything opens it (a FIFO would
+ * block HDF5's open, and every signal with it); a missing file is left to the open to name. */
+static int refuse_irregular(const char *path, UserError *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return user_error(err, path, 0, 0, "not a regular file (%s); refused before opening it",
+                          safefile_kind(st.st_mode));
+    return ERR_OK;
+}
+
 int results_verify(const char *path, UserError *err) {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return ERR_OK; /* the open says what */
+    if (refuse_irregular(path, err) != ERR_OK) return ERR_USER;
+    if (stat(path, &st) != 0) return ERR_OK; /* the open says what */
     /* (one results_verify_values found damaged in values only passes too: its caller reads it
      * knowing what is damaged, and reading those datasets fails cleanly) */
     if (trusted_damage(&st)) return ERR_OK;
@@ -361,7 +373,8 @@ static void add_damage(ResultsDamage *d, const char *name, const char *why) {
 int results_verify_values(const char *path, ResultsDamage *d, UserError *err) {
     memset(d, 0, sizeof *d);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return ERR_OK; /* the open says what */
+    if (refuse_irregular(path, err) != ERR_OK) return ERR_USER;
+    if (stat(path, &st) != 0) return ERR_OK; /* the open says what */
     const ResultsDamage *known = trusted_damage(&st);
     if (known) {
         *d = *known;

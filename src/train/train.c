@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
+volatile sig_atomic_t train_stop_polled = 0;
 void (*train_on_progress)(int step, int steps) = NULL;
 
 /* CPU seconds of the whole process (every thread): the cost measure that other jobs on the
@@ -61,14 +62,7 @@ static void report_progress(int step, int steps, double loss, double eval_loss, 
 }
 
 /* Name the first parameter-gradient tensor holding a NaN or Inf (for the divergence message). */
-static const char *first_nonfinite_grad(const Model *m) {
-    for (int i = 0; i < m->n_tensors; i++) {
-        const float *g = m->grad_block + m->tensors[i].offset;
-        for (size_t k = 0; k < m->tensors[i].size; k++)
-            if (!isfinite(g[k])) return m->tensors[i].name;
-    }
-    return NULL;
-}
+static const char *first_nonfinite_grad(const Model *m) { return model_nonfinite_tensor(m, m->grad_block); }
 
 /* What observe() measured at the resumed step, made again from the loaded parameters where the
  * checkpoint's copy was lost: the same bits (the same parameters, gates and held-out batches). */
@@ -254,6 +248,7 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     RunStatus status = RUN_COMPLETE;
+    train_stop_polled = 1;
     for (int step = st->step;; step++) {
         st->step = step;
         if (!(resumed && step == ses->first)) observe(st, m, cfg, step, ses);
@@ -264,6 +259,7 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
         }
         if ((status = step_once(st, m, task, cfg, &batch, step, ses)) != RUN_COMPLETE) break;
     }
+    train_stop_polled = 0;
     if (ses->on_terminal) fprintf(stderr, "\n");
     batch_free(&batch);
     return status;

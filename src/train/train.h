@@ -20,6 +20,8 @@
 
 /* Set from a SIGINT/SIGTERM handler: the loop stops before the next step. */
 extern volatile sig_atomic_t train_stop_requested;
+/* 1 while the step loop runs and polls train_stop_requested; elsewhere a stop cannot wait. */
+extern volatile sig_atomic_t train_stop_polled;
 
 /* Called with (steps done, train.steps) at every progress line (the output lock notes it, for
  * `harness check` on a run in progress); NULL: nobody listens. */

@@ -12,6 +12,7 @@ import os
 
 from ..read import pruning
 from ..core.cli import UserError
+from ..core import safefile
 from ..core.configs import format_value
 from ..read.results import CLASSES, group_runs
 from ..core.words import plural
@@ -165,7 +166,7 @@ def tolerance_of(s):
 def write_csv(figure_path, columns, rows):
     """NAME.csv beside NAME.png|svg|pdf: the numbers a figure draws, with named columns."""
     path = os.path.splitext(figure_path)[0] + ".csv"
-    with open(path, "w", newline="") as f:
+    with safefile.open_write(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(columns)
         for row in rows:

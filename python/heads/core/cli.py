@@ -9,10 +9,31 @@ import sys
 import time
 
 
+class Stopped(SystemExit):
+    """SIGINT or SIGTERM (stop_on_signals): the script ends with exit status 130."""
+
+
+def _stop(signum, frame):
+    raise Stopped(130)
+
+
+def stop_on_signals():
+    """SIGINT and SIGTERM end the script at once through Stopped, a SystemExit (status 130), so that
+    every `finally` and `except BaseException` on the way out removes its temporaries (a killed
+    Python would leave them); earlier results stay, as every write is a rename. A command that
+    stops in steps of its own (a sweep's pool) installs its handlers over these."""
+    import signal
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(signum, _stop)
+
+
 def arg_parser(doc):
     """An ArgumentParser whose --help prints the script's docstring (the one place options are
-    described) and whose usage line is the docstring's."""
+    described) and whose usage line is the docstring's; every script makes one first, so this
+    is also where SIGINT/SIGTERM are made to end it cleanly (stop_on_signals)."""
     import argparse
+    stop_on_signals()
 
     class HelpAction(argparse.Action):
         def __call__(self, parser, namespace, values, option_string=None):
@@ -33,8 +54,18 @@ class UserError(Exception):
 
 
 def die(message, status=2):
-    print(message, file=sys.stderr)
+    print(printable(message), file=sys.stderr)
     sys.exit(status)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text):
+    """Text that may hold a file's strings, as a terminal may show it: control characters (an
+    escape sequence, a carriage return that rewrites the line) become '?', as in the harness's
+    own messages (src/base/error.c); newlines and tabs stay."""
+    return _CONTROL.sub("?", str(text))
 
 
 def shell_quote(s):

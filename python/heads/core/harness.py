@@ -202,3 +202,27 @@ def compare_configs(requests):
         raise UserError(f"{HARNESS} state --batch failed (exit status {p.returncode}): "
                         f"{(p.stderr or p.stdout).strip()[:300]} (an older harness? run `make`)")
     return answers
+
+
+_STORED = {}  # (path, size, mtime) -> the harness's refusal, '' when it accepts the file
+
+
+def stored_refusal(path):
+    """'' when the harness's own readers accept what path stores (`harness check --stored`,
+    src/results/check.c: its config_yaml by the loader's rules, /params of that config's shapes,
+    every value finite), else the harness's one-line refusal: the Python readers keep no copy of
+    those rules. A harness that cannot be run (not built) answers '' (nothing is checked)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _STORED:
+        try:
+            p = subprocess.run([HARNESS, "check", "--stored", path], capture_output=True,
+                               text=True, errors="replace", timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        line = p.stdout.strip()
+        _STORED[key] = "" if p.returncode == 0 or not line else line
+    return _STORED[key]

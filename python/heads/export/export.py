@@ -159,11 +159,13 @@ def _write_files(writers):
             mask = os.umask(0)
             os.umask(mask)
             os.chmod(tmp, 0o666 & ~mask)
-    except OSError as e:
+    except BaseException as e:  # a signal's SystemExit too: no temporary is left behind
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        raise UserError(f"{path}: cannot write: {e.strerror}")
+        if isinstance(e, OSError):
+            raise UserError(f"{path}: cannot write: {e.strerror}")
+        raise
     for tmp, path in temps:
         os.replace(tmp, path)
 

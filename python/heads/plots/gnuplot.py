@@ -14,6 +14,7 @@ import tempfile
 
 import numpy as np
 
+from ..core import safefile
 from ..core.cli import UserError
 
 
@@ -75,7 +76,9 @@ def terminal_for(path, width, height, font_size=10):
 
 def run_gnuplot(script, png_path, workdir=None):
     """Run a gnuplot script that writes png_path; raise UserError with gnuplot's message if it
-    fails or leaves no (or an empty) file."""
+    fails or leaves no (or an empty) file. gnuplot opens png_path itself: a link or a FIFO
+    there is refused first (safefile's rule), never written through."""
+    safefile.refuse_unsafe_target(png_path)
     with tempfile.TemporaryDirectory() as tmp:
         script_path = os.path.join(workdir or tmp, os.path.basename(png_path) + ".gp")
         with open(script_path, "w") as f:

@@ -11,14 +11,18 @@ import os
 import re
 import time
 
+from ..core import safefile
+from ..core.cli import UserError
+
 
 def flock_holder(lock_path, anonymous):
     """What the holder of an flock on lock_path wrote into it (anonymous if nothing), or None
     when nobody holds it (or locks do not work on this file system). Peeks with a shared lock
     for an instant, which the harness and RunLock.acquire wait out."""
     try:
+        safefile.check_regular(lock_path)  # a FIFO there would block the open
         f = open(lock_path)
-    except OSError:
+    except (OSError, UserError):
         return None
     with f:
         try:
@@ -71,12 +75,13 @@ def state_of(path):
             step = f["checkpoint"].attrs.get("step") if "checkpoint" in f else None
             steps = f["config"].attrs.get("steps") if "config" in f else None
             return status, None if step is None else int(step), None if steps is None else int(steps)
-    except (OSError, KeyError, ValueError, TypeError):
+    except (OSError, KeyError, ValueError, TypeError, UserError):
         return "", None, None
 
 
 def h5py_file(path):
     import h5py  # heads.results says how to install it when it is missing
+    safefile.check_regular(path)  # a FIFO would block h5py's open
     return h5py.File(path, "r")
 
 
@@ -125,6 +130,8 @@ def unreadable_why(h5_path):
         with h5py_file(h5_path) as f:
             f.attrs.get("status")
         return ""
+    except UserError as e:
+        return str(e).split(": ", 1)[-1]
     except OSError as e:
         return str(e).split(" (")[0] or "not an HDF5 file"
 

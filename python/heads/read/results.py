@@ -93,7 +93,7 @@ def read_status(path):
     problem), '' if unreadable or missing."""
     if not os.path.exists(path):
         return ""
-    if damage(path):
+    if not os.path.isfile(path) or damage(path):
         return "damaged"
     try:
         with h5py.File(path, "r") as f:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from ..core.cli import UserError
+from ..core import harness, safefile
 
 
 # ---- the guard: a damaged file is named, never read by this process
@@ -154,12 +155,9 @@ def _store(verdicts):
         text = "".join(f"{k[1]} {k[2]} {k[3]} {k[4]} {crc:08x} {' '.join(p.split())}\t{k[0]}\n"
                        for k, (p, crc) in verdicts.items()
                        if crc is not None and "\n" not in k[0] and "\t" not in k[0])
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, text.encode("utf-8", "surrogateescape"))
-        finally:
-            os.close(fd)
-    except OSError:
+        with safefile.open_write(path, "ab") as f:
+            f.write(text.encode("utf-8", "surrogateescape"))
+    except (OSError, UserError):
         pass
 
 
@@ -260,10 +258,13 @@ def _file_sum(path):
 
 
 def _limit_memory():
-    """In the child: at most _CHILD_MEMORY of address space, so that sizes read from a damaged
+    """In the child: at most _CHILD_MEMORY of address space (or the lower limit it has already), so that sizes read from a damaged
     file end in a MemoryError (the file is damaged), not in a machine out of memory."""
     import resource
-    resource.setrlimit(resource.RLIMIT_AS, (_CHILD_MEMORY, _CHILD_MEMORY))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = _CHILD_MEMORY if hard == resource.RLIM_INFINITY else min(_CHILD_MEMORY, hard)
+    if soft == resource.RLIM_INFINITY or soft > limit:  # lowered, never raised (any `ulimit -v`)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 _CHILD_MEMORY = 8 << 30  # the child reads in slabs of 64 MiB: a few of them, and h5py itself
@@ -291,9 +292,26 @@ def damage(path):
 
 
 def refuse_damaged(path):
-    """UserError naming the file and its problem, unless it reads whole."""
+    """UserError naming the file and its problem, unless it reads whole and the harness's
+    readers accept the config and parameters it stores (when it stores a config); a FIFO, a
+    device or a directory is refused before anything opens it."""
+    safefile.check_regular(path)
     problem = damage(path)
     if problem:
         raise UserError(f"{path}: {problem}")
+    refusal = harness.stored_refusal(path) if _has_config(path) else ""
+    if refusal:
+        raise UserError(refusal)
+
+
+def _has_config(path):
+    """Whether a file that reads whole stores a config (config_yaml or /config) for the harness
+    to judge; one without either (made by hand: a test's fixture) has none to trust."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            return "config_yaml" in f.attrs or "config" in f
+    except OSError:
+        return True
 
 

@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 
-from ..core.cli import die, indent
+from ..core import safefile
+from ..core.cli import UserError, die, indent
 from ..core.harness import REPO, harness_command
 from ..read.results import RunResult, heldout_summary
 from .states import file_states
@@ -40,7 +41,7 @@ def fmt_time(seconds):
 def log_progress(path):
     """Fraction of training steps done, from the last 'step X/Y' line of a run's log."""
     try:
-        with open(path, "rb") as f:
+        with safefile.open_read(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - 4096))
@@ -57,7 +58,7 @@ def log_progress(path):
 def log_tail(path, lines=8):
     """The last lines of a log that are not progress lines (where the error message is)."""
     try:
-        with open(path, errors="replace") as f:
+        with safefile.open_read(path, errors="replace") as f:
             text = f.read().splitlines()
     except OSError:
         return "(no log)"
@@ -241,7 +242,13 @@ class RunPool:
         h5_path = self.h5(run)
         log_path = os.path.join(self.outdir, run.name + ".log")
         lock = RunLock(self.outdir, run.name)
-        if not lock.acquire():
+        try:
+            acquired = lock.acquire()
+        except UserError as e:  # a link or a FIFO at the lock's path: refused, never written through
+            self.failed.append((run, str(e)))
+            self.say(f"FAILED {run.name}: {e}")
+            return
+        if not acquired:
             where = lock_holder(self.outdir, run.name) or "?"
             self.busy.append((run, where))
             self.say(f"skip   {run.name}: running elsewhere, on {where}")
@@ -254,11 +261,13 @@ class RunPool:
             return
         extra, left = resume_args(h5_path, force)
         cmd = harness_command(self.exp.base_path, self.overrides(run), extra)
-        log_file = open_log(log_path, cmd, left)
+        log_file = None
         try:
+            log_file = open_log(log_path, cmd, left)
             proc = start_harness(cmd, log_file)
-        except StartFailed as e:
-            log_file.close()
+        except (StartFailed, UserError) as e:
+            if log_file:
+                log_file.close()
             lock.release()
             self.failed.append((run, str(e)))
             self.say(f"FAILED {run.name}: {e}")
@@ -274,8 +283,11 @@ class RunPool:
             self.running.remove(job)
             wall = time.time() - job.started
             job.log_file.close()
-            with open(job.log_path, "a") as f:
-                f.write(log_footer(rc, wall, self.forwarded, job.log_path))
+            try:
+                with safefile.open_write(job.log_path, "a") as f:
+                    f.write(log_footer(rc, wall, self.forwarded, job.log_path))
+            except (OSError, UserError):  # swapped for a link during the run: no footer
+                pass
             job.lock.release()
             if rc == 0:
                 self.durations.setdefault(job.run.point, []).append(wall)
@@ -411,8 +423,11 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
             signal.signal(sig, forward)
         rc = proc.wait()
         wall = time.time() - t0
-        with open(log_path, "a") as log:
-            log.write(log_footer(rc, wall, forwarded, log_path))
+        try:
+            with safefile.open_write(log_path, "a") as log:
+                log.write(log_footer(rc, wall, forwarded, log_path))
+        except (OSError, UserError):  # swapped for a link during the run: no footer
+            pass
         if rc == 0:
             loss = ""
             try:

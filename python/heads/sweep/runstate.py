@@ -15,6 +15,7 @@ import socket
 import time
 
 from ..core.cli import now_text, shell_quote
+from ..core import safefile
 from ..read.ondisk import flock_holder, harness_lock_holder, leftover, leftover_temp, unreadable_why
 from ..read.results import read_status
 from .slurm import SLURM_ACTIVE, slurm_task_id
@@ -50,7 +51,7 @@ def exit_meaning(rc, log_path=None):
     error' for an exit status 2 whose log (log_path) says the system refused a write."""
     if rc == 2 and log_path:
         try:
-            with open(log_path, errors="replace") as f:
+            with safefile.open_read(log_path, errors="replace") as f:
                 tail = f.read()[-4000:]
         except OSError:
             tail = ""
@@ -127,7 +128,7 @@ class RunLog:
         self.interrupted = False
         self.tail = ""
         try:
-            with open(path, errors="replace") as f:
+            with safefile.open_read(path, errors="replace") as f:
                 lines = f.read().splitlines()
         except OSError:
             return
@@ -162,7 +163,7 @@ class RunLock:
     def acquire(self, attempts=20):
         """True when held (or when locks do not work here); False when another holds it."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        f = open(self.path, "a+")
+        f = safefile.open_write(self.path, "a+")
         for i in range(attempts):
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -206,7 +207,7 @@ def resume_args(h5_path, force):
 def open_log(log_path, cmd, left):
     """A run's log opened for its harness, the header written: a fresh log, or, when the run
     resumes (left: a Leftover), the old one appended to after a '# resumed at step N' line."""
-    log = open(log_path, "a" if left is not None else "w")
+    log = safefile.open_write(log_path, "a" if left is not None else "w")
     if left is not None:
         log.write(f"# resumed at step {left.step} from {left.describe()}\n")
     log.write(log_header(cmd))
@@ -270,7 +271,7 @@ def run_state(outdir, name, submission=None, queue=None, found=None):
     task_out = submission.output() if submission is not None else None
     if task_out:
         try:
-            with open(task_out, errors="replace") as f:
+            with safefile.open_read(task_out, errors="replace") as f:
                 text = f.read().splitlines()
             slurm_lines = "\n".join([l for l in text if re.search(
                 r"slurmstepd|error|Error|Traceback|CANCELLED|DUE TO", l)][-6:])

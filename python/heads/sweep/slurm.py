@@ -11,6 +11,7 @@ import sys
 import time
 
 from ..core.cli import now_text, shell_quote
+from ..core import safefile
 from ..core.configs import format_value
 from ..core.harness import HARNESS, REPO
 
@@ -59,7 +60,7 @@ def slurm_submissions(outdir):
         path = os.path.join(base, d)
         job = None
         try:
-            with open(os.path.join(path, "jobs")) as f:
+            with safefile.open_read(os.path.join(path, "jobs")) as f:
                 for line in f:
                     parts = line.split()
                     if len(parts) == 2 and parts[0] == "array":
@@ -67,7 +68,7 @@ def slurm_submissions(outdir):
         except OSError:
             pass
         try:
-            with open(os.path.join(path, "runs.tsv")) as f:
+            with safefile.open_read(os.path.join(path, "runs.tsv")) as f:
                 for line in f:
                     parts = line.rstrip("\n").split("\t")
                     if len(parts) >= 2 and parts[0].isdigit():
@@ -136,7 +137,7 @@ def write_array_script(path, args, exp, outdir, todo, cpus, sweep_cmd):
     q = shell_quote
     throttle = f"%{args.jobs}" if args.jobs else ""
     subdir = os.path.dirname(path)
-    with open(path, "w") as f:
+    with safefile.open_write(path, "w") as f:
         f.write("\n".join([
             "#!/bin/bash",
             f"# The sweep '{exp.name}' as a Slurm job array: one array task per run "
@@ -173,7 +174,7 @@ def write_array_script(path, args, exp, outdir, todo, cpus, sweep_cmd):
 def write_summary_script(path, args, exp, cpus, sweep_cmd):
     """The summary job, run after the array (afterany): `sweep --summary-only`."""
     q = shell_quote
-    with open(path, "w") as f:
+    with safefile.open_write(path, "w") as f:
         f.write("\n".join([
             "#!/bin/bash",
             f"# Writes summary.csv and summary.h5 of the sweep '{exp.name}' once its job array "
@@ -204,13 +205,13 @@ def submit_slurm(args, exp, outdir, todo, cpus, sweep_script):
     # What the tasks run: a frozen copy of the experiment file (same name, so the same runs and
     # results directory), the sweep and the harness of this checkout, this python.
     frozen = os.path.join(subdir, exp.name + ".yaml")
-    with open(frozen, "w") as f:
+    with safefile.open_write(frozen, "w") as f:
         f.write(exp.text)
     sweep_cmd = [sys.executable or "/usr/bin/python3", os.path.abspath(sweep_script), frozen,
                  "--results", os.path.abspath(args.results)]
     for assignment in getattr(args, "set", []):  # sweep --set: the tasks get the same overrides
         sweep_cmd += ["--set", assignment]
-    with open(os.path.join(subdir, "runs.tsv"), "w") as f:
+    with safefile.open_write(os.path.join(subdir, "runs.tsv"), "w") as f:
         f.write("# index\trun\n")
         for i, run in enumerate(todo):
             f.write(f"{i}\t{run.name}\n")
@@ -244,13 +245,13 @@ def sbatch_array_and_summary(args, outdir, subdir, array, summary, n_tasks):
         print(f"sweep: sbatch failed (exit status {p.returncode}):\n"
               f"{(p.stderr or p.stdout).strip()}", file=sys.stderr)
         return 1
-    with open(os.path.join(subdir, "jobs"), "w") as f:
+    with safefile.open_write(os.path.join(subdir, "jobs"), "w") as f:
         f.write(f"array {job}\n")
     p = subprocess.run(["sbatch", "--parsable", f"--dependency=afterany:{job}", summary],
                        capture_output=True, text=True, timeout=120)
     summary_job = p.stdout.strip().split(";")[0]
     if p.returncode == 0 and summary_job.isdigit():
-        with open(os.path.join(subdir, "jobs"), "a") as f:
+        with safefile.open_write(os.path.join(subdir, "jobs"), "a") as f:
             f.write(f"summary {summary_job}\n")
         after = (f"summary job {summary_job} writes summary.csv and summary.h5 after the "
                  "array")

@@ -19,7 +19,7 @@ locks, logs or Slurm (heads.sweep.runstate adds those).
 """
 import os
 
-from ..core import harness
+from ..core import harness, safefile
 from ..read import verify
 from ..core.cli import UserError
 from ..read.results import text
@@ -54,7 +54,7 @@ def load_experiment(outdir, quiet=False):
     try:
         sets = []
         if os.path.exists(os.path.join(outdir, SET_FILE)):
-            with open(os.path.join(outdir, SET_FILE), encoding="utf-8") as f:
+            with safefile.open_read(os.path.join(outdir, SET_FILE), encoding="utf-8") as f:
                 sets = [line.rstrip("\n") for line in f if line.strip()]
         return Experiment(path, sets)
     except (UserError, OSError) as e:
@@ -68,9 +68,10 @@ def _head(path):
     """(status, config_yaml) of a file that reads whole."""
     import h5py
     try:
+        safefile.check_regular(path)
         with h5py.File(path, "r") as f:
             return text(f.attrs.get("status", "")), text(f.attrs.get("config_yaml", ""))
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, UserError):
         return "", ""
 
 

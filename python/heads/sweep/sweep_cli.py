@@ -14,6 +14,7 @@ import sys
 import time
 
 from ..core import cli, configs, harness
+from ..core import safefile
 from . import experiments, pool, runstate, slurm, states, status_cli, summary
 
 
@@ -102,7 +103,10 @@ def lock_sweep(outdir, wait_seconds):
         os.makedirs(outdir, exist_ok=True)
     except OSError as e:
         cli.die(f"{outdir}: cannot create the results directory: {e.strerror}")
-    lock = open(os.path.join(outdir, ".sweep.lock"), "a+")
+    try:
+        lock = safefile.open_write(os.path.join(outdir, ".sweep.lock"), "a+")
+    except cli.UserError as e:
+        cli.die(str(e))
     end = time.time() + wait_seconds
     while True:
         try:
@@ -275,6 +279,6 @@ def main(doc, script):
         return command(doc, script)
     except cli.UserError as e:  # the runs' states cannot be decided: the harness cannot say
         cli.die(str(e))
-    except KeyboardInterrupt:  # before any run started (while checking the runs)
+    except (KeyboardInterrupt, cli.Stopped):  # before any run started (while checking the runs)
         print("\ninterrupted before any run started", file=sys.stderr)
         return 130

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from ..core import harness
+from ..core import harness, safefile
 from ..read import pruning, verify
 from . import states, summary
 from ..core.cli import UserError
@@ -55,7 +55,7 @@ class Summary:
                             "(it writes summary.h5 and summary.csv)")
         exp = self._exp = states.load_experiment(self.dir)
         try:
-            with open(path, "rb") as f:
+            with safefile.open_read(path, "rb") as f:  # a FIFO refused, never waited on
                 problem = summary.seal_problem(f.read())
         except OSError as e:
             raise UserError(f"{path}: cannot be read ({e.strerror})") from None

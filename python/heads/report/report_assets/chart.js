@@ -167,9 +167,9 @@ function chartLegend(container, svg, series) {
     if (!s.name || s.nolegend) continue;
     const item = document.createElement("span");
     item.className = "item";
-    item.innerHTML = s.line === false  /* points only: a dot, hollow or filled, as drawn */
+    setMarkup(item, s.line === false  /* points only: a dot, hollow or filled, as drawn */
       ? `<span class="dot" style="border-color:${s.color};background:${s.hollow ? "white" : s.color}"></span>`
-      : `<span class="sw" style="background:${s.color}"></span>`;
+      : `<span class="sw" style="background:${s.color}"></span>`);
     item.appendChild(document.createTextNode(s.name));
     item.addEventListener("click", () => {
       item.classList.toggle("dim");

@@ -3,13 +3,43 @@
  * Knows nothing of results files. */
 "use strict";
 
-/* el(tag, attrs, parent, html): a new element, appended to parent when given */
+/* el(tag, attrs, parent, html): a new element, appended to parent when given; html is the page's
+ * own markup (setMarkup), and a string from the file inside it goes through escapeHtml */
 function el(tag, attrs, parent, html) {
   const e = document.createElement(tag);
   for (const k in (attrs || {})) e.setAttribute(k, attrs[k]);
-  if (html !== undefined) e.innerHTML = html;
+  if (html !== undefined) setMarkup(e, html);
   if (parent) parent.appendChild(e);
   return e;
+}
+
+/* The one place markup enters the page (no innerHTML elsewhere). Parsed in an inert <template>
+ * (nothing in it runs or loads), then stripped of what could run: elements that hold or fetch
+ * code, every on* handler, javascript: and data: links. A results file is anyone's: its strings
+ * are escaped where they are put into markup, this is the wall behind that, and the page's
+ * Content-Security-Policy (no inline handlers, no script but the page's own) the one behind it. */
+const UNSAFE_TAGS = new Set(["SCRIPT", "IFRAME", "OBJECT", "EMBED", "LINK", "META", "BASE", "FORM",
+                             "STYLE", "FRAME", "FRAMESET", "TEMPLATE", "NOSCRIPT", "foreignObject"]);
+function setMarkup(e, html) {
+  const t = document.createElement("template");
+  t.innerHTML = String(html);
+  const walk = node => {
+    for (const child of Array.from(node.children)) {
+      if (UNSAFE_TAGS.has(child.tagName) || UNSAFE_TAGS.has(child.tagName.toUpperCase())) {
+        child.remove();
+        continue;
+      }
+      for (const a of Array.from(child.attributes)) {
+        const name = a.name.toLowerCase(), value = a.value.replace(/[\s\u0000-\u001f]/g, "").toLowerCase();
+        if (name.startsWith("on") || name === "srcdoc" ||
+            (/(^|:)(href|src|action|formaction|xlink:href)$/.test(name) && /^(javascript|data|vbscript):/.test(value)))
+          child.removeAttribute(a.name);
+      }
+      walk(child);
+    }
+  };
+  walk(t.content);
+  e.replaceChildren(t.content);
 }
 
 function escapeHtml(s) {
@@ -86,7 +116,7 @@ function sortableTable(parent, id, cols, rows, fmt, style) {
   const ths = cols.map(([k, title]) => el("th", { class: "sortable" + (typeof rows[0][k] === "string" ? " l" : ""),
                                                   "data-key": k, "aria-sort": "none" }, head, escapeHtml(title)));
   function render() {
-    body.innerHTML = "";
+    body.replaceChildren();
     for (const r of rows) {
       const tr = el("tr", {}, body);
       for (const [k] of cols) {

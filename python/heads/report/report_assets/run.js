@@ -145,7 +145,7 @@ function buildExplorer(D, root) {
     /* rows: every k-th, and every one of the task's marked queries (its loss rows) */
     const every = Math.ceil(10 / cell), font = Math.min(11, every * cell - 2);
     const rowShown = j => j % every === 0 || (marked && marked[j] === 1);
-    xLabels.innerHTML = ""; yLabels.innerHTML = "";
+    xLabels.replaceChildren(); yLabels.replaceChildren();
     labels.forEach((t, j) => {
       if (!(j % every))
         el("span", { style: `left:${j * cell}px;width:${every * cell}px;font-size:${font}px`, "data-pos": j }, xLabels).textContent = t;
@@ -157,7 +157,7 @@ function buildExplorer(D, root) {
   function renderStrip() {
     const pr = D.probes[st.probe];
     renderAxes(pr.labels, pr.marked);
-    strip.innerHTML = "";
+    strip.replaceChildren();
     probeLine.textContent = (pr.text ? `probe ${st.probe}: "${pr.text}" — ` : `probe ${st.probe} — `) + D.token_legend;
     pr.labels.forEach((t, j) => {
       const span = el("span", { class: "tok", "data-pos": j, "data-token": pr.tokens[j],
@@ -193,7 +193,7 @@ function buildExplorer(D, root) {
     canvas.dataset.focus = st.focus === null ? "" : st.focus;
     canvas.dataset.mode = st.mode;
     drawMap(canvas, maps, st.snap, st.layer, st.head, st.probe, cell, st.focus, st.mode);
-    readout.innerHTML = "";
+    readout.replaceChildren();
     if (w === null) {
       el("p", { class: "note" }, readout, "Hover over a token (or a row of the map) to see its attention; click to pin it.");
       return;
@@ -227,14 +227,14 @@ function buildExplorer(D, root) {
   }
 
   function renderMultiples() {
-    multiples.innerHTML = "";
+    multiples.replaceChildren();
     const si = D.maps.snapshots[st.snap];
     for (let h = 0; h < maps.H; h++) {
       const fig = el("figure", { "data-head": h, class: h === st.head ? "selected" : "" }, multiples);
       const cv = el("canvas", {}, fig);
       drawMap(cv, maps, st.snap, st.layer, h, st.probe, small, null, st.mode);
       const [c, v] = topScore(D, si, st.layer, h);
-      el("figcaption", {}, fig, `head ${h}: <b>${classAt(D, si, st.layer, h)}</b> ${c} ${v.toFixed(2)}`);
+      el("figcaption", {}, fig, `head ${h}: <b>${escapeHtml(classAt(D, si, st.layer, h))}</b> ${escapeHtml(c)} ${v.toFixed(2)}`);
       fig.addEventListener("click", () => { st.head = h; selHead.value = String(h); renderHead(); });
     }
   }
@@ -365,7 +365,7 @@ function buildScoresOverSteps(D, root) {
   sel.value = D.scores.induction ? "induction" : pats[0];
   const box = el("div", { class: "grids" }, root);
   function draw() {
-    box.innerHTML = "";
+    box.replaceChildren();
     const s = D.scores[sel.value];
     const L = s[0].length, H = s[0][0].length;
     for (let l = 0; l < L; l++) {

@@ -120,7 +120,7 @@ function buildComposition(D, root) {
       for (let a = 0; a < b; a++) for (let ha = 0; ha < H; ha++)
         if (V[b][hb][a][ha] !== null) pairs.push([V[b][hb][a][ha], b, hb, a, ha]);
     pairs.sort((x, y) => y[0] - x[0]);
-    top.innerHTML = "";
+    top.replaceChildren();
     el("h3", {}, top, `Highest ${sel.value[0].toUpperCase()}-composition pairs`);
     const t = el("table", { class: "data", id: "composition-top" }, top);
     el("tr", {}, t, "<th class='l'>later head (reads)</th><th class='l'>earlier head (writes)</th><th>score</th><th>× random</th>");
@@ -132,7 +132,7 @@ function buildComposition(D, root) {
       el("td", {}, tr).textContent = K.random_baseline ? (v / K.random_baseline).toFixed(1) : "–";
     }
     /* the matrix: rows the later heads, columns the earlier ones */
-    grid.innerHTML = "";
+    grid.replaceChildren();
     const rows = [], cols = [];
     for (let l = 1; l < L; l++) for (let h = 0; h < H; h++) rows.push([l, h]);
     for (let l = 0; l < L - 1; l++) for (let h = 0; h < H; h++) cols.push([l, h]);

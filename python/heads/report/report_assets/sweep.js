@@ -128,7 +128,7 @@ function buildSweepPruning(D, root) {
     }
   }
   if (P.heads_needed.length) {
-    el("h3", {}, root, `Heads needed against ${D.x_label}`);
+    el("h3", {}, root, `Heads needed against ${escapeHtml(D.x_label)}`);
     const series = [];
     P.heads_needed.forEach((g, k) => {
       const colour = headColour(k, P.heads_needed.length);
@@ -159,11 +159,11 @@ function buildClasses(D, root) {
   el("tr", {}, t, cols.map(([, title]) => `<th>${escapeHtml(title)}</th>`).join(""));
   for (const r of D.class_counts) {
     const total = classes.reduce((a, c) => a + r.counts[c], 0) || 1;
-    const bar = `<div class="bars">` + classes.map(c => `<div title="${c} ${fmtNum(r.counts[c])}" style="width:${100 * r.counts[c] / total}%;background:${CLASS_COLOURS[c] || "#999"}"></div>`).join("") + "</div>";
+    const bar = `<div class="bars">` + classes.map(c => `<div title="${escapeHtml(c)} ${fmtNum(r.counts[c])}" style="width:${100 * r.counts[c] / total}%;background:${CLASS_COLOURS[c] || "#999"}"></div>`).join("") + "</div>";
     el("tr", {}, t, `<td class="l">${escapeHtml(r.label)}</td><td>${escapeHtml(r.heads)}</td>` +
        classes.map(c => `<td>${fmtNum(r.counts[c])}</td>`).join("") + `<td>${bar}</td>`);
   }
-  el("p", { class: "legend" }, root, classes.map(c => `<span><span class="sw" style="background:${CLASS_COLOURS[c] || "#999"};height:10px"></span>${c}</span>`).join(""));
+  el("p", { class: "legend" }, root, classes.map(c => `<span><span class="sw" style="background:${CLASS_COLOURS[c] || "#999"};height:10px"></span>${escapeHtml(c)}</span>`).join(""));
 }
 
 function buildRuns(D, root) {
@@ -176,7 +176,7 @@ function buildRuns(D, root) {
   const link = () => t.querySelectorAll("tbody tr").forEach(tr => {
     const td = tr.children[cols.length - 1];
     const href = td.dataset.value;
-    td.innerHTML = href ? `<a href="${encodeURI(href)}">${escapeHtml(href.split("/").pop())}</a>` : "–";
+    setMarkup(td, href ? `<a href="${encodeURI(href)}">${escapeHtml(href.split("/").pop())}</a>` : "–");
   });
   link();
   t.querySelectorAll("th").forEach(th => th.addEventListener("click", link));
