@@ -119,6 +119,7 @@ def read_runs(directory, keys):
             cfg = f["config"].attrs
             run = {"name": name[:-3], "seed": int(cfg["seed"]), "n_head": int(cfg["n_head"]),
                    "n_layer": int(cfg["n_layer"]), "loss": heldout_loss(f, "test"),
+                   "val": heldout_loss(f, "validation"),
                    "final_eval": float(f["eval/loss"][-1]),
                    "eval": (f["eval/step"][()].tolist(), f["eval/loss"][()].astype(float)),
                    "prune": {c: (f[f"prune/{c}/heads_left"][()].astype(int),
@@ -271,7 +272,8 @@ def check_compare(name, directory, by, groups, runs, baseline=None, by_arg=None)
     # the extra test: per group, the narrowest head count against the best, unless that is a row
     if heads:
         for group in {k[:-1] for k in pts}:
-            mine = {k: np.mean([r["loss"] for r in v]) for k, v in pts.items() if k[:-1] == group}
+            # "the best" is chosen on the validation split when the table reports the test split
+            mine = {k: np.mean([r["val"] for r in v]) for k, v in pts.items() if k[:-1] == group}
             best = min(mine, key=mine.get)
             narrow = max(mine, key=lambda k: k[-1])
             if best == narrow or any(pair == {best, narrow} for _, _, pair in tests):

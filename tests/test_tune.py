@@ -182,7 +182,7 @@ def check_known(outdir, val, test, what):
                                                np.std(arm[1], ddof=1))
     check(f"{what}: per arm the test mean and std, Δ, Welch t, df, p, 95% CI, seeds for 80% "
           "power", ok, json.dumps(got["rows"])[:600])
-    means = {h: np.mean(arm[h]) for h in HEADS}
+    means = {h: np.mean(val[(h, chosen[h])]) for h in HEADS}  # "the best": on validation
     best = min(HEADS, key=means.get)
     if best != 1 and best != 16:  # narrowest against best: a test of its own
         ps.append(welch(arm[16], arm[best])[3])

@@ -72,6 +72,23 @@ def _p_source():
         return "own incomplete beta"
 
 
+def best_on_validation(s, layout, metric, means):
+    """(column, {group: point}): per group the point with the lowest mean validation loss — the
+    column selections read (tuning.selection_metric) — when the table reports another split, so
+    that "the best" of the narrowest-against-best test is never chosen on the split it reports;
+    else the reported metric's own means (the test then says it is optimistic)."""
+    chooser = tuning.selection_metric(s)
+    if tuning.split_of(metric)[0] != "test" or chooser not in s.data:
+        chooser = metric
+    best = {}
+    for point in means:
+        vals = [v for v in layout.values(point, chooser) if v == v]
+        m = sum(vals) / len(vals) if vals else math.inf
+        if point[:-1] not in best or m < best[point[:-1]][1]:
+            best[point[:-1]] = (point, m)
+    return chooser, {g: p for g, (p, _) in best.items()}
+
+
 def check_metric(s, metric):
     """A UserError unless metric is a column of the Summary s."""
     if metric not in s.data:
@@ -223,9 +240,10 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
     for point, m in means.items():
         if point[:-1] not in best or m < means[best[point[:-1]]]:
             best[point[:-1]] = point
+    chooser, chosen_best = best_on_validation(s, layout, metric, means)
     extra = []
-    if heads:  # per group: the best head count against the narrowest (most heads)
-        for group, best_point in best.items():
+    if heads:  # per group: the best head count (chosen on validation) against the narrowest
+        for group, best_point in chosen_best.items():
             narrow = group + (max(p[-1] for p in layout.points if p[:-1] == group),)
             if narrow == best_point:
                 continue
@@ -235,7 +253,7 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
             t, df, p = stats.welch_t_test(b, a)
             lo, hi = stats.welch_interval(b, a)
             delta = means[narrow] - means[best_point]
-            entry = {"group": dict(zip(layout.group_keys, group)), "best": best_point[-1],
+            entry = {"group": dict(zip(layout.group_keys, group)), "best": best_point[-1], "best_by": chooser,
                      "narrowest": narrow[-1], "delta": delta, "ci95": [lo, hi] if lo == lo
                      else None, "t": t, "df": df, "p": p, "holm_p": None,
                      "seeds_needed": stats.seeds_needed(delta, stats.mean_std(b)[1],
@@ -314,7 +332,9 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
         d = decimals(means[(tuple(entry["group"].values()) + (entry["best"],))])
         where = f" ({label(layout.group_keys, tuple(entry['group'].values()))})" \
             if entry["group"] else ""
-        text = (f"narrowest ({plural(entry['narrowest'], 'head')}) against the best "
+        by = f"the best by {entry['best_by']}" + (", the split it reports on: optimistic"
+                                                 if entry["best_by"] == metric else "")
+        text = (f"narrowest ({plural(entry['narrowest'], 'head')}) against {by} "
                 f"({plural(entry['best'], 'head')}){where}: Δ {entry['delta']:+.{d}f}, Welch t "
                 f"{entry['t']:+.2f} ({entry['df']:.1f} df), p = {fmt_p(entry['p'])}, Holm p = "
                 f"{fmt_p(entry['holm_p'])}")
