@@ -383,7 +383,7 @@ HISTORY = {"attn": ("attn/maps", "attn/step", "scores/prev", "scores/self", "sco
                     "scores/induction", "scores/duplicate"),
            "train": ("train/step", "train/loss", "train/lr", "train/grad_norm", "train/elapsed_s",
                      "gates/step", "gates/p_open"),
-           "eval": ("eval/step", "eval/loss")}
+           "eval": ("eval/step", "eval/loss", "eval/tokens")}
 
 
 def test_history():
