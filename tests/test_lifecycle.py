@@ -309,7 +309,7 @@ def test_memory():
     p = harness("--shapes", config)
     units = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
     parts = [(float(v) * units[u], study) for v, u, study in
-             re.findall(r"^  ([\d.]+) (\w+) +(study: )?\S", p.stdout, re.M)]
+             re.findall(r"^  ([\d.]+) (B|KiB|MiB|GiB|TiB) +(study: )?\S", p.stdout, re.M)]
     peaks = dict((k, float(v) * units[u]) for k, v, u in
                  re.findall(r"^  (training|with the study) +([\d.]+) (\w+)", p.stdout, re.M))
     train = sum(b for b, study in parts if not study)
