@@ -620,7 +620,7 @@ def test_statistics():
         m, sd, _ = stats.mean_std(losses[4])
         ok = (from_row[:5] == ["4", "16", "70,528", "131,072", "3"]
               and from_row[5] == f"{m:.4f} ± {sd:.4f}" and from_row[6] == f"{delta:+.4f}"
-              and from_row[7] == f"{t:+.2f} ({df:.1f})" and from_row[8] == p_text(pv)
+              and from_row[8] == f"{t:+.2f} ({df:.1f})" and from_row[9] == p_text(pv)
               and lines["1"][6] == "(baseline)" and lines["16"][4] == "3")
     check("compare: Markdown table with mean ± std, Δ against 1 head and Welch p (failed runs "
           "left out)", ok, p.stdout + p.stderr)
@@ -635,8 +635,9 @@ def test_statistics():
         holm[i] = running
     fmt = p_text
     check("compare: Holm p over the 3 tests (4 and 16 heads vs 1; narrowest 16 vs best 4, in the "
-          "notes)", ok and lines["4"][9] == fmt(holm[0]) and lines["16"][9] == fmt(holm[1])
-          and "narrowest (16 heads) against the best (4 heads)" in p.stdout
+          "notes)", ok and lines["4"][10] == fmt(holm[0]) and lines["16"][10] == fmt(holm[1])
+          and "narrowest (16 heads) against the best by final_eval_loss, the split it reports on: "
+              "optimistic (4 heads)" in p.stdout
           and f"p = {fmt(family[2])}, Holm p = {fmt(holm[2])}." in p.stdout, p.stdout)
 
 
