@@ -110,7 +110,7 @@ def text_runs(harness, tmp):
           ok, f"{held} want {want}")
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("final held-out loss")]
     check("the run's last lines name the final held-out loss of each split and the tokens it covers",
-          len(lines) == 2 and all(re.search(r"(validation|test) split: \d+\.\d{4} nats per token at step 12, all "
+          len(lines) == 2 and all(re.search(r"(validation|test) split: [\d.e+-]+ nats per token at step 12, all "
                                             r"\d+ of its \d+ windows \(\d+ tokens scored", ln) for ln in lines)
           and r.stderr.rstrip().splitlines()[-3:-1] == lines, "\n".join(r.stderr.splitlines()[-5:]))
     import h5py
@@ -139,7 +139,7 @@ def text_runs(harness, tmp):
     check("harness eval --file (the validation split's bytes): the validation figure bit for bit",
           got["splits"][0].get("loss") == float(held["validation"]["loss"]), e.stdout + e.stderr)
     e = run([harness, "eval", a, "--split", "test", "--batches", "1"])
-    m = re.search(r"test split: \d+\.\d+ nats per token over (\d+) of its (\d+) windows", e.stdout)
+    m = re.search(r"test split: [\d.e+-]+ nats per token over (\d+) of its (\d+) windows", e.stdout)
     check("harness eval --split test --batches 1: batch_size windows of the test split",
           e.returncode == 0 and m and int(m.group(1)) == B and int(m.group(2)) == (want["test"][1] - 1) // T,
           e.stdout + e.stderr)

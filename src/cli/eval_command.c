@@ -76,7 +76,7 @@ static void print_figure(const EvalOptions *o, const HeldoutFigure *f, int first
         fprintf(out, ", \"first_token\": %lld}", (long long)f->first_token);
         return;
     }
-    fprintf(out, "%s: %s%s: %.4f nats per token over %s%lld of its %lld windows (%.0f tokens scored", o->path,
+    fprintf(out, "%s: %s%s: %.5g nats per token over %s%lld of its %lld windows (%.0f tokens scored", o->path,
             name, o->file ? "" : " split", f->loss, f->windows == f->split_windows ? "all " : "",
             (long long)f->windows, (long long)f->split_windows, f->tokens);
     if (o->file) fprintf(out, "; %s)\n", o->file);

@@ -317,7 +317,7 @@ static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *tas
             snprintf(where, sizeof where, "; %s from token %lld", fig[i].source,
                      (long long)fig[i].first_token);
         fprintf(stderr,
-                "final held-out loss, %s split: %.4f nats per token at step %d, %s%lld of its %lld windows "
+                "final held-out loss, %s split: %.5g nats per token at step %d, %s%lld of its %lld windows "
                 "(%.0f tokens scored; output.final_eval_batches %s%s)\n",
                 split_names[fig[i].split], fig[i].loss, step,
                 fig[i].windows == fig[i].split_windows ? "all " : "", (long long)fig[i].windows,
