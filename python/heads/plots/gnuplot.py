@@ -22,6 +22,12 @@ _TERMINALS = None
 FORMATS = ["png", "svg", "pdf"]  # --format of scripts/plot and plot-sweep
 
 
+
+# The frame of a mean ± std chart with each seed a dot: a grid, the key below in one column,
+# short error-bar caps, room above and below the points (plot-sweep's loss and tuning charts).
+MEAN_STD_FRAME = ("set grid\nset key below vertical maxcols 1\nset bars 2\n"
+                  "set offsets 0, 0, graph 0.05, graph 0.05")
+
 def terminals():
     """The names of the terminals this gnuplot has."""
     global _TERMINALS

@@ -97,10 +97,7 @@ set ylabel '{metric} (mean ± sample std over seeds){", log scale" if logy else 
 {"set logscale y" if logy else ""}
 {y_range}
 set format y '{"%g" if logy else "%.3f"}'
-set grid
-set key below vertical maxcols 1
-set bars 2
-set offsets 0, 0, graph 0.05, graph 0.05
+{gnuplot.MEAN_STD_FRAME}
 plot {", ".join(parts + dots)}
 """
     gnuplot.run_gnuplot(script, out, tmp)

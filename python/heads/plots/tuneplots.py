@@ -76,10 +76,7 @@ set title {gnuplot.gp_string(title)}
 set xlabel {gnuplot.gp_string(key + (" (log scale)" if fig["log_x"] else ""))}
 set ylabel {gnuplot.gp_string(f"{metric}, {fig['split']} split (mean ± sample std over seeds)")}
 set format y '%.3f'
-set grid
-set key below vertical maxcols 1
-set bars 2
-set offsets 0, 0, graph 0.05, graph 0.05
+{gnuplot.MEAN_STD_FRAME}
 plot {", ".join(parts + dots)}
 """
     gnuplot.run_gnuplot(script, out, tmp)
