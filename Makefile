@@ -1,5 +1,6 @@
 # Makefile: builds ./harness (sources in src/ and kernels/) and the C tests, under build/.
 #   make            the harness          make test     every test (see tests/run)
+#   make check      the C suites and a smoke run: the one-minute loop while iterating
 #   make run        install what it needs (scripts/install-deps run), build, train configs/heads12.yaml
 #   make SAN=1      AddressSanitizer + UBSan build    make OPENMP=0   single-threaded build
 #   make bench      speed against the PyTorch reference
@@ -44,7 +45,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # every tests/test_*.c is a C suite (tests/run finds the same files: no list to keep)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all run test test-c bench clean deps fuzz valgrind-check
+.PHONY: all run test check bench clean deps fuzz valgrind-check
 all: harness $(BUILD)/libkernels.a
 
 $(BUILD)/harness: $(LIB_OBJ) $(BUILD)/src/cli/main.o
@@ -109,6 +110,13 @@ test:
 	@scripts/install-deps test
 	$(MAKE) $(BUILD)/harness $(BUILD)/libkernels.a $(TESTS) $(BUILD)/gemm_peak $(BUILD)/faultshim.so $(if $(filter build,$(BUILD)),harness)
 	tests/run $(BUILD)
+
+# The one-minute loop while iterating (docs/tests.md): every C suite (the kernels' finite
+# differences, the model, the analyses) and the smoke run (train, check, eval, inspect). It
+# installs nothing; `make test` stays the whole.
+check:
+	$(MAKE) $(BUILD)/harness $(TESTS) $(if $(filter build,$(BUILD)),harness)
+	tests/run $(BUILD) $(notdir $(TESTS)) test_smoke.sh
 
 # BENCH_ARGS: e.g. --quick, --no-torch, --torch default; see scripts/bench --help.
 # install-deps bench adds PyTorch and Debian's two OpenBLAS builds (the PyTorch side's variants).
