@@ -415,7 +415,10 @@ int results_remove(Results *r, const char *path, UserError *err) {
 }
 
 int results_check_complete(const char *path, const char *command, UserError *err) {
-    char name[64];
+    char name[64], why[160];
+    int fd = safefile_open_read(path, why, sizeof why); /* a FIFO or a directory: said as such */
+    if (fd < 0) return user_error(err, path, 0, 0, "not a harness results file (%s)", why);
+    close(fd);
     RunStatus status = results_read_status(path, name, sizeof name);
     if (!name[0])
         return user_error(err, path, 0, 0, "not a harness results file (%s)",
