@@ -57,6 +57,16 @@ HeldoutFigure evaluate_figure(Evaluator *ev, Model *m) {
     return f;
 }
 
+void evaluate_coverage_text(const HeldoutFigure *f, char *out, size_t size) {
+    int n = snprintf(out, size, "%s%lld of its %lld windows (%.0f tokens scored; ",
+                     f->windows == f->split_windows ? "all " : "", (long long)f->windows,
+                     (long long)f->split_windows, f->tokens);
+    if (n < 0 || (size_t)n >= size) return;
+    if (strcmp(f->source, "generator"))
+        snprintf(out + n, size - (size_t)n, "%s from token %lld)", f->source, (long long)f->first_token);
+    else snprintf(out + n, size - (size_t)n, "its own generator stream)");
+}
+
 int evaluate_heldout_splits(HeldoutFigure out[N_SPLITS], Model *m, const Task *task, const Config *cfg) {
     int n = 0;
     for (int s = 0; s < N_SPLITS; s++) {

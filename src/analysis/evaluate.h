@@ -47,6 +47,9 @@ typedef struct {
     int64_t first_token; /* file tasks: the split's first token in that file */
 } HeldoutFigure;
 HeldoutFigure evaluate_figure(Evaluator *ev, Model *m);
+/* What a figure covers, as the run's last lines and `harness eval` say it: "all 27 of its 27
+ * windows (1728 tokens scored; data.path from token 31634)", or "... its own generator stream)". */
+void evaluate_coverage_text(const HeldoutFigure *f, char *out, size_t size);
 /* The end-of-training figures: every split the task has (validation, then test), each over
  * output.final_eval_batches batches; returns how many (1 or 2). */
 int evaluate_heldout_splits(HeldoutFigure out[N_SPLITS], Model *m, const Task *task, const Config *cfg);

@@ -76,13 +76,12 @@ static void print_figure(const EvalOptions *o, const HeldoutFigure *f, int first
         fprintf(out, ", \"first_token\": %lld}", (long long)f->first_token);
         return;
     }
-    fprintf(out, "%s: %s%s: %.5g nats per token over %s%lld of its %lld windows (%.0f tokens scored", o->path,
-            name, o->file ? "" : " split", f->loss, f->windows == f->split_windows ? "all " : "",
-            (long long)f->windows, (long long)f->split_windows, f->tokens);
-    if (o->file) fprintf(out, "; %s)\n", o->file);
-    else if (strcmp(f->source, "generator"))
-        fprintf(out, "; %s from token %lld)\n", f->source, (long long)f->first_token);
-    else fprintf(out, "; its own generator stream)\n");
+    HeldoutFigure shown = *f; /* with --file, that file is the split's source */
+    if (o->file) shown.source = o->file;
+    char covers[2 * CONFIG_PATH_MAX + 160];
+    evaluate_coverage_text(&shown, covers, sizeof covers);
+    fprintf(out, "%s: %s%s: %.5g nats per token over %s\n", o->path, name, o->file ? "" : " split", f->loss,
+            covers);
 }
 
 static int eval_run(const EvalOptions *o, UserError *err) {

@@ -312,16 +312,12 @@ static void print_heldout_lines(const HeldoutFigure *fig, int n, const Task *tas
     char batches[16];
     format_batches(batches, sizeof batches, cfg->final_eval_batches);
     for (int i = 0; i < n; i++) {
-        char where[160] = "";
-        if (task->file_tokens)
-            snprintf(where, sizeof where, "; %s from token %lld", fig[i].source,
-                     (long long)fig[i].first_token);
+        char covers[CONFIG_PATH_MAX + 160];
+        evaluate_coverage_text(&fig[i], covers, sizeof covers);
         fprintf(stderr,
-                "final held-out loss, %s split: %.5g nats per token at step %d, %s%lld of its %lld windows "
-                "(%.0f tokens scored; output.final_eval_batches %s%s)\n",
-                split_names[fig[i].split], fig[i].loss, step,
-                fig[i].windows == fig[i].split_windows ? "all " : "", (long long)fig[i].windows,
-                (long long)fig[i].split_windows, fig[i].tokens, batches, where);
+                "final held-out loss, %s split: %.5g nats per token at step %d, %s; "
+                "output.final_eval_batches %s\n",
+                split_names[fig[i].split], fig[i].loss, step, covers, batches);
     }
     if (n < N_SPLITS)
         fprintf(stderr, "final held-out loss: %s\n",
