@@ -16,6 +16,7 @@
 
 #define CONFIG_PATH_MAX 1024
 #define CONFIG_HEADS_KEPT_MAX 512 /* train.heads_kept: "3,5", a count per layer */
+#define CONFIG_SNAPSHOTS_MAX 512  /* output.snapshots: "log", "log:100" or "0,50,100" */
 #define CONFIG_MAX_LAYERS 64      /* model.n_layer's upper end */
 #define CONFIG_MAX_PROBE_TEXTS 8
 #define CONFIG_TRAIN_SEQ_LEN_MAX 65536     /* the longest context a run trains on */
@@ -80,6 +81,7 @@ typedef struct {
     int prune_batches;    /* held-out batches the pruning criteria are measured on; 0 = all */
     int patch_batches;    /* activation patching: batches of clean/corrupted pairs; 0 = none */
     int path_patch_heads; /* path patching among each layer's top heads by activation patching; 0 = all */
+    char snapshots[CONFIG_SNAPSHOTS_MAX]; /* weight snapshots: "" none, "log", "log:N", "0,50,100" */
     int n_probe_text;
 
     /* bookkeeping, not config keys */
@@ -112,6 +114,14 @@ int config_validate_training(const Config *cfg, UserError *err);
 /* train.heads_kept of a validated config: kept[l] = the heads layer l trains (its first ones),
  * for l < n_layer. Returns 0 (kept untouched) when the key is empty: every head trains. */
 int config_heads_kept(const Config *cfg, int kept[CONFIG_MAX_LAYERS]);
+/* output.snapshots (config_snapshots.c): what is wrong with its text (into why), or NULL. */
+const char *config_snapshots_problem(const Config *cfg, char *why, size_t size);
+/* The first step >= from whose weights a run keeps: "log" is 0, 1, 2, 4, ... (powers of two),
+ * "log:N" the powers of two below N then every multiple of N, a list its steps; every schedule
+ * ends with the last step (train.steps). -1 when the key is "" or from is past the last step. */
+int config_snapshot_next(const Config *cfg, int from);
+/* How many steps the schedule holds (0 without output.snapshots). */
+int config_snapshot_count(const Config *cfg);
 /* The resolved config as YAML text (caller frees). */
 char *config_to_yaml(const Config *cfg);
 /* The keys whose values differ between two config_to_yaml texts, as "model.n_head 4 -> 8,

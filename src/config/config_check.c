@@ -260,6 +260,10 @@ int config_validate(const Config *cfg, UserError *err) {
             return key_fail(cfg, err, later_key(cfg, heads_kept, key_id("model", "n_layer")),
                             "train.heads_kept %s", why_kept);
     }
+    char why_snapshots[CONFIG_SNAPSHOTS_MAX + 160];
+    if (config_snapshots_problem(cfg, why_snapshots, sizeof why_snapshots))
+        return key_fail(cfg, err, later_key(cfg, key_id("output", "snapshots"), key_id("train", "steps")),
+                        "output.snapshots %s", why_snapshots);
     if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
         if (cfg->min_period > cfg->max_period)
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),

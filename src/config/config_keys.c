@@ -177,6 +177,10 @@ const ConfigKey config_keys[] = {
             "path patching among only this many heads of each layer, those with the largest "
             "activation-patching effect of their output in it (its cost grows as the square of the heads "
             "per layer)"),
+    STRING_KEY("output", "snapshots", snapshots, "",
+               "weight snapshots kept in /snapshots: log (steps 0, 1, 2, 4, ...), log:N (powers of two "
+               "below N, then every N steps) or a list of steps (0,100,200); each ends with the last step; "
+               "\"\" = none"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

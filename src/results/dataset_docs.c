@@ -280,6 +280,9 @@ static const DocRow ROWS[] = {
      {"train.head_l0: 1 where the head is open at the end (P(gate != 0) > 1/2), 0 where it is "
       "closed (its rows of W_o zeroed in /params)",
       "none", DIMS("layer", "head"), NULL, NULL}},
+    {"/snapshots/step",
+     {"output.snapshots: updates done when the weights of each snapshot were kept", "steps", DIMS("snapshot"),
+      "snapshot step", NULL}},
     {"/batch/inputs",
      {"--dump-grads: input tokens of the first training batch", "token id", DIMS("batch", "position"), NULL,
       NULL}},
@@ -324,12 +327,14 @@ static const DocRow TENSORS[] = {
 };
 
 static const struct {
-    const char *group, *prefix, *units;
+    const char *group, *prefix, *units, *steps; /* steps: a leading axis indexed by this scale */
 } GROUPS[] = {
-    {"/params/", "", NULL},
-    {"/grads/", "--dump-grads: gradient of the first batch's loss with respect to the ", "nats"},
-    {"/checkpoint/adam_m/", "AdamW first moment (running mean of the gradient) of the ", "nats"},
-    {"/checkpoint/adam_v/", "AdamW second moment (running mean of the squared gradient) of the ", "nats^2"},
+    {"/params/", "", NULL, NULL},
+    {"/snapshots/params/", "output.snapshots: at each /snapshots/step, the ", "1", "/snapshots/step"},
+    {"/grads/", "--dump-grads: gradient of the first batch's loss with respect to the ", "nats", NULL},
+    {"/checkpoint/adam_m/", "AdamW first moment (running mean of the gradient) of the ", "nats", NULL},
+    {"/checkpoint/adam_v/", "AdamW second moment (running mean of the squared gradient) of the ", "nats^2",
+     NULL},
 };
 
 /* Whether path matches pattern, '#' standing for one or more digits. */
@@ -354,6 +359,12 @@ const DatasetDoc *dataset_doc(const char *path, DatasetDoc *buf, char *text, int
             if (!matches(TENSORS[i].pattern, path + n)) continue;
             if (!GROUPS[g].units) return &TENSORS[i].doc;
             *buf = TENSORS[i].doc;
+            if (GROUPS[g].steps) { /* the tensor's labels after the step axis */
+                buf->dims[0] = "snapshot";
+                for (int d = 0; TENSORS[i].doc.dims[d]; d++) buf->dims[d + 1] = TENSORS[i].doc.dims[d];
+                buf->dims[DATASET_MAX_DIMS] = NULL;
+                buf->attach = GROUPS[g].steps;
+            }
             snprintf(text, (size_t)size, "%s%s", GROUPS[g].prefix, TENSORS[i].doc.description);
             buf->description = text;
             buf->units = GROUPS[g].units;

@@ -126,6 +126,12 @@ int results_write_patching(Results *r, const HeadPatching *hp, UserError *err);
  * and its pieces, scores and types for readers that do not parse protobuf (labels, plots). */
 int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
 
+/* /snapshots (results_snapshots.c): /snapshots/step (n steps) and /snapshots/params/<tensor>,
+ * each [n, tensor shape], from n parameter blocks of m->n_params floats each, one after another;
+ * nothing when n is 0. */
+int results_write_weights(Results *r, const Model *m, const int64_t *steps, int n, const float *blocks,
+                          UserError *err);
+
 /* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,
@@ -159,6 +165,11 @@ int results_reader_attr_int(ResultsReader *rd, const char *object, const char *n
                             UserError *err);
 /* A string attribute of the root group, malloc'd; NULL if absent. */
 char *results_reader_attr_string(ResultsReader *rd, const char *name);
+
+/* The weight snapshots a file holds (0 when it has no /snapshots), and the k-th of them (its
+ * step is /snapshots/step[k]) into a parameter block of m's layout. */
+int64_t results_weights_count(ResultsReader *rd);
+int results_read_weights(ResultsReader *rd, const Model *m, int64_t k, float *block, UserError *err);
 
 /* A format_version string against the version this build reads: RESULTS_VERSION_OK (same
  * major), _UNKNOWN (another major), _BAD (not "MAJOR.MINOR"). Every reader below refuses a

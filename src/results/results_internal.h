@@ -17,6 +17,13 @@
 /* The largest chunk of a dataset's storage (its checksum covers one chunk; the guard reads by it). */
 enum { CHUNK_BYTES = 64 << 20 };
 
+/* The largest chunk of a deflated dataset (deflate's buffers and HDF5's chunk cache hold one). */
+enum { MAP_CHUNK_BYTES = 1 << 20 };
+/* An n-dimensional float32 dataset in chunks of `chunk`, shuffled and deflated where HDF5 has
+ * deflate, each chunk checksummed after compression (results_io.c): the attention maps and the
+ * weight snapshots. */
+int results_write_deflated(Results *r, const char *path, const float *x, int ndim, const uint64_t *dims,
+                           const uint64_t *chunk, UserError *err);
 /* A failed write into the results file (the target itself is untouched): errno says why when
  * the system said (ENOSPC, EFBIG, EIO, ENOMEM); callers clear it before they start. */
 int results_write_fail(const Results *r, const char *what, UserError *err);

@@ -67,7 +67,7 @@ static const char *first_nonfinite_grad(const Model *m) { return model_nonfinite
 /* What observe() measured at the resumed step, made again from the loaded parameters where the
  * checkpoint's copy was lost: the same bits (the same parameters, gates and held-out batches). */
 static void measure_again(RunState *st, Model *m) {
-    if (!st->eval_again && !st->maps_again) return;
+    if (!st->eval_again && !st->maps_again && !st->weights_again) return;
     head_l0_close(&st->gates, m);
     if (st->eval_again) {
         double tokens, loss = evaluate_loss(&st->heldout, m, &tokens);
@@ -77,8 +77,9 @@ static void measure_again(RunState *st, Model *m) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
         snapshots_add(&st->snapshots, st->step, st->maps);
     }
+    if (st->weights_again) weights_add(&st->weights, m, st->step);
     head_l0_reopen(&st->gates, m);
-    st->eval_again = st->maps_again = 0;
+    st->eval_again = st->maps_again = st->weights_again = 0;
 }
 
 /* train.heads_kept: zero, in the w_o of a parameter-shaped block, the rows of every head its
@@ -151,9 +152,14 @@ static void state_init(RunState *st, Model *m, const Task *task, const Config *c
     head_l0_init(&st->gates, cfg, m->shape);
     train_log_init(&st->train, &TRAIN_LOG_TRAIN);
     train_log_init(&st->eval, &TRAIN_LOG_EVAL);
+    st->weights.cap = config_snapshot_count(cfg); /* the whole schedule: its memory is known at step 0 */
+    st->weights.step = xcalloc((size_t)st->weights.cap + 1, sizeof(int64_t));
+    st->weights.blocks = xcalloc((size_t)st->weights.cap * m->n_params + 1, sizeof(float));
 }
 
 static void state_free(RunState *st) {
+    free(st->weights.step);
+    free(st->weights.blocks);
     snapshots_free(&st->snapshots);
     probes_free(&st->probes);
     evaluator_free(&st->heldout);
@@ -196,6 +202,7 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
         snapshots_add(&st->snapshots, step, st->maps);
     }
+    if (config_snapshot_next(cfg, step) == step) weights_add(&st->weights, m, step);
     head_l0_reopen(&st->gates, m);
     if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && step > 0 && !last) {
         st->elapsed_before = now_seconds() - ses->start;

@@ -33,6 +33,12 @@ double train_lr_at(const Config *cfg, int step) {
            (cfg->min_lr_ratio + (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
 }
 
+void weights_add(WeightSnapshots *w, const Model *m, int64_t step) {
+    CHECK(w->n < w->cap); /* the schedule's count (config_snapshot_count) */
+    memcpy(w->blocks + (size_t)w->n * m->n_params, m->param_block, m->n_params * sizeof(float));
+    w->step[w->n++] = step;
+}
+
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
  * moments and the step) so the run can be resumed from this file. */
 int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint, UserError *err) {
@@ -41,6 +47,8 @@ int write_state(Results *res, const Model *m, const RunState *st, int with_check
     if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
     if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
     if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
+    if (rc == ERR_OK)
+        rc = results_write_weights(res, m, st->weights.step, st->weights.n, st->weights.blocks, err);
     if (rc == ERR_OK && st->tokenizer) rc = results_write_tokenizer(res, st->tokenizer, err);
     if (rc == ERR_OK && st->history[0])
         rc = results_write_attr_string(res, "/", "history_dropped", st->history, err);
@@ -294,6 +302,42 @@ static int load_snapshots(RunState *st, ResultsReader *rd, const ResultsDamage *
     return have_own;
 }
 
+/* The weight snapshots of a checkpoint at `step`, read into st->weights: one that cannot be read
+ * is dropped (with /snapshots/step unreadable, all of them). Returns whether the snapshot of
+ * `step` is there (when its schedule holds it, it is taken again otherwise). */
+static int load_weights(RunState *st, ResultsReader *rd, const ResultsDamage *damage, const Model *m,
+                        int step) {
+    int64_t n = results_weights_count(rd);
+    if (n > st->weights.cap) n = st->weights.cap; /* more than the schedule holds: not this config's */
+    int64_t *steps = xcalloc((size_t)n + 1, sizeof(int64_t)), *lost = xcalloc((size_t)n + 1, sizeof(int64_t));
+    int n_lost = 0, have_own = 0;
+    UserError why;
+    if (n > 0 && results_reader_int64s(rd, "/snapshots/step", steps, n, &why) != ERR_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "the weight snapshots before step %d (/snapshots)", step);
+        drop_history(st, rd->path, step, what, "/snapshots/step", damage_why(damage, "/snapshots/step"), "");
+        n = 0;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        float *block = st->weights.blocks + (size_t)st->weights.n * m->n_params;
+        if (steps[k] > step || results_read_weights(rd, m, k, block, &why) != ERR_OK) {
+            lost[n_lost++] = steps[k];
+            continue;
+        }
+        st->weights.step[st->weights.n++] = steps[k];
+        have_own |= steps[k] == step;
+    }
+    if (n_lost) {
+        char list[120], what[300];
+        step_list(lost, n_lost, list, sizeof list);
+        snprintf(what, sizeof what, "the weight snapshots of %s (/snapshots)", list);
+        drop_history(st, rd->path, step, what, "/snapshots/params", "a tensor of them cannot be read", "");
+    }
+    free(steps);
+    free(lost);
+    return have_own;
+}
+
 /* Load a run's state from a file with a /checkpoint group. Its history (the logs, the attention
  * snapshots) may be damaged: what cannot be read is dropped, and what the checkpoint's own step
  * measured is measured again (st->eval_again, st->maps_again); its state (parameters, moments,
@@ -308,7 +352,7 @@ int load_state(const char *path, const Config *cfg, Model *m, RunState *st, User
     snprintf(names, sizeof names, "%s", damage.names);
     for (char *save = NULL, *name = strtok_r(names, ", ", &save); name; name = strtok_r(NULL, ", ", &save))
         if (strncmp(name, "/train/", 7) && strncmp(name, "/eval/", 6) && strncmp(name, "/attn/", 6) &&
-            strncmp(name, "/gates/", 7) && strcmp(name, "..."))
+            strncmp(name, "/gates/", 7) && strncmp(name, "/snapshots/", 11) && strcmp(name, "..."))
             fprintf(stderr,
                     "warning: %s: %s cannot be read (its checksum fails: the stored bytes are damaged): a "
                     "resume does not read it (it is made again), so nothing is lost\n",
@@ -351,6 +395,8 @@ int load_state(const char *path, const Config *cfg, Model *m, RunState *st, User
             (K % cfg->eval_every == 0 || last) && (st->eval.n == 0 || st->eval.step[st->eval.n - 1] != K);
     int has_own = (cfg->attn_every > 0 && K % cfg->attn_every == 0) || last;
     if (rc == ERR_OK) st->maps_again = !load_snapshots(st, &rd, &damage, K, has_own) && has_own;
+    if (rc == ERR_OK)
+        st->weights_again = !load_weights(st, &rd, &damage, m, K) && config_snapshot_next(cfg, K) == K;
     results_reader_close(&rd);
     ConfigMark here = {path, 1, 1};
     if (rc == ERR_OK) rc = results_read_tensors(path, "/params", m, m->param_block, here, err);

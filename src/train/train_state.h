@@ -31,11 +31,21 @@ typedef struct {
  * between its last rename and the cleanup) is deleted. The caller holds the output lock. */
 int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err);
 
+/* The weights kept on the output.snapshots schedule: n parameter blocks, one after another, the
+ * model as observe() evaluates it at each step (learned gates closed), and their steps. */
+typedef struct {
+    int n, cap;
+    int64_t *step;
+    float *blocks;
+} WeightSnapshots;
+void weights_add(WeightSnapshots *w, const Model *m, int64_t step);
+
 /* Everything a run has made so far, and what it evaluates on. */
 typedef struct {
     TrainLog train, eval;
     Probes probes;
     Snapshots snapshots;
+    WeightSnapshots weights;
     const Tokenizer *tokenizer; /* the task's, written with the state (NULL: none) */
     HeadL0 gates;               /* learned head gates (train.head_l0; off: all NULL) */
     Evaluator heldout;          /* the held-out batches */
@@ -45,7 +55,7 @@ typedef struct {
     /* history lost to damage in the state resumed from (the root attribute history_dropped of
      * every file the run writes; "" when none), and what the first step must measure again */
     char history[2048];
-    int eval_again, maps_again;
+    int eval_again, maps_again, weights_again;
 } RunState;
 
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
