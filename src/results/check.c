@@ -313,6 +313,7 @@ static int check_file(void *arg, char *msg, int size) {
         check_heads(&c);
         check_gates(&c);
         check_causal(&c);
+        check_snapshots(&c);
     }
     char note[2400];
     resume_note(&c, note, sizeof note);

@@ -55,4 +55,7 @@ void check_causal(Checker *c);
  * heads kept recomputed, the closed heads' W_o rows zero. */
 void check_gates(Checker *c);
 
+/* check_snapshots.c: /snapshots, the weights over training: the schedule's steps, every tensor's
+ * shape after the step axis, a complete run's last snapshot equal to /params. */
+void check_snapshots(Checker *c);
 #endif

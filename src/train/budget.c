@@ -99,6 +99,11 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
     add_part(e, 0, (double)snapshots_bytes(s.n_layer, s.n_head, P, T, snapshot_count(cfg)) + map,
              "attention snapshots (n_layer x n_head x probes x probe_len^2 each)",
              "output.attn_every, output.probes, output.probe_len");
+    if (cfg->snapshots[0])
+        add_part(e, 0, (double)config_snapshot_count(cfg) * model_param_floats(s) * sizeof(float),
+                 "weight snapshots (the parameters at each step of the schedule), kept until the file is "
+                 "written",
+                 "output.snapshots");
     const double study_batches = ceil((double)study_windows(cfg) / cfg->batch_size);
     add_part(e, 0, (study_batches + 2.0) * cfg->batch_size * cfg->seq_len * (2 * sizeof(int) + sizeof(float)),
              "batches (training, an evaluation's, the study's held-out batches)",
@@ -195,7 +200,11 @@ void budget_disk(const Config *cfg, DiskEstimate *d) {
     double gates =
         cfg->head_l0 > 0 ? dataset_bytes(4 * LH) + dataset_bytes(8 * rows) + dataset_bytes(4 * LH * rows) : 0;
     double tokenizer = cfg->tokenizer[0] ? (1 << 20) + 4 * dataset_bytes(96 * V) : 0;
-    double state = base + params + logs + probes + maps + gates + tokenizer;
+    const double K = config_snapshot_count(cfg); /* weight snapshots: uncompressed, a dataset a tensor */
+    double weights = K > 0 ? dataset_bytes(8 * K) + K * (double)model_param_floats(s) * sizeof(float) +
+                                 tensors * (2048.0 + 64 * K)
+                           : 0;
+    double state = base + params + logs + probes + maps + gates + tokenizer + weights;
     /* the study's: /heads, /prune, /circuits (3 of (L, H, L, H)), /scores/copying, /dla, /patching */
     double study = 8 * dataset_bytes(4 * LH) + 8 * dataset_bytes(24 * (LH + 2)) +
                    3 * dataset_bytes(4 * LH * LH) + 5 * dataset_bytes(8 * (LH + L + 1));

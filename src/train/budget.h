@@ -15,7 +15,7 @@ typedef struct {
     double bytes;
 } MemoryPart;
 
-enum { MEMORY_MAX_PARTS = 12 };
+enum { MEMORY_MAX_PARTS = 14 };
 typedef struct {
     MemoryPart part[MEMORY_MAX_PARTS];
     int n;
