@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+# suite: weight snapshots over training (output.snapshots): schedule, bits, resume, budget, analyze --step
+# suite-args: {harness}
+"""tests/test_snapshots.py HARNESS: output.snapshots and what reads it.
+
+- the schedule (log, log:N, a list) recomputed here; bad values refused (exit 2, file:line:col,
+  no file written);
+- the last snapshot is /params bit for bit, and `harness check` passes the file and finds a
+  changed value;
+- the snapshot of step s is the /params of a run of s steps with the same (constant) learning
+  rate schedule, bit for bit;
+- a run killed with SIGKILL after a checkpoint and finished with --resume has the same
+  /snapshots as an uninterrupted run;
+- the memory --shapes names for the snapshots is K x parameters x 4 bytes, and the disk it
+  counts is an upper bound of what the file stores (deflated);
+- `harness analyze --step` at the last snapshot equals the end-of-run study bit for bit, and a
+  second call skips the steps already stored.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import injection as inj  # noqa: E402
+from checks import check, finish  # noqa: E402
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+TINY = """\
+model: {{vocab_size: 16, d_model: 8, n_head: 2, n_layer: 2, seq_len: 12}}
+train: {{steps: {steps}, batch_size: 4, lr: 3.0e-3, warmup_steps: 2, seed: 1, threads: 1,
+        lr_schedule: constant}}
+data: {{task: induction, min_period: 2, max_period: 4}}
+output: {{path: {path}, log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
+         checkpoint_every: {every}, snapshots: "{snapshots}"}}
+"""
+
+
+def config(work, name, steps=20, snapshots="log", every=0):
+    path = os.path.join(work, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(TINY.format(steps=steps, path=name + ".h5", every=every, snapshots=snapshots))
+    return path
+
+
+def train(harness, cfg, *args):
+    p = subprocess.run([harness, cfg, *args], capture_output=True, text=True, cwd=os.path.dirname(cfg),
+                       timeout=300)
+    return p
+
+
+def schedule(text, steps):
+    """output.snapshots as docs/configuration.md defines it, written out independently."""
+    if text.startswith("log"):
+        every = int(text[4:]) if text.startswith("log:") else 0
+        s = {0} | {2 ** k for k in range(40) if 2 ** k <= steps and (every == 0 or 2 ** k < every)}
+        if every:
+            s |= set(range(every, steps + 1, every))
+    else:
+        s = {int(x) for x in text.split(",")}
+    return sorted(s | {steps})
+
+
+def tensors(f, group):
+    out = {}
+    f[group].visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+    return out
+
+
+def test_schedules(harness, work):
+    for text, steps in (("log", 20), ("log:6", 20), ("3,7", 20), ("0,20", 20), ("log:1", 5)):
+        cfg = config(work, "s", steps=steps, snapshots=text)
+        p = train(harness, cfg, "--overwrite")
+        with h5py.File(os.path.join(work, "s.h5"), "r") as f:
+            got = list(f["/snapshots/step"][()])
+            last = {n: v[-1] for n, v in tensors(f, "/snapshots/params").items()}
+            same = last.keys() == tensors(f, "/params").keys() and all(np.array_equal(last[n], f["/params/" + n][()]) for n in last)
+        check(f"{text!r} over {steps} steps keeps {schedule(text, steps)}", p.returncode == 0 and
+              got == schedule(text, steps), f"{got} {p.stderr[-300:]}")
+        check(f"{text!r}: the last snapshot is /params bit for bit", same)
+    ok, out = inj.harness_check(harness, os.path.join(work, "s.h5"))
+    check("harness check passes a file with snapshots", ok, out)
+    with h5py.File(os.path.join(work, "s.h5"), "r+") as f:
+        d = f["/snapshots/params/layer1/w_o"]
+        x = d[-1]
+        x[0, 0] += 1e-3
+        d[-1] = x
+    ok, out = inj.harness_check(harness, os.path.join(work, "s.h5"))
+    check("harness check finds a last snapshot that is not /params", not ok and "not /params" in out, out)
+
+
+def test_refused(harness, work):
+    for text, why in (("lag", "is none of"), ("5,3", "must increase"), ("30", "past train.steps"),
+                      ("log:0", "log:N needs"), ("1,", "is none of")):
+        cfg = config(work, "bad", snapshots=text)
+        p = train(harness, cfg)
+        check(f"output.snapshots {text!r} refused at its line", p.returncode == 2 and
+              re.search(r"bad\.yaml:6:\d+: output.snapshots .*" + why, p.stderr) and
+              not os.path.exists(os.path.join(work, "bad.h5")), p.stderr)
+
+
+def test_same_as_shorter_run(harness, work):
+    train(harness, config(work, "long", steps=30, snapshots="7,10"), "--overwrite")
+    train(harness, config(work, "short", steps=10, snapshots=""), "--overwrite")
+    with h5py.File(os.path.join(work, "long.h5"), "r") as f, h5py.File(os.path.join(work, "short.h5"), "r") as g:
+        k = list(f["/snapshots/step"][()]).index(10)
+        snap = {n: v[k] for n, v in tensors(f, "/snapshots/params").items()}
+        params = tensors(g, "/params")
+        same = snap.keys() == params.keys() and all(snap[n].tobytes() == params[n].tobytes() for n in snap)
+        check("the snapshot of step 10 is the /params of a 10-step run (constant lr) bit for bit", same)
+        check("a run without output.snapshots writes no /snapshots", "snapshots" not in g)
+
+
+def test_resume(harness, work):
+    ref = config(work, "ref", steps=3000, snapshots="log:500", every=100)
+    train(harness, ref, "--overwrite")
+    cfg = config(work, "kill", steps=3000, snapshots="log:500", every=100)
+    proc = subprocess.Popen([harness, cfg, "--overwrite"], cwd=work, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ckpt, t0 = os.path.join(work, "kill.h5.ckpt"), time.time()
+    while not os.path.exists(ckpt) and time.time() - t0 < 60 and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = os.path.exists(ckpt)
+    p = train(harness, cfg, "--resume")
+    with h5py.File(os.path.join(work, "ref.h5"), "r") as f, h5py.File(os.path.join(work, "kill.h5"), "r") as g:
+        a, b = tensors(f, "/snapshots"), tensors(g, "/snapshots")
+        same = a.keys() == b.keys() and all(a[n].tobytes() == b[n].tobytes() for n in a)
+        check("SIGKILL after a checkpoint, then --resume: /snapshots bit for bit the uninterrupted run's",
+              killed and p.returncode == 0 and same and "resuming from" in p.stderr,
+              f"killed={killed} rc={p.returncode} {p.stderr[-300:]}")
+        check("... and /params too", f["/params/w_unembed"][()].tobytes() == g["/params/w_unembed"][()].tobytes())
+
+
+def test_budget(harness, work):
+    cfg = config(work, "b", steps=200, snapshots="log:20")
+    shapes = train(harness, cfg, "--shapes").stdout
+    m = re.search(r"([\d.]+) (KiB|MiB|B)\s+weight snapshots", shapes)
+    unit = {"B": 1, "KiB": 1024, "MiB": 1 << 20}
+    train(harness, cfg, "--overwrite")
+    with h5py.File(os.path.join(work, "b.h5"), "r") as f:
+        K = len(f["/snapshots/step"])
+        params = sum(v.size for v in tensors(f, "/params").values())
+        stored = []
+        f["/snapshots"].visititems(lambda n, o: stored.append(o.id.get_storage_size())
+                                   if isinstance(o, h5py.Dataset) else None)
+    want = K * params * 4
+    check(f"--shapes counts K x parameters x 4 bytes for {K} snapshots ({want} B)",
+          m and abs(float(m.group(1)) * unit[m.group(2)] - want) <= 0.05 * want + 1024, shapes[-600:])
+    check(f"the file stores at most that ({sum(stored)} B deflated)", sum(stored) <= want + 64 * K * 17)
+
+
+def main():
+    harness = os.path.abspath(sys.argv[1])
+    with tempfile.TemporaryDirectory() as work:
+        for test in (test_schedules, test_refused, test_same_as_shorter_run, test_resume, test_budget):
+            try:
+                test(harness, work)
+            except Exception as e:  # one failure, and the suite goes on
+                check(test.__name__, False, repr(e))
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
