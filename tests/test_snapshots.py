@@ -157,10 +157,54 @@ def test_budget(harness, work):
     check(f"the file stores at most that ({sum(stored)} B deflated)", sum(stored) <= want + 64 * K * 17)
 
 
+def test_analyze(harness, work):
+    cfg = config(work, "an", steps=20, snapshots="log:8")
+    train(harness, cfg, "--overwrite")
+    path = os.path.join(work, "an.h5")
+    with open(path, "rb") as f:
+        before = f.read()
+    p = subprocess.run([harness, "analyze", path, "--step", "5"], capture_output=True, text=True)
+    with open(path, "rb") as f:
+        same = f.read() == before
+    check("analyze --step at a step with no snapshot: exit 2, the file as it was",
+          p.returncode == 2 and "no weight snapshot at step '5'" in p.stderr and same, p.stderr)
+    p = subprocess.run([harness, "analyze", path, "--steps", "4,20"], capture_output=True, text=True)
+    check("analyze --steps 4,20 writes both", p.returncode == 0 and p.stderr.count("written") == 2, p.stderr)
+    with h5py.File(path, "r") as f:
+        g = f["/study_steps/20"]
+        names = []
+        g.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        def value(x):
+            return list(x.ravel()) if x.dtype.kind == "O" else x.tobytes()
+        differ = [n for n in names if not n.startswith(("attn/", "scores/prev", "scores/self", "scores/first",
+                                                        "scores/induction", "scores/duplicate"))
+                  and value(g[n][()]) != value(f[n][()])]
+        differ += [n for n in ("attn/maps", "scores/induction") if g[n][0].tobytes() != f[n][-1].tobytes()]
+        attrs = g["prune"].attrs["unpruned_eval_loss"] == f["prune"].attrs["unpruned_eval_loss"]
+        check(f"the study at the last snapshot is the end-of-run study bit for bit ({len(names)} datasets)",
+              len(names) > 20 and not differ and attrs, differ)
+        check("/study_steps/4 differs from the final study (other weights)",
+              f["/study_steps/4/heads/ablation_delta"][()].tobytes() != f["/heads/ablation_delta"][()].tobytes())
+    ok, out = inj.harness_check(harness, path)
+    check("harness check passes /study_steps", ok, out)
+    proc = subprocess.Popen([harness, "analyze", path, "--steps", "all"], stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ok, out = inj.harness_check(harness, path)
+    with h5py.File(path, "r") as f:
+        kept = "0" in f["/study_steps"]
+    check("SIGKILL after analyze wrote step 0: the file is whole and keeps it", ok and kept and
+          first.startswith("analyze: step 0: written"), first + out)
+    p = subprocess.run([harness, "analyze", path, "--steps", "all"], capture_output=True, text=True)
+    check("analyze --steps all again skips the three stored steps", p.returncode == 0 and
+          p.stderr.count("skipped") == 3 and "4 snapshot studies" in p.stderr, p.stderr[-400:])
+
+
 def main():
     harness = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as work:
-        for test in (test_schedules, test_refused, test_same_as_shorter_run, test_resume, test_budget):
+        for test in (test_schedules, test_refused, test_same_as_shorter_run, test_resume, test_budget, test_analyze):
             try:
                 test(harness, work)
             except Exception as e:  # one failure, and the suite goes on

@@ -34,6 +34,7 @@
 #include "train/budget.h"
 #include "state_command.h"
 #include "study_commands.h"
+#include "analyze_steps.h"
 #include "data/tasks.h"
 #include "train/train.h"
 
@@ -452,6 +453,8 @@ static int locked_run(const Config *cfg, const char *dump_path, int overwrite, i
 /* `harness analyze RUN.h5`: the end-of-run study of a trained run whose study is pending (its
  * ".ckpt" says "trained"), with no training step: --resume with the config the run recorded. */
 static int analyze_main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--step", 6)) return analyze_steps_main(argc, argv);
     if (argc != 2 || argv[1][0] == '-') {
         int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
         fprintf(help ? stdout : stderr,

@@ -349,7 +349,27 @@ static int matches(const char *pattern, const char *path) {
     return *path == '\0';
 }
 
+/* "/study_steps/<step>/rest": the study at one snapshot, described as the end-of-run dataset
+ * "/rest", its scale the one under the same group. */
+static const DatasetDoc *study_step_doc(const char *path, DatasetDoc *buf, char *text, int size) {
+    const char *p = path + strlen("/study_steps/"), *rest = p;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    if (rest == p || *rest != '/') return NULL;
+    const DatasetDoc *doc = dataset_doc(rest, buf, text, size);
+    if (!doc) return NULL;
+    if (doc != buf) *buf = *doc;
+    if (buf->attach) { /* after the description the lookup may have composed into text */
+        size_t used = doc == buf ? strlen(text) + 1 : 0;
+        char *attach = text + used;
+        snprintf(attach, (size_t)size - used, "%.*s%s", (int)(rest - path), path, buf->attach);
+        buf->attach = attach;
+    }
+    return buf;
+}
+
 const DatasetDoc *dataset_doc(const char *path, DatasetDoc *buf, char *text, int size) {
+    if (!strncmp(path, "/study_steps/", strlen("/study_steps/")))
+        return study_step_doc(path, buf, text, size);
     for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
         if (matches(ROWS[i].pattern, path)) return &ROWS[i].doc;
     for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {

@@ -46,6 +46,9 @@ typedef struct {
     int64_t file; /* hid_t */
     int n_snapshots;
     int is_copy; /* opened by results_open_copy */
+    /* prepended to every dataset and attribute path written ("" = the root): the study of one
+     * snapshot goes under "/study_steps/<step>" with the end-of-run layout (results_study_steps) */
+    char prefix[64];
 } Results;
 
 /* Call once before any other results_ function: HDF5 prints no errors of its own, and does not

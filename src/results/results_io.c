@@ -64,9 +64,18 @@ int results_object_exists(hid_t file, const char *path) {
     }
 }
 
+/* path under r->prefix, into buf. */
+static const char *prefixed(const Results *r, const char *path, char *buf, size_t size) {
+    if (!r->prefix[0]) return path;
+    snprintf(buf, size, "%s%s", r->prefix, path);
+    return buf;
+}
+
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
                               UserError *err) {
     errno = 0;
+    char full[128];
+    object = prefixed(r, object, full, sizeof full);
     hid_t type = results_string_type(), space = H5Screate(H5S_SCALAR), attr = -1;
     int ok = type >= 0 && space >= 0;
     if (ok && H5Aexists_by_name(r->file, object, name, H5P_DEFAULT) > 0)
@@ -98,6 +107,8 @@ hid_t results_bool_type(void) {
 int results_write_attr_number(Results *r, const char *object, const char *name, hid_t type, const void *value,
                               UserError *err) {
     errno = 0;
+    char full[128];
+    object = prefixed(r, object, full, sizeof full);
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate_by_name(r->file, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
@@ -179,6 +190,8 @@ static hid_t checksummed_dcpl(int ndim, const hsize_t *dims, size_t elem) {
 static int write_dataset(Results *r, const char *path, hid_t mem_type, hid_t file_type, const void *data,
                          int ndim, const hsize_t *dims, hid_t dcpl, UserError *err) {
     errno = 0;
+    char full[512];
+    path = prefixed(r, path, full, sizeof full);
     if (ensure_parents(r->file, path) < 0) return results_write_fail(r, path, err);
     hid_t own = -1; /* strings (variable-length: a checksum would cover pointers only) excepted */
     if (dcpl == H5P_DEFAULT && H5Tget_class(file_type) != H5T_STRING) {
