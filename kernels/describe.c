@@ -20,3 +20,5 @@ void kernels_describe(char *buf, size_t size) {
              isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
              b.l2 ? "" : "; unknown, defaults assumed", attention);
 }
+
+const char *kernels_bf16_path(void) { return gemm_bf16_path(); }
