@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include "precision.h"
+#include "gemm_bf16.h"
 
 /* The register tile, rows x columns of C: 24 accumulators of 16 floats with AVX-512, 12 of 8
  * with AVX2, and 8 of 4 (SSE, NEON) for the portable C tile. */
@@ -43,19 +44,6 @@ void gemm(float *c, ptrdiff_t ldc,                        // (M, N)
           const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, // (K, N)
           int M, int N, int K, int accumulate,
           const float *bias); // (N) or NULL
-
-/* gemm's product with each operand value rounded to bfloat16 (round to nearest even) and float
- * sums, on the CPU's path (gemm_bf16.c): the same interface, bias and determinism, with K cut in
- * GEMM_BF16_KC blocks in every build. Only where gemm_bf16_path() is not NULL. */
-enum { GEMM_BF16_KC = 512 };
-void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-               ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias);
-/* The bfloat16 path this process runs, chosen once from CPUID: "AMX 32x32" (Sapphire Rapids and
- * later, where Linux grants the tiles), "AVX512_BF16 12x32" (also Zen 4), or NULL (none).
- * gemm_bf16_use names another one the CPU has ("AVX512_BF16" on an AMX CPU; NULL: back to the
- * best), for tests and benchmarks that compare them; 0 when the CPU has not got it. */
-const char *gemm_bf16_path(void);
-int gemm_bf16_use(const char *name);
 
 /* gemm or gemm_bf16, as prec says: the one place where a precision picks a product. */
 void gemm_at(Precision prec, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,

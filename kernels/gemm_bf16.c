@@ -1,4 +1,4 @@
-/* gemm_bf16.c: gemm's product with bfloat16 inputs and float sums (contract in gemm.h).
+/* gemm_bf16.c: gemm's product with bfloat16 inputs and float sums (contract in gemm_bf16.h).
  *
  * Same structure as gemm.c's packed GEMM: B is packed in KC x NC blocks into column panels of 32,
  * A in MC x KC blocks into row panels, and every operand value is rounded to bfloat16 as it is
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gemm.h"
+#include "gemm_bf16.h"
 #include "check.h"
 
 enum {
@@ -287,11 +287,12 @@ void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_
     const Path p = path();
     CHECK(p != PATH_NONE); /* callers ask gemm_bf16_path first */
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) { /* C = 0, the bias or unchanged: gemm's */
-        gemm(c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, 0, accumulate, bias);
+    if (bias) accumulate = 0;
+    if (K <= 0) { /* an empty sum: C = the bias rows, zeros, or unchanged */
+        for (int i = 0; i < M && !accumulate; i++)
+            for (int j = 0; j < N; j++) c[i * ldc + j] = bias ? bias[j] : 0.0f;
         return;
     }
-    if (bias) accumulate = 0;
     product(p, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
 }
 

@@ -396,7 +396,7 @@ def main(argv, doc):
                 continue
             if table in ("precision", "contention"):
                 configs = [c for c in MAIN_CONFIGS if args.only in c[0]]
-                runs = (harness_run, torch_run, median_after_warmup, torch_warmup)
+                runs = (harness_run, torch_run, median_after_warmup, torch_warmup, matmul_flops)
                 if table == "precision":
                     bf16 = re.search(r"bf16: ([^;)]+)", record["harness"]["kernels"])
                     strongest = [v for v in STRONGEST_FIRST if v in variants][:1]

@@ -25,9 +25,8 @@ def _best(run, median, warmup, rounds):
 def report_precision(rep, args, configs, variant, tmp, peak, bf16_path, runs):
     """ms/step of the harness in fp32 and bf16 and of PyTorch (variant) in FP32 and under bf16
     autocast, per config; % of the FP32 GEMM peak for the FP32 step. runs = (harness_run,
-    torch_run, median_after_warmup, torch_warmup)."""
-    from .bench import matmul_flops  # bench.py imports this module: a late import, no cycle at load
-    harness_run, torch_run, median, torch_warmup = runs
+    torch_run, median_after_warmup, torch_warmup, matmul_flops)."""
+    harness_run, torch_run, median, torch_warmup, matmul_flops = runs
     rows, record = [], []
     for name, D, H, dh, T, B in configs:
         cell = {}
@@ -69,7 +68,7 @@ def _stop(procs):
 def report_contention(rep, args, configs, tmp, runs):
     """The harness at its default threads (train.threads 0) and at 1 thread, quiet and beside one
     and two busy processes (the user's machine with a compile running)."""
-    harness_run, _, median, _ = runs
+    harness_run, _, median, _, _ = runs
     rows, record = [], []
     for name, D, H, dh, T, B in configs:
         row = [name]
