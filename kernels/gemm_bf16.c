@@ -227,7 +227,9 @@ TARGET_AMX static void amx_begin(void) {
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
+    /* the whole struct as the operand: the intrinsic's names only its first bytes, and GCC then
+     * drops the stores to the rest */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 TARGET_AMX static void amx_end(void) { _tile_release(); }
 
