@@ -126,7 +126,7 @@ bench:
 	$(MAKE) $(BUILD)/harness $(BUILD)/gemm_peak $(BUILD)/bench_step $(BUILD)/bench_generate $(if $(filter build,$(BUILD)),harness)
 	scripts/bench --harness $(BUILD)/harness --gemm-peak $(BUILD)/gemm_peak --bench-generate $(BUILD)/bench_generate $(BENCH_ARGS)
 
-$(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o
+$(BUILD)/gemm_peak: scripts/gemm_peak.c $(BUILD)/kernels/gemm.o $(BUILD)/kernels/gemm_bf16.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # One training step alone, for profiles (docs/performance.md): bench_step D H D_HEAD T B STEPS THREADS

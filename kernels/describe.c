@@ -16,7 +16,10 @@ void kernels_describe(char *buf, size_t size) {
                  ATTENTION_THIN_MAX);
     snprintf(buf, size,
              "%s (GEMM %s, KC %d fixed; MC %d, NC %d from the caches: L1d %ld KiB, L2 %ld KiB, "
-             "L3 %ld KiB%s; %s)",
+             "L3 %ld KiB%s; %s; bf16: %s)",
              isa, gemm_kernel_name(), b.kc, b.mc, b.nc, b.l1d >> 10, b.l2 >> 10, b.l3 >> 10,
-             b.l2 ? "" : "; unknown, defaults assumed", attention);
+             b.l2 ? "" : "; unknown, defaults assumed", attention,
+             gemm_bf16_path() ? gemm_bf16_path() : "none");
 }
+
+const char *kernels_bf16_path(void) { return gemm_bf16_path(); }

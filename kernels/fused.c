@@ -42,8 +42,8 @@ static void forward_rows(const FusedForward *f, int lo, int hi) {
     if (f->ln_out)
         layernorm_forward_rows(f->ln_out, f->mean, f->rstd, f->inp, f->ln_gain, f->ln_bias, lo, hi, C);
     const float *x = f->ln_out ? f->ln_out : f->inp;
-    gemm(f->out + (size_t)lo * OC, OC, x + (size_t)lo * C, C, 1, f->weight, OC, 1, hi - lo, OC, C, 0,
-         f->bias);
+    gemm_at(f->precision, f->out + (size_t)lo * OC, OC, x + (size_t)lo * C, C, 1, f->weight, OC, 1, hi - lo,
+            OC, C, 0, f->bias);
     if (f->residual)
         for (size_t i = (size_t)lo * OC; i < (size_t)hi * OC; i++) f->out[i] += f->residual[i];
     if (f->targets) crossentropy_forward_rows(f->losses, f->probs, f->out, f->targets, lo, hi, OC);
@@ -94,7 +94,9 @@ enum { KSPLIT_MAX_FLOATS = 1 << 19 };
 
 size_t fused_backward_scratch_floats(int N, int C, int OC, int threads) {
     const size_t n_chunks = ((size_t)N + LAYERNORM_CHUNK_ROWS - 1) / LAYERNORM_CHUNK_ROWS;
-    return n_chunks * 2 * C + gemm_ksplit_floats(C, OC, N, threads, KSPLIT_MAX_FLOATS);
+    const size_t fp32 = gemm_ksplit_floats(PRECISION_FP32, C, OC, N, threads, KSPLIT_MAX_FLOATS),
+                 bf16 = gemm_ksplit_floats(PRECISION_BF16, C, OC, N, threads, KSPLIT_MAX_FLOATS);
+    return n_chunks * 2 * C + (fp32 > bf16 ? fp32 : bf16);
 }
 
 void fused_backward(const FusedBackward *f) {
@@ -109,7 +111,7 @@ void fused_backward(const FusedBackward *f) {
     const int team = 1;
 #endif
     /* d_W = xᵀ · d_out sums over all N rows: split along them (gemm_ksplit) when they are long */
-    const size_t ksplit = gemm_ksplit_floats(C, OC, N, team, KSPLIT_MAX_FLOATS);
+    const size_t ksplit = gemm_ksplit_floats(f->precision, C, OC, N, team, KSPLIT_MAX_FLOATS);
     float *ksplit_scratch = ksplit ? alloc_floats(ksplit) : NULL;
 #pragma omp parallel num_threads(team)
     {
@@ -121,13 +123,15 @@ void fused_backward(const FusedBackward *f) {
 #pragma omp barrier
         }
         if (f->d_x && lo < hi)
-            gemm(f->d_x + (size_t)lo * C, C, f->d_out + (size_t)lo * OC, OC, 1, f->weight, 1, OC, hi - lo, C,
-                 OC, f->d_x_write == GRAD_ADD, NULL);
+            gemm_at(f->precision, f->d_x + (size_t)lo * C, C, f->d_out + (size_t)lo * OC, OC, 1, f->weight, 1,
+                    OC, hi - lo, C, OC, f->d_x_write == GRAD_ADD, NULL);
         if (ln && lo < hi) layernorm_rows_backward(f, chunk_gain, chunk_bias, lo, hi);
         if (ksplit && threads == team)
-            gemm_ksplit(t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1,
+            gemm_ksplit(f->precision, t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1,
                         ksplit_scratch);
-        else gemm_slab(t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1, NULL);
+        else
+            gemm_slab(f->precision, t, threads, f->d_weight, OC, f->x, 1, C, f->d_out, OC, 1, C, OC, N, 1,
+                      NULL);
         if (f->d_bias) bias_columns(f->d_bias, f->d_out, N, OC);
         if (ln) {
 #pragma omp barrier

@@ -277,9 +277,19 @@ static Slabs slabs_of(int M, int N) {
     return s;
 }
 
-void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-               const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
-               const float *bias) {
+void gemm_at(Precision prec, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+             const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+             const float *bias) {
+    (prec == PRECISION_BF16 ? gemm_bf16 : gemm)(c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate,
+                                                bias);
+}
+
+/* The K block of a precision's product (it sets the summation order, so the K split follows it). */
+static int kc_of(Precision prec) { return prec == PRECISION_BF16 ? GEMM_BF16_KC : KC; }
+
+void gemm_slab(Precision prec, int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+               int accumulate, const float *bias) {
     if (M <= 0 || N <= 0) return;
     const Slabs sl = slabs_of(M, N);
     const int split_rows = sl.split_rows, unit = sl.unit, extent = sl.extent, units = sl.units;
@@ -290,10 +300,11 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
     if (hi > extent) hi = extent;
     if (hi <= lo) return;
     if (split_rows)
-        gemm(c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K, accumulate, bias);
+        gemm_at(prec, c + lo * ldc, ldc, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, hi - lo, N, K, accumulate,
+                bias);
     else
-        gemm(c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
-             bias ? bias + lo : NULL);
+        gemm_at(prec, c + lo, ldc, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, M, hi - lo, K, accumulate,
+                bias ? bias + lo : NULL);
 }
 
 /* Thread t's K blocks [*lo, *hi) of n_blocks. */
@@ -302,8 +313,8 @@ static void ksplit_blocks(int t, int threads, int n_blocks, int *lo, int *hi) {
     *hi = (int)((long)n_blocks * (t + 1) / threads);
 }
 
-size_t gemm_ksplit_floats(int M, int N, int K, int threads, size_t limit) {
-    const int n_blocks = (K + KC - 1) / KC;
+size_t gemm_ksplit_floats(Precision prec, int M, int N, int K, int threads, size_t limit) {
+    const int kc = kc_of(prec), n_blocks = (K + kc - 1) / kc;
     if (threads < 2 || n_blocks < threads || M <= 0 || N <= 0) return 0;
     int lo, hi;
     ksplit_blocks(0, threads, n_blocks, &lo, &hi);
@@ -311,21 +322,21 @@ size_t gemm_ksplit_floats(int M, int N, int K, int threads, size_t limit) {
     return floats <= limit ? floats : 0;
 }
 
-void gemm_ksplit(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                 const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
-                 float *scratch) {
-    const int n_blocks = (K + KC - 1) / KC;
+void gemm_ksplit(Precision prec, int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+                 ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+                 int accumulate, float *scratch) {
+    const int KB = kc_of(prec), n_blocks = (K + KB - 1) / KB;
     int lo, hi, first_lo, first_hi;
     ksplit_blocks(t, threads, n_blocks, &lo, &hi);
     ksplit_blocks(0, threads, n_blocks, &first_lo, &first_hi);
     if (t == 0) { /* C (+)= its blocks, in order: gemm's own sums of them */
-        int k_end = hi * KC < K ? hi * KC : K;
-        gemm(c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, k_end, accumulate, NULL);
+        int k_end = hi * KB < K ? hi * KB : K;
+        gemm_at(prec, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, k_end, accumulate, NULL);
     } else
         for (int blk = lo; blk < hi; blk++) { /* each block's sum alone, from zero */
-            int k0 = blk * KC, kc = K - k0 < KC ? K - k0 : KC;
-            gemm(scratch + (size_t)(blk - first_hi) * M * N, N, a + k0 * a_cs, a_rs, a_cs, b + k0 * b_rs,
-                 b_rs, b_cs, M, N, kc, 0, NULL);
+            int k0 = blk * KB, kc = K - k0 < KB ? K - k0 : KB;
+            gemm_at(prec, scratch + (size_t)(blk - first_hi) * M * N, N, a + k0 * a_cs, a_rs, a_cs,
+                    b + k0 * b_rs, b_rs, b_cs, M, N, kc, 0, NULL);
         }
 #pragma omp barrier
     int r0 = (int)((long)M * t / threads), r1 = (int)((long)M * (t + 1) / threads);
@@ -349,8 +360,9 @@ void gemm_row_slab(int t, int threads, int M, int align, int *lo, int *hi) {
     if (*hi > M) *hi = M;
 }
 
-void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                   ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
+void gemm_parallel(Precision prec, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+                   const float *bias) {
 #ifdef _OPENMP
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
 #else
@@ -361,7 +373,7 @@ void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrd
     if (threads > units) threads = units;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int t = 0; t < threads; t++)
-        gemm_slab(t, threads, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
+        gemm_slab(prec, t, threads, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
 }
 
 /* ---------------------------------------------------------------- small, unpacked gemm */

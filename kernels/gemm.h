@@ -23,6 +23,8 @@
 #define GEMM_H
 
 #include <stddef.h>
+#include "precision.h"
+#include "gemm_bf16.h"
 
 /* The register tile, rows x columns of C: 24 accumulators of 16 floats with AVX-512, 12 of 8
  * with AVX2, and 8 of 4 (SSE, NEON) for the portable C tile. */
@@ -43,16 +45,23 @@ void gemm(float *c, ptrdiff_t ldc,                        // (M, N)
           int M, int N, int K, int accumulate,
           const float *bias); // (N) or NULL
 
-/* The same product with M or N split over the OpenMP threads (bit-identical to gemm). */
-void gemm_parallel(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
-                   ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias);
+/* gemm or gemm_bf16, as prec says: the one place where a precision picks a product. */
+void gemm_at(Precision prec, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+             const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+             const float *bias);
+
+/* gemm_at's product with M or N split over the OpenMP threads (bit-identical to it). The slab and
+ * K-split entry points below take the precision likewise. */
+void gemm_parallel(Precision prec, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                   const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+                   const float *bias);
 
 /* Thread t's share (of `threads`) of gemm_parallel's product, the same slabs: for a caller that
  * runs several independent products in one parallel region (one fork and join instead of one
  * per product). Threads past the number of slabs get nothing. */
-void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-               const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
-               const float *bias);
+void gemm_slab(Precision prec, int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+               ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+               int accumulate, const float *bias);
 
 /* C (+)= A·B split along K between the threads of a parallel region, in whole KC blocks, for a
  * product whose K is long and whose C is small (a weight gradient: K = the batch's rows). Thread
@@ -62,10 +71,10 @@ void gemm_slab(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrd
  * idle for want of output tiles. Every thread of the region must call it (it has a barrier).
  * gemm_ksplit_floats: the scratch it needs at that thread count, 0 when the product should not
  * be split (fewer K blocks than threads, or a scratch over `limit` floats): then use gemm_slab. */
-size_t gemm_ksplit_floats(int M, int N, int K, int threads, size_t limit);
-void gemm_ksplit(int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                 const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
-                 float *scratch);
+size_t gemm_ksplit_floats(Precision prec, int M, int N, int K, int threads, size_t limit);
+void gemm_ksplit(Precision prec, int t, int threads, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+                 ptrdiff_t a_cs, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K,
+                 int accumulate, float *scratch);
 
 /* Thread t's rows [*lo, *hi) of an M-row product split by rows alone, in whole multiples of the
  * register tile's rows and of `align` rows (a caller that works on groups of rows after the

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "precision.h"
 
 /* ---- embedding.c: h0 = W_tok[x] + W_pos[t] ---- */
 void embedding_forward(float *out,           // (B, T, D)
@@ -69,6 +70,13 @@ void linear_forward_columns(float *out,          // (N, OC), columns [first, fir
                             const float *weight, // (C, OC)
                             const float *bias,   // (OC) or NULL
                             int N, int C, int OC, int first, int cols);
+/* linear_forward and linear_backward (below) with their products at precision prec (precision.h):
+ * the versions without _at are PRECISION_FP32. PRECISION_BF16 only where kernels_bf16_path()
+ * is not NULL. */
+void linear_forward_at(Precision prec, float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int C, int OC);
+/* The bfloat16 path of this CPU and build ("AMX 32x32", "AVX512_BF16 12x32"), or NULL: none. */
+const char *kernels_bf16_path(void);
 /* How a backward writes an input gradient: GRAD_SET overwrites it (no zeroing needed), GRAD_ADD
  * adds to it (when several paths meet). */
 typedef enum { GRAD_SET, GRAD_ADD } GradWrite;
@@ -80,6 +88,8 @@ void linear_backward(float *d_inp, // (N, C) = or += (d_inp_write), or NULL to s
                      const float *inp,    // (N, C)
                      const float *weight, // (C, OC)
                      int N, int C, int OC);
+void linear_backward_at(Precision prec, float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias,
+                        const float *d_out, const float *inp, const float *weight, int N, int C, int OC);
 
 /* ---- fused.c: the passes that meet at a product, in one parallel region ----
  * Each thread runs every pass on its own rows while they are in its cache; the results are bit
@@ -95,6 +105,7 @@ typedef struct {
     const float *residual; // (N, OC) added to out after the product, or NULL
     float *losses, *probs; // crossentropy_forward of out's rows (N), (N, OC), when targets is given
     const int *targets;    // (N) or NULL
+    Precision precision;   // the product's (0: FP32)
 } FusedForward;
 void fused_forward(const FusedForward *f);
 
@@ -113,10 +124,12 @@ typedef struct {
     GradWrite d_inp_write;
     float *d_gain, *d_ln_bias;             // (C) +=
     const float *inp, *gain, *mean, *rstd; // LayerNorm's input (N, C), gain (C), mean, rstd (N); or NULL
+    Precision precision;                   // the products' (0: FP32)
 } FusedBackward;
 void fused_backward(const FusedBackward *f);
 /* The scratch fused_backward (and so linear_backward) allocates for an (N, C) x (C, OC) product at
- * `threads` threads: LayerNorm's chunk sums and the weight gradient's K blocks (gemm.h). */
+ * `threads` threads: LayerNorm's chunk sums and the weight gradient's K blocks (gemm.h), the
+ * larger of the two precisions'. */
 size_t fused_backward_scratch_floats(int N, int C, int OC, int threads);
 
 /* ---- attention.c: multi-head causal attention over a fused Q|K|V buffer, all heads at once ----

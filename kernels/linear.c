@@ -12,14 +12,19 @@
 #include "kernels.h"
 #include "gemm.h"
 
+void linear_forward_at(Precision prec, float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int C, int OC) {
+    gemm_parallel(prec, out, OC, inp, C, 1, weight, OC, 1, N, OC, C, 0, bias);
+}
+
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
                     int OC) {
-    gemm_parallel(out, OC, inp, C, 1, weight, OC, 1, N, OC, C, 0, bias);
+    linear_forward_at(PRECISION_FP32, out, inp, weight, bias, N, C, OC);
 }
 
 void linear_forward_columns(float *out, const float *inp, const float *weight, const float *bias, int N,
                             int C, int OC, int first, int cols) {
-    gemm_parallel(out + first, OC, inp, C, 1, weight + first, OC, 1, N, cols, C, 0,
+    gemm_parallel(PRECISION_FP32, out + first, OC, inp, C, 1, weight + first, OC, 1, N, cols, C, 0,
                   bias ? bias + first : NULL);
 }
 
@@ -27,9 +32,10 @@ void linear_forward_columns(float *out, const float *inp, const float *weight, c
  *   d_inp (= or +=) d_out · Wᵀ,   d_W += inpᵀ · d_out,   d_b += Σ_rows d_out:
  * fused.c's backward with nothing before or after the product (one parallel region, no barrier
  * between the three: each thread takes its rows of d_inp, its slab of d_W, then its bias columns). */
-void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias, const float *d_out,
-                     const float *inp, const float *weight, int N, int C, int OC) {
-    const FusedBackward f = {.d_out = (float *)d_out, /* read only: no cross-entropy writes it */
+void linear_backward_at(Precision prec, float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias,
+                        const float *d_out, const float *inp, const float *weight, int N, int C, int OC) {
+    const FusedBackward f = {.precision = prec,
+                             .d_out = (float *)d_out, /* read only: no cross-entropy writes it */
                              .d_x = d_inp,
                              .d_x_write = d_inp_write,
                              .d_weight = d_weight,
@@ -40,4 +46,9 @@ void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float
                              .C = C,
                              .OC = OC};
     fused_backward(&f);
+}
+
+void linear_backward(float *d_inp, GradWrite d_inp_write, float *d_weight, float *d_bias, const float *d_out,
+                     const float *inp, const float *weight, int N, int C, int OC) {
+    linear_backward_at(PRECISION_FP32, d_inp, d_inp_write, d_weight, d_bias, d_out, inp, weight, N, C, OC);
 }

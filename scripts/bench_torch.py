@@ -159,10 +159,12 @@ def main(argv):
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--model", choices=("idiomatic", "reference"), default="idiomatic",
                     help="idiomatic: nn modules (above); reference: the tests' tests/reference.py")
+    ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                    help="bf16: the forward under torch.autocast('cpu', torch.bfloat16) (oneDNN's bf16 matmuls)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # loads the BLAS
-    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model,
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": a.model, "autocast": a.autocast,
             "blas": blas_info(), "malloc": malloc_loaded()}
     if a.peak:
         info.update(gflops=peak(a.peak), n=a.peak)
@@ -191,10 +193,11 @@ def main(argv):
         idx = starts[:, None] + torch.arange(T + 1)
         chunk = data[idx]
         x, y = chunk[:, :-1], chunk[:, 1:]
-        if a.model == "idiomatic":
-            loss = F.cross_entropy(model(x).reshape(-1, a.vocab), y.reshape(-1))
-        else:
-            loss = model.loss(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            if a.model == "idiomatic":
+                loss = F.cross_entropy(model(x).reshape(-1, a.vocab).float(), y.reshape(-1))
+            else:
+                loss = model.loss(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
             a[i] = (float)rand() / RAND_MAX - 0.5f;
             b[i] = (float)rand() / RAND_MAX - 0.5f;
         }
-        gemm_parallel(c, n, a, n, 1, b, n, 1, n, n, n, 0, NULL); /* warm-up */
+        gemm_parallel(PRECISION_FP32, c, n, a, n, 1, b, n, 1, n, n, n, 0, NULL); /* warm-up */
         double flops = 2.0 * n * (double)n * n, best = 1e30, spent = 0.0;
         for (int rep = 0; rep < 20 && (rep < 3 || spent < 2.0); rep++) {
             double t = now();
-            gemm_parallel(c, n, a, n, 1, b, n, 1, n, n, n, 0, NULL);
+            gemm_parallel(PRECISION_FP32, c, n, a, n, 1, b, n, 1, n, n, n, 0, NULL);
             t = now() - t;
             spent += t;
             if (t < best) best = t;

@@ -61,6 +61,7 @@
 #include <omp.h>
 #endif
 #include "kernels/kernels.h"
+#include "kernels/gemm.h"           /* gemm_bf16 and its paths */
 #include "kernels/attention_thin.h" /* ATTENTION_THIN_MAX: which path a width takes */
 #include "train/head_l0.h"
 #include "model/model.h"
@@ -1692,6 +1693,123 @@ static void test_head_gate_fill_rows(void) {
     free(inp), free(d_out), free(fill), free(out), free(row);
 }
 
+/* ---- bfloat16 products (gemm_bf16.c) ----
+ * Against an FP64 reference over the bf16-rounded inputs (rounded here, independently: round to
+ * nearest even on the bits). A float sum of K exact products (bf16 x bf16 is exact in float),
+ * added block by block to C, is off by at most (K + blocks + 1) roundings of the running sum, so
+ * |C - ref| <= (K + 4) 2^-24 (Σ|a||b| + |C0| + |bias|) with K >= the number of blocks: the bound
+ * checked. Leaving an operand unrounded is caught by the exact case (one product per element). */
+static float bf16_rounded(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7FFFu + (u >> 16 & 1u)) & 0xFFFF0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* C = (acc ? C0 : bias) + A·B for one layout (a_t, b_t: the operand stored transposed). */
+static void bf16_case(const char *path, int M, int N, int K, int a_t, int b_t, int acc, int with_bias,
+                      uint64_t seed) {
+    Rng rng = rng_stream(seed, 51, 0);
+    float *a = malloc(sizeof(float) * ((size_t)M * K + 1)), *b = malloc(sizeof(float) * ((size_t)K * N + 1));
+    float *c = malloc(sizeof(float) * (size_t)M * N), *c0 = malloc(sizeof(float) * (size_t)M * N);
+    float *bias = malloc(sizeof(float) * (size_t)N);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(rng_uniform(&rng) * 4.0 - 2.0);
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(rng_uniform(&rng) * 2.0 - 1.0);
+    for (size_t i = 0; i < (size_t)M * N; i++) c[i] = c0[i] = (float)(rng_uniform(&rng) - 0.5);
+    for (int j = 0; j < N; j++) bias[j] = (float)(rng_uniform(&rng) - 0.5);
+    const ptrdiff_t a_rs = a_t ? 1 : K, a_cs = a_t ? M : 1, b_rs = b_t ? 1 : N, b_cs = b_t ? K : 1;
+    gemm_bf16(c, N, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, acc, with_bias ? bias : NULL);
+    double worst = 0.0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                double p =
+                    (double)bf16_rounded(a[i * a_rs + k * a_cs]) * bf16_rounded(b[k * b_rs + j * b_cs]);
+                sum += p, mag += fabs(p);
+            }
+            double start = with_bias ? bias[j] : acc ? c0[i * N + j] : 0.0;
+            double err =
+                fabs(c[i * N + j] - (start + sum)) / ((K + 4) * 0x1p-24 * (mag + fabs(start)) + 1e-30);
+            if (err > worst) worst = err;
+        }
+    char name[160];
+    snprintf(name, sizeof name, "gemm_bf16 %s: M %d N %d K %d A%s B%s%s%s within (K+4) 2^-24 sum|ab|", path,
+             M, N, K, a_t ? "T" : "", b_t ? "T" : "", acc ? " +=" : "", with_bias ? " +bias" : "");
+    test_check(name, worst <= 1.0, "worst error %.3g of the bound", worst);
+    free(a), free(b), free(c), free(c0), free(bias);
+}
+
+/* One product per element: C must be exactly bf16(a) bf16(b), ties rounded to even. */
+static void bf16_rounding_exact(const char *path) {
+    const float b[8] = {
+        1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -(1.0f + 0x1p-8f), 1.0f + 0x1p-9f, 3.0f,
+        0.1f,           -1234.567f};
+    const float a[2] = {1.0f + 0x1p-8f, 1.5f};
+    float c[16];
+    gemm_bf16(c, 8, a, 1, 1, b, 8, 1, 2, 8, 1, 0, NULL);
+    int bad = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 8; j++) bad += c[i * 8 + j] != bf16_rounded(a[i]) * bf16_rounded(b[j]);
+    char name[96];
+    snprintf(name, sizeof name, "gemm_bf16 %s: inputs rounded to nearest even bfloat16 (exact)", path);
+    test_check(name, bad == 0, "%d of 16 products differ", bad);
+}
+
+/* gemm_parallel and the fused backward (slabs, K split) at every thread count: gemm_bf16's bits. */
+static void bf16_thread_bits(const char *path) {
+    enum { N = 1100, C = 40, OC = 70 };
+    Rng rng = rng_stream(77, 51, 1);
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * C * OC),
+          *g = malloc(sizeof(float) * N * OC);
+    float *y1 = malloc(sizeof(float) * N * OC), *y = malloc(sizeof(float) * N * OC);
+    float *dx1 = malloc(sizeof(float) * N * C), *dx = malloc(sizeof(float) * N * C);
+    float *dw1 = calloc(C * OC, sizeof(float)), *dw = malloc(sizeof(float) * C * OC);
+    for (int i = 0; i < N * C; i++) x[i] = (float)(rng_uniform(&rng) - 0.5);
+    for (int i = 0; i < C * OC; i++) w[i] = (float)(rng_uniform(&rng) - 0.5);
+    for (int i = 0; i < N * OC; i++) g[i] = (float)(rng_uniform(&rng) - 0.5);
+    set_threads(1);
+    linear_forward_at(PRECISION_BF16, y1, x, w, NULL, N, C, OC);
+    linear_backward_at(PRECISION_BF16, dx1, GRAD_SET, dw1, NULL, g, x, w, N, C, OC);
+    int same = 1;
+    for (size_t k = 1; k < sizeof thread_counts / sizeof thread_counts[0]; k++) {
+        set_threads(thread_counts[k]);
+        memset(dw, 0, sizeof(float) * C * OC);
+        linear_forward_at(PRECISION_BF16, y, x, w, NULL, N, C, OC);
+        linear_backward_at(PRECISION_BF16, dx, GRAD_SET, dw, NULL, g, x, w, N, C, OC);
+        same &= !memcmp(y, y1, sizeof(float) * N * OC) && !memcmp(dx, dx1, sizeof(float) * N * C) &&
+                !memcmp(dw, dw1, sizeof(float) * C * OC);
+    }
+    set_threads(default_threads);
+    char name[128];
+    snprintf(name, sizeof name,
+             "linear_*_at bf16 %s: the same bits at 1, 2, 3, 4, 7 threads (K split included)", path);
+    test_check(name, same, "a thread count changed a bit");
+    free(x), free(w), free(g), free(y1), free(y), free(dx1), free(dx), free(dw1), free(dw);
+}
+
+static void test_bf16(void) {
+    if (!kernels_bf16_path()) {
+        test_check("gemm_bf16: this CPU has no bfloat16 path (nothing to check)", 1, "");
+        return;
+    }
+    const char *paths[] = {"AMX", "AVX512_BF16"};
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},      {13, 33, 2},     {12, 32, 512},
+                             {17, 65, 513}, {33, 31, 1030}, {100, 70, 1100}, {40, 200, 33}};
+    for (int p = 0; p < 2; p++) {
+        if (!gemm_bf16_use(paths[p])) continue;
+        const char *path = gemm_bf16_path();
+        bf16_rounding_exact(path);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int layout = 0; layout < 4; layout++)
+                bf16_case(path, shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout >> 1, s % 2,
+                          s % 3 == 2, 400 + s * 4 + layout);
+        bf16_thread_bits(path);
+    }
+    gemm_bf16_use(NULL);
+}
+
 int main(void) {
 #ifdef _OPENMP
     default_threads = omp_get_max_threads();
@@ -1723,6 +1841,7 @@ int main(void) {
     test_global_norm();
     test_fused();
     test_adamw_step();
+    test_bf16();
 
     /* 2. the whole model; shape = {vocab_size, d_model, n_head, d_head, n_layer, seq_len,
      *    n_kv_head, pos, rope_dims, rope_base, output_gate, sink} */

@@ -25,6 +25,9 @@
 /* data.path of the text task when none is given: a text every Debian machine has (--keys says so) */
 #define CONFIG_DEFAULT_TEXT_PATH "/usr/share/common-licenses/GPL-3"
 
+/* train.precision: the number format of the products' inputs (sums, weights and the rest stay
+ * float); the model's kernels take it as their Precision (kernels/precision.h). */
+typedef enum { TRAIN_FP32, TRAIN_BF16 } TrainPrecision;
 typedef enum { TASK_INDUCTION = 0, TASK_TEXT, TASK_TOKENS, TASK_TWO_SOURCE } TaskKind;
 typedef enum { LR_COSINE = 0, LR_CONSTANT } LrSchedule;
 typedef enum { ORDER_RANDOM = 0, ORDER_SEQUENTIAL } DataOrder;
@@ -49,6 +52,7 @@ typedef struct {
     int sink;        /* a learnable per-head logit in every softmax denominator */
     /* train: */
     int steps, batch_size, warmup_steps, threads;
+    TrainPrecision precision; /* the products' inputs: float, or rounded to bfloat16 */
     double lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     LrSchedule lr_schedule;
     int64_t seed;

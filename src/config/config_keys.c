@@ -19,12 +19,13 @@
 static const char *const TASK_NAMES[] = {"induction", "text", "tokens", "two_source", NULL};
 static const char *const SCHEDULE_NAMES[] = {"cosine", "constant", NULL};
 static const char *const ORDER_NAMES[] = {"random", "sequential", NULL};
+static const char *const PRECISION_NAMES[] = {"fp32", "bf16", NULL};
 static const char *const POS_NAMES[] = {"learned", "rope", "shortformer", "none", NULL};
 const char *const config_bool_names[] = {"false", "true", NULL};
 
 /* Enum fields are written through an int pointer. */
 _Static_assert(sizeof(TaskKind) == sizeof(int) && sizeof(LrSchedule) == sizeof(int) &&
-                   sizeof(DataOrder) == sizeof(int),
+                   sizeof(DataOrder) == sizeof(int) && sizeof(TrainPrecision) == sizeof(int),
                "config enums must be int-sized");
 
 #define FIELD(f) .offset = offsetof(Config, f), .size = sizeof(((Config *)0)->f)
@@ -104,6 +105,9 @@ const ConfigKey config_keys[] = {
      .imax = (int64_t)1 << 62,
      .help = "seed of the initialisation, batches and probes"},
     INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores", "OpenMP threads"),
+    ENUM_KEY("train", "precision", precision, TRAIN_FP32, PRECISION_NAMES,
+             "the products' inputs: fp32, or bf16 (rounded to bfloat16, float sums; needs a CPU with "
+             "AVX512_BF16)"),
     STRING_KEY("train", "init_from", init_from, "",
                "start from /params of this results file (shapes must match); empty = GPT-2 initialisation"),
     FLOAT_KEY(

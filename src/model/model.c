@@ -122,7 +122,8 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
                                .ln_bias = p->lnf_b,
                                .losses = a->losses,
                                .probs = a->probs,
-                               .targets = targets};
+                               .targets = targets,
+                               .precision = m->precision};
     fused_forward(&head);
     m->last.loss = targets ? crossentropy_mean(a->loss_weight, a->losses, mask, BT) : NAN;
     return m->last.loss;
@@ -173,7 +174,8 @@ void model_backward(Model *m) {
                                 .inp = a->residual + (size_t)L * BT * D,
                                 .gain = p->lnf_g,
                                 .mean = a->lnf_mean,
-                                .rstd = a->lnf_rstd};
+                                .rstd = a->lnf_rstd,
+                                .precision = m->precision};
     fused_backward(&head);
     /* a backward for gates only stops where nothing below moves one */
     const LayerPlan plan = model_plan_of(s);

@@ -96,7 +96,8 @@ static FusedForward ln_project_forward(const Pass *p) {
                           .mean = slice(p, m->act.ln_mean, 1),
                           .rstd = slice(p, m->act.ln_rstd, 1),
                           .ln_gain = m->params.ln_g + p->l * D,
-                          .ln_bias = m->params.ln_b + p->l * D};
+                          .ln_bias = m->params.ln_b + p->l * D,
+                          .precision = m->precision};
 }
 static void ln_project_fwd(Pass *p) {
     const FusedForward f = ln_project_forward(p);
@@ -124,7 +125,8 @@ static void ln_project_bwd(Pass *p) {
                              .inp = fw.inp,
                              .gain = fw.ln_gain,
                              .mean = fw.mean,
-                             .rstd = fw.rstd};
+                             .rstd = fw.rstd,
+                             .precision = fw.precision};
     fused_backward(&f);
     p->d_z_write = GRAD_ADD;
 }
@@ -144,9 +146,10 @@ static void project_shortformer_fwd(Pass *p) {
     position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb, p->B, p->T, (int)D);
     layernorm_forward(z_qk, slice(p, a->ln_qk_mean, 1), slice(p, a->ln_qk_rstd, 1), h_pos, w->ln_g + p->l * D,
                       w->ln_b + p->l * D, p->BT, (int)D);
-    linear_forward(qkv, z_qk, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT, (int)D, (int)W);
-    linear_forward(a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT,
-                   (int)D, (int)W);
+    linear_forward_at(p->m->precision, qkv, z_qk, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT, (int)D,
+                      (int)W);
+    linear_forward_at(p->m->precision, a->qkv_v, slice(p, a->ln_out, D), w->w_qkv + p->l * D * W,
+                      w->b_qkv + p->l * W, p->BT, (int)D, (int)W);
     column_merge_forward(qkv, qkv, a->qkv_v, p->BT, (int)W, VOFF);
     model_delta_columns(p->m, p->l, p->B, p->T);
 }
@@ -160,12 +163,12 @@ static void project_shortformer_bwd(Pass *p) {
     float *dw = m->grads.w_qkv + p->l * D * W, *db = m->grads.b_qkv + p->l * W;
     Activations *a = &m->act;
     column_merge_backward(NULL, a->d_qkv_part, p->d, p->BT, (int)W, VOFF); /* the V part, through z */
-    linear_backward(a->d_ln_out, p->d_z_write, dw, db, a->d_qkv_part, slice(p, a->ln_out, D), w, p->BT,
-                    (int)D, (int)W);
+    linear_backward_at(m->precision, a->d_ln_out, p->d_z_write, dw, db, a->d_qkv_part, slice(p, a->ln_out, D),
+                       w, p->BT, (int)D, (int)W);
     p->d_z_write = GRAD_ADD;
     column_merge_backward(a->d_qkv_part, NULL, p->d, p->BT, (int)W, VOFF); /* Q|K, through LN(h + W_pos) */
-    linear_backward(a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, slice(p, a->ln_qk_out, D), w, p->BT, (int)D,
-                    (int)W);
+    linear_backward_at(m->precision, a->d_ln_qk, GRAD_SET, dw, db, a->d_qkv_part, slice(p, a->ln_qk_out, D),
+                       w, p->BT, (int)D, (int)W);
     memset(a->d_h_pos, 0, sizeof(float) * p->BT * D);
     layernorm_backward(a->d_h_pos, m->grads.ln_g + p->l * D, m->grads.ln_b + p->l * D, a->d_ln_qk,
                        slice(p, a->h_pos, D), m->params.ln_g + p->l * D, slice(p, a->ln_qk_mean, 1),
@@ -391,16 +394,17 @@ static void w_o_fwd(Pass *p) {
                             .N = p->BT,
                             .C = (int)E,
                             .OC = (int)D,
-                            .residual = h_in};
+                            .residual = h_in,
+                            .precision = m->precision};
     fused_forward(&f);
 }
 /* d_residual flows to h unchanged and into W_o. */
 static void w_o_bwd(Pass *p) {
     Model *m = p->m;
     const size_t D = m->shape.d_model, E = (size_t)m->shape.n_head * m->shape.d_head;
-    linear_backward(m->act.d_att_out, GRAD_SET, m->grads.w_o + p->l * E * D, m->grads.b_o + p->l * D,
-                    m->act.d_residual, head_mix_output(p), m->params.w_o + p->l * E * D, p->BT, (int)E,
-                    (int)D);
+    linear_backward_at(m->precision, m->act.d_att_out, GRAD_SET, m->grads.w_o + p->l * E * D,
+                       m->grads.b_o + p->l * D, m->act.d_residual, head_mix_output(p),
+                       m->params.w_o + p->l * E * D, p->BT, (int)E, (int)D);
     p->d = m->act.d_att_out;
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "config/config.h"
+#include "kernels/precision.h"
 
 typedef struct {
     int vocab_size, d_model, n_head, d_head, n_layer, seq_len;
@@ -251,6 +252,9 @@ typedef struct {
     float *sparse_scratch;
     size_t sparse_scratch_floats;
     ForwardState last;
+    /* the products' precision (kernels/precision.h): 0 (FP32) from model_init; the program sets
+     * it once, before the first forward */
+    Precision precision;
 } Model;
 
 #endif

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from . import bench_machine
+from . import bench_machine, bench_precision
 from .bench_report import Report, fmt_ms, report_generate, report_main, report_scaling
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -102,7 +102,7 @@ def run_measured(cmd, env=None, timeout=3600):
         return proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss
 
 
-def harness_run(args, name, D, H, dh, T, B, steps, tmp, threads):
+def harness_run(args, name, D, H, dh, T, B, steps, tmp, threads, precision="fp32"):
     import h5py
     path = os.path.join(tmp, "run.h5")
     cfg = os.path.join(tmp, "bench.yaml")
@@ -121,6 +121,7 @@ train:
   lr: 1.0e-3
   warmup_steps: 10
   threads: {threads}
+  precision: {precision}
   seed: 0
 data:
   task: text
@@ -188,11 +189,11 @@ def torch_env(variant, threads, pin=None, malloc="glibc"):
     return env
 
 
-def torch_run(args, variant, name, D, H, dh, T, B, steps):
+def torch_run(args, variant, name, D, H, dh, T, B, steps, autocast="none"):
     cmd = [PYTHON, BENCH_TORCH, "--vocab", str(VOCAB), "--d-model", str(D),
            "--n-head", str(H), "--d-head", str(dh), "--n-layer", str(LAYERS), "--seq-len", str(T),
            "--batch", str(B), "--steps", str(steps), "--threads", str(args.threads),
-           "--budget", str(args.torch_budget), "--model", VARIANTS[variant][0]]
+           "--budget", str(args.torch_budget), "--model", VARIANTS[variant][0], "--autocast", autocast]
     rc, out, err, rss = run_measured(cmd, env=torch_env(variant, args.threads, args.blas_pin, args.torch_malloc))
     if rc != 0:
         raise RuntimeError(f"bench_torch.py ({variant}) failed ({rc}) on {name}:\n{err[-2000:]}")
@@ -288,7 +289,7 @@ def main(argv, doc):
                     help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
     ap.add_argument("--bench-generate", default=os.path.join(ROOT, "build", "bench_generate"))
-    ap.add_argument("--tables", default="main,seq,heads,context,generate")
+    ap.add_argument("--tables", default="main,seq,heads,context,generate,precision,contention")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
@@ -392,6 +393,18 @@ def main(argv, doc):
                 entries = [e for e in entries if e]
                 record["runs"] += [dict(e, table=table) for e in entries]
                 report_generate(rep, entries, GENERATE_REPEATS)
+                continue
+            if table in ("precision", "contention"):
+                configs = [c for c in MAIN_CONFIGS if args.only in c[0]]
+                runs = (harness_run, torch_run, median_after_warmup, torch_warmup, matmul_flops)
+                if table == "precision":
+                    bf16 = re.search(r"bf16: ([^;)]+)", record["harness"]["kernels"])
+                    strongest = [v for v in STRONGEST_FIRST if v in variants][:1]
+                    out = bench_precision.report_precision(rep, args, configs, strongest[0] if strongest else None,
+                                                           tmp, peak, bf16 and bf16.group(1) != "none" and bf16.group(1), runs)
+                else:
+                    out = bench_precision.report_contention(rep, args, configs, tmp, runs)
+                record["runs"] += [dict(e, table=table) for e in out]
                 continue
             configs = {"main": MAIN_CONFIGS, "seq": SEQ_CONFIGS, "heads": HEAD_CONFIGS,
                        "context": CONTEXT_CONFIGS}.get(table)

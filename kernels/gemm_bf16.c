@@ -1,0 +1,310 @@
+/* gemm_bf16.c: gemm's product with bfloat16 inputs and float sums (contract in gemm_bf16.h).
+ *
+ * Same structure as gemm.c's packed GEMM: B is packed in KC x NC blocks into column panels of 32,
+ * A in MC x KC blocks into row panels, and every operand value is rounded to bfloat16 as it is
+ * packed (vcvtne2ps2bf16: round to nearest even). The packed values sit in pairs along k, one
+ * pair per 32-bit word (low half the even k), which is the layout both instruction sets take:
+ *   AVX512_BF16  a 12 x 32 register tile (24 accumulators of 16 floats): per pair of k, two
+ *                loads of B, twelve broadcasts of A's pair and 24 vdpbf16ps (each adds two exact
+ *                bf16 products to a float lane)
+ *   AMX          a 32 x 32 block of four 16 x 16 float tiles, 32 values of k per tdpbf16ps;
+ *                A's panel is row-major (k pairs contiguous), K padded to 32 with zeros
+ * The path is the CPU's (CPUID, and for AMX the kernel's permission through arch_prctl), chosen
+ * once per process. Determinism as gemm's: K is cut into fixed KC blocks, each block's sum starts
+ * from zero and runs over k in one fixed order that does not depend on the element's place in
+ * the tile (padding adds exact zeros), the block sums are added to C in block order, and threads
+ * split only M and N (gemm.c's slabs). The two paths round differently from each other, so the
+ * bits are those of the path (gemm_bf16_path names it), the same at any thread count.
+ * Elsewhere than x86-64 with GCC or Clang there is no path: gemm_bf16_path is NULL.
+ * Must not know: the program (config, files, user errors, training); kernels/ includes only
+ * kernels/ headers and the C library.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gemm_bf16.h"
+#include "check.h"
+
+enum {
+    BM = 12, /* rows of the AVX512_BF16 register tile */
+    BN = 32, /* columns of a B panel (both paths) */
+    AM = 32, /* rows of the AMX block (two tiles of 16) */
+    KC = GEMM_BF16_KC,
+    MC = 384,  /* rows of A per packed block: a multiple of BM and AM */
+    NC = 1024, /* columns of B per packed block: its packed pairs take 1 MiB at most */
+};
+
+typedef enum { PATH_UNKNOWN = -1, PATH_NONE = 0, PATH_AVX512 = 1, PATH_AMX = 2 } Path;
+static const char *const PATH_NAMES[] = {NULL, "AVX512_BF16 12x32", "AMX 32x32"};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+
+static uint64_t xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* The best path this CPU and kernel give: AVX-512 state enabled by the OS (XCR0 bits 1, 2, 5-7)
+ * with AVX512_BF16; AMX besides when the OS enables tile state (XCR0 17, 18) and grants this
+ * process its use (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; Linux only). */
+static Path detect(void) {
+    unsigned a, b, c, d, a1, b1, c1, d1;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return PATH_NONE; /* OSXSAVE */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1))
+        return PATH_NONE;
+    const int avx512 = (b >> 16 & 1) && (b >> 30 & 1) && (b >> 31 & 1); /* F, BW, VL */
+    if (!avx512 || !(a1 >> 5 & 1) || (xcr0() & 0xE6) != 0xE6) return PATH_NONE;
+    const int amx = (d >> 22 & 1) && (d >> 24 & 1) && (xcr0() >> 17 & 3) == 3;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (amx && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0) return PATH_AMX;
+#endif
+    return PATH_AVX512;
+}
+#else
+static Path detect(void) { return PATH_NONE; }
+#endif
+
+static Path best = PATH_UNKNOWN, chosen = PATH_UNKNOWN; /* set once, then only read */
+
+static Path path(void) {
+    Path p = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
+    if (p != PATH_UNKNOWN) return p;
+    p = detect(); /* a race repeats the same detection: harmless */
+    __atomic_store_n(&best, p, __ATOMIC_RELEASE);
+    __atomic_store_n(&chosen, p, __ATOMIC_RELEASE);
+    return p;
+}
+
+const char *gemm_bf16_path(void) { return PATH_NAMES[path()]; }
+
+int gemm_bf16_use(const char *name) {
+    path();
+    Path want = best;
+    if (name) {
+        want = PATH_NONE;
+        for (int p = PATH_AVX512; p <= PATH_AMX; p++)
+            if (strncmp(name, PATH_NAMES[p], strlen(name)) == 0) want = (Path)p;
+        if (want == PATH_NONE || want > best) return 0; /* AMX implies AVX512_BF16, not back */
+    }
+    __atomic_store_n(&chosen, want, __ATOMIC_RELEASE);
+    return 1;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+/* 16 words from two rows of 16 floats: word j = bf16(even[j]) | bf16(odd[j]) << 16. */
+TARGET_BF16 static inline __m512i pair_words(__m512 even, __m512 odd) {
+    static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                            8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* lanes 0-15 even, 16-31 odd */
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), both);
+}
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* dst[kp * d_kp + x * d_x] = the pair (S(x, 2kp), S(x, 2kp + 1)) rounded to bf16, for x < width
+ * and kp < kpn, with S(x, k) = src[x * s_x + k * s_k] where x < n and k < kc, zero elsewhere. */
+TARGET_BF16 static void pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
+                                   const float *src, ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc) {
+    if (s_k == 1) { /* k contiguous: 32 values of k are 16 words of one x, in order */
+        const __m512i scatter =
+            _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                               _mm512_set1_epi32((int)d_kp));
+        for (int x = 0; x < width; x++)
+            for (int kp0 = 0; kp0 < kpn; kp0 += 16) {
+                const float *s = src + (ptrdiff_t)(x < n ? x : 0) * s_x + 2 * kp0;
+                int left = x < n ? kc - 2 * kp0 : 0;
+                __m512i w = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(lanes(left - 16), s + 16),
+                                                         _mm512_maskz_loadu_ps(lanes(left), s));
+                __mmask16 m = lanes(kpn - kp0);
+                uint32_t *d = dst + (ptrdiff_t)kp0 * d_kp + (ptrdiff_t)x * d_x;
+                if (d_kp == 1) _mm512_mask_storeu_epi32(d, m, w);
+                else _mm512_mask_i32scatter_epi32(d, m, scatter, w, 4);
+            }
+        return;
+    }
+    float even[BN + AM], odd[BN + AM]; /* a gathered pair of k rows (width <= 32) */
+    uint32_t words[BN + AM];
+    CHECK(width <= BN + AM);
+    for (int kp = 0; kp < kpn; kp++) {
+        const int k = 2 * kp;
+        for (int x = 0; x < width; x++) {
+            even[x] = x < n && k < kc ? src[x * s_x + k * s_k] : 0.0f;
+            odd[x] = x < n && k + 1 < kc ? src[x * s_x + (k + 1) * s_k] : 0.0f;
+        }
+        for (int x0 = 0; x0 < width; x0 += 16) {
+            __mmask16 m = lanes(width - x0);
+            __m512i w = pair_words(_mm512_maskz_loadu_ps(m, even + x0), _mm512_maskz_loadu_ps(m, odd + x0));
+            if (d_x == 1) _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, w);
+            else _mm512_mask_storeu_epi32(words + x0, m, w);
+        }
+        if (d_x != 1)
+            for (int x = 0; x < width; x++) dst[(ptrdiff_t)kp * d_kp + (ptrdiff_t)x * d_x] = words[x];
+    }
+}
+
+/* c[0..mr, 0..nr) = (load_c ? c : c_init ? the c_init row : 0) + acc, acc a 32-column row block. */
+TARGET_BF16 static inline void store_row(float *c, __m512 acc0, __m512 acc1, int nr, int load_c,
+                                         const float *c_init) {
+    __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+    if (load_c) {
+        acc0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), acc0);
+        acc1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16), acc1);
+    } else if (c_init) {
+        acc0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c_init), acc0);
+        acc1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c_init + 16), acc1);
+    }
+    _mm512_mask_storeu_ps(c, m0, acc0);
+    _mm512_mask_storeu_ps(c + 16, m1, acc1);
+}
+
+/* One 12 x 32 tile over kpn pairs: ap[kp][12] words, bp[kp][32] words. */
+TARGET_BF16 static void tile_avx512(int kpn, const uint32_t *ap, const uint32_t *bp, float *c, ptrdiff_t ldc,
+                                    int mr, int nr, int load_c, const float *c_init) {
+    __m512 acc[BM][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < BM; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int kp = 0; kp < kpn; kp++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512(bp), b1 = (__m512bh)_mm512_load_si512(bp + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < BM; i++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)ap[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+        }
+        ap += BM;
+        bp += BN;
+    }
+    for (int i = 0; i < mr; i++) store_row(c + i * ldc, acc[i][0], acc[i][1], nr, load_c, c_init);
+}
+
+/* One 32 x 32 block over kpn pairs (a multiple of 16): ap row-major [32][lda] words, bp[kp][32]. */
+TARGET_AMX static void tile_amx(int kpn, const uint32_t *ap, ptrdiff_t lda, const uint32_t *bp, float *c,
+                                ptrdiff_t ldc, int mr, int nr, int load_c, const float *c_init) {
+    float out[AM][BN] __attribute__((aligned(64)));
+    __asm__ volatile("" ::
+                         : "memory"); /* the tile instructions' asm names no memory: the packed
+                                         * panels must be written before, out read after */
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int kp0 = 0; kp0 < kpn; kp0 += 16) {
+        _tile_loadd(4, ap + kp0, lda * 4);
+        _tile_loadd(5, ap + 16 * lda + kp0, lda * 4);
+        _tile_loadd(6, bp + (ptrdiff_t)kp0 * BN, BN * 4);
+        _tile_loadd(7, bp + (ptrdiff_t)kp0 * BN + 16, BN * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, &out[0][0], BN * 4);
+    _tile_stored(1, &out[0][16], BN * 4);
+    _tile_stored(2, &out[16][0], BN * 4);
+    _tile_stored(3, &out[16][16], BN * 4);
+    __asm__ volatile("" ::: "memory");
+    for (int i = 0; i < mr; i++)
+        store_row(c + i * ldc, _mm512_load_ps(out[i]), _mm512_load_ps(out[i] + 16), nr, load_c, c_init);
+}
+
+/* Palette 1, tiles 0-7 all 16 rows of 64 bytes. */
+TARGET_AMX static void amx_begin(void) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } __attribute__((packed, aligned(64))) cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    /* the whole struct as the operand: the intrinsic's names only its first bytes, and GCC then
+     * drops the stores to the rest */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+}
+TARGET_AMX static void amx_end(void) { _tile_release(); }
+
+static void *alloc_words(size_t n) {
+    void *p = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
+    CHECK_ALLOC(p != NULL);
+    return p;
+}
+
+/* The product on path p (AVX512 or AMX), gemm's blocking with this file's panels. */
+static void product(Path p, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                    const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate,
+                    const float *bias) {
+    const int amx = p == PATH_AMX, rows = amx ? AM : BM, kp_unit = amx ? 16 : 1;
+    const int kpad_max = ((K < KC ? K : KC) + 1) / 2 + kp_unit - 1;
+    uint32_t *bp = alloc_words((size_t)kpad_max * (N < NC ? (N + BN - 1) / BN * BN : NC));
+    uint32_t *ap = alloc_words((size_t)kpad_max * (M < MC ? (M + rows - 1) / rows * rows : MC));
+    if (amx) amx_begin();
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC, kpn = (kc + 1) / 2,
+                kpad = (kpn + kp_unit - 1) / kp_unit * kp_unit;
+            int load_c = accumulate || pc > 0;
+            for (int jr = 0; jr < nc; jr += BN)
+                pack_pairs(bp + (size_t)jr * kpad, BN, 1, BN, kpad, b + pc * b_rs + (jc + jr) * b_cs, b_cs,
+                           b_rs, nc - jr, kc);
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = M - ic < MC ? M - ic : MC;
+                for (int ir = 0; ir < mc; ir += rows)
+                    pack_pairs(ap + (size_t)ir * kpad, amx ? 1 : BM, amx ? kpad : 1, rows, kpad,
+                               a + (ic + ir) * a_rs + pc * a_cs, a_rs, a_cs, mc - ir, kc);
+                for (int jr = 0; jr < nc; jr += BN) {
+                    int nr = nc - jr < BN ? nc - jr : BN;
+                    for (int ir = 0; ir < mc; ir += rows) {
+                        int mr = mc - ir < rows ? mc - ir : rows;
+                        float *cij = c + (ic + ir) * ldc + jc + jr;
+                        const float *bias_j = bias ? bias + jc + jr : NULL;
+                        if (amx)
+                            tile_amx(kpad, ap + (size_t)ir * kpad, kpad, bp + (size_t)jr * kpad, cij, ldc, mr,
+                                     nr, load_c, bias_j);
+                        else
+                            tile_avx512(kpad, ap + (size_t)ir * kpad, bp + (size_t)jr * kpad, cij, ldc, mr,
+                                        nr, load_c, bias_j);
+                    }
+                }
+            }
+        }
+    }
+    if (amx) amx_end();
+    free(ap);
+    free(bp);
+}
+
+void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+               ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
+    const Path p = path();
+    CHECK(p != PATH_NONE); /* callers ask gemm_bf16_path first */
+    if (M <= 0 || N <= 0) return;
+    if (bias) accumulate = 0;
+    if (K <= 0) { /* an empty sum: C = the bias rows, zeros, or unchanged */
+        for (int i = 0; i < M && !accumulate; i++)
+            for (int j = 0; j < N; j++) c[i * ldc + j] = bias ? bias[j] : 0.0f;
+        return;
+    }
+    product(p, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
+}
+
+#else
+
+void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
+               ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {
+    (void)c, (void)ldc, (void)a, (void)a_rs, (void)a_cs, (void)b, (void)b_rs, (void)b_cs;
+    (void)M, (void)N, (void)K, (void)accumulate, (void)bias;
+    CHECK(!"gemm_bf16: no bfloat16 path in this build");
+}
+
+#endif

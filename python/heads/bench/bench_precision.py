@@ -1,0 +1,93 @@
+"""bench_precision: scripts/bench's precision and contention tables (issue-level questions that
+the main tables do not ask): FP32 against bf16 on both sides, and the harness beside busy
+processes. Owns the measuring loops and the two tables; the single runs (harness_run, torch_run)
+and the medians are bench.py's, passed in. Must not know: the report's other tables."""
+import os
+import signal
+import subprocess
+
+from .bench_report import fmt_ms
+
+
+def _best(run, median, warmup, rounds):
+    """The lowest per-run median step time of `rounds` runs of run() (None if a run failed)."""
+    best = None
+    for _ in range(rounds):
+        try:
+            m = median(run()["step_s"], warmup)[0]
+        except (RuntimeError, OSError, KeyError, ValueError) as e:
+            print(e, flush=True)
+            return None
+        best = m if best is None else min(best, m)
+    return best
+
+
+def report_precision(rep, args, configs, variant, tmp, peak, bf16_path, runs):
+    """ms/step of the harness in fp32 and bf16 and of PyTorch (variant) in FP32 and under bf16
+    autocast, per config; % of the FP32 GEMM peak for the FP32 step. runs = (harness_run,
+    torch_run, median_after_warmup, torch_warmup, matmul_flops)."""
+    harness_run, torch_run, median, torch_warmup, matmul_flops = runs
+    rows, record = [], []
+    for name, D, H, dh, T, B in configs:
+        cell = {}
+        for prec in ("fp32", "bf16") if bf16_path else ("fp32",):
+            cell[prec] = _best(lambda: harness_run(args, name, D, H, dh, T, B, args.steps, tmp, args.threads, prec),
+                               median, args.warmup, args.repeat)
+        for ac in ("none", "bf16") if variant else ():
+            cell["torch_" + ac] = _best(lambda: torch_run(args, variant, name, D, H, dh, T, B, args.torch_steps, ac),
+                                        median, torch_warmup, args.repeat)
+        flops = matmul_flops(D, H, dh, T, B)
+        f32, b16 = cell.get("fp32"), cell.get("bf16")
+        tb = cell.get("torch_bf16")
+        rows.append([name, fmt_ms(f32) if f32 else "-", fmt_ms(b16) if b16 else "-",
+                     f"{f32 / b16:.2f}x" if f32 and b16 else "-",
+                     fmt_ms(cell["torch_none"]) if cell.get("torch_none") else "-",
+                     fmt_ms(tb) if tb else "-", f"{tb / b16:.2f}x" if tb and b16 else "-",
+                     f"{100 * flops / f32 / 1e9 / peak:.0f} %" if f32 else "-"])
+        record.append(dict(config=name, **{k: v for k, v in cell.items()}))
+    rep.line(f"## FP32 and bf16 ({args.threads} threads; harness bf16 path: {bf16_path or 'none on this CPU'}; "
+             f"PyTorch: {variant or 'not run'}, bf16 = torch.autocast('cpu', bfloat16))")
+    rep.line()
+    rep.table(["config", "harness fp32 ms", "harness bf16 ms", "bf16 speed-up", "torch fp32 ms",
+               "torch bf16 ms", "torch bf16 / harness bf16", "fp32 % of GEMM peak"], rows)
+    rep.line()
+    return record
+
+
+def _busy(n):
+    """n busy loops (`sh -c 'while :; do :; done'`), each in its own process group."""
+    return [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True) for _ in range(n)]
+
+
+def _stop(procs):
+    for p in procs:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+
+
+def report_contention(rep, args, configs, tmp, runs):
+    """The harness at its default threads (train.threads 0) and at 1 thread, quiet and beside one
+    and two busy processes (the user's machine with a compile running)."""
+    harness_run, _, median, _, _ = runs
+    rows, record = [], []
+    for name, D, H, dh, T, B in configs:
+        row = [name]
+        for competitors in (0, 1, 2):
+            procs = _busy(competitors)
+            try:
+                default = _best(lambda: harness_run(args, name, D, H, dh, T, B, args.steps, tmp, 0),
+                                median, args.warmup, args.repeat)
+                one = _best(lambda: harness_run(args, name, D, H, dh, T, B, args.steps, tmp, 1),
+                            median, args.warmup, args.repeat)
+            finally:
+                _stop(procs)
+            row += [fmt_ms(default) if default else "-", fmt_ms(one) if one else "-"]
+            record.append(dict(config=name, competitors=competitors, default_s=default, one_thread_s=one))
+        rows.append(row)
+    rep.line(f"## Shared machine: ms/step at the default threads and at 1 thread, beside 0, 1 and 2 busy "
+             f"processes ({os.cpu_count()} CPUs)")
+    rep.line()
+    rep.table(["config", "quiet default", "quiet 1 thread", "1 busy: default", "1 busy: 1 thread",
+               "2 busy: default", "2 busy: 1 thread"], rows)
+    rep.line()
+    return record
