@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/safefile.h"
+#include "base/crc32.h"
 #include "base/util.h"
 
 enum { CHUNK_BYTES = 1 << 20 };
@@ -23,20 +24,6 @@ static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p
 
 static uint32_t id_at(const unsigned char *p, int width) {
     return width == 1 ? p[0] : width == 2 ? (uint32_t)(p[0] | p[1] << 8) : le32(p);
-}
-
-/* zlib's CRC-32 (reflected 0xEDB88320), continued from crc over n bytes. */
-static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
-    static uint32_t table[256];
-    if (!table[1])
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-    return ~crc;
 }
 
 /* pread all of n bytes at `at`; 0, or -1 (errno, or EIO for a file that ended early). */
