@@ -9,9 +9,11 @@ usage: /usr/bin/python3 tests/test_subword.py [--harness PATH] [--keep]
 
 Checks (one line each, then "N passed, M failed"):
   - tokenize on the licence texts of /usr/share/common-licenses (~240 kB): tokenizer.model,
-    train.bin, val.bin with the printed counts, ids < vocab, each part the library's encoding of
-    its lines; corpus too small for the vocabulary, non-UTF-8 text, a bad --vocab: exit 2, one
-    line, no output directory;
+    train.bin, val.bin, test.bin split by document (recomputed here: distinct files in SHA-1
+    order, the first 5% validation, the next 5% test), each header (parsed here: magic, uint16,
+    vocabulary, count, zlib's CRC-32) right and its ids the library's encoding of its documents'
+    lines; corpus.json's sources; corpus too small for the vocabulary, non-UTF-8 text, a bad
+    --vocab, a single document: exit 2, one line, no output directory;
   - a 2-seed sweep (1 and 4 heads) on those tokens through scripts/sweep: every run complete, the
     summary's rows; each run stores the .model bytes verbatim (/tokenizer/model) and its pieces,
     passes `harness check`, and docs/results-format.md names its /tokenizer datasets;
@@ -22,17 +24,22 @@ Checks (one line each, then "N passed, M failed"):
     and emoji (byte fallback); inspect shows the pieces ("▁How");
   - heads.results reads the run (maps with named dimensions, pieces as token labels) and the
     docs/python.md's example runs as printed (on this test's sweep);
-  - bad input: odd-sized train.bin / val.bin, an id >= vocab_size in val.bin (with its index),
+  - bad input: odd-sized train.bin / val.bin, a truncated, mis-typed or foreign (.npy) token file,
+    a header's vocabulary above model.vocab_size, a damaged id (harness data-check), an id >= vocab_size in val.bin (with its index),
     a missing tokenizer file, a tokenizer larger than the vocabulary, data.tokenizer on the text
     task, inspect --prompt on a tokens run without a tokenizer or with a truncated stored model:
     exit 2, one line, no results file.
 """
 import glob
+import hashlib
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 
 import h5py
 import numpy as np
@@ -66,49 +73,79 @@ def one_line_error(r, what, needle, must_not_exist=()):
           lines[0] if len(lines) == 1 else f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
 
 
-def corpus_lines():
+def read_bin(path):
+    """The ids of a token file, its header parsed here (src/data/token_file.h's layout); checks the
+    header's count and CRC-32 against the ids."""
+    data = open(path, "rb").read()
+    magic, version, width, vocab, size, count, crc = struct.unpack("<8sIIIIQI", data[:36])
+    assert (magic, version, width, size) == (b"HEADSTOK", 1, 2, 64), (magic, version, width, size)
+    ids = np.frombuffer(data[64:], "<u2")
+    assert len(ids) == count and zlib.crc32(data[64:]) == crc and (ids < vocab).all()
+    return ids
+
+
+def corpus_documents():
+    """The distinct licence texts by SHA-1 as tokenize splits them: (val, test, train), each a
+    list of (path, non-empty lines)."""
     files = sorted({os.path.realpath(p) for p in glob.glob("/usr/share/common-licenses/*")})
-    lines = [line for f in files for line in open(f, encoding="utf-8").read().splitlines() if line.strip()]
-    return files, lines
+    docs = {}
+    for f in files:
+        docs.setdefault(hashlib.sha1(open(f, "rb").read()).hexdigest(), f)
+    order = [docs[h] for h in sorted(docs)]
+    n = max(1, round(len(order) * 0.05))
+    lines = [(f, [x for x in open(f, encoding="utf-8").read().splitlines() if x.strip()]) for f in order]
+    return files, lines[:n], lines[n:2 * n], lines[2 * n:]
 
 
 def check_tokenize(tmp):
-    files, lines = corpus_lines()
+    files, val_docs, test_docs, train_docs = corpus_documents()
     out = os.path.join(tmp, "corpus")
-    r = run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), *files, "--vocab", str(VOCAB),
-             "--out", out])
-    m = re.search(r"train.bin (\d+) tokens, val.bin (\d+) tokens, tokenizer.model (\d+) pieces", r.stdout)
+    tokenize = [sys.executable, os.path.join(ROOT, "scripts", "tokenize")]
+    r = run([*tokenize, *files, "--vocab", str(VOCAB), "--out", out])
+    m = re.search(r"val.bin (\d+) tokens .*test.bin (\d+) tokens .*train.bin (\d+) tokens .*tokenizer.model (\d+) "
+                  r"pieces", r.stdout)
     size = sum(os.path.getsize(f) for f in files)
     if not check(f"tokenize {len(files)} licence files ({size // 1000} kB) --vocab {VOCAB}",
                  r.returncode == 0 and m and size > 200_000, (r.stdout + r.stderr).strip()[-300:]):
         raise RuntimeError("tokenize failed; nothing else can run")
-    train = np.fromfile(os.path.join(out, "train.bin"), "<u2")
-    val = np.fromfile(os.path.join(out, "val.bin"), "<u2")
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
-    n_val = int(round(len(lines) * 0.1))
-    want_train = [i for line in lines[:-n_val] for i in sp.encode(line)]
-    want_val = [i for line in lines[-n_val:] for i in sp.encode(line)]
-    ok = (len(train), len(val)) == (int(m.group(1)), int(m.group(2))) and sp.get_piece_size() == VOCAB \
-        and train.max() < VOCAB and list(train) == want_train and list(val) == want_val
-    check("train.bin / val.bin: the printed counts, ids < vocab, the library's encoding of the head / tail "
-          "lines", ok, f"{len(train)} + {len(val)} tokens")
-    small = os.path.join(tmp, "small.txt")
-    with open(small, "w") as f:
-        f.write("\n".join(lines[:30]) + "\n")
-    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), small, "--vocab", "4096",
-                           "--out", os.path.join(tmp, "nope")]),
-                   "tokenize: a corpus too small for --vocab 4096", "too small for --vocab 4096",
-                   [os.path.join(tmp, "nope")])
+    got, want = {}, {}
+    for name, docs in (("val", val_docs), ("test", test_docs), ("train", train_docs)):
+        got[name] = read_bin(os.path.join(out, f"{name}.bin"))
+        want[name] = [i for _, lines in docs for line in lines for i in sp.encode(line)]
+    ok = [len(got[k]) for k in ("val", "test", "train")] == [int(m.group(i)) for i in (1, 2, 3)] \
+        and sp.get_piece_size() == VOCAB and all(list(got[k]) == want[k] for k in got)
+    check("train.bin / val.bin / test.bin: by document (SHA-1 order), the printed counts, headers right, "
+          "the library's encoding of each split's documents", ok, f"{[len(x) for x in got.values()]} tokens")
+    record = json.load(open(os.path.join(out, "corpus.json")))
+    held = {os.path.realpath(x["path"]) for x in record["sources"] if x["split"] != "train"}
+    check("corpus.json: every document once with its split; no held-out document in training",
+          held == {f for f, _ in val_docs + test_docs} and len(record["sources"]) == len(val_docs + test_docs +
+                                                                                      train_docs), str(held))
+    r = run([os.environ.get("HARNESS", os.path.join(ROOT, "harness")), "data-check",
+             *(os.path.join(out, f"{k}.bin") for k in got)])
+    check("harness data-check passes the three files", r.returncode == 0 and r.stdout.count(": ok") == 3,
+          r.stdout + r.stderr)
+    lines = [x for _, ls in train_docs for x in ls]
+    small = []
+    for k in range(3):
+        small.append(os.path.join(tmp, f"small{k}.txt"))
+        with open(small[-1], "w") as f:
+            f.write("\n".join(lines[10 * k:10 * k + 10]) + "\n")
+    nope = os.path.join(tmp, "nope")
+    one_line_error(run([*tokenize, *small, "--vocab", "4096", "--out", nope]),
+                   "tokenize: a corpus too small for --vocab 4096", "too small for --vocab 4096", [nope])
+    one_line_error(run([*tokenize, small[0], "--out", nope]), "tokenize: one document", "by document", [nope])
     latin1 = os.path.join(tmp, "latin1.txt")
     with open(latin1, "wb") as f:
         f.write("caf\u00e9 au lait\n".encode("latin-1") * 50)
-    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), latin1, "--out",
-                           os.path.join(tmp, "nope")]), "tokenize: text that is not UTF-8", "not UTF-8",
-                   [os.path.join(tmp, "nope")])
-    one_line_error(run([sys.executable, os.path.join(ROOT, "scripts", "tokenize"), small, "--vocab", "70000",
-                           "--out", os.path.join(tmp, "nope")]), "tokenize: --vocab 70000", "--vocab 70000",
-                   [os.path.join(tmp, "nope")])
-    return out, sp, lines[-n_val:]
+    one_line_error(run([*tokenize, latin1, *small, "--out", nope]), "tokenize: text that is not UTF-8",
+                   "not UTF-8", [nope])
+    one_line_error(run([*tokenize, *small, "--vocab", "2000000", "--out", nope]), "tokenize: --vocab 2000000",
+                   "--vocab 2000000", [nope])
+    with open(os.path.join(tmp, "small.txt"), "w") as f:
+        f.write("\n".join(lines[:30]) + "\n")
+    return out, sp, [x for _, ls in val_docs for x in ls]
 
 
 def write_base(tmp, corpus):
@@ -137,7 +174,7 @@ def check_sweep(tmp, harness, base, corpus, sp):
           (r.stdout + r.stderr).strip()[-300:] if r.returncode else f"{len(rows)} rows")
     run_path = os.path.join(outdir, "h4_dh8_s0.h5")
     model_bytes = open(os.path.join(corpus, "tokenizer.model"), "rb").read()
-    val = np.fromfile(os.path.join(corpus, "val.bin"), "<u2")
+    val = read_bin(os.path.join(corpus, "val.bin"))
     with h5py.File(run_path, "r") as f:
         stored = bytes(f["tokenizer/model"][()])
         pieces = [results.text(p) for p in f["tokenizer/pieces"][()]]
@@ -168,7 +205,7 @@ def check_sweep(tmp, harness, base, corpus, sp):
 def check_tail_split(tmp, harness, base, corpus):
     out = os.path.join(tmp, "tail.h5")
     r = run([harness, base, "--set", "data.val_path=", "--set", "train.steps=0", "--set", f"output.path={out}"])
-    train = np.fromfile(os.path.join(corpus, "train.bin"), "<u2")
+    train = read_bin(os.path.join(corpus, "train.bin"))
     tail = train[int(len(train) * 0.9):]
     ok = r.returncode == 0
     if ok:
@@ -234,16 +271,29 @@ def check_reader(tmp, run_path, outdir, sp):
 def check_bad_input(tmp, harness, base, corpus, run_path):
     out = os.path.join(tmp, "bad.h5")
     odd = os.path.join(tmp, "odd.bin")
-    with open(odd, "wb") as f:
-        f.write(open(os.path.join(corpus, "train.bin"), "rb").read()[:2001])
+    with open(odd, "wb") as f:  # a headerless file (today's nanoGPT-style ids), one byte short
+        f.write(read_bin(os.path.join(corpus, "train.bin"))[:1001].tobytes()[:2001])
     big = os.path.join(tmp, "big.bin")
-    ids = np.fromfile(os.path.join(corpus, "val.bin"), "<u2").copy()
+    ids = read_bin(os.path.join(corpus, "val.bin")).copy()
     ids[123] = VOCAB + 7
     ids.tofile(big)
+    headed = open(os.path.join(corpus, "val.bin"), "rb").read()
+    bad = {"truncated.bin": headed[:-3], "typed.bin": headed[:12] + struct.pack("<I", 3) + headed[16:],
+           "wide.bin": headed[:16] + struct.pack("<I", VOCAB + 1) + headed[20:], "ids.npy": b"\x93NUMPY" + headed,
+           "damaged.bin": headed[:100] + bytes([headed[100] ^ 1]) + headed[101:]}
+    for name, data in bad.items():
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(data)
     cases = [("an odd-sized train.bin", {"data.path": odd}, "odd size (2001 bytes)"),
              ("an odd-sized val.bin", {"data.val_path": odd}, "odd size (2001 bytes)"),
              ("an id >= vocab_size in val.bin", {"data.val_path": big},
               f"token id {VOCAB + 7} at index 123"),
+             ("a truncated token file", {"data.val_path": os.path.join(tmp, "truncated.bin")},
+              "is truncated or mis-typed"),
+             ("a token file of 3-byte ids", {"data.val_path": os.path.join(tmp, "typed.bin")}, "3 bytes an id"),
+             ("a header's vocabulary above model.vocab_size", {"data.val_path": os.path.join(tmp, "wide.bin")},
+              f"holds ids below {VOCAB + 1}"),
+             ("a NumPy file as token ids", {"data.val_path": os.path.join(tmp, "ids.npy")}, "NumPy .npy file"),
              ("a missing tokenizer", {"data.tokenizer": os.path.join(tmp, "missing.model")},
               "data.tokenizer"),
              ("a tokenizer larger than the vocabulary", {"model.vocab_size": 300}, "has 512 pieces"),
@@ -255,6 +305,8 @@ def check_bad_input(tmp, harness, base, corpus, run_path):
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         one_line_error(run(cmd), what, needle, [out, out + ".tmp"])
+    one_line_error(run([harness, "data-check", os.path.join(tmp, "damaged.bin")]),
+                   "data-check: one id changed (the run would take it)", "do not match the header's checksum")
     broken = os.path.join(tmp, "broken.h5")
     shutil.copy(run_path, broken)
     with h5py.File(broken, "a") as f:

@@ -49,7 +49,7 @@ HeldoutFigure evaluate_figure(Evaluator *ev, Model *m) {
     const Task *task = ev->task;
     HeldoutFigure f = {.split = ev->split, .windows = ev->n_windows, .source = "generator"};
     f.split_windows = task_split_windows(task, ev->split);
-    if (task->file_tokens) {
+    if (task->from_file) {
         f.source = task->split_source[ev->split];
         f.first_token = task->split_offset[ev->split];
     }

@@ -33,6 +33,7 @@
 #include "shapes.h"
 #include "train/budget.h"
 #include "state_command.h"
+#include "data_check.h"
 #include "study_commands.h"
 #include "analyze_steps.h"
 #include "data/tasks.h"
@@ -53,6 +54,7 @@ static const char *usage =
     "       harness eval RUN.h5 [--split validation|test|all] [--file PATH] [--json]\n"
     "       harness state CONFIG.yaml [--set ...] RUN.h5   (complete, or stale and what differs)\n"
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
+    "       harness data-check FILE ...   (every id of a token file against its header)\n"
     "       harness --keys [KEY ...]\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "       harness patch RUN.h5 [--batches N] [--threads N]   (activation and attribution patching)\n"
@@ -246,7 +248,7 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
 
 static int analyze_main(int argc, char **argv);
 
-/* `harness inspect | generate | check | eval | state | prune | patch | analyze | --keys ...`: the exit status, or -1 if argv is none of them. */
+/* `harness inspect | generate | check | eval | state | prune | patch | analyze | data-check | --keys ...`: the exit status, or -1 if argv is none of them. */
 static int subcommand(int argc, char **argv) {
     if (argc < 2) return -1;
     if (strcmp(argv[1], "inspect") == 0) return inspect_main(argc - 1, argv + 1);
@@ -257,6 +259,7 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "state") == 0) return state_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "data-check") == 0) return data_check_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;
         if (argc == 2) config_print_keys(stdout);

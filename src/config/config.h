@@ -56,6 +56,7 @@ typedef struct {
     double lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     LrSchedule lr_schedule;
     int64_t seed;
+    int64_t data_seed; /* the training batches' seed; 0 = seed */
     char init_from[CONFIG_PATH_MAX];
     /* learned head gates (head_l0.h): λ (0 = none), and the Hard Concrete's temperature and stretch */
     double head_l0, head_l0_temperature, head_l0_stretch_low, head_l0_stretch_high;

@@ -103,7 +103,16 @@ const ConfigKey config_keys[] = {
      FIELD(seed),
      .imin = 0,
      .imax = (int64_t)1 << 62,
-     .help = "seed of the initialisation, batches and probes"},
+     .help = "seed of the initialisation, the batches (unless train.data_seed) and probes"},
+    {.section = "train",
+     .name = "data_seed",
+     .type = KEY_INT64,
+     FIELD(data_seed),
+     .imin = 0,
+     .imax = (int64_t)1 << 62,
+     .note = "0 = train.seed",
+     .help = "seed of the training batches alone (which windows or sequences, in which order), so the "
+             "data order varies apart from the initialisation"},
     INT_KEY("train", "threads", threads, 0, 0, 1024, "0 = all cores", "OpenMP threads"),
     ENUM_KEY("train", "precision", precision, TRAIN_FP32, PRECISION_NAMES,
              "the products' inputs: fp32, or bf16 (rounded to bfloat16, float sums; needs a CPU with "

@@ -13,44 +13,29 @@
 
 enum { BOS = 0, SEP = 1 };
 
-/* Read one file of text (one byte = one token) or tokens (uint16 little-endian) into *out
- * (*n ids); `key` is the config key that named it, for messages. */
-static int read_ids(const Config *cfg, const char *key, const char *path, uint16_t **out, int64_t *n,
-                    UserError *err) {
-    char why[160];
-    FILE *f = safefile_fopen_read(path, why, sizeof why);
-    if (!f) return config_key_error(cfg, key, err, "cannot open '%s': %s", path, why);
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    rewind(f);
-    if (size < 0) {
-        fclose(f);
-        return config_key_error(cfg, key, err, "cannot read '%s' (not a regular file?)", path);
+/* Open one file of text (one byte = one id) or token ids for the task (token_file.h); `key` is
+ * the config key that named it, for messages. Ids must be below model.vocab_size: a headed file's
+ * header says so, a headerless one is scanned. */
+static int open_ids(const Config *cfg, const char *key, const char *path, TokenFile *tf, UserError *err) {
+    char why[320];
+    int64_t bad;
+    const int text = cfg->task != TASK_TOKENS;
+    if (token_file_open(tf, path, text, (uint32_t)cfg->vocab_size, &bad, why, sizeof why) != 0)
+        return config_key_error(cfg, key, err, "'%s' %s", path, why);
+    if (bad >= 0) {
+        int id;
+        token_file_read(tf, bad, 1, &id);
+        return config_key_error(cfg, key, err,
+                                "'%s' holds token id %d at index %lld; ids must be below "
+                                "model.vocab_size = %d",
+                                path, id, (long long)bad, cfg->vocab_size);
     }
-    int is_tokens = cfg->task == TASK_TOKENS;
-    if (is_tokens && size % 2 != 0) {
-        fclose(f);
+    if (tf->headed && tf->vocab > (uint32_t)cfg->vocab_size)
         return config_key_error(
-            cfg, key, err, "'%s' has an odd size (%ld bytes); a tokens file holds uint16 ids", path, size);
-    }
-    *n = is_tokens ? size / 2 : size;
-    unsigned char *raw = xcalloc((size_t)size + 1, 1);
-    size_t got = fread(raw, 1, (size_t)size, f);
-    int read_error = ferror(f);
-    fclose(f);
-    if (read_error || got != (size_t)size) {
-        free(raw);
-        return config_key_error(cfg, key, err, "error reading '%s' (%zu of %ld bytes read)", path, got, size);
-    }
-    *out = xcalloc((size_t)*n + 1, sizeof(uint16_t));
-    for (int64_t i = 0; i < *n; i++)
-        (*out)[i] = is_tokens ? (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8) : raw[i];
-    free(raw);
-    for (int64_t i = 0; i < *n; i++)
-        if ((*out)[i] >= cfg->vocab_size)
-            return config_key_error(cfg, key, err,
-                                    "'%s' holds token id %d at index %lld; ids must be below "
-                                    "model.vocab_size = %d",
-                                    path, (*out)[i], (long long)i, cfg->vocab_size);
+            cfg, key, err,
+            "'%s' holds ids below %u (its header's vocabulary), more than model.vocab_size "
+            "= %d; set model.vocab_size to at least %u",
+            path, tf->vocab, cfg->vocab_size, tf->vocab);
     return ERR_OK;
 }
 
@@ -87,46 +72,38 @@ int64_t task_estimate_windows(const Config *cfg, Split split) {
     if (cfg->task != TASK_TEXT && cfg->task != TASK_TOKENS) return cfg->heldout_sequences;
     const char *path[3] = {cfg->data_path, cfg->val_path, cfg->test_path};
     int64_t n[3] = {0, 0, 0}, n_train, n_split[2];
-    for (int i = 0; i < 3; i++) {
-        struct stat st;
-        if (path[i][0] && stat(path[i], &st) == 0)
-            n[i] = (int64_t)st.st_size / (cfg->task == TASK_TOKENS ? 2 : 1);
-    }
+    for (int i = 0; i < 3; i++)
+        if (path[i][0]) n[i] = token_file_count(path[i], cfg->task != TASK_TOKENS);
     split_sizes(cfg, n, &n_train, &n_split[SPLIT_VALIDATION], &n_split[SPLIT_TEST], NULL, 0);
     return n_split[split] > cfg->seq_len ? (n_split[split] - 1) / cfg->seq_len : 0;
 }
 
-/* The three streams one after the other in task->file_tokens: training, validation, test
- * (split_sizes). */
+/* The three streams, numbered one after the other: training, validation, test (split_sizes). */
 static int load_file(Task *task, const Config *cfg, UserError *err) {
-    uint16_t *part[3] = {NULL, NULL, NULL};
     int64_t n[3] = {0, 0, 0}, need = cfg->seq_len + 1;
     const char *key[3] = {"data.path", "data.val_path", "data.test_path"};
     const char *path[3] = {cfg->data_path, cfg->val_path, cfg->test_path};
-    int rc = ERR_OK;
-    for (int i = 0; i < 3 && rc == ERR_OK; i++)
-        if (path[i][0]) rc = read_ids(cfg, key[i], path[i], &part[i], &n[i], err);
+    for (int i = 0; i < 3; i++) task->files[i].fd = -1;
+    task->from_file = 1; /* so task_close closes what a failure leaves open */
+    for (int i = 0; i < 3; i++)
+        if (path[i][0]) {
+            int rc = open_ids(cfg, key[i], path[i], &task->files[i], err);
+            if (rc != ERR_OK) return rc;
+            n[i] = task->files[i].n;
+        }
     int64_t n_train, n_heldout, n_test;
     split_sizes(cfg, n, &n_train, &n_heldout, &n_test, task->split_note, sizeof task->split_note);
-    task->file_tokens = xcalloc((size_t)(n_train + n_heldout + n_test) + 1, sizeof(uint16_t));
-    uint16_t *at = task->file_tokens;
-    for (int i = 0; i < 3; i++)
-        if (part[i]) {
-            memcpy(at, part[i], sizeof(uint16_t) * (size_t)n[i]);
-            at += n[i];
-            free(part[i]);
-        }
-    if (rc != ERR_OK) return rc;
     task->n_tokens = n_train + n_heldout + n_test;
     task->n_train = n_train;
     task->split_start[SPLIT_VALIDATION] = n_train;
     task->split_tokens[SPLIT_VALIDATION] = n_heldout;
     task->split_start[SPLIT_TEST] = n_train + n_heldout;
     task->split_tokens[SPLIT_TEST] = n_test;
-    task->split_source[SPLIT_VALIDATION] = cfg->val_path[0] ? "data.val_path" : "data.path";
+    task->split_file[SPLIT_VALIDATION] = cfg->val_path[0] ? 1 : 0;
+    task->split_file[SPLIT_TEST] = cfg->test_path[0] ? 2 : task->split_file[SPLIT_VALIDATION];
+    task->split_source[SPLIT_VALIDATION] = key[task->split_file[SPLIT_VALIDATION]];
     task->split_offset[SPLIT_VALIDATION] = cfg->val_path[0] ? 0 : n_train;
-    task->split_source[SPLIT_TEST] =
-        cfg->test_path[0] ? "data.test_path" : task->split_source[SPLIT_VALIDATION];
+    task->split_source[SPLIT_TEST] = key[task->split_file[SPLIT_TEST]];
     task->split_offset[SPLIT_TEST] = cfg->test_path[0] ? 0 : task->split_offset[SPLIT_VALIDATION] + n_heldout;
     const char *short_key = NULL, *what = "";
     int64_t short_n = 0;
@@ -206,8 +183,8 @@ int task_open(Task *task, const Config *cfg, UserError *err) {
 }
 
 void task_close(Task *task) {
-    free(task->file_tokens);
-    task->file_tokens = NULL;
+    for (int i = 0; i < 3 && task->from_file; i++) token_file_close(&task->files[i]);
+    task->from_file = 0;
     if (task->tokenizer) tokenizer_free(task->tokenizer);
     free(task->tokenizer);
     task->tokenizer = NULL;
@@ -295,11 +272,24 @@ static void synthetic_row(const Task *task, int *in, int *tg, float *mask, int T
     }
 }
 
+/* ids[0..n) = the streams' ids start … start + n − 1 (one stream holds them all). */
+static void file_ids(const Task *task, int64_t start, int n, int *ids) {
+    int s = start >= task->split_start[SPLIT_TEST] && task->split_tokens[SPLIT_TEST] > 0 ? SPLIT_TEST
+            : start >= task->n_train                                                     ? SPLIT_VALIDATION
+                                                                                         : -1;
+    int64_t first = s < 0 ? start : task->split_offset[s] + start - task->split_start[s];
+    CHECK(start + n <= (s < 0 ? task->n_train : task->split_start[s] + task->split_tokens[s]));
+    token_file_read(&task->files[s < 0 ? 0 : task->split_file[s]], first, n, ids);
+}
+
 /* A window of T + 1 file tokens starting at `start`. */
 static void file_row(const Task *task, int64_t start, int *in, int *tg, float *mask, int T) {
+    int seq[65537];
+    CHECK(T + 1 <= 65537);
+    file_ids(task, start, T + 1, seq);
     for (int t = 0; t < T; t++) {
-        in[t] = task->file_tokens[start + t];
-        tg[t] = task->file_tokens[start + t + 1];
+        in[t] = seq[t];
+        tg[t] = seq[t + 1];
         mask[t] = 1.0f;
     }
 }
@@ -307,11 +297,11 @@ static void file_row(const Task *task, int64_t start, int *in, int *tg, float *m
 void task_train_batch(const Task *task, Batch *out, int64_t step) {
     const Config *cfg = task->cfg;
     int B = out->B, T = out->T;
-    Rng rng = rng_stream((uint64_t)cfg->seed, RNG_TRAIN, (uint64_t)step);
+    Rng rng = rng_stream((uint64_t)(cfg->data_seed ? cfg->data_seed : cfg->seed), RNG_TRAIN, (uint64_t)step);
     for (int b = 0; b < B; b++) {
         int *in = out->inputs + (size_t)b * T, *tg = out->targets + (size_t)b * T;
         float *mask = out->mask + (size_t)b * T;
-        if (!task->file_tokens) {
+        if (!task->from_file) {
             synthetic_row(task, in, tg, mask, T, &rng);
         } else if (cfg->order == ORDER_SEQUENTIAL) {
             /* docs/configuration.md "Sequential order": window w = (step*B + b) mod n_win starts at w*T. */
@@ -326,7 +316,7 @@ void task_train_batch(const Task *task, Batch *out, int64_t step) {
 }
 
 int64_t task_split_windows(const Task *task, Split split) {
-    if (!task->file_tokens) return task->cfg->heldout_sequences;
+    if (!task->from_file) return task->cfg->heldout_sequences;
     int64_t n = task->split_tokens[split];
     return n > task->cfg->seq_len ? (n - 1) / task->cfg->seq_len : 0;
 }
@@ -348,7 +338,7 @@ int64_t task_selected_window(const Task *task, Split split, int64_t n, int64_t i
 /* Window w of a split: file tasks, tokens w·T … w·T + T of the split (the windows do not
  * overlap); synthetic tasks, a sequence from the split's own generator stream, one per window. */
 static void split_row(const Task *task, Split split, int64_t w, int *in, int *tg, float *mask, int T) {
-    if (task->file_tokens) {
+    if (task->from_file) {
         file_row(task, task->split_start[split] + w * T, in, tg, mask, T);
         return;
     }
@@ -413,7 +403,7 @@ void task_corrupt_batch(const Task *task, const Batch *clean, Batch *corrupt, in
     for (int b = 0; b < B; b++) {
         const int *in = clean->inputs + (size_t)b * T;
         int *c_in = corrupt->inputs + (size_t)b * T, *c_tg = corrupt->targets + (size_t)b * T;
-        if (task->file_tokens) { /* another validation window, not the clean one */
+        if (task->from_file) { /* another validation window, not the clean one */
             const int64_t first = task->split_start[SPLIT_VALIDATION],
                           n_val = task->split_tokens[SPLIT_VALIDATION];
             for (int tries = 0; tries < 16; tries++) {
@@ -451,7 +441,7 @@ void task_probes(const Task *task, Probes *out) {
     out->labels = NULL;
     out->marked = NULL;
     Rng rng = rng_stream((uint64_t)cfg->seed, RNG_PROBE, 0);
-    if (!task->file_tokens) {
+    if (!task->from_file) {
         Batch one;
         batch_alloc(&one, 1, T);
         out->marked = xcalloc((size_t)P * T, 1);
@@ -471,7 +461,7 @@ void task_probes(const Task *task, Probes *out) {
             for (int t = 0; t < T; t++) row[t] = (unsigned char)cfg->probe_text[p][t];
         } else { /* a validation window */
             int64_t start = first + (int64_t)rng_below(&rng, (uint64_t)(n_val - T));
-            for (int t = 0; t < T; t++) row[t] = task->file_tokens[start + t];
+            file_ids(task, start, T, row);
         }
         if (task->tokenizer) {
             out->labels[p] = tokenizer_decode(task->tokenizer, row, T);

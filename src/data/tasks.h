@@ -4,9 +4,11 @@
  *               the loss is taken where the next token is a repeat (t >= p).
  *   two_source  BOS, then groups (a, b, =, pair(a,b)): the target at "=" needs both earlier tokens.
  *   text        byte-level language modelling over a file (vocab 256).
- *   tokens      a file of little-endian uint16 ids (nanoGPT's train.bin convention), optionally
- *               with the SentencePiece model that made it (data.tokenizer, see tokenizer.h).
- * A training batch is a pure function of (seed, step), so a run can be replayed or resumed
+ *   tokens      a file of token ids (token_file.h: scripts/tokenize's header with uint16 or uint32
+ *               ids, or nanoGPT's headerless uint16 train.bin), optionally with the SentencePiece
+ *               model that made it (data.tokenizer, see tokenizer.h).
+ * File tasks read their files in place, a window at a time (token_file.h): nothing holds a corpus.
+ * A training batch is a pure function of (train.data_seed, or train.seed when it is 0, and step), so a run can be replayed or resumed
  * without saving generator state. File tasks train on data.path and hold out data.val_path; without
  * a val_path they split data.path: the first (1 - eval_fraction) of the tokens is the training
  * stream, the rest the held-out stream; the two never overlap.
@@ -16,6 +18,7 @@
 
 #include <stdint.h>
 #include "config/config.h"
+#include "token_file.h"
 #include "tokenizer.h"
 
 typedef struct {
@@ -33,7 +36,11 @@ extern const char *const split_names[N_SPLITS]; /* "validation", "test" */
 
 typedef struct {
     const Config *cfg;
-    uint16_t *file_tokens; /* text/tokens: training, validation and test ids, one after the other */
+    int from_file;            /* text/tokens: the ids are read from files[], a window at a time */
+    TokenFile files[3];       /* data.path, data.val_path, data.test_path (fd -1: not given) */
+    int split_file[N_SPLITS]; /* file tasks: which of files[] holds a split */
+    /* File tasks number the training, validation and test ids one after the other: the training
+     * stream is ids 0 … n_train − 1 (of data.path), a split's from split_start. */
     int64_t n_tokens, n_train;
     int64_t split_start[N_SPLITS], split_tokens[N_SPLITS]; /* file tasks: each split's ids */
     const char *split_source[N_SPLITS]; /* file tasks: the key of the file a split is from */

@@ -14,22 +14,8 @@
 #include <hdf5.h>
 #include "dataset_docs.h"
 #include "results_internal.h"
+#include "base/crc32.h"
 #include "base/util.h"
-
-/* CRC-32 as zlib computes it (polynomial 0xEDB88320, reflected; Python's zlib.crc32). */
-static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
-    static uint32_t table[256];
-    if (!table[1])
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-    const unsigned char *p = data;
-    crc = ~crc;
-    while (n--) crc = table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
 
 /* One string object: its key ("/@config_yaml", "/train/loss@units", "/scores/class") and its
  * bytes: the element count, then each element's length and bytes (lengths 64-bit little-endian). */
