@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# suite: tune: in experiments (each arm at its best validation value, reported on the test split) recomputed
+# suite: tune: in experiments (each arm at its best validation value, reported on the test split) and compare --equivalence recomputed
 """Every number compare prints for a tuned experiment, recomputed here with NumPy and scipy (none
 of the package's functions): the selection (per arm the tuned value with the lowest mean
 validation loss over seeds), the arms' test metric, Welch's t, df and p, Holm over the table's
@@ -342,9 +342,48 @@ output: {log_every: 10, eval_every: 10, eval_batches: 2, attn_every: 20, probes:
           p.stderr[-400:])
 
 
+def tost(a, b, margin):
+    """Schuirmann's two one-sided Welch tests written out with scipy.stats.t: the larger p of
+    H0 Δ <= -margin and H0 Δ >= margin."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    se, delta = math.sqrt(va + vb), a.mean() - b.mean()
+    return max(sps.t.sf((delta + margin) / se, df), sps.t.cdf((delta - margin) / se, df)), \
+        delta - sps.t.ppf(0.95, df) * se, delta + sps.t.ppf(0.95, df) * se
+
+
+def test_equivalence():
+    val, test = numbers(5)
+    outdir = known_tuned("tunede", val, test)
+    chosen = choose(val)
+    arm = {h: test[(h, chosen[h])] for h in HEADS}
+    # baseline 1 head: the others lower (Δ < 0); baseline 16: some higher (Δ > 0)
+    for spec, base in (("spread", 1), ("0.05", 1), ("spread", 16), ("0.05", 16)):
+        p = script("compare", outdir, "--json", "--equivalence", spec, "--baseline", str(base))
+        got = json.loads(p.stdout) if p.returncode == 0 else {"rows": []}
+        rows = {r["keys"]["model.n_head"]: r for r in got["rows"]}
+        ok = bool(rows) and rows[base]["tost_p"] is None
+        for h in (h for h in HEADS if h != base):
+            margin = np.std(arm[base], ddof=1) if spec == "spread" else 0.05
+            pv, lo, hi = tost(arm[h], arm[base], margin)
+            ok &= close(rows[h]["equivalence_margin"], margin) and close(rows[h]["tost_p"], pv, 1e-7)
+            ok &= (pv < 0.05) == (-margin < lo and hi < margin)  # the 90% interval's reading
+        check(f"--equivalence {spec}, baseline {base}: each row's margin and TOST p are the written-out two "
+              "one-sided Welch tests", ok, p.stderr[-400:] + json.dumps(got["rows"])[:400])
+    md = script("compare", outdir, "--equivalence", "spread").stdout
+    check("--equivalence: the Markdown has the columns and says what the test is",
+          "| TOST p |" in md and "Schuirmann" in md and "sample std over its seeds" in md, md[-800:])
+    for bad in ("0", "-1", "wide"):
+        p = script("compare", outdir, "--equivalence", bad)
+        check(f"--equivalence {bad}: refused with exit 2", p.returncode == 2
+              and "--equivalence" in p.stderr, p.stderr[-300:])
+
+
 def main():
     t0 = time.time()
     run_check("known tuned summary", test_known)
+    run_check("compare --equivalence (TOST)", test_equivalence)
     run_check("bad tune: in experiment files", test_bad_files)
     if not harness_missing(HARNESS):
         os.environ["HARNESS"] = HARNESS

@@ -127,7 +127,18 @@ def ci_text(lo, hi, d):
     return "n/a" if lo != lo else f"[{lo:+.{d}f}, {hi:+.{d}f}]"
 
 
-def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=None):
+def margin_of(equivalence, baseline_values):
+    """The equivalence margin in the metric's units: a number as given, or "spread": the
+    baseline's sample std over its seeds. None without --equivalence."""
+    if equivalence is None:
+        return None
+    if equivalence == "spread":
+        return stats.mean_std(baseline_values)[1]
+    return float(equivalence)
+
+
+def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=None,
+               equivalence=None):
     """The comparison of a Summary along the key `by` (heads.answers.sweepaxes.choose_by):
     {"header": [...], "rows": [[cell, ...]], "notes": [...], "n_text": how many leading columns
     are text (the group keys), "json": the same numbers machine-readably, "tuning": the tuning
@@ -165,7 +176,9 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
     cols = [short(k) for k in layout.group_keys] + ([by_name] if by_column else []) + \
         shape_columns + ["params", "FLOPs/token"] + ([f"chosen {tuned_name}"] if sel else []) + \
         ["seeds", f"{metric} (mean ± std)"] + (["tokens/run"] if tokens_column else []) + \
-        [f"Δ vs {base_text}", "95% CI of Δ", "Welch t (df)", "p", "Holm p", "seeds for 80% power"]
+        [f"Δ vs {base_text}", "95% CI of Δ", "Welch t (df)", "p", "Holm p", "seeds for 80% power"] + \
+        (["equivalence margin", "TOST p"] if equivalence is not None else [])
+    n_test_cells = 6 + (2 if equivalence is not None else 0)
     if needed:
         cols += ["heads needed", "prunable"]
     carrying = causal.CARRY_COLUMN in s.data and any(v == v for v in s[causal.CARRY_COLUMN])
@@ -195,15 +208,16 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
                "flops_per_token": nan_none(results.plain(s["flops_per_token"][first])),
                "n": n, "mean": m, "std": sd, "values": values, "tokens": tokens,
                "baseline": point[-1] == base, "delta": None, "ci95": None, "t": None,
-               "df": None, "p": None, "holm_p": None, "seeds_needed": None}
+               "df": None, "p": None, "holm_p": None, "seeds_needed": None,
+               "equivalence_margin": None, "tost_p": None}
         if sel:
             arm = sel.arms.get(point_arm(layout, sel, point))
             row["chosen"] = dict(zip(sel.keys, arm["chosen"])) if arm else None
         base_point = point[:-1] + (base,)
         if base_point not in layout.points:
-            cells += ["n/a"] * 6
+            cells += ["n/a"] * n_test_cells
         elif point[-1] == base:
-            cells += ["(baseline)", "", "", "", "", ""]
+            cells += ["(baseline)"] + [""] * (n_test_cells - 1)
         else:
             b = layout.values(base_point, metric)
             bm, bsd, _ = stats.mean_std(b)
@@ -215,6 +229,11 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
                       f"{t:+.2f} ({df:.1f})" if t == t else "n/a", fmt_p(p), "", seeds_text(need)]
             row.update(delta=delta, t=t, df=df, p=p, ci95=[lo, hi] if lo == lo else None,
                        seeds_needed=need)
+            margin = margin_of(equivalence, b)
+            if margin is not None:
+                tost = stats.welch_tost(values, b, margin)
+                cells += [f"±{margin:.{d + 1}f}", fmt_p(tost)]
+                row.update(equivalence_margin=margin, tost_p=tost)
             tests.append(({point, base_point}, p, ("row", len(rows))))
         if needed:
             hn = [needed["heads_needed"][i] for i in idx]
@@ -290,6 +309,11 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
              f"{metric}: the {split} split: {what}"
              + (f"; {tokens_column}: the tokens each run's figure covers" if tokens_column
                 else "") + (f" ({metric_note})." if metric_note else "."),
+             *([f"equivalence: Schuirmann's two one-sided Welch tests of |Δ| < the margin ("
+                + ("the baseline's sample std over its seeds" if equivalence == "spread"
+                   else f"{float(equivalence):g}, as given") + "); TOST p < 0.05: equivalent at "
+                "5%, the 90% CI of Δ inside ± the margin. Not significant p with a large TOST p "
+                "is no evidence either way."] if equivalence is not None else []),
              f"seeds for 80% power: the seeds per arm that would detect the observed Δ "
              f"({stats.seeds_method()}); more than the runs have: not significant may be too "
              "few seeds, not no difference."]
@@ -344,7 +368,7 @@ def comparison(s, metric=None, baseline=None, tolerance=None, by=None, floor=Non
     json_out = {
         "experiment": s.name, "metric": metric, "split": split, "split_note": what,
         "metric_note": metric_note, "by": layout.by, "groups": layout.group_keys,
-        "baseline": base, "width": s.width, "holm_family": family,
+        "baseline": base, "width": s.width, "holm_family": family, "equivalence": equivalence,
         "ci_method": "Welch: Δ ± t(0.975, Welch–Satterthwaite df) × sqrt(s₁²/n₁ + s₀²/n₀)",
         "seeds_method": stats.seeds_method(), "tokens_column": tokens_column,
         "tuning": dict(tuned["json"], report_metric=metric, report_split=split) if tuned else None,

@@ -1,7 +1,8 @@
 """heads.core.stats: mean and sample std, Welch's t-test (own Welch-Satterthwaite df; the p-value from
 scipy.stats.t when scipy is there, else from our own regularized incomplete beta), Welch's
-confidence interval of a difference, and the seeds per arm a two-sample t test needs for 80%
-power (noncentral t from scipy.stats.nct, else the normal approximation).
+confidence interval of a difference, Schuirmann's equivalence test (TOST), and the seeds per arm
+a two-sample t test needs for 80% power (noncentral t from scipy.stats.nct, else the normal
+approximation).
 
 Pure functions of numbers: knows nothing of files or runs.
 """
@@ -124,6 +125,28 @@ def welch_interval(a, b, level=0.95, use_scipy=True):
     half = t_quantile((1 + level) / 2, df, use_scipy) * math.sqrt(
         a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
     return float(delta - half), float(delta + half)
+
+
+def t_one_sided_p(t, df, use_scipy=True):
+    """P(T >= t) for Student's t with df degrees of freedom (half the two-sided p, mirrored)."""
+    two = t_two_sided_p(t, df, use_scipy)
+    return two / 2 if t >= 0 else 1 - two / 2
+
+
+def welch_tost(a, b, margin, use_scipy=True):
+    """Schuirmann's two one-sided tests, Welch form, of |mean(a) - mean(b)| < margin:
+        p = max(P(T >= (Δ + margin) / se), P(T <= (Δ - margin) / se))
+    with se² = va/na + vb/nb and T Student's t with the Welch–Satterthwaite df. The means are
+    equivalent at level alpha when p < alpha, which is the (1 - 2 alpha) Welch interval lying
+    inside (-margin, margin). nan when the t-test is not defined or margin is not positive."""
+    t, df, _ = welch_t_test(a, b, use_scipy)
+    if t != t or not margin > 0:
+        return float("nan")
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    delta = a.mean() - b.mean()
+    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return max(t_one_sided_p((delta + margin) / se, df, use_scipy),
+               t_one_sided_p((margin - delta) / se, df, use_scipy))
 
 
 SEEDS_CAP = 100000  # seeds_needed stops counting here (and says ">")
