@@ -48,21 +48,6 @@ float *heads_output(const Model *m, int l) {
     return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
 }
 
-int gates_all_one(const float *gate, int H) {
-    for (int h = 0; h < H; h++)
-        if (gate[h] != 1.0f) return 0;
-    return 1;
-}
-
-/* Layer l's gates, or NULL when they are all 1 (no gates, or none of the layer's moved): the
- * head mix is then the identity and computes nothing, so training's bits are those of a model
- * without gates. */
-static const float *layer_gates(const Model *m, int l) {
-    const float *g = m->last.iv.head_gate;
-    int H = m->shape.n_head;
-    return g && !gates_all_one(g + (size_t)l * H, H) ? g + (size_t)l * H : NULL;
-}
-
 /* ---- layernorm: z = LN_l(h) (the shortformer's V input; the other layouts fuse it with the
  * projection) */
 static void layernorm_fwd(Pass *p) {
@@ -141,7 +126,8 @@ static void project_shortformer_fwd(Pass *p) {
     const ParamTensors *w = &m->params;
     Activations *a = &m->act;
     float *h_pos = slice(p, a->h_pos, D), *z_qk = slice(p, a->ln_qk_out, D), *qkv = slice(p, a->qkv, W);
-    position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb, p->B, p->T, (int)D);
+    position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb + (size_t)m->last.first_pos * D, p->B,
+                         p->T, (int)D);
     layernorm_forward(z_qk, slice(p, a->ln_qk_mean, 1), slice(p, a->ln_qk_rstd, 1), h_pos, w->ln_g + p->l * D,
                       w->ln_b + p->l * D, p->BT, (int)D);
     linear_forward(qkv, z_qk, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT, (int)D, (int)W);
@@ -176,8 +162,8 @@ static void project_shortformer_bwd(Pass *p) {
 /* ---- rotary: Q and K rotated in place */
 static void rotary_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    rope_forward(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, s.n_head, s.n_kv_head, s.d_head,
-                 s.rope_dims, s.rope_base);
+    rope_forward_at(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, p->m->last.first_pos, s.n_head,
+                    s.n_kv_head, s.d_head, s.rope_dims, s.rope_base);
 }
 static void rotary_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
@@ -233,13 +219,29 @@ static void attend_bwd(Pass *p) {
     p->d = m->act.d_qkv;
 }
 
+/* ---- attend, decoding (model_decode): each row's K and V appended to the cache at its
+ * position, then its queries over the cache up to it (one sequence); forward only */
+static void attend_cached_fwd(Pass *p) {
+    Model *m = p->m;
+    const ModelShape s = m->shape;
+    KVCache *c = m->last.cache;
+    const size_t W = qkv_width(s), E = (size_t)s.n_head * s.d_head, Ekv = (size_t)s.n_kv_head * s.d_head;
+    float *k = c->k + (size_t)p->l * c->capacity * Ekv, *v = c->v + (size_t)p->l * c->capacity * Ekv;
+    const float *qkv = slice(p, m->act.qkv, W);
+    float *out = slice(p, m->act.att_out, E);
+    CHECK(p->B == 1);
+    for (int t = 0; t < p->T; t++) {
+        const size_t at = (size_t)m->last.first_pos + t;
+        memcpy(k + at * Ekv, qkv + t * W + E, sizeof(float) * Ekv);
+        memcpy(v + at * Ekv, qkv + t * W + E + Ekv, sizeof(float) * Ekv);
+        attention_cached_forward(out + t * E, c->scores, qkv + t * W, k, v,
+                                 s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, (int)at + 1,
+                                 s.n_head, s.n_kv_head, s.d_head);
+    }
+}
+
 /* ---- qkv_patch: each head's Q, K and V columns of hook_qkv gated towards another forward's
  * (activation patching); nothing where every input gate of the layer is 1 */
-static const float *layer_input_gates(const Pass *p, HeadInput k) {
-    const float *g = p->iv->input[k].gate;
-    const int n = k == HEAD_INPUT_K || k == HEAD_INPUT_V ? p->m->shape.n_kv_head : p->m->shape.n_head;
-    return g && !gates_all_one(g + (size_t)p->l * n, n) ? g + (size_t)p->l * n : NULL;
-}
 /* Where input k's columns start in a row of hook_qkv, and how many heads it has. */
 static int qkv_offset(ModelShape s, HeadInput k, int *heads) {
     *heads = k == HEAD_INPUT_Q ? s.n_head : s.n_kv_head;
@@ -251,7 +253,7 @@ static void qkv_patch_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t W = qkv_width(s);
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
-        const float *gate = layer_input_gates(p, (HeadInput)k);
+        const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, (HeadInput)k);
         int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
         if (gate)
             column_gate_forward(slice(p, p->m->act.qkv, W), p->iv->input[k].fill + (size_t)p->l * p->BT * W,
@@ -264,7 +266,7 @@ static void qkv_patch_bwd(Pass *p) {
     const int want = (p->iv->grads & MODEL_GRAD_INPUT_GATES) != 0;
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
         const InputPatch *in = &p->iv->input[k];
-        const float *gate = layer_input_gates(p, (HeadInput)k);
+        const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, (HeadInput)k);
         int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
         float *d_gate = want && in->fill ? p->iv->input_grad[k] + (size_t)p->l * heads : NULL;
         if (!gate && !d_gate) continue;
@@ -298,7 +300,7 @@ static float *filled_values(const Pass *p) {
 static void pattern_patch_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
-    const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
+    const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, HEAD_INPUT_PATTERN);
     if (!gate) return;
     float *pv = filled_values(p);
     column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
@@ -310,7 +312,7 @@ static void pattern_patch_bwd(Pass *p) {
     const InputPatch *in = &p->iv->input[HEAD_INPUT_PATTERN];
     /* the attention's backward reads its own output: a patched pattern is a forward-only
      * intervention (begin_forward), its gate's gradient taken at gate 1 */
-    CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
+    CHECK(!layer_input_gates(p->iv, p->m->shape, p->l, HEAD_INPUT_PATTERN));
     if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
     float *pv = filled_values(p);
     column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
@@ -353,11 +355,12 @@ static const float *layer_fill(const Pass *p) {
 /* The input of W_o: hook_head_mix. */
 const float *head_mix_output(const Pass *p) {
     const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
-    return layer_gates(p->m, p->l) ? slice(p, p->m->act.head_mixed, E) : heads_output(p->m, p->l);
+    return layer_head_gates(&p->m->last.iv, p->m->shape, p->l) ? slice(p, p->m->act.head_mixed, E)
+                                                               : heads_output(p->m, p->l);
 }
 static void head_mix_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p);
+    const float *gate = layer_head_gates(&p->m->last.iv, p->m->shape, p->l), *fill = layer_fill(p);
     const size_t E = (size_t)s.n_head * s.d_head;
     if (!gate) return;
     float *mixed = slice(p, p->m->act.head_mixed, E);
@@ -370,7 +373,8 @@ static void head_mix_bwd(Pass *p) {
     const Interventions *iv = p->iv;
     const int H = s.n_head;
     const size_t E = (size_t)H * s.d_head;
-    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p), *z = heads_output(p->m, p->l);
+    const float *gate = layer_head_gates(&p->m->last.iv, p->m->shape, p->l), *fill = layer_fill(p),
+                *z = heads_output(p->m, p->l);
     float *d_gate = iv->grads & MODEL_GRAD_GATES ? iv->gate_grad + (size_t)p->l * H : NULL;
     if (!gate && !d_gate) return;
     const float *g = iv->head_gate + (size_t)p->l * H;
@@ -411,14 +415,14 @@ static const Stage STAGE_PROJECT_SHORTFORMER = {"project (shortformer)", project
 static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd};
 static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd};
 static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd};
+static const Stage STAGE_ATTEND_CACHED = {"attend (cached)", attend_cached_fwd, NULL};
 static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd};
 static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd};
 static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd};
 static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd};
 static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
 
-/* The stages of the shape's attention, in forward order. */
-LayerPlan model_plan_of(ModelShape s) {
+LayerPlan model_plan_of(ModelShape s, const Interventions *iv, int cached) {
     LayerPlan plan = {0};
 #define ADD(st) (plan.stage[plan.n_stages++] = (st))
     if (s.pos == POS_SHORTFORMER) {
@@ -427,15 +431,20 @@ LayerPlan model_plan_of(ModelShape s) {
     } else ADD(&STAGE_LN_PROJECT);
     if (s.pos == POS_ROPE) ADD(&STAGE_ROTARY);
     plan.qkv_patch = plan.n_stages;
-    ADD(&STAGE_QKV_PATCH);
-    if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
-    ADD(&STAGE_ATTEND);
-    ADD(&STAGE_PATTERN_PATCH);
+    if (interventions_patch_qkv(iv)) ADD(&STAGE_QKV_PATCH);
+    if (cached) ADD(&STAGE_ATTEND_CACHED); /* reads the grouped K/V itself */
+    else {
+        if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
+        ADD(&STAGE_ATTEND);
+    }
+    if (interventions_patch_pattern(iv)) ADD(&STAGE_PATTERN_PATCH);
     if (s.output_gate) ADD(&STAGE_OUTPUT_GATE);
     plan.head_mix = plan.n_stages;
-    ADD(&STAGE_HEAD_MIX);
+    if (iv->head_gate) ADD(&STAGE_HEAD_MIX);
     ADD(&STAGE_W_O);
 #undef ADD
     CHECK(plan.n_stages <= MODEL_MAX_STAGES);
     return plan;
 }
+
+LayerPlan model_plan(const Model *m) { return model_plan_of(m->shape, &m->last.iv, m->last.cache != NULL); }

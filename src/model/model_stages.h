@@ -23,18 +23,23 @@ typedef struct {
     void (*backward)(Pass *p);
 } Stage;
 
-/* The plan of a layer's attention: its stages in forward order, a function of the shape alone
- * (model_plan_of), so the model keeps none: it is a few pointers to fill. */
+/* The plan of a layer's attention: its stages in forward order, from the shape and the
+ * interventions together, so a forward lists only stages that do work (a training step none of
+ * the patching stages); the model keeps none: it is a few pointers to fill. */
 #define MODEL_MAX_STAGES 10
 typedef struct {
     const Stage *stage[MODEL_MAX_STAGES];
     int n_stages;
-    int head_mix;  /* index of the head-mix stage, where a forward from a HeadState begins */
-    int qkv_patch; /* index of the qkv-patch stage, the lowest an input gate sits at */
+    /* where the head-mix and qkv-patch stages are, or would be: a forward from a HeadState
+     * begins at head_mix; a backward for gates stops at the lower of them it needs (every
+     * stage from it up runs) */
+    int head_mix, qkv_patch;
 } LayerPlan;
 
-/* The stages of the shape's attention, in forward order. */
-LayerPlan model_plan_of(ModelShape s);
+/* The stages a forward with iv runs (cached: a decode step, model_decode), in forward order. */
+LayerPlan model_plan_of(ModelShape s, const Interventions *iv, int cached);
+/* The plan of the last forward. */
+LayerPlan model_plan(const Model *m);
 
 /* Layer p->l's slice of a per-layer activation of `width` floats per token. */
 static inline float *slice(const Pass *p, float *tensor, size_t width) {
@@ -46,7 +51,6 @@ static inline float *slice(const Pass *p, float *tensor, size_t width) {
 const float *kept_maps(const Model *m, int l);
 /* hook_z of layer l: the heads' outputs, after the output gate when there is one. */
 float *heads_output(const Model *m, int l);
-int gates_all_one(const float *gate, int H);
 /* The input of W_o: hook_head_mix. */
 const float *head_mix_output(const Pass *p);
 

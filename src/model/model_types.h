@@ -221,9 +221,21 @@ typedef struct {
     const float *logit_grad;
 } Interventions;
 
+/* A K/V cache for decoding (model_decode): the K and V of the K/V heads (H_kv of them: multi-head
+ * H, grouped fewer, multi-query 1) of every layer at every position fed so far, K after rotary. */
+typedef struct {
+    int capacity;  /* positions it has room for */
+    int len;       /* tokens fed so far: the next token's position */
+    float *k, *v;  /* (L, capacity, H_kv, d_head) each */
+    float *scores; /* (capacity) the attention's scratch */
+    float *logits; /* (V) the last step's logits */
+} KVCache;
+
 /* The last forward: its inputs (kept for the backward) and its interventions (a copy). */
 typedef struct {
     int batch, seq, has_targets;
+    int first_pos;  /* the position of its first token: 0, or a decode step's */
+    KVCache *cache; /* a decode step's cache, which the attend stage reads and appends to; else NULL */
     const int *tokens, *targets;
     const float *mask;
     Interventions iv;

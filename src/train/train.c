@@ -88,13 +88,7 @@ static void measure_again(RunState *st, Model *m) {
  * zero moments, and decay of zero is zero. */
 static void close_heads(const Model *m, const Config *cfg, float *w_o) {
     int kept[CONFIG_MAX_LAYERS];
-    if (!config_heads_kept(cfg, kept)) return;
-    const ModelShape *s = &m->shape;
-    size_t rows = (size_t)s->n_head * s->d_head, D = (size_t)s->d_model;
-    for (int l = 0; l < s->n_layer; l++) {
-        size_t first = (size_t)kept[l] * s->d_head;
-        memset(w_o + ((size_t)l * rows + first) * D, 0, (rows - first) * D * sizeof(float));
-    }
+    if (config_heads_kept(cfg, kept)) model_close_heads(m, w_o, kept);
 }
 
 /* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
