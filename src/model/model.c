@@ -1,10 +1,11 @@
 /* model.c: the forward and backward of the attention-only model.
  * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
- * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
- * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
- * the head mix, at the projection (input deltas) and at where a forward starts.
- * Owns the forward and backward passes over the layers (where a forward starts and stops) and the
- * hook points; the stages of a layer are model_stages.c's. Must not know: where the parameters
+ * is a plan of stages (model_stages.c: the ones the shape and the interventions need), each a
+ * forward and its backward; the interventions of model.h act at the head mix, at the projection
+ * (input deltas) and at where a forward starts. A decode step (model_decode) is the same forward
+ * on one position at a later place in the sequence, its attention over a K/V cache.
+ * Owns the forward and backward passes over the layers (where a forward starts and stops),
+ * decoding's cache and the hook points; the stages of a layer are model_stages.c's. Must not know: where the parameters
  * and activations are laid out (model_layout.c), tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>

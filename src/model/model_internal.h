@@ -1,6 +1,6 @@
-/* model_internal.h: what the files of model/ share beyond the types (model_stages.c, model.c,
- * model_layout.c, model_deltas.c, model_sparse.c, model_interventions.c): the fused projection's width, the input
- * deltas and the sparse start; nothing outside model/ includes it. */
+/* model_internal.h: what the files of model/ share beyond the types: the fused projection's
+ * width, the interventions' checks and gates, the input deltas and the sparse start; nothing
+ * outside model/ includes it. */
 #ifndef MODEL_INTERNAL_H
 #define MODEL_INTERNAL_H
 #include <stddef.h>
@@ -18,6 +18,8 @@ int interventions_patch_pattern(const Interventions *iv);
 int gates_all_one(const float *gate, int H);
 const float *layer_head_gates(const Interventions *iv, ModelShape s, int l);
 const float *layer_input_gates(const Interventions *iv, ModelShape s, int l, HeadInput k);
+/* Layer l's gate of input k for query head q (for K and V its K/V head's), 1 without one. */
+float head_input_gate(const Interventions *iv, ModelShape s, int l, HeadInput k, int q);
 
 /* The input deltas (model_deltas.c) of layer l in the last forward's interventions, on (B, T):
  * the project stage's, which reprojects each delta's head's columns of act.qkv; and one delta's

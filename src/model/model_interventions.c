@@ -24,6 +24,13 @@ const float *layer_input_gates(const Interventions *iv, ModelShape s, int l, Hea
     return g && !gates_all_one(g + (size_t)l * n, n) ? g + (size_t)l * n : NULL;
 }
 
+float head_input_gate(const Interventions *iv, ModelShape s, int l, HeadInput k, int q) {
+    const float *g = iv->input[k].gate;
+    if (!g) return 1.0f;
+    const int kv = k == HEAD_INPUT_K || k == HEAD_INPUT_V;
+    return g[(size_t)l * (kv ? s.n_kv_head : s.n_head) + (kv ? q / (s.n_head / s.n_kv_head) : q)];
+}
+
 /* An input gate needs its fill, and so does the input gates' gradient: an input without one
  * has nothing to patch. */
 int interventions_patch_qkv(const Interventions *iv) {

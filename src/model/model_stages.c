@@ -1,10 +1,12 @@
 /* model_stages.c: a layer's attention as a plan of stages (model_stages.h): layernorm+project
- * (or layernorm and the shortformer's project), rotary, kv_repeat, qkv_patch, attend, pattern_patch,
- * output_gate, head_mix, w_o (the ones the shape needs), each a forward and its backward from the
- * kernels, with the interventions that act inside a layer (head gates and fills, input gates,
- * input deltas).
- * Owns the stages and which ones a shape runs. Must not know: the order of layers, where a
- * forward starts, the hook points (model.c), tasks, files, training, analysis. */
+ * (or layernorm and the shortformer's project), rotary, qkv_patch, kv_repeat, attend (or, decoding,
+ * attend over the K/V cache), pattern_patch, output_gate, head_mix, w_o, each a forward, its
+ * backward and its form for one head of a sparse start, from the kernels, with the interventions
+ * that act inside a layer (head gates and fills, input gates, input deltas). The whole forward,
+ * a decode step and a sparse start run these same stages: a layer's arithmetic is here alone.
+ * Owns the stages and which ones a forward runs (the plan, from the shape and the interventions).
+ * Must not know: the order of layers, where a forward starts, the hook points (model.c), tasks,
+ * files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +116,16 @@ static void ln_project_bwd(Pass *p) {
     p->d_z_write = GRAD_ADD;
 }
 
+/* A sparse start's head: the input delta's part, LN_l(h + delta) projected (model_deltas.c), over
+ * the state's columns (both projections). */
+static void project_head(HeadPass *h) {
+    const int dh = h->m->shape.d_head;
+    const size_t P = 3 * (size_t)dh;
+    if (!h->delta) return;
+    for (size_t t = 0; t < h->BT; t++)
+        for (int j = 0; j < dh; j++) h->packed[t * P + h->delta->part * dh + j] = h->part[t * dh + j];
+}
+
 /* ---- project, shortformer (as TransformerLens's attention-only models): learned positions
  * enter only the Q/K input, LN(h + W_pos[t]); V reads z = LN(h). Both inputs go through the whole
  * W_qkv and the V part of the second replaces the first's (the projection costs twice; the
@@ -219,6 +231,14 @@ static void attend_bwd(Pass *p) {
     p->d = m->act.d_qkv;
 }
 
+/* A sparse start's head: its attention alone. */
+static void attend_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    attention_forward(h->out, NULL, h->lse, h->packed,
+                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1,
+                      s.d_head);
+}
+
 /* ---- attend, decoding (model_decode): each row's K and V appended to the cache at its
  * position, then its queries over the cache up to it (one sequence); forward only */
 static void attend_cached_fwd(Pass *p) {
@@ -277,6 +297,26 @@ static void qkv_patch_bwd(Pass *p) {
     }
 }
 
+/* A sparse start's head: its Q, K and V gated towards their fills where a gate is below 1. */
+static void qkv_patch_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const Interventions *iv = &h->m->last.iv;
+    const int dh = s.d_head;
+    const size_t P = 3 * (size_t)dh, W = qkv_width(s);
+    float gates[3];
+    int gated = 0;
+    for (int k = 0; k < 3; k++)
+        gated |= (gates[k] = head_input_gate(iv, s, h->l, (HeadInput)k, h->q)) != 1.0f;
+    if (!gated) return;
+    for (int k = 0; k < 3; k++) { /* an input without a fill has gate 1: its columns are never read */
+        if (!iv->input[k].fill) CHECK(gates[k] == 1.0f);
+        else
+            gather_columns(h->fill + k * dh, iv->input[k].fill + (size_t)h->l * h->BT * W, h->BT, W,
+                           h->col[k], dh, P);
+    }
+    column_gate_forward(h->packed, h->fill, gates, (int)h->BT, (int)P, 0, 3, dh);
+}
+
 /* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
  * (activation patching); nothing where every pattern gate of the layer is 1 */
 static const float *attend_input(const Pass *p);
@@ -320,6 +360,24 @@ static void pattern_patch_bwd(Pass *p) {
     free(pv);
 }
 
+/* A sparse start's head: g·O + (1 − g)·P_fill·V, the attention on the fill's Q and K with its V. */
+static void pattern_patch_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const Interventions *iv = &h->m->last.iv;
+    const int dh = s.d_head;
+    const size_t P = 3 * (size_t)dh, W = qkv_width(s), BT = h->BT;
+    const float gp = head_input_gate(iv, s, h->l, HEAD_INPUT_PATTERN, h->q);
+    if (gp == 1.0f) return;
+    float *mixed = h->rest, *pv = mixed + BT * P, *pv_lse = pv + BT * dh;
+    const float *f = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)h->l * BT * W;
+    for (int k = 0; k < 2; k++) gather_columns(mixed + k * dh, f, BT, W, h->col[k], dh, P);
+    for (size_t t = 0; t < BT; t++)
+        for (int j = 0; j < dh; j++) mixed[t * P + 2 * dh + j] = h->packed[t * P + 2 * dh + j];
+    attention_forward(pv, NULL, pv_lse, mixed,
+                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1, dh);
+    column_gate_forward(h->out, pv, &gp, (int)BT, dh, 0, 1, dh);
+}
+
 /* ---- output_gate: O_cat ⊙ σ(z · W_gate + b_gate) */
 static void output_gate_fwd(Pass *p) {
     Model *m = p->m;
@@ -341,6 +399,22 @@ static void output_gate_bwd(Pass *p) {
                     (int)E);
     p->d_z_write = GRAD_ADD;
     p->d = a->d_o;
+}
+
+/* A sparse start's head: O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns. */
+static void output_gate_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const ParamTensors *w = &h->m->params;
+    const int D = s.d_model, dh = s.d_head, l = h->l;
+    const size_t BT = h->BT, E = (size_t)s.n_head * dh;
+    float *ln = h->rest, *stats = ln + BT * D, *pre = stats + 2 * BT, *wg = pre + BT * dh;
+    layernorm_forward(ln, stats, stats + BT, h->m->last.iv.start_state->resid_pre, w->ln_g + (size_t)l * D,
+                      w->ln_b + (size_t)l * D, (int)BT, D);
+    const float *w_gate = w->w_gate + (size_t)l * D * E;
+    for (int i = 0; i < D; i++)
+        memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)h->q * dh, sizeof(float) * dh);
+    linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)h->q * dh, (int)BT, D, dh);
+    sigmoid_gate_forward(h->out, pre, h->out, BT * dh);
 }
 
 /* ---- head_mix: each head's output gated towards its fill, g·z + (1 − g)·fill
@@ -408,19 +482,20 @@ static void w_o_bwd(Pass *p) {
     p->d = m->act.d_att_out;
 }
 
-static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd};
-static const Stage STAGE_LN_PROJECT = {"layernorm+project", ln_project_fwd, ln_project_bwd};
+static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd, NULL};
+static const Stage STAGE_LN_PROJECT = {"layernorm+project", ln_project_fwd, ln_project_bwd, project_head};
 static const Stage STAGE_PROJECT_SHORTFORMER = {"project (shortformer)", project_shortformer_fwd,
-                                                project_shortformer_bwd};
-static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd};
-static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd};
-static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd};
-static const Stage STAGE_ATTEND_CACHED = {"attend (cached)", attend_cached_fwd, NULL};
-static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd};
-static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd};
-static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd};
-static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd};
-static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
+                                                project_shortformer_bwd, project_head};
+static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd, NULL};
+static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd, NULL};
+static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd, attend_head};
+static const Stage STAGE_ATTEND_CACHED = {"attend (cached)", attend_cached_fwd, NULL, NULL};
+static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd, output_gate_head};
+static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd, NULL};
+static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd, qkv_patch_head};
+static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd,
+                                          pattern_patch_head};
+static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd, NULL};
 
 LayerPlan model_plan_of(ModelShape s, const Interventions *iv, int cached) {
     LayerPlan plan = {0};

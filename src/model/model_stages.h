@@ -1,5 +1,6 @@
-/* model_stages.h: what model.c's passes over layers need of model_stages.c: a layer's pass, a
- * stage, the plan of a shape's stages, and the activations' per-layer slices. Internal to model/.
+/* model_stages.h: what model.c's passes over layers and model_sparse.c's heads need of
+ * model_stages.c: a layer's pass, a head's pass, a stage, the plan of a forward's stages, and the
+ * activations' per-layer slices. Internal to model/.
  * Must not know: tasks, files, training, analysis. */
 #ifndef MODEL_STAGES_H
 #define MODEL_STAGES_H
@@ -17,10 +18,25 @@ typedef struct {
                               * the next adds to it */
 } Pass;
 
+/* One query head q of layer l on a sparse start (model_sparse.c): what a stage computes for that
+ * head's columns alone, from the state's Q | K | V of the head. */
+typedef struct {
+    Model *m;
+    int l, q, B, T;
+    size_t BT, col[3];       /* the head's Q, K and V columns in a row of hook_qkv (K, V: its K/V head's) */
+    float *packed;           /* (BT, 3·d_head) its Q | K | V */
+    float *fill;             /* (BT, 3·d_head) scratch for their fills */
+    float *out, *lse;        /* (BT, d_head) its output, (BT) its log-sum-exps */
+    float *rest;             /* scratch for the pattern fill's P·V or the output gate */
+    const InputDelta *delta; /* the layer's input delta when it reaches q, else NULL */
+    const float *part;       /* then its part (BT, d_head), LN_l(h + delta) projected */
+} HeadPass;
+
 typedef struct {
     const char *name;
     void (*forward)(Pass *p);
     void (*backward)(Pass *p);
+    void (*head)(HeadPass *h); /* NULL: nothing to do for one head (its work is in the state's qkv) */
 } Stage;
 
 /* The plan of a layer's attention: its stages in forward order, from the shape and the
@@ -40,6 +56,14 @@ typedef struct {
 LayerPlan model_plan_of(ModelShape s, const Interventions *iv, int cached);
 /* The plan of the last forward. */
 LayerPlan model_plan(const Model *m);
+
+/* Columns [col, col + dh) of every row of a (BT, W) block into rows `ld` apart (plain loops: a
+ * head is a few floats, below what a memcpy call pays for). */
+static inline void gather_columns(float *to, const float *from, size_t BT, size_t W, size_t col, int dh,
+                                  size_t ld) {
+    for (size_t t = 0; t < BT; t++)
+        for (int j = 0; j < dh; j++) to[t * ld + j] = from[t * W + col + j];
+}
 
 /* Layer p->l's slice of a per-layer activation of `width` floats per token. */
 static inline float *slice(const Pass *p, float *tensor, size_t width) {

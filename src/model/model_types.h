@@ -48,7 +48,7 @@ typedef struct {
     int decay; // AdamW weight decay applies (2-D tensors only)
 } TensorSpec;
 
-/* The activations, grouped by the stage of a layer's attention (model.c's plan) that writes them;
+/* The activations, grouped by the stage of a layer's attention (model_stages.c's plan) that writes them;
  * a stage reads only its own slice and its input's. Per-layer tensors are [L, ...]. */
 typedef struct {
     float *residual; // (L+1, B, T, D) residual stream at each layer input, then the final one
@@ -67,8 +67,8 @@ typedef struct {
     /* kv_repeat (grouped K/V only) */
     float *qkv_full; // (L, B, T, 3E) K/V repeated per query head
     /* attend */
-    float
-        *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
+    float *
+        att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (model_stages.c)
     float *att_lse; // (L, B, H, T) log of each softmax denominator
     float *att_out; // (L, B, T, E) concatenated head outputs O_cat
     /* output_gate (output gate only) */
