@@ -246,6 +246,10 @@ double adamw_grad_norm(const AdamWBlock *block, double extra_squares, int has_ex
  * NeoX "rotate half" convention, only the first rope_dims dims of each head (partial rotary). */
 void rope_forward(float *qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
                   double base);
+/* The same at positions first .. first + T − 1 (a decode step at position first): rope_forward's
+ * rotation of position t bit for bit. */
+void rope_forward_at(float *qkv, int B, int T, int first, int n_head, int n_kv_head, int d_head,
+                     int rope_dims, double base);
 /* In place on d_qkv: turns the gradient w.r.t. rotated Q/K into the gradient w.r.t. unrotated. */
 void rope_backward(float *d_qkv, int B, int T, int n_head, int n_kv_head, int d_head, int rope_dims,
                    double base);

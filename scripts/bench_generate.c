@@ -1,5 +1,5 @@
 /* bench_generate.c: the cost of one generated token by position, through the K/V cache
- * (src/cli/generate.c) and by a full forward over the whole sequence so far (src/model/model.c), for the
+ * (model_decode) and by a full forward over the whole sequence so far (src/model/model.c), for the
  * bench's "generate" table (python/heads/bench/bench.py; `make bench` builds it as
  * build/bench_generate).
  *
@@ -17,7 +17,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "cli/generate.h"
 #include "kernels/kernels.h"
 #include "bench_model.h"
 #include "model/model.h"
@@ -48,14 +47,14 @@ int main(int argc, char **argv) {
         cached[k] = full[k] = 1e30;
         for (int r = 0; r < repeats; r++) {
             KVCache cache;
-            kv_cache_init(&cache, &m, T);
-            for (int t = 0; t <= p; t++) kv_cache_step(&cache, tokens[t]);
+            model_cache_init(&cache, &m, T);
+            for (int t = 0; t <= p; t++) model_decode(&m, &cache, tokens[t]);
             cache.len = p; /* the step again, warm: its memory touched once already */
             double c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
-            kv_cache_step(&cache, tokens[p]);
+            model_decode(&m, &cache, tokens[p]);
             double dt = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
             cached[k] = dt < cached[k] ? dt : cached[k];
-            kv_cache_free(&cache);
+            model_cache_free(&cache);
             c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
             model_forward(&m, NULL, tokens, NULL, NULL, 1, p + 1);
             dt = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;

@@ -750,21 +750,28 @@ static void test_interventions(void) {
         "whole forward, gate gradients only from layer 0, none on a view",
         refused_all, "a backward ran where it must not");
 
-    /* the plan of stages follows the shape */
-    char plain_plan[160] = "", qwen_plan[160] = "";
-    for (int i = 0; model_stage_name(&m, i); i++)
-        strcat(plain_plan, model_stage_name(&m, i)), strcat(plain_plan, " ");
+    /* the plan of stages follows the shape and the interventions: a training step's lists no
+     * patching stage */
+    char plain_plan[160] = "", qwen_plan[160] = "", patched_plan[160] = "";
+    for (int i = 0; model_stage_name(&m, NULL, i); i++)
+        strcat(plain_plan, model_stage_name(&m, NULL, i)), strcat(plain_plan, " ");
     ModelShape qwen = {16, 16, 4, 4, 1, 8, 2, POS_ROPE, 2, 10000.0, 1, 1}; /* GQA, rotary, gate, sink */
     Model q;
     model_init(&q, qwen, 1);
-    for (int i = 0; model_stage_name(&q, i); i++)
-        strcat(qwen_plan, model_stage_name(&q, i)), strcat(qwen_plan, " ");
+    Interventions with_patching = {.head_gate = gates};
+    with_patching.input[HEAD_INPUT_K].fill = z_a, with_patching.input[HEAD_INPUT_PATTERN].fill = z_a;
+    for (int i = 0; model_stage_name(&q, NULL, i); i++)
+        strcat(qwen_plan, model_stage_name(&q, NULL, i)), strcat(qwen_plan, " ");
+    for (int i = 0; model_stage_name(&q, &with_patching, i); i++)
+        strcat(patched_plan, model_stage_name(&q, &with_patching, i)), strcat(patched_plan, " ");
     model_free(&q);
-    test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer",
-               !strcmp(plain_plan, "layernorm+project qkv_patch attend pattern_patch head_mix w_o ") &&
-                   !strcmp(qwen_plan, "layernorm+project rotary qkv_patch kv_repeat attend pattern_patch "
-                                      "output_gate head_mix w_o "),
-               "'%s' and '%s'", plain_plan, qwen_plan);
+    test_check("stages: the plan of a learned-position MHA layer and of a GQA + rotary + output-gate layer, "
+               "unpatched and with head gates and input fills",
+               !strcmp(plain_plan, "layernorm+project attend w_o ") &&
+                   !strcmp(qwen_plan, "layernorm+project rotary kv_repeat attend output_gate w_o ") &&
+                   !strcmp(patched_plan, "layernorm+project rotary qkv_patch kv_repeat attend pattern_patch "
+                                         "output_gate head_mix w_o "),
+               "'%s', '%s' and '%s'", plain_plan, qwen_plan, patched_plan);
 
     free(z_a), free(z_b), free(gates), free(grad), free(mean), free(rows), free(resid), free(z1);
     model_free(&m);

@@ -1,4 +1,4 @@
-/* test_generate.c: the K/V cache of src/cli/generate.c against the full forward of src/model/model.c.
+/* test_generate.c: decoding with a K/V cache (model_decode, src/model/model.c) against the whole forward.
  * suite: generation with a K/V cache (cached step = full forward, every layout)
  *
  * For every layout (learned positions with E = D, E < D and E > D; rotary full and partial;
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
-#include "cli/generate.h"
 #include "model/model.h"
 #include "cli/shapes.h"
 #include "testlib.h"
@@ -98,30 +97,30 @@ static void check_layout(const Layout *lay, uint64_t seed) {
 
     /* 1. teacher-forced, every position */
     KVCache cache;
-    kv_cache_init(&cache, &m, T);
+    model_cache_init(&cache, &m, T);
     double worst = 0;
     int ok = 1, bad_at = -1;
     for (int t = 0; t < T; t++) {
-        const float *cached = kv_cache_step(&cache, tokens[t]);
+        const float *cached = model_decode(&m, &cache, tokens[t]);
         model_forward(&m, NULL, tokens, NULL, NULL, 1, t + 1);
         if (!logits_close(cached, m.act.logits + (size_t)t * V, V, &worst) && ok) ok = 0, bad_at = t;
     }
     snprintf(name, sizeof name, "%s: cached logits = full forward at each of %d positions", lay->name, T);
     test_check(name, ok, "first beyond tolerance at position %d; worst |diff|/tol %.3g", bad_at, worst);
     printf("    worst |cached - full| / (%.0e + %.0e |full|) = %.3f\n", ATOL, RTOL, worst);
-    kv_cache_free(&cache);
+    model_cache_free(&cache);
 
     /* 2. free-running greedy from a 3-token prompt: the cache against a full forward per token */
     int prompt = 3;
     int *by_cache = xcalloc((size_t)T, sizeof(int)), *by_full = xcalloc((size_t)T, sizeof(int));
     memcpy(by_cache, tokens, sizeof(int) * prompt);
     memcpy(by_full, tokens, sizeof(int) * prompt);
-    kv_cache_init(&cache, &m, T);
+    model_cache_init(&cache, &m, T);
     const float *logits = NULL;
-    for (int t = 0; t < prompt; t++) logits = kv_cache_step(&cache, by_cache[t]);
+    for (int t = 0; t < prompt; t++) logits = model_decode(&m, &cache, by_cache[t]);
     for (int t = prompt; t < T; t++) {
         by_cache[t] = argmax(logits, V);
-        if (t + 1 < T) logits = kv_cache_step(&cache, by_cache[t]);
+        if (t + 1 < T) logits = model_decode(&m, &cache, by_cache[t]);
         model_forward(&m, NULL, by_full, NULL, NULL, 1, t);
         by_full[t] = argmax(m.act.logits + (size_t)(t - 1) * V, V);
     }
@@ -130,7 +129,7 @@ static void check_layout(const Layout *lay, uint64_t seed) {
     snprintf(name, sizeof name, "%s: greedy continuation by the cache = by full forwards (%d tokens)",
              lay->name, T - prompt);
     test_check(name, same, "they differ");
-    kv_cache_free(&cache);
+    model_cache_free(&cache);
 
     /* 3. the cache's size: the K/V heads only */
     size_t expected = sizeof(float) * 2 * (size_t)lay->n_kv_head * lay->d_head * m.shape.n_layer;
@@ -148,20 +147,20 @@ static void check_independent_caches(void) {
     Model m;
     make_model(&m, &layouts[3], 5);
     KVCache a, b;
-    kv_cache_init(&a, &m, m.shape.seq_len);
-    kv_cache_init(&b, &m, m.shape.seq_len);
+    model_cache_init(&a, &m, m.shape.seq_len);
+    model_cache_init(&b, &m, m.shape.seq_len);
     int V = m.shape.vocab_size;
     float *first = test_alloc((size_t)V);
-    memcpy(first, kv_cache_step(&a, 1), sizeof(float) * V);
-    kv_cache_step(&a, 2);
-    const float *again = kv_cache_step(&b, 1);
+    memcpy(first, model_decode(&m, &a, 1), sizeof(float) * V);
+    model_decode(&m, &a, 2);
+    const float *again = model_decode(&m, &b, 1);
     int same = 1;
     for (int v = 0; v < V; v++) same &= first[v] == again[v];
     test_check("two caches over one model are independent (same first step, bit for bit)", same,
                "they differ");
     free(first);
-    kv_cache_free(&a);
-    kv_cache_free(&b);
+    model_cache_free(&a);
+    model_cache_free(&b);
     model_free(&m);
 }
 

@@ -1,9 +1,8 @@
-/* generate.c: see generate.h. Every step that has a kernel is the kernel the full forward runs
- * (LayerNorm, linear, positions, column merge, output gate), and one query row's attention over
- * the cached keys is attention_cached_forward; what has no kernel is here: RoPE at one position
- * (the angles themselves come from rope_forward, so they are the full forward's bits).
- * Knows the model and, for the command, the results file and the run's vocabulary (inspect.h);
- * nothing of training. */
+/* generate.c: `harness generate RUN.h5`: parses its arguments, feeds the input and each chosen
+ * token through the model's K/V-cache forward (model_decode), chooses the next token from the
+ * logits (greedy or sampled) and prints the text, the ids and the cache's size.
+ * Knows the model's public face and, for the command, the results file and the run's vocabulary
+ * (inspect.h); nothing of training, nothing of a layer's arithmetic (that is the model's). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,122 +14,6 @@
 #include "base/rng.h"
 #include "shapes.h"
 #include "base/util.h"
-#include "kernels/kernels.h"
-
-static int qkv_width(ModelShape s) { return (s.n_head + 2 * s.n_kv_head) * s.d_head; }
-
-/* cos and sin of every pair's angle at positions 0..capacity-1, computed by rope_forward itself:
- * it turns the unit vectors (1, 0) of each pair, giving (cos, sin). */
-static void rope_angles(float *table, int capacity, int rope_dims, double base) {
-    int half = rope_dims / 2;
-    for (int t = 0; t < capacity; t++)
-        for (int i = 0; i < half; i++) {
-            table[(size_t)t * rope_dims + i] = 1.0f;
-            table[(size_t)t * rope_dims + half + i] = 0.0f;
-        }
-    rope_forward(table, 1, capacity, 1, 0, rope_dims, rope_dims, base);
-}
-
-void kv_cache_init(KVCache *c, const Model *m, int capacity) {
-    ModelShape s = m->shape;
-    CHECK(capacity >= 1);
-    CHECK(s.pos == POS_ROPE || s.pos == POS_NONE || capacity <= s.seq_len);
-    size_t D = s.d_model, E = (size_t)s.n_head * s.d_head, W = qkv_width(s);
-    size_t kv = (size_t)s.n_layer * capacity * s.n_kv_head * s.d_head;
-    memset(c, 0, sizeof *c);
-    c->m = m;
-    c->capacity = capacity;
-    c->k = xcalloc(kv, sizeof(float));
-    c->v = xcalloc(kv, sizeof(float));
-    if (s.pos == POS_ROPE) {
-        c->rope = xcalloc((size_t)capacity * s.rope_dims, sizeof(float));
-        rope_angles(c->rope, capacity, s.rope_dims, s.rope_base);
-    }
-    c->h = xcalloc(D, sizeof(float));
-    c->z = xcalloc(D, sizeof(float));
-    c->z_qk = xcalloc(D, sizeof(float));
-    c->mean = xcalloc(1, sizeof(float));
-    c->rstd = xcalloc(1, sizeof(float));
-    c->qkv = xcalloc(W, sizeof(float));
-    c->qkv_v = xcalloc(W, sizeof(float));
-    c->att = xcalloc(E, sizeof(float));
-    c->gate = xcalloc(E, sizeof(float));
-    c->mixed = xcalloc(E, sizeof(float));
-    c->scores = xcalloc((size_t)capacity, sizeof(float));
-    c->logits = xcalloc((size_t)s.vocab_size, sizeof(float));
-}
-
-void kv_cache_free(KVCache *c) {
-    float *blocks[] = {c->k,   c->v,     c->rope, c->h,    c->z,     c->z_qk,   c->mean,  c->rstd,
-                       c->qkv, c->qkv_v, c->att,  c->gate, c->mixed, c->scores, c->logits};
-    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) free(blocks[i]);
-    memset(c, 0, sizeof *c);
-}
-
-/* The Q and K heads of one qkv row turned to position t (rope.c's rotation, at one position). */
-static void rope_row(float *qkv, const float *angles, int n_rot_heads, int d_head, int rope_dims) {
-    int half = rope_dims / 2;
-    const float *cs = angles, *sn = angles + half;
-    for (int h = 0; h < n_rot_heads; h++) {
-        float *x = qkv + (size_t)h * d_head;
-        for (int i = 0; i < half; i++) {
-            float x1 = x[i], x2 = x[i + half];
-            x[i] = x1 * cs[i] - x2 * sn[i];
-            x[i + half] = x2 * cs[i] + x1 * sn[i];
-        }
-    }
-}
-
-/* One block on the new token's residual c->h (updated in place), its K/V appended to the cache. */
-static void step_layer(KVCache *c, int l, int t) {
-    const Model *m = c->m;
-    const ModelShape s = m->shape;
-    const ParamTensors *p = &m->params;
-    const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, E = H * dh;
-    const int W = qkv_width(s), Ekv = Hkv * dh;
-    const float *w_qkv = p->w_qkv + (size_t)l * D * W, *b_qkv = p->b_qkv + (size_t)l * W;
-    layernorm_forward(c->z, c->mean, c->rstd, c->h, p->ln_g + (size_t)l * D, p->ln_b + (size_t)l * D, 1, D);
-    if (s.pos == POS_SHORTFORMER) { /* Q and K read LN(h + W_pos[t]), V reads LN(h) */
-        position_add_forward(c->z_qk, c->h, p->pos_emb + (size_t)t * D, 1, 1, D);
-        layernorm_forward(c->z_qk, c->mean, c->rstd, c->z_qk, p->ln_g + (size_t)l * D,
-                          p->ln_b + (size_t)l * D, 1, D);
-        linear_forward(c->qkv, c->z_qk, w_qkv, b_qkv, 1, D, W);
-        linear_forward(c->qkv_v, c->z, w_qkv, b_qkv, 1, D, W);
-        column_merge_forward(c->qkv, c->qkv, c->qkv_v, 1, W, E + Ekv);
-    } else {
-        linear_forward(c->qkv, c->z, w_qkv, b_qkv, 1, D, W);
-    }
-    if (s.pos == POS_ROPE) rope_row(c->qkv, c->rope + (size_t)t * s.rope_dims, H + Hkv, dh, s.rope_dims);
-    float *k = c->k + (size_t)l * c->capacity * Ekv, *v = c->v + (size_t)l * c->capacity * Ekv;
-    memcpy(k + (size_t)t * Ekv, c->qkv + E, sizeof(float) * Ekv);
-    memcpy(v + (size_t)t * Ekv, c->qkv + E + Ekv, sizeof(float) * Ekv);
-    attention_cached_forward(c->att, c->scores, c->qkv, k, v, s.sink ? p->sink + (size_t)l * H : NULL, t + 1,
-                             H, Hkv, dh);
-    const float *heads = c->att;
-    if (s.output_gate) {
-        linear_forward(c->gate, c->z, p->w_gate + (size_t)l * D * E, p->b_gate + (size_t)l * E, 1, D, E);
-        sigmoid_gate_forward(c->mixed, c->gate, c->att, (size_t)E);
-        heads = c->mixed;
-    }
-    float *h_out = c->z; /* z is read no more in this layer */
-    linear_forward(h_out, heads, p->w_o + (size_t)l * E * D, p->b_o + (size_t)l * D, 1, E, D);
-    for (int i = 0; i < D; i++) c->h[i] += h_out[i];
-}
-
-const float *kv_cache_step(KVCache *c, int token) {
-    const Model *m = c->m;
-    const ModelShape s = m->shape;
-    const ParamTensors *p = &m->params;
-    const int t = c->len, D = s.d_model;
-    CHECK(t < c->capacity && token >= 0 && token < s.vocab_size);
-    embedding_forward(c->h, &token, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb + (size_t)t * D : NULL, 1,
-                      1, D);
-    for (int l = 0; l < s.n_layer; l++) step_layer(c, l, t);
-    layernorm_forward(c->z, c->mean, c->rstd, c->h, p->lnf_g, p->lnf_b, 1, D);
-    linear_forward(c->logits, c->z, p->w_unembed, NULL, 1, D, s.vocab_size);
-    c->len = t + 1;
-    return c->logits;
-}
 
 /* ---- the command ---- */
 
@@ -274,8 +157,7 @@ static void print_text(const RunVocab *voc, const int *tokens, int n) {
 }
 
 /* The input, then max_new tokens from the cache; prints the text, the ids and the cache size. */
-static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *voc, const Model *m,
-                    UserError *err) {
+static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *voc, Model *m, UserError *err) {
     int *tokens = xcalloc((size_t)cfg->seq_len + 1 + a->max_new, sizeof(int)), n = 0;
     int rc = run_vocab_input(a->path, cfg, voc, a->prompt, a->token_list, tokens, &n, err);
     int learned = cfg->pos == POS_LEARNED || cfg->pos == POS_SHORTFORMER;
@@ -290,14 +172,14 @@ static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *vo
     }
     int total = n + a->max_new, V = cfg->vocab_size;
     KVCache cache;
-    kv_cache_init(&cache, m, total);
+    model_cache_init(&cache, m, total);
     int *order = xcalloc((size_t)V, sizeof(int));
     Rng rng = rng_stream((uint64_t)a->seed, RNG_GENERATE, 0);
     const float *logits = NULL;
-    for (int t = 0; t < n; t++) logits = kv_cache_step(&cache, tokens[t]);
+    for (int t = 0; t < n; t++) logits = model_decode(m, &cache, tokens[t]);
     for (int t = n; t < total; t++) {
         tokens[t] = next_token(logits, V, a->temperature, a->top_k, rng_uniform(&rng), order);
-        if (t + 1 < total) logits = kv_cache_step(&cache, tokens[t]);
+        if (t + 1 < total) logits = model_decode(m, &cache, tokens[t]);
     }
     if (voc->has_tok || voc->is_bytes) {
         printf("prompt: ");
@@ -313,7 +195,7 @@ static int generate(const GenerateArgs *a, const Config *cfg, const RunVocab *vo
     shapes_kv_cache_line(m->shape, cache.len, line, sizeof line);
     printf("K/V cache (kept in fp32 here): 2*H_kv*d_head*L = %s\n", line);
     free(order);
-    kv_cache_free(&cache);
+    model_cache_free(&cache);
     free(tokens);
     return ERR_OK;
 }

@@ -213,7 +213,6 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
     int max_batch = cfg.batch_size > cfg.probes ? cfg.batch_size : cfg.probes;
     model_init(&model, model_shape_from_config(&cfg), max_batch);
     model_init_weights(&model, (uint64_t)cfg.seed);
-    model.precision = cfg.precision == TRAIN_BF16 ? PRECISION_BF16 : PRECISION_FP32;
     int exit_code = 0;
     if (cfg.init_from[0] && results_read_tensors(cfg.init_from, "/params", &model, model.param_block,
                                                  config_mark(&cfg, "train.init_from"), &err) != ERR_OK) {

@@ -1,10 +1,11 @@
 /* model.c: the forward and backward of the attention-only model.
  * The math is docs/model.md's; every numeric step is a kernel from kernels/. A layer's attention
- * is a plan of stages (layernorm, project, rotary, kv_repeat, attend, output_gate, head_mix, w_o:
- * the ones the shape needs), each a forward and its backward; the interventions of model.h act at
- * the head mix, at the projection (input deltas) and at where a forward starts.
- * Owns the forward and backward passes over the layers (where a forward starts and stops) and the
- * hook points; the stages of a layer are model_stages.c's. Must not know: where the parameters
+ * is a plan of stages (model_stages.c: the ones the shape and the interventions need), each a
+ * forward and its backward; the interventions of model.h act at the head mix, at the projection
+ * (input deltas) and at where a forward starts. A decode step (model_decode) is the same forward
+ * on one position at a later place in the sequence, its attention over a K/V cache.
+ * Owns the forward and backward passes over the layers (where a forward starts and stops),
+ * decoding's cache and the hook points; the stages of a layer are model_stages.c's. Must not know: where the parameters
  * and activations are laid out (model_layout.c), tasks, files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
@@ -16,50 +17,25 @@
 #include "base/util.h"
 #include "kernels/kernels.h"
 
-const char *model_stage_name(const Model *m, int i) {
-    const LayerPlan plan = model_plan_of(m->shape);
+static const Interventions NO_INTERVENTIONS = {.grads = MODEL_GRAD_PARAMS};
+
+const char *model_stage_name(const Model *m, const Interventions *iv, int i) {
+    const LayerPlan plan = model_plan_of(m->shape, iv ? iv : &NO_INTERVENTIONS, 0);
     return i >= 0 && i < plan.n_stages ? plan.stage[i]->name : NULL;
 }
 
 /* ---------------------------------------------------------------- forward and backward */
 
-static const Interventions NO_INTERVENTIONS = {.grads = MODEL_GRAD_PARAMS};
-
-/* Record the inputs and interventions of a forward (kept for the backward) and check them. */
+/* Record the inputs and interventions of a forward (kept for the backward), checked by
+ * model_interventions.c. */
 static void begin_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
                           const float *mask, int B, int T) {
-    const ModelShape s = m->shape;
-    CHECK(B >= 1 && B <= m->max_batch && T >= 1 && T <= s.seq_len);
-    CHECK(iv->start_layer >= 0 && iv->start_layer < s.n_layer);
-    CHECK((iv->fill.kind == HEAD_FILL_ZERO) == (iv->fill.values == NULL));
-    CHECK(!(iv->grads & MODEL_GRAD_GATES) || (iv->head_gate && iv->gate_grad));
-    CHECK(iv->n_input_deltas == 0 || (iv->input_deltas && iv->grads == MODEL_GRAD_NONE));
+    interventions_check(m, iv, tokens, B, T);
     const HeadState *st = iv->start_state;
-    const int sparse = st && st->z && st->qkv && st->resid_post;
-    CHECK(!st || (st->resid_pre && (st->qkv != NULL) == (st->resid_post != NULL) && (!st->qkv || st->z)));
-    CHECK(!sparse || (iv->grads == MODEL_GRAD_NONE && !iv->keep_maps)); /* it has no layer to differentiate */
-    int at_head_mix = 0; /* deltas in a layer started at its head mix: their heads recomputed */
-    for (int i = 0; i < iv->n_input_deltas; i++) {
-        const InputDelta *d = &iv->input_deltas[i];
-        CHECK(d->delta && d->part >= 0 && d->part <= HEAD_INPUT_V);
-        CHECK(d->layer < s.n_layer && d->layer >= iv->start_layer);
-        CHECK(d->head >= 0 && d->head < (d->part == HEAD_INPUT_Q ? s.n_head : s.n_kv_head));
-        at_head_mix += d->layer == iv->start_layer && st && st->z;
-    }
-    CHECK(at_head_mix == 0 || (sparse && at_head_mix == 1)); /* only a sparse start recomputes a head */
-    CHECK(!iv->residual_only || iv->grads == MODEL_GRAD_NONE);
-    for (int k = 0; k < N_HEAD_INPUTS; k++) {
-        const InputPatch *in = &iv->input[k];
-        const int n = (k == HEAD_INPUT_K || k == HEAD_INPUT_V ? s.n_kv_head : s.n_head) * s.n_layer;
-        CHECK(!in->gate || in->fill);
-        /* a patched input is forward-only for its gradient: AtP differentiates at gate 1 */
-        if (iv->grads & MODEL_GRAD_INPUT_GATES && in->fill)
-            CHECK(iv->input_grad[k] && !iv->start_state && (!in->gate || gates_all_one(in->gate, n)));
-    }
-    const int reused = iv->start_layer > 0 && !iv->start_state; /* the layers before it */
-    if (reused) CHECK(m->last.whole && m->last.batch == B && m->last.seq == T && m->last.tokens == tokens);
     m->last.batch = B;
     m->last.seq = T;
+    m->last.first_pos = 0;
+    m->last.cache = NULL;
     m->last.tokens = tokens;
     m->last.targets = targets;
     m->last.mask = mask;
@@ -71,7 +47,7 @@ static void begin_forward(Model *m, const Interventions *iv, const int *tokens, 
     }
     m->last.whole = !iv->start_state;
     m->last.from_head_mix = st && st->z;
-    m->last.sparse = sparse;
+    m->last.sparse = st && st->z && st->qkv && st->resid_post;
 }
 
 /* Layer l's stages, from its head mix when the forward starts there from a HeadState; from a
@@ -84,16 +60,17 @@ static void forward_layer(Model *m, int l, int from_head_mix) {
                             slice(&p, m->act.residual, m->shape.d_model) + p.BT * m->shape.d_model);
         return;
     }
-    const LayerPlan plan = model_plan_of(m->shape);
+    const LayerPlan plan = model_plan(m);
     for (int i = from_head_mix ? plan.head_mix : 0; i < plan.n_stages; i++) plan.stage[i]->forward(&p);
 }
 
-float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
-                    const float *mask, int B, int T) {
-    if (!iv) iv = &NO_INTERVENTIONS;
-    begin_forward(m, iv, tokens, targets, mask, B, T);
+/* The last forward's layers from its start, then (unless residual_only) the final LayerNorm, the
+ * unembedding into `logits` and the loss: what model_forward and model_decode share. */
+static void run_forward(Model *m, float *logits) {
     const ModelShape s = m->shape;
-    const int BT = B * T, V = s.vocab_size, D = s.d_model, L = s.n_layer, first = iv->start_layer;
+    const Interventions *iv = &m->last.iv;
+    const int B = m->last.batch, T = m->last.seq, BT = B * T, D = s.d_model, L = s.n_layer;
+    const int first = iv->start_layer;
     const ParamTensors *p = &m->params;
     Activations *a = &m->act;
     if (iv->start_state && !m->last.sparse) { /* the layer's head state into its activations */
@@ -101,20 +78,19 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
         memcpy(a->residual + (size_t)first * BT * D, iv->start_state->resid_pre, sizeof(float) * BT * D);
         if (iv->start_state->z) memcpy(heads_output(m, first), iv->start_state->z, sizeof(float) * BT * E);
     } else if (first == 0) { /* shortformer adds W_pos in each layer, to Q/K only */
-        embedding_forward(a->residual, tokens, p->tok_emb, s.pos == POS_LEARNED ? p->pos_emb : NULL, B, T, D);
+        const float *pos = s.pos == POS_LEARNED ? p->pos_emb + (size_t)m->last.first_pos * D : NULL;
+        embedding_forward(a->residual, m->last.tokens, p->tok_emb, pos, B, T, D);
     }
     for (int l = first; l < L; l++) forward_layer(m, l, m->last.from_head_mix && l == first);
-    if (iv->residual_only) {
-        m->last.loss = NAN;
-        return m->last.loss;
-    }
+    m->last.loss = NAN;
+    if (iv->residual_only) return;
     /* the final LayerNorm, the unembedding and the cross-entropy, by row slabs in one pass */
-    const FusedForward head = {.out = a->logits,
+    const FusedForward head = {.out = logits,
                                .inp = a->residual + (size_t)L * BT * D,
                                .weight = p->w_unembed,
                                .N = BT,
                                .C = D,
-                               .OC = V,
+                               .OC = s.vocab_size,
                                .ln_out = a->lnf_out,
                                .mean = a->lnf_mean,
                                .rstd = a->lnf_rstd,
@@ -122,11 +98,49 @@ float model_forward(Model *m, const Interventions *iv, const int *tokens, const 
                                .ln_bias = p->lnf_b,
                                .losses = a->losses,
                                .probs = a->probs,
-                               .targets = targets,
+                               .targets = m->last.targets,
                                .precision = m->precision};
     fused_forward(&head);
-    m->last.loss = targets ? crossentropy_mean(a->loss_weight, a->losses, mask, BT) : NAN;
+    if (m->last.targets) m->last.loss = crossentropy_mean(a->loss_weight, a->losses, m->last.mask, BT);
+}
+
+float model_forward(Model *m, const Interventions *iv, const int *tokens, const int *targets,
+                    const float *mask, int B, int T) {
+    begin_forward(m, iv ? iv : &NO_INTERVENTIONS, tokens, targets, mask, B, T);
+    run_forward(m, m->act.logits);
     return m->last.loss;
+}
+
+/* ---------------------------------------------------------------- decoding with a K/V cache */
+
+void model_cache_init(KVCache *c, const Model *m, int capacity) {
+    const ModelShape s = m->shape;
+    CHECK(capacity >= 1 && (s.pos == POS_ROPE || s.pos == POS_NONE || capacity <= s.seq_len));
+    const size_t kv = (size_t)s.n_layer * capacity * s.n_kv_head * s.d_head;
+    *c = (KVCache){.capacity = capacity,
+                   .k = xcalloc(kv, sizeof(float)),
+                   .v = xcalloc(kv, sizeof(float)),
+                   .scores = xcalloc((size_t)capacity, sizeof(float)),
+                   .logits = xcalloc((size_t)s.vocab_size, sizeof(float))};
+}
+
+void model_cache_free(KVCache *c) {
+    free(c->k), free(c->v), free(c->scores), free(c->logits);
+    memset(c, 0, sizeof *c);
+}
+
+const float *model_decode(Model *m, KVCache *c, int token) {
+    CHECK(c->len < c->capacity && token >= 0 && token < m->shape.vocab_size);
+    static const Interventions decode = {.grads = MODEL_GRAD_NONE};
+    begin_forward(m, &decode, NULL, NULL, NULL, 1, 1);
+    m->last.tokens = &token; /* read by the embedding alone, within this call */
+    m->last.first_pos = c->len;
+    m->last.cache = c;
+    m->last.whole = 0; /* its activations are one position's: no later forward reuses them */
+    run_forward(m, c->logits);
+    m->last.tokens = NULL;
+    c->len++;
+    return c->logits;
 }
 
 void model_final_rows(Model *m, const int *rows, int n) {
@@ -178,15 +192,14 @@ void model_backward(Model *m) {
                                 .precision = m->precision};
     fused_backward(&head);
     /* a backward for gates only stops where nothing below moves one */
-    const LayerPlan plan = model_plan_of(s);
+    const LayerPlan plan = model_plan(m);
     const int stop = params ? -1 : iv->grads & MODEL_GRAD_INPUT_GATES ? plan.qkv_patch : plan.head_mix;
     for (int l = L - 1; l >= 0; l--) {
         Pass pass = {m, iv, l, B, T, BT, a->d_residual, GRAD_SET};
-        for (int i = plan.n_stages - 1; i >= 0; i--) {
+        for (int i = plan.n_stages - 1; i >= (l == 0 && stop >= 0 ? stop : 0); i--)
             plan.stage[i]->backward(&pass);
-            if (l == 0 && i == stop) return;
-        }
     }
+    if (stop >= 0) return;
     embedding_backward(g->tok_emb, s.pos == POS_LEARNED ? g->pos_emb : NULL, a->d_residual, m->last.tokens, B,
                        T, D, V);
 }

@@ -9,7 +9,9 @@
  * replaced by, where it starts, which maps it keeps, which gradients its backward returns) is an
  * argument (Interventions), and tensors are read at named hook points (model_hook), so that the
  * analysis built on them stays out of the model. A layer's attention is a plan of stages
- * (model.c) built from the shape. docs/model.md lists the interventions, stages and hook points.
+ * (model_stages.c) built from the shape and the interventions; decoding with a K/V cache
+ * (model_decode) and a sparse start (model_sparse.c) are forwards through the same stages.
+ * docs/model.md lists the interventions, stages and hook points.
  * This header is the model's whole public face; model_types.h (the data) and model_layout.h (its
  * memory) are the parts the other files of model/ include alone, so that none of them depends on
  * model.c's forward.
@@ -35,6 +37,16 @@ void model_final_rows(Model *m, const int *rows, int n);
  * parameters' accumulated into grad_block, the gates' into iv->gate_grad. A gates-only backward
  * stops at layer 0's head mix (nothing below it moves a gate), leaving grad_block incomplete. */
 void model_backward(Model *m);
+
+/* Decoding: a cache for up to capacity positions (at most seq_len with learned positions), and
+ * a forward of one token at position c->len (< capacity) through the same stages, attending over
+ * the cache (appending its K and V): returns the logits (V) of the token after it, c->logits,
+ * valid until this cache's next step. The numbers the whole forward over the sequence so far
+ * gives at its last position, up to float rounding (tests/test_generate.c). Uses m's activations
+ * (its last forward is this one position); no backward follows. */
+void model_cache_init(KVCache *c, const Model *m, int capacity);
+void model_cache_free(KVCache *c);
+const float *model_decode(Model *m, KVCache *c, int token);
 void model_zero_grad(Model *m);
 
 /* The tensor at hook point p of layer `layer` in the last forward (its shape: docs/model.md,
@@ -44,8 +56,8 @@ const float *model_hook(const Model *m, HookPoint p, int layer);
 size_t model_hook_floats(const Model *m, HookPoint p, int B, int T);
 
 const char *model_hook_name(HookPoint p); /* "blocks.{l}.attn.hook_z", ... */
-/* The name of stage i of the model's layer plan ("layernorm+project", ... "w_o"), NULL past
- * the last. */
-const char *model_stage_name(const Model *m, int i);
+/* The name of stage i of the layer plan a forward with iv runs (NULL: none; "layernorm+project",
+ * ... "w_o"), NULL past the last. */
+const char *model_stage_name(const Model *m, const Interventions *iv, int i);
 
 #endif

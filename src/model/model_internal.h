@@ -1,6 +1,6 @@
-/* model_internal.h: what the files of model/ share beyond the types (model_stages.c, model.c,
- * model_layout.c, model_deltas.c, model_sparse.c): the fused projection's width, the input
- * deltas and the sparse start; nothing outside model/ includes it. */
+/* model_internal.h: what the files of model/ share beyond the types: the fused projection's
+ * width, the interventions' checks and gates, the input deltas and the sparse start; nothing
+ * outside model/ includes it. */
 #ifndef MODEL_INTERNAL_H
 #define MODEL_INTERNAL_H
 #include <stddef.h>
@@ -8,6 +8,18 @@
 
 /* Width of the fused projection: Q for every head, K and V for every K/V head. */
 static inline size_t qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head; }
+
+/* The interventions (model_interventions.c): checked before a forward records them (an
+ * internal error where one breaks a rule of model_types.h), which patching stages the plan needs,
+ * and layer l's head gates and input k's gates, each NULL where they are all 1. */
+void interventions_check(const Model *m, const Interventions *iv, const int *tokens, int B, int T);
+int interventions_patch_qkv(const Interventions *iv);
+int interventions_patch_pattern(const Interventions *iv);
+int gates_all_one(const float *gate, int H);
+const float *layer_head_gates(const Interventions *iv, ModelShape s, int l);
+const float *layer_input_gates(const Interventions *iv, ModelShape s, int l, HeadInput k);
+/* Layer l's gate of input k for query head q (for K and V its K/V head's), 1 without one. */
+float head_input_gate(const Interventions *iv, ModelShape s, int l, HeadInput k, int q);
 
 /* The input deltas (model_deltas.c) of layer l in the last forward's interventions, on (B, T):
  * the project stage's, which reprojects each delta's head's columns of act.qkv; and one delta's

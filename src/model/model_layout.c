@@ -238,6 +238,17 @@ void model_init_weights(Model *m, uint64_t seed) {
     }
 }
 
+float *model_head_w_o(ModelShape s, float *w_o, int l, int h) {
+    return w_o + ((size_t)l * s.n_head + h) * s.d_head * s.d_model;
+}
+
+void model_close_heads(const Model *m, float *w_o, const int *kept) {
+    const ModelShape s = m->shape;
+    for (int l = 0; l < s.n_layer; l++) /* the layer's heads from kept[l] on: its last rows */
+        memset(model_head_w_o(s, w_o, l, kept[l]), 0,
+               (size_t)(s.n_head - kept[l]) * s.d_head * s.d_model * sizeof(float));
+}
+
 const TensorSpec *model_find_tensor(const Model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];

@@ -30,6 +30,13 @@ void model_release_backward(Model *m);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
+/* Head h of layer l's rows of w_o (the parameters' W_o [L, E, D], its gradient's or a copy's):
+ * d_head rows of d_model, contiguous, the heads of a layer in order. */
+float *model_head_w_o(ModelShape s, float *w_o, int l, int h);
+/* Heads kept[l] and above of every layer l closed in w_o (the parameters' or the gradients'
+ * W_o, [L, E, D]): their rows zeroed, so the head adds nothing and, zeroed in the gradient too,
+ * stays closed. */
+void model_close_heads(const Model *m, float *w_o, const int *kept);
 /* The parameter, moment and gradient blocks as adamw_step takes them, one segment per tensor of
  * the table (segments: room for MODEL_MAX_TENSORS). Not for a view, which has no moments. */
 AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments);

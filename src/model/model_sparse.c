@@ -2,30 +2,23 @@
  * hook_qkv, hook_z and hook_resid_post of one forward without interventions there), where only
  * the heads an intervention changes are computed again (activation and path patching).
  * A head is recomputed when an input gate of it is below 1 (its Q, its K/V head's K or V, its
- * pattern) or an input delta reaches it: its Q, K and V from the state's qkv (the gated ones
- * towards their fill, the delta's part projected from LN_l(h + delta)), its attention alone, the
- * pattern fill's P·V (the attention on the fill's Q and K), the output gate. The layer's output
- * is then resid_post + Σ over the changed heads (those recomputed, and those whose head gate is
- * not 1) of (their head mix − the state's z) · W_o^h, one product over those heads' columns; the
- * other heads are never touched, so the layer's hook_z and hook_head_mix are not written. Each
- * step is the whole layer's kernel on that head's columns (the same bits for the head's z where
- * gemm.c's column claim holds); only the output's sum runs in another order.
- * Owns which heads a sparse start recomputes and how. Must not know: tasks, files, analysis. */
+ * pattern) or an input delta reaches it: from the state's Q, K and V of the head, through the
+ * plan's stages up to the head mix, each stage's per-head form (model_stages.h's HeadPass: the
+ * delta's part, the input gates, the head's attention alone, the pattern fill, the output gate).
+ * The layer's output is then resid_post + Σ over the changed heads (those recomputed, and those
+ * whose head gate is not 1) of (their head mix − the state's z) · W_o^h, one product over those
+ * heads' columns; the other heads are never touched, so the layer's hook_z and hook_head_mix are
+ * not written. Each step is the whole layer's kernel on that head's columns (the same bits for
+ * the head's z where gemm.c's column claim holds); only the output's sum runs in another order.
+ * Owns which heads a sparse start recomputes, their scratch and the output's sum. Must not know:
+ * how a stage computes, tasks, files, analysis. */
 #include <stdlib.h>
 #include <string.h>
 #include "model_internal.h"
+#include "model_stages.h"
 #include "model_layout.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
-
-/* Layer l's gate of input k for query head q (for K and V its K/V head's), 1 without one. */
-static float input_gate(const Model *m, int l, HeadInput k, int q) {
-    const ModelShape s = m->shape;
-    const float *g = m->last.iv.input[k].gate;
-    if (!g) return 1.0f;
-    const int kv = k == HEAD_INPUT_K || k == HEAD_INPUT_V;
-    return g[(size_t)l * (kv ? s.n_kv_head : s.n_head) + (kv ? q / (s.n_head / s.n_kv_head) : q)];
-}
 
 /* The input delta of layer l (a sparse start has at most one), or NULL. */
 static const InputDelta *layer_delta(const Model *m, int l) {
@@ -44,7 +37,7 @@ static const InputDelta *delta_of(const Model *m, int l, int q) {
 
 static int recomputed(const Model *m, int l, int q) {
     for (int k = 0; k < N_HEAD_INPUTS; k++)
-        if (input_gate(m, l, (HeadInput)k, q) != 1.0f) return 1;
+        if (head_input_gate(&m->last.iv, m->shape, l, (HeadInput)k, q) != 1.0f) return 1;
     return delta_of(m, l, q) != NULL;
 }
 
@@ -78,71 +71,36 @@ static int changed(const Model *m, int l, int q) {
     return (g && g[(size_t)l * m->shape.n_head + q] != 1.0f) || recomputed(m, l, q);
 }
 
-/* Columns [col, col + dh) of every row of a (BT, W) block into rows `ld` apart (plain loops: a
- * head is a few floats, below what a memcpy call pays for). */
-static void gather_part(float *to, const float *from, size_t BT, size_t W, size_t col, int dh, size_t ld) {
-    for (size_t t = 0; t < BT; t++)
-        for (int j = 0; j < dh; j++) to[t * ld + j] = from[t * W + col + j];
-}
-
 /* A query head's [Q | K | V] (BT, 3·dh) from a (BT, W) hook_qkv: its Q and its K/V head's K, V. */
 static void gather_head(float *packed, const float *qkv, size_t BT, size_t W, const size_t col[3], int dh) {
-    for (int k = 0; k < 3; k++) gather_part(packed + k * dh, qkv, BT, W, col[k], dh, 3 * (size_t)dh);
+    for (int k = 0; k < 3; k++) gather_columns(packed + k * dh, qkv, BT, W, col[k], dh, 3 * (size_t)dh);
 }
 
-/* Query head q of layer l recomputed into `z` (its columns of hook_z), with `part` the layer's
- * delta's part (B·T, d_head) when the delta reaches q. */
+/* Query head q of layer l recomputed into `z` (its columns of hook_z) through the stages of the
+ * plan up to the head mix, each on the head's columns alone (HeadPass), from the state's Q, K and
+ * V of the head; `part` the layer's delta's part (B·T, d_head) when the delta reaches q. */
 static void recompute_head(Model *m, int l, int q, float *z, const float *part) {
     const ModelShape s = m->shape;
-    const Interventions *iv = &m->last.iv;
-    const HeadState *st = iv->start_state;
-    const int B = m->last.batch, T = m->last.seq, dh = s.d_head, H = s.n_head, D = s.d_model;
-    const size_t BT = (size_t)B * T, W = qkv_width(s), E = (size_t)H * dh, P = 3 * (size_t)dh;
-    const int g = q / (H / s.n_kv_head);
-    const size_t col[3] = {(size_t)q * dh, (size_t)(H + g) * dh, (size_t)(H + s.n_kv_head + g) * dh};
-    const ParamTensors *w = &m->params;
-    float *packed = scratch(m) + BT * dh, *fill = packed + BT * P, *out = fill + BT * P, *lse = out + BT * dh;
-    float *rest = lse + BT; /* heads_floats in all, with the part before it */
-    /* the state's Q, K and V of the head, each gated towards its fill where its gate is below 1 */
-    float gates[3];
-    int gated = 0;
-    for (int k = 0; k < 3; k++) gated |= (gates[k] = input_gate(m, l, (HeadInput)k, q)) != 1.0f;
-    gather_head(packed, st->qkv, BT, W, col, dh);
-    if (gated) {
-        for (int k = 0; k < 3; k++) /* an input without a fill has gate 1: its columns are never read */
-            if (!iv->input[k].fill) CHECK(gates[k] == 1.0f);
-        const float *f[3] = {iv->input[0].fill, iv->input[1].fill, iv->input[2].fill};
-        for (int k = 0; k < 3; k++)
-            if (f[k]) gather_part(fill + k * dh, f[k] + (size_t)l * BT * W, BT, W, col[k], dh, P);
-        column_gate_forward(packed, fill, gates, (int)BT, (int)P, 0, 3, dh);
-    }
-    const InputDelta *d = delta_of(m, l, q);
-    if (d) /* the delta's part from LN_l(h + delta), over what the state had */
-        for (size_t t = 0; t < BT; t++)
-            for (int j = 0; j < dh; j++) packed[t * P + d->part * dh + j] = part[t * dh + j];
-    attention_forward(out, NULL, lse, packed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
-    const float gp = input_gate(m, l, HEAD_INPUT_PATTERN, q);
-    if (gp != 1.0f) { /* g·O + (1 − g)·P_fill·V: the attention on the fill's Q and K with this V */
-        float *mixed = rest, *pv = mixed + BT * P, *pv_lse = pv + BT * dh;
-        const float *f = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)l * BT * W;
-        for (int k = 0; k < 2; k++) gather_part(mixed + k * dh, f, BT, W, col[k], dh, P);
-        for (size_t t = 0; t < BT; t++)
-            for (int j = 0; j < dh; j++) mixed[t * P + 2 * dh + j] = packed[t * P + 2 * dh + j];
-        attention_forward(pv, NULL, pv_lse, mixed, s.sink ? w->sink + (size_t)l * H + q : NULL, B, T, 1, dh);
-        column_gate_forward(out, pv, &gp, (int)BT, dh, 0, 1, dh);
-    }
-    if (s.output_gate) { /* O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns */
-        float *ln = rest, *stats = ln + BT * D, *pre = stats + 2 * BT, *wg = pre + BT * dh;
-        layernorm_forward(ln, stats, stats + BT, st->resid_pre, w->ln_g + (size_t)l * D,
-                          w->ln_b + (size_t)l * D, (int)BT, D);
-        const float *w_gate = w->w_gate + (size_t)l * D * E;
-        for (int i = 0; i < D; i++)
-            memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)q * dh, sizeof(float) * dh);
-        linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)q * dh, (int)BT, D, dh);
-        sigmoid_gate_forward(out, pre, out, BT * dh);
-    }
+    const int dh = s.d_head, H = s.n_head, g = q / (H / s.n_kv_head);
+    const size_t BT = (size_t)m->last.batch * m->last.seq, E = (size_t)H * dh, P = 3 * (size_t)dh;
+    HeadPass h = {.m = m,
+                  .l = l,
+                  .q = q,
+                  .B = m->last.batch,
+                  .T = m->last.seq,
+                  .BT = BT,
+                  .col = {(size_t)q * dh, (size_t)(H + g) * dh, (size_t)(H + s.n_kv_head + g) * dh},
+                  .delta = delta_of(m, l, q),
+                  .part = part};
+    h.packed = scratch(m) + BT * dh, h.fill = h.packed + BT * P, h.out = h.fill + BT * P,
+    h.lse = h.out + BT * dh;
+    h.rest = h.lse + BT; /* heads_floats in all, with the part before it */
+    gather_head(h.packed, m->last.iv.start_state->qkv, BT, qkv_width(s), h.col, dh);
+    const LayerPlan plan = model_plan(m);
+    for (int i = 0; i < plan.head_mix; i++)
+        if (plan.stage[i]->head) plan.stage[i]->head(&h);
     for (size_t t = 0; t < BT; t++)
-        for (int j = 0; j < dh; j++) z[t * E + (size_t)q * dh + j] = out[t * dh + j];
+        for (int j = 0; j < dh; j++) z[t * E + (size_t)q * dh + j] = h.out[t * dh + j];
 }
 
 void model_sparse_heads(Model *m, int l, float *z) {
@@ -175,7 +133,7 @@ void model_sparse_output(Model *m, int l, const float *z, float *out) {
     for (int q = 0, i = 0; q < H; q++) {
         if (!changed(m, l, q)) continue;
         const float g = iv->head_gate ? iv->head_gate[(size_t)l * H + q] : 1.0f;
-        gather_part(head, recomputed(m, l, q) ? z : st->z, BT, E, (size_t)q * dh, dh, (size_t)dh);
+        gather_columns(head, recomputed(m, l, q) ? z : st->z, BT, E, (size_t)q * dh, dh, (size_t)dh);
         if (g != 1.0f) { /* this head's head mix alone: g·z + (1 − g)·fill */
             const HeadFill *f = &iv->fill;
             const float *fill = f->kind == HEAD_FILL_PER_HEAD ? f->values + (size_t)l * E + (size_t)q * dh

@@ -1,10 +1,12 @@
 /* model_stages.c: a layer's attention as a plan of stages (model_stages.h): layernorm+project
- * (or layernorm and the shortformer's project), rotary, kv_repeat, qkv_patch, attend, pattern_patch,
- * output_gate, head_mix, w_o (the ones the shape needs), each a forward and its backward from the
- * kernels, with the interventions that act inside a layer (head gates and fills, input gates,
- * input deltas).
- * Owns the stages and which ones a shape runs. Must not know: the order of layers, where a
- * forward starts, the hook points (model.c), tasks, files, training, analysis. */
+ * (or layernorm and the shortformer's project), rotary, qkv_patch, kv_repeat, attend (or, decoding,
+ * attend over the K/V cache), pattern_patch, output_gate, head_mix, w_o, each a forward, its
+ * backward and its form for one head of a sparse start, from the kernels, with the interventions
+ * that act inside a layer (head gates and fills, input gates, input deltas). The whole forward,
+ * a decode step and a sparse start run these same stages: a layer's arithmetic is here alone.
+ * Owns the stages and which ones a forward runs (the plan, from the shape and the interventions).
+ * Must not know: the order of layers, where a forward starts, the hook points (model.c), tasks,
+ * files, training, analysis. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,21 +48,6 @@ static void reserve_maps(Model *m) {
 float *heads_output(const Model *m, int l) {
     size_t lE = (size_t)l * m->last.batch * m->last.seq * m->shape.n_head * m->shape.d_head;
     return (m->shape.output_gate ? m->act.att_gated : m->act.att_out) + lE;
-}
-
-int gates_all_one(const float *gate, int H) {
-    for (int h = 0; h < H; h++)
-        if (gate[h] != 1.0f) return 0;
-    return 1;
-}
-
-/* Layer l's gates, or NULL when they are all 1 (no gates, or none of the layer's moved): the
- * head mix is then the identity and computes nothing, so training's bits are those of a model
- * without gates. */
-static const float *layer_gates(const Model *m, int l) {
-    const float *g = m->last.iv.head_gate;
-    int H = m->shape.n_head;
-    return g && !gates_all_one(g + (size_t)l * H, H) ? g + (size_t)l * H : NULL;
 }
 
 /* ---- layernorm: z = LN_l(h) (the shortformer's V input; the other layouts fuse it with the
@@ -131,6 +118,16 @@ static void ln_project_bwd(Pass *p) {
     p->d_z_write = GRAD_ADD;
 }
 
+/* A sparse start's head: the input delta's part, LN_l(h + delta) projected (model_deltas.c), over
+ * the state's columns (both projections). */
+static void project_head(HeadPass *h) {
+    const int dh = h->m->shape.d_head;
+    const size_t P = 3 * (size_t)dh;
+    if (!h->delta) return;
+    for (size_t t = 0; t < h->BT; t++)
+        for (int j = 0; j < dh; j++) h->packed[t * P + h->delta->part * dh + j] = h->part[t * dh + j];
+}
+
 /* ---- project, shortformer (as TransformerLens's attention-only models): learned positions
  * enter only the Q/K input, LN(h + W_pos[t]); V reads z = LN(h). Both inputs go through the whole
  * W_qkv and the V part of the second replaces the first's (the projection costs twice; the
@@ -143,7 +140,8 @@ static void project_shortformer_fwd(Pass *p) {
     const ParamTensors *w = &m->params;
     Activations *a = &m->act;
     float *h_pos = slice(p, a->h_pos, D), *z_qk = slice(p, a->ln_qk_out, D), *qkv = slice(p, a->qkv, W);
-    position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb, p->B, p->T, (int)D);
+    position_add_forward(h_pos, slice(p, a->residual, D), w->pos_emb + (size_t)m->last.first_pos * D, p->B,
+                         p->T, (int)D);
     layernorm_forward(z_qk, slice(p, a->ln_qk_mean, 1), slice(p, a->ln_qk_rstd, 1), h_pos, w->ln_g + p->l * D,
                       w->ln_b + p->l * D, p->BT, (int)D);
     linear_forward_at(p->m->precision, qkv, z_qk, w->w_qkv + p->l * D * W, w->b_qkv + p->l * W, p->BT, (int)D,
@@ -179,8 +177,8 @@ static void project_shortformer_bwd(Pass *p) {
 /* ---- rotary: Q and K rotated in place */
 static void rotary_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    rope_forward(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, s.n_head, s.n_kv_head, s.d_head,
-                 s.rope_dims, s.rope_base);
+    rope_forward_at(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, p->m->last.first_pos, s.n_head,
+                    s.n_kv_head, s.d_head, s.rope_dims, s.rope_base);
 }
 static void rotary_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
@@ -236,13 +234,37 @@ static void attend_bwd(Pass *p) {
     p->d = m->act.d_qkv;
 }
 
+/* A sparse start's head: its attention alone. */
+static void attend_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    attention_forward(h->out, NULL, h->lse, h->packed,
+                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1,
+                      s.d_head);
+}
+
+/* ---- attend, decoding (model_decode): each row's K and V appended to the cache at its
+ * position, then its queries over the cache up to it (one sequence); forward only */
+static void attend_cached_fwd(Pass *p) {
+    Model *m = p->m;
+    const ModelShape s = m->shape;
+    KVCache *c = m->last.cache;
+    const size_t W = qkv_width(s), E = (size_t)s.n_head * s.d_head, Ekv = (size_t)s.n_kv_head * s.d_head;
+    float *k = c->k + (size_t)p->l * c->capacity * Ekv, *v = c->v + (size_t)p->l * c->capacity * Ekv;
+    const float *qkv = slice(p, m->act.qkv, W);
+    float *out = slice(p, m->act.att_out, E);
+    CHECK(p->B == 1);
+    for (int t = 0; t < p->T; t++) {
+        const size_t at = (size_t)m->last.first_pos + t;
+        memcpy(k + at * Ekv, qkv + t * W + E, sizeof(float) * Ekv);
+        memcpy(v + at * Ekv, qkv + t * W + E + Ekv, sizeof(float) * Ekv);
+        attention_cached_forward(out + t * E, c->scores, qkv + t * W, k, v,
+                                 s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, (int)at + 1,
+                                 s.n_head, s.n_kv_head, s.d_head);
+    }
+}
+
 /* ---- qkv_patch: each head's Q, K and V columns of hook_qkv gated towards another forward's
  * (activation patching); nothing where every input gate of the layer is 1 */
-static const float *layer_input_gates(const Pass *p, HeadInput k) {
-    const float *g = p->iv->input[k].gate;
-    const int n = k == HEAD_INPUT_K || k == HEAD_INPUT_V ? p->m->shape.n_kv_head : p->m->shape.n_head;
-    return g && !gates_all_one(g + (size_t)p->l * n, n) ? g + (size_t)p->l * n : NULL;
-}
 /* Where input k's columns start in a row of hook_qkv, and how many heads it has. */
 static int qkv_offset(ModelShape s, HeadInput k, int *heads) {
     *heads = k == HEAD_INPUT_Q ? s.n_head : s.n_kv_head;
@@ -254,7 +276,7 @@ static void qkv_patch_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t W = qkv_width(s);
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
-        const float *gate = layer_input_gates(p, (HeadInput)k);
+        const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, (HeadInput)k);
         int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
         if (gate)
             column_gate_forward(slice(p, p->m->act.qkv, W), p->iv->input[k].fill + (size_t)p->l * p->BT * W,
@@ -267,7 +289,7 @@ static void qkv_patch_bwd(Pass *p) {
     const int want = (p->iv->grads & MODEL_GRAD_INPUT_GATES) != 0;
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
         const InputPatch *in = &p->iv->input[k];
-        const float *gate = layer_input_gates(p, (HeadInput)k);
+        const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, (HeadInput)k);
         int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
         float *d_gate = want && in->fill ? p->iv->input_grad[k] + (size_t)p->l * heads : NULL;
         if (!gate && !d_gate) continue;
@@ -276,6 +298,26 @@ static void qkv_patch_bwd(Pass *p) {
                              in->fill + (size_t)p->l * p->BT * W, gate, p->BT, (int)W, offset, heads,
                              s.d_head);
     }
+}
+
+/* A sparse start's head: its Q, K and V gated towards their fills where a gate is below 1. */
+static void qkv_patch_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const Interventions *iv = &h->m->last.iv;
+    const int dh = s.d_head;
+    const size_t P = 3 * (size_t)dh, W = qkv_width(s);
+    float gates[3];
+    int gated = 0;
+    for (int k = 0; k < 3; k++)
+        gated |= (gates[k] = head_input_gate(iv, s, h->l, (HeadInput)k, h->q)) != 1.0f;
+    if (!gated) return;
+    for (int k = 0; k < 3; k++) { /* an input without a fill has gate 1: its columns are never read */
+        if (!iv->input[k].fill) CHECK(gates[k] == 1.0f);
+        else
+            gather_columns(h->fill + k * dh, iv->input[k].fill + (size_t)h->l * h->BT * W, h->BT, W,
+                           h->col[k], dh, P);
+    }
+    column_gate_forward(h->packed, h->fill, gates, (int)h->BT, (int)P, 0, 3, dh);
 }
 
 /* ---- pattern_patch: a head's output from another forward's map, g·O + (1 − g)·P_fill·V
@@ -301,7 +343,7 @@ static float *filled_values(const Pass *p) {
 static void pattern_patch_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
-    const float *gate = layer_input_gates(p, HEAD_INPUT_PATTERN);
+    const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, HEAD_INPUT_PATTERN);
     if (!gate) return;
     float *pv = filled_values(p);
     column_gate_forward(slice(p, p->m->act.att_out, E), pv, gate, p->BT, (int)E, 0, s.n_head, s.d_head);
@@ -313,12 +355,30 @@ static void pattern_patch_bwd(Pass *p) {
     const InputPatch *in = &p->iv->input[HEAD_INPUT_PATTERN];
     /* the attention's backward reads its own output: a patched pattern is a forward-only
      * intervention (begin_forward), its gate's gradient taken at gate 1 */
-    CHECK(!layer_input_gates(p, HEAD_INPUT_PATTERN));
+    CHECK(!layer_input_gates(p->iv, p->m->shape, p->l, HEAD_INPUT_PATTERN));
     if (!(p->iv->grads & MODEL_GRAD_INPUT_GATES) || !in->fill) return;
     float *pv = filled_values(p);
     column_gate_backward(NULL, p->iv->input_grad[HEAD_INPUT_PATTERN] + (size_t)p->l * s.n_head, p->d,
                          slice(p, p->m->act.att_out, E), pv, NULL, p->BT, (int)E, 0, s.n_head, s.d_head);
     free(pv);
+}
+
+/* A sparse start's head: g·O + (1 − g)·P_fill·V, the attention on the fill's Q and K with its V. */
+static void pattern_patch_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const Interventions *iv = &h->m->last.iv;
+    const int dh = s.d_head;
+    const size_t P = 3 * (size_t)dh, W = qkv_width(s), BT = h->BT;
+    const float gp = head_input_gate(iv, s, h->l, HEAD_INPUT_PATTERN, h->q);
+    if (gp == 1.0f) return;
+    float *mixed = h->rest, *pv = mixed + BT * P, *pv_lse = pv + BT * dh;
+    const float *f = iv->input[HEAD_INPUT_PATTERN].fill + (size_t)h->l * BT * W;
+    for (int k = 0; k < 2; k++) gather_columns(mixed + k * dh, f, BT, W, h->col[k], dh, P);
+    for (size_t t = 0; t < BT; t++)
+        for (int j = 0; j < dh; j++) mixed[t * P + 2 * dh + j] = h->packed[t * P + 2 * dh + j];
+    attention_forward(pv, NULL, pv_lse, mixed,
+                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1, dh);
+    column_gate_forward(h->out, pv, &gp, (int)BT, dh, 0, 1, dh);
 }
 
 /* ---- output_gate: O_cat ⊙ σ(z · W_gate + b_gate) */
@@ -344,6 +404,22 @@ static void output_gate_bwd(Pass *p) {
     p->d = a->d_o;
 }
 
+/* A sparse start's head: O ⊙ σ(LN_l(h) · W_gate + b_gate) on the head's columns. */
+static void output_gate_head(HeadPass *h) {
+    const ModelShape s = h->m->shape;
+    const ParamTensors *w = &h->m->params;
+    const int D = s.d_model, dh = s.d_head, l = h->l;
+    const size_t BT = h->BT, E = (size_t)s.n_head * dh;
+    float *ln = h->rest, *stats = ln + BT * D, *pre = stats + 2 * BT, *wg = pre + BT * dh;
+    layernorm_forward(ln, stats, stats + BT, h->m->last.iv.start_state->resid_pre, w->ln_g + (size_t)l * D,
+                      w->ln_b + (size_t)l * D, (int)BT, D);
+    const float *w_gate = w->w_gate + (size_t)l * D * E;
+    for (int i = 0; i < D; i++)
+        memcpy(wg + (size_t)i * dh, w_gate + i * E + (size_t)h->q * dh, sizeof(float) * dh);
+    linear_forward(pre, ln, wg, w->b_gate + (size_t)l * E + (size_t)h->q * dh, (int)BT, D, dh);
+    sigmoid_gate_forward(h->out, pre, h->out, BT * dh);
+}
+
 /* ---- head_mix: each head's output gated towards its fill, g·z + (1 − g)·fill
  * (kernels/head_gate.c); the identity where the layer's gates are all 1. */
 static const float *layer_fill(const Pass *p) {
@@ -356,11 +432,12 @@ static const float *layer_fill(const Pass *p) {
 /* The input of W_o: hook_head_mix. */
 const float *head_mix_output(const Pass *p) {
     const size_t E = (size_t)p->m->shape.n_head * p->m->shape.d_head;
-    return layer_gates(p->m, p->l) ? slice(p, p->m->act.head_mixed, E) : heads_output(p->m, p->l);
+    return layer_head_gates(&p->m->last.iv, p->m->shape, p->l) ? slice(p, p->m->act.head_mixed, E)
+                                                               : heads_output(p->m, p->l);
 }
 static void head_mix_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p);
+    const float *gate = layer_head_gates(&p->m->last.iv, p->m->shape, p->l), *fill = layer_fill(p);
     const size_t E = (size_t)s.n_head * s.d_head;
     if (!gate) return;
     float *mixed = slice(p, p->m->act.head_mixed, E);
@@ -373,7 +450,8 @@ static void head_mix_bwd(Pass *p) {
     const Interventions *iv = p->iv;
     const int H = s.n_head;
     const size_t E = (size_t)H * s.d_head;
-    const float *gate = layer_gates(p->m, p->l), *fill = layer_fill(p), *z = heads_output(p->m, p->l);
+    const float *gate = layer_head_gates(&p->m->last.iv, p->m->shape, p->l), *fill = layer_fill(p),
+                *z = heads_output(p->m, p->l);
     float *d_gate = iv->grads & MODEL_GRAD_GATES ? iv->gate_grad + (size_t)p->l * H : NULL;
     if (!gate && !d_gate) return;
     const float *g = iv->head_gate + (size_t)p->l * H;
@@ -408,21 +486,22 @@ static void w_o_bwd(Pass *p) {
     p->d = m->act.d_att_out;
 }
 
-static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd};
-static const Stage STAGE_LN_PROJECT = {"layernorm+project", ln_project_fwd, ln_project_bwd};
+static const Stage STAGE_LAYERNORM = {"layernorm", layernorm_fwd, layernorm_bwd, NULL};
+static const Stage STAGE_LN_PROJECT = {"layernorm+project", ln_project_fwd, ln_project_bwd, project_head};
 static const Stage STAGE_PROJECT_SHORTFORMER = {"project (shortformer)", project_shortformer_fwd,
-                                                project_shortformer_bwd};
-static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd};
-static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd};
-static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd};
-static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd};
-static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd};
-static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd};
-static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd};
-static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd};
+                                                project_shortformer_bwd, project_head};
+static const Stage STAGE_ROTARY = {"rotary", rotary_fwd, rotary_bwd, NULL};
+static const Stage STAGE_KV_REPEAT = {"kv_repeat", kv_repeat_fwd, kv_repeat_bwd, NULL};
+static const Stage STAGE_ATTEND = {"attend", attend_fwd, attend_bwd, attend_head};
+static const Stage STAGE_ATTEND_CACHED = {"attend (cached)", attend_cached_fwd, NULL, NULL};
+static const Stage STAGE_OUTPUT_GATE = {"output_gate", output_gate_fwd, output_gate_bwd, output_gate_head};
+static const Stage STAGE_HEAD_MIX = {"head_mix", head_mix_fwd, head_mix_bwd, NULL};
+static const Stage STAGE_QKV_PATCH = {"qkv_patch", qkv_patch_fwd, qkv_patch_bwd, qkv_patch_head};
+static const Stage STAGE_PATTERN_PATCH = {"pattern_patch", pattern_patch_fwd, pattern_patch_bwd,
+                                          pattern_patch_head};
+static const Stage STAGE_W_O = {"w_o", w_o_fwd, w_o_bwd, NULL};
 
-/* The stages of the shape's attention, in forward order. */
-LayerPlan model_plan_of(ModelShape s) {
+LayerPlan model_plan_of(ModelShape s, const Interventions *iv, int cached) {
     LayerPlan plan = {0};
 #define ADD(st) (plan.stage[plan.n_stages++] = (st))
     if (s.pos == POS_SHORTFORMER) {
@@ -431,15 +510,20 @@ LayerPlan model_plan_of(ModelShape s) {
     } else ADD(&STAGE_LN_PROJECT);
     if (s.pos == POS_ROPE) ADD(&STAGE_ROTARY);
     plan.qkv_patch = plan.n_stages;
-    ADD(&STAGE_QKV_PATCH);
-    if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
-    ADD(&STAGE_ATTEND);
-    ADD(&STAGE_PATTERN_PATCH);
+    if (interventions_patch_qkv(iv)) ADD(&STAGE_QKV_PATCH);
+    if (cached) ADD(&STAGE_ATTEND_CACHED); /* reads the grouped K/V itself */
+    else {
+        if (s.n_kv_head < s.n_head) ADD(&STAGE_KV_REPEAT);
+        ADD(&STAGE_ATTEND);
+    }
+    if (interventions_patch_pattern(iv)) ADD(&STAGE_PATTERN_PATCH);
     if (s.output_gate) ADD(&STAGE_OUTPUT_GATE);
     plan.head_mix = plan.n_stages;
-    ADD(&STAGE_HEAD_MIX);
+    if (iv->head_gate) ADD(&STAGE_HEAD_MIX);
     ADD(&STAGE_W_O);
 #undef ADD
     CHECK(plan.n_stages <= MODEL_MAX_STAGES);
     return plan;
 }
+
+LayerPlan model_plan(const Model *m) { return model_plan_of(m->shape, &m->last.iv, m->last.cache != NULL); }

@@ -49,7 +49,7 @@ typedef struct {
     int decay; // AdamW weight decay applies (2-D tensors only)
 } TensorSpec;
 
-/* The activations, grouped by the stage of a layer's attention (model.c's plan) that writes them;
+/* The activations, grouped by the stage of a layer's attention (model_stages.c's plan) that writes them;
  * a stage reads only its own slice and its input's. Per-layer tensors are [L, ...]. */
 typedef struct {
     float *residual; // (L+1, B, T, D) residual stream at each layer input, then the final one
@@ -68,8 +68,8 @@ typedef struct {
     /* kv_repeat (grouped K/V only) */
     float *qkv_full; // (L, B, T, 3E) K/V repeated per query head
     /* attend */
-    float
-        *att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (see model.c)
+    float *
+        att_probs; // (L, B, H, T, T) the attention maps, allocated and written only when kept (model_stages.c)
     float *att_lse; // (L, B, H, T) log of each softmax denominator
     float *att_out; // (L, B, T, E) concatenated head outputs O_cat
     /* output_gate (output gate only) */
@@ -222,9 +222,21 @@ typedef struct {
     const float *logit_grad;
 } Interventions;
 
+/* A K/V cache for decoding (model_decode): the K and V of the K/V heads (H_kv of them: multi-head
+ * H, grouped fewer, multi-query 1) of every layer at every position fed so far, K after rotary. */
+typedef struct {
+    int capacity;  /* positions it has room for */
+    int len;       /* tokens fed so far: the next token's position */
+    float *k, *v;  /* (L, capacity, H_kv, d_head) each */
+    float *scores; /* (capacity) the attention's scratch */
+    float *logits; /* (V) the last step's logits */
+} KVCache;
+
 /* The last forward: its inputs (kept for the backward) and its interventions (a copy). */
 typedef struct {
     int batch, seq, has_targets;
+    int first_pos;  /* the position of its first token: 0, or a decode step's */
+    KVCache *cache; /* a decode step's cache, which the attend stage reads and appends to; else NULL */
     const int *tokens, *targets;
     const float *mask;
     Interventions iv;

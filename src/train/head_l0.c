@@ -125,11 +125,6 @@ void head_l0_log(HeadL0 *g, int64_t step) {
     g->n_log++;
 }
 
-/* Head h of layer l's rows of W_o: d_head rows of d_model, contiguous. */
-static float *w_o_rows(float *w_o, int l, int h, ModelShape s) {
-    return w_o + ((size_t)l * s.n_head + h) * s.d_head * s.d_model;
-}
-
 void head_l0_close(HeadL0 *g, Model *m) {
     if (!g->on || g->closed) return;
     ModelShape s = m->shape;
@@ -139,8 +134,8 @@ void head_l0_close(HeadL0 *g, Model *m) {
     for (int l = 0; l < g->L; l++)
         for (int h = 0; h < g->H; h++) {
             if (!g->zeroed[l * g->H + h]) continue;
-            float *w = w_o_rows(m->params.w_o, l, h, s);
-            memcpy(w_o_rows(g->saved_w_o, l, h, s), w, sizeof(float) * rows);
+            float *w = model_head_w_o(s, m->params.w_o, l, h);
+            memcpy(model_head_w_o(s, g->saved_w_o, l, h), w, sizeof(float) * rows);
             memset(w, 0, sizeof(float) * rows);
         }
     g->closed = 1;
@@ -153,7 +148,7 @@ void head_l0_reopen(HeadL0 *g, Model *m) {
     for (int l = 0; l < g->L; l++)
         for (int h = 0; h < g->H; h++)
             if (g->zeroed[l * g->H + h])
-                memcpy(w_o_rows(m->params.w_o, l, h, s), w_o_rows(g->saved_w_o, l, h, s),
+                memcpy(model_head_w_o(s, m->params.w_o, l, h), model_head_w_o(s, g->saved_w_o, l, h),
                        sizeof(float) * rows);
     g->closed = 0;
 }

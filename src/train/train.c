@@ -89,13 +89,7 @@ static void measure_again(RunState *st, Model *m) {
  * zero moments, and decay of zero is zero. */
 static void close_heads(const Model *m, const Config *cfg, float *w_o) {
     int kept[CONFIG_MAX_LAYERS];
-    if (!config_heads_kept(cfg, kept)) return;
-    const ModelShape *s = &m->shape;
-    size_t rows = (size_t)s->n_head * s->d_head, D = (size_t)s->d_model;
-    for (int l = 0; l < s->n_layer; l++) {
-        size_t first = (size_t)kept[l] * s->d_head;
-        memset(w_o + ((size_t)l * rows + first) * D, 0, (rows - first) * D * sizeof(float));
-    }
+    if (config_heads_kept(cfg, kept)) model_close_heads(m, w_o, kept);
 }
 
 /* One optimisation step on the training batch of `step`. Returns the loss; *norm is the
@@ -105,10 +99,14 @@ static float train_step(Model *m, HeadL0 *gates, const Task *task, const Config 
     task_train_batch(task, batch, step);
     Interventions gated;
     head_l0_train_gates(gates, (uint64_t)cfg->seed, step, &gated);
+    /* train.precision is the training step's: every figure the run measures (evaluations, maps,
+     * the study) is an FP32 forward of the FP32 master weights, whatever the step ran in */
+    m->precision = cfg->precision == TRAIN_BF16 ? PRECISION_BF16 : PRECISION_FP32;
     float loss = model_forward(m, gates->on ? &gated : NULL, batch->inputs, batch->targets, batch->mask,
                                batch->B, batch->T);
     model_zero_grad(m);
     model_backward(m);
+    m->precision = PRECISION_FP32;
     close_heads(m, cfg, m->grads.w_o);
     const double extra = gates->on ? head_l0_gradient(gates) : 0.0; /* log α is a parameter too */
     AdamWSegment segments[MODEL_MAX_TENSORS];
