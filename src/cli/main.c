@@ -33,6 +33,7 @@
 #include "shapes.h"
 #include "train/budget.h"
 #include "state_command.h"
+#include "rules_command.h"
 #include "study_commands.h"
 #include "data/tasks.h"
 #include "train/train.h"
@@ -53,6 +54,7 @@ static const char *usage =
     "       harness state CONFIG.yaml [--set ...] RUN.h5   (complete, or stale and what differs)\n"
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness --keys [KEY ...]\n"
+    "       harness rules --json [RUN.h5 ...]   (the file rules' answers: guard, text sum, resume, lock)\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "       harness patch RUN.h5 [--batches N] [--threads N]   (activation and attribution patching)\n"
     "\n"
@@ -255,6 +257,7 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "patch") == 0) return patch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "state") == 0) return state_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "rules") == 0) return rules_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;
         if (argc == 2) config_print_keys(stdout);

@@ -204,6 +204,28 @@ def compare_configs(requests):
     return answers
 
 
+def file_rules(paths):
+    """What the harness's own rules say of results paths, in one process (`harness rules --json`,
+    src/cli/rules_command.c): [{"path", "guard", "text_sum", "resume", "lock"}] in paths' order;
+    "resume" is what --resume continues ({"from", "step", "steps", "status", "place"}) or None. A
+    harness that cannot answer: UserError."""
+    import json
+    try:
+        p = subprocess.run([HARNESS, "rules", "--json", "--"] + [os.fspath(x) for x in paths],
+                           capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run {HARNESS} rules: {getattr(e, 'strerror', None) or e} "
+                        "(run `make` first?)") from None
+    try:
+        answers = [json.loads(line) for line in p.stdout.splitlines()[1:]]
+    except ValueError:
+        answers = []
+    if p.returncode != 0 or len(answers) != len(paths):
+        raise UserError(f"{HARNESS} rules --json failed (exit status {p.returncode}): "
+                        f"{(p.stderr or p.stdout).strip()[:300]} (an older harness? run `make`)")
+    return answers
+
+
 _STORED = {}  # (path, size, mtime) -> the harness's refusal, '' when it accepts the file
 
 
