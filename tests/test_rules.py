@@ -22,6 +22,7 @@ usage: tests/test_rules.py [--harness PATH] [--keep]
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -59,7 +60,7 @@ def stopped_run(harness, tmp, name, sig):
         p = subprocess.Popen([harness, config(tmp, os.path.join(d, "r.h5"), 2000)], stdout=subprocess.DEVNULL,
                              stderr=err)
     for _ in range(600):
-        if any(line.startswith(("step 6", "step 7", "step 8")) for line in open(log)):
+        if any(re.match(r"step [6-9]\d/", line) for line in open(log)):
             break
         time.sleep(0.05)
     p.send_signal(sig)
@@ -279,6 +280,30 @@ def test_step(harness, tmp, ckpt):
         check("step: resumed from the float step, the same bits as from the integer one", same)
 
 
+NO_HARNESS = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from heads import results
+run = results.Run(sys.argv[2])
+print(run.status, run.maps().dims[0], len(results.PATTERNS))
+try:
+    results.Run(sys.argv[3])
+except results.UserError as e:
+    print(e)
+"""
+
+
+def test_no_harness(tmp, complete, ckpt_dir):
+    """Only the HDF5 files: the reader reads a run and names a missing one (what a run left there
+    is the harness's to say, and goes unsaid)."""
+    env = dict(os.environ, HARNESS=os.path.join(tmp, "no-harness-here"))
+    p = subprocess.run([PY, "-c", NO_HARNESS, os.path.join(ROOT, "python"), complete, os.path.join(ckpt_dir, "r.h5")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    check("without a harness: the reader reads a run and names a missing file",
+          p.returncode == 0 and p.stdout.startswith("complete step 5\n") and "no such results file" in p.stdout,
+          (p.stderr or p.stdout)[-300:])
+
+
 def suite(harness, tmp):
     os.environ["HARNESS"], os.environ["XDG_CACHE_HOME"] = harness, os.path.join(tmp, "cache")
     paths, complete, ckpt = build_corpus(harness, tmp)
@@ -286,6 +311,7 @@ def suite(harness, tmp):
     test_locks(harness, tmp)
     test_patterns(header, complete)
     test_step(harness, tmp, ckpt)
+    test_no_harness(tmp, complete, os.path.dirname(ckpt))
 
 
 if __name__ == "__main__":
