@@ -4,7 +4,8 @@
  * verified by the walk every reader does first (results_verify.c). HDF5 checksums the numbers
  * (Fletcher-32 chunks) and the object headers, but variable-length strings live in its global
  * heap, which no HDF5 version checksums: without this a flipped byte of config_yaml reads as
- * another config. python/heads/read/results.py computes the same sum (docs/results-format.md says
+ * another config. python/heads/read/textsum.py computes the same sum, checked against this one by
+ * tests/test_rules.py (docs/results-format.md says
  * how, byte for byte).
  * Owns the sum's definition. Must not know: what the strings mean, the layout. */
 #include <errno.h>
@@ -13,7 +14,6 @@
 #include <string.h>
 #include <hdf5.h>
 #include "dataset_docs.h"
-#include "results.h"
 #include "results_internal.h"
 #include "base/util.h"
 
@@ -177,24 +177,4 @@ int results_check_text(int64_t file, char *msg, int size) {
              "damaged: its text checksum fails: a string it holds (config_yaml, a /config value, a status, "
              "a label) is not what the harness wrote");
     return 1;
-}
-
-/* In the child: the sum of the file at arg as "%u" in msg (exit 1: it cannot be opened or summed). */
-static int sum_child(void *arg, char *msg, int size) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t file = H5Fopen((const char *)arg, H5F_ACC_RDONLY, H5P_DEFAULT);
-    uint32_t sum = 0;
-    int ok = file >= 0 && results_text_checksum(file, &sum) == 0;
-    if (file >= 0) H5Fclose(file);
-    if (ok) snprintf(msg, (size_t)size, "%u", (unsigned)sum);
-    return !ok;
-}
-
-int results_text_sum(const char *path, uint32_t *sum) {
-    UserError err = {0};
-    unsigned long value = 0;
-    if (results_guarded(path, sum_child, (void *)path, &err) != 0 || sscanf(err.message, "%lu", &value) != 1)
-        return -1;
-    *sum = (uint32_t)value;
-    return 0;
 }
