@@ -22,16 +22,7 @@
 #include "base/util.h"
 #include "kernels/kernels.h"
 #include "train_state.h"
-
-double train_lr_at(const Config *cfg, int step) {
-    if (step < cfg->warmup_steps) return cfg->lr * (step + 1) / cfg->warmup_steps;
-    if (cfg->lr_schedule == LR_CONSTANT) return cfg->lr;
-    int decay_steps = cfg->steps - cfg->warmup_steps;
-    double progress = (double)(step - cfg->warmup_steps) / (decay_steps > 1 ? decay_steps : 1);
-    if (progress > 1.0) progress = 1.0;
-    return cfg->lr *
-           (cfg->min_lr_ratio + (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
-}
+#include "lr_schedule.h"
 
 /* /train, /eval, /params, /probe, /attn, /scores; with_checkpoint adds /checkpoint (AdamW
  * moments and the step) so the run can be resumed from this file. */
