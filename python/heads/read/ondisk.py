@@ -88,13 +88,13 @@ WHAT = {"interrupted": "an interrupted run", "running": "a checkpoint",
         "trained": "a trained run (the study only)"}
 
 
-def leftover(h5_path):
+def leftover(h5_path, wait=0.0):
     """The latest state a harness left at h5_path that its --resume continues (an interrupted
     results file, its .ckpt, a stranded temporary: docs/reliability.md), or None, as the harness
     decides it (src/results/run_files.c, results_resume_from, asked through `harness rules`): a
     sweep passes --resume exactly when the harness would continue something. UserError when the
-    harness cannot answer."""
-    left = harness.file_rules([h5_path])[0]["resume"]
+    harness cannot answer (tried for `wait` seconds while it cannot be executed)."""
+    left = harness.file_rules([h5_path], wait)[0]["resume"]
     if left is None:
         return None
     if left["place"]:
