@@ -22,8 +22,8 @@ without rotary, multi-query, no positions, E != D), each a short training run:
     max|diff| <= 1e-5 * max(1, max|logit|) (float32 harness vs float64 model);
   - --to torch and --to npz give back /params bit for bit, with the config beside them.
 Refusals: output gate, sink and shortformer (TransformerLens cannot express them; the message
-names the switch), an interrupted and a diverged run, an unknown format, an output directory that
-does not exist: exit 2, one line, nothing written.
+names the switch), an interrupted and a diverged run, an unknown format, a link or a file where an
+output folder is to be made: exit 2, one line, nothing written. A missing output folder is made.
 """
 import json
 import math
@@ -262,13 +262,26 @@ def refused(tmp, what, run, needle):
 
 
 def bad_arguments(tmp, run):
-    for what, fmt, out, needle in (("an unknown --to", "onnx", os.path.join(tmp, "x.pt"), "unknown format"),
-                                   ("an output directory that does not exist", "torch",
-                                    os.path.join(tmp, "no-such-dir", "x.pt"), "cannot write")):
-        r = export(run, fmt, out)
+    r = export(run, "onnx", os.path.join(tmp, "x.pt"))
+    lines = r.stderr.strip().splitlines()
+    check("an unknown --to: exit 2, one line", r.returncode == 2 and len(lines) == 1 and "unknown format" in lines[0]
+          and not os.path.exists(os.path.join(tmp, "x.pt")), lines[0] if lines else "")
+    out = os.path.join(tmp, "new", "deeper", "x.pt")
+    r = export(run, "torch", out)
+    check("an output folder that is not there is made (as the harness makes output.path's)",
+          r.returncode == 0 and os.path.exists(out) and os.path.exists(out[:-3] + ".json"), r.stderr.strip())
+    target = os.path.join(tmp, "elsewhere")
+    os.symlink(target, os.path.join(tmp, "link"))
+    with open(os.path.join(tmp, "plainfile"), "w") as f:
+        f.write("x")
+    for what, folder, needle in (("a dangling symbolic link", "link", "symbolic link"),
+                                 ("a file", "plainfile", "not a folder")):
+        out = os.path.join(tmp, folder, "sub", "x.pt")
+        r = export(run, "torch", out)
         lines = r.stderr.strip().splitlines()
-        check(f"{what}: exit 2, one line", r.returncode == 2 and len(lines) == 1 and needle in lines[0]
-              and not os.path.exists(out), lines[0] if lines else "")
+        check(f"{what} where an output folder is to be made: exit 2, one line naming it, nothing made "
+              "through it", r.returncode == 2 and len(lines) == 1 and needle in lines[0] and not os.path.exists(target),
+              r.stderr.strip()[-300:])
 
 
 def interrupted_run(harness, config, out):

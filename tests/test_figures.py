@@ -14,7 +14,8 @@ half a minute. Checks, one line each:
   the check itself   a title cut by the canvas is found (PNG edge and SVG text), and one that
                      fits is not; heads.plots.gnuplot.text_px never under-measures DejaVu Sans
   scripts/plot       every figure of a long-named run of 4 heads of 8 over d_model 16 (E 32, 2
-                     layers, patching) and of a 1-layer run of 2 heads of 16, in PNG and SVG
+                     layers, patching) and of a 1-layer run of 2 heads of 16, in PNG and SVG;
+                     scores_over_steps's x axis ends at the last snapshot
   plot-sweep         every figure of a long-named points sweep (layouts by a grid key, so
                      every label carries a group) and of a train.head_l0 sweep (l0_curve)
   the report         every chart of the sweep's page and of a run's page: texts inside the
@@ -117,6 +118,14 @@ def test_run_figures(d):
         check(f"plot {stem[:30]}…: exit 0 in PNG and SVG", p.returncode == q.returncode == 0,
               p.stderr[-300:] + q.stderr[-300:])
         check_figures(f"plot {stem[:24]}…", png, svg, expect)
+        if "scores_over_steps" in expect:  # its x axis: the steps of the snapshots, no further
+            import h5py
+            with h5py.File(path, "r") as f:
+                last = int(f["attn/step"][-1])
+            texts, _ = figurecheck.svg_texts(os.path.join(svg, "scores_over_steps.svg"))
+            tics = [int(t) for t, _ in texts if t.isdigit()]
+            check(f"plot {stem[:24]}…: scores_over_steps's x axis ends at the last snapshot (step {last})",
+                  tics and max(tics) == last, f"tics up to {max(tics or [0])}")
     if d is not None:
         p = script("report", wide)
         page = wide[:-3] + ".html"

@@ -9,8 +9,8 @@
 2. The checker fails where it should: small trees made here, each with one fault (a wrong-way
    include, a bare include of another folder's header, a circle of calls between two files of
    one folder, two folders that may include each other, a Python import circle, a Python import
-   of a subpackage its __init__ does not name, a 71-line
-   function, a 601-line C file, a 451-line Python module), each named in its output.
+   of a subpackage its __init__ does not name), each named in its output with exit status 1;
+   and warns, exit status 0, of a 71-line function, a 601-line C file, a 451-line Python module.
 3. docs/code.md is what scripts/code-map makes of the tree (so the map cannot drift), and it
    names every source file and every folder's include rule.
 """
@@ -102,18 +102,21 @@ FAULTS = [
     ("a Python import the wrong way (lo imports hi)",
      lambda r: write(r, "python/heads/lo/two.py", "from ..hi import one\nX = 1\n"),
      "heads.lo may import only nothing"),
-    ("a function of 71 lines",
-     lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) {\n' + "    x++;\n" * 68 + "    return x;\n}\n"),
-     "a is 71 lines, over 70"),
-    ("a C file of 601 lines",
-     lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) { return x + 1; }\n' + "\n" * 599),
-     "601 lines, over 600"),
-    ("a Python module of 451 lines",
-     lambda r: write(r, "python/heads/lo/two.py", "X = 1\n" * 451),
-     "451 lines, over 450"),
     ("a folder without a README",
      lambda r: os.remove(os.path.join(r, "src/high/README.md")),
      "no README.md"),
+]
+# sizes over their limits: warnings (printed, exit status 0), not problems
+WARNINGS = [
+    ("a function of 71 lines",
+     lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) {\n' + "    x++;\n" * 68 + "    return x;\n}\n"),
+     "warning: src/low/a.c:2: a is 71 lines, over 70"),
+    ("a C file of 601 lines",
+     lambda r: write(r, "src/low/a.c", '#include "a.h"\nint a(int x) { return x + 1; }\n' + "\n" * 599),
+     "warning: src/low/a.c: 601 lines, over 600"),
+    ("a Python module of 451 lines",
+     lambda r: write(r, "python/heads/lo/two.py", "X = 1\n" * 451),
+     "warning: python/heads/lo/two.py: 451 lines, over 450"),
 ]
 
 
@@ -123,14 +126,18 @@ def test_fault_trees():
         small_tree(clean)
         compile_tree(clean, os.path.join(clean, "build"))
         rc, out = run_checker(clean, os.path.join(clean, "build"))
-        check("the checker passes a small tree with no fault", rc == 0 and "layout: 0 problems" in out, out)
-        for i, (what, fault, expect) in enumerate(FAULTS):
+        check("the checker passes a small tree with no fault", rc == 0 and "layout: 0 problems, 0 warnings" in out, out)
+        for i, (what, fault, expect) in enumerate(FAULTS + WARNINGS):
             root = os.path.join(tmp, f"fault{i}")
             shutil.copytree(clean, root, ignore=shutil.ignore_patterns("build"))
             fault(root)
             compile_tree(root, os.path.join(root, "build"))
             rc, out = run_checker(root, os.path.join(root, "build"))
-            check(f"the checker finds {what}", rc == 1 and expect in out, out)
+            if i < len(FAULTS):
+                check(f"the checker finds {what} (a problem: exit status 1)", rc == 1 and expect in out, out)
+            else:
+                check(f"the checker warns of {what} (a warning: exit status 0)",
+                      rc == 0 and expect in out and "layout: 0 problems, 1 warning" in out, out)
 
 
 def test_this_tree(build):

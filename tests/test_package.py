@@ -3,9 +3,10 @@
 # suite-args: --harness {harness}
 """`pip install -e python/` as docs/python.md prints it, then the reader used from elsewhere.
 
-1. In a fresh venv with the system's site packages (Debian's numpy, h5py, yaml), the documented
-   command `pip install --no-build-isolation --no-index -e python/` succeeds without a network
-   (no index, no build isolation: setuptools is Debian's) and leaves nothing in the checkout.
+1. The documented commands, run as printed with another `python3` first on PATH (a pyenv or
+   conda one, as a newcomer has): a fresh venv with Debian's site packages (numpy, h5py, yaml),
+   then `pip install --no-build-isolation --no-index -e python/` succeeds without a network (no
+   index, no build isolation: setuptools is Debian's) and leaves nothing in the checkout.
 2. From a folder outside the repository, with no PYTHONPATH, the venv's python imports
    `heads.results` from this checkout and reads a run made here; the example of docs/python.md
    runs there as printed (its only change: the run's and the sweep's paths).
@@ -34,22 +35,35 @@ def tracked_changes():
     return None if p.returncode else sorted(ln for ln in p.stdout.splitlines() if "__pycache__" not in ln)
 
 
+DECOY = "#!/bin/sh\necho \"a python3 first on PATH that is not Debian's (pyenv, conda)\" >&2\nexit 1\n"
+
+
 def suite(harness, tmp):
     venv = os.path.join(tmp, "venv")
-    p = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], capture_output=True, text=True)
-    if not check("python3 -m venv --system-site-packages makes a venv", p.returncode == 0, p.stderr[-300:]):
-        return
     py, pip = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "pip")
     before = tracked_changes()
     doc = open(os.path.join(ROOT, "docs", "python.md")).read()
-    m = re.search(r"^(\S*pip install --no-build-isolation --no-index -e python/)$", doc, re.M)
-    check("docs/python.md gives the offline install command", m is not None)
-    env = dict(os.environ, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    m = re.search(r"```sh\n(\S*python3 -m venv [^\n]*\n\S*pip install --no-build-isolation --no-index -e python/)\n```",
+                  doc)
+    if not check("docs/python.md gives the offline install commands", m is not None):
+        return
+    # run as printed, with another python3 first on PATH (a newcomer's pyenv or conda): the
+    # commands must name the interpreter that has Debian's packages
+    decoy = os.path.join(tmp, "decoy")
+    os.mkdir(decoy)
+    with open(os.path.join(decoy, "python3"), "w") as f:
+        f.write(DECOY)
+    os.chmod(os.path.join(decoy, "python3"), 0o755)
+    env = dict(os.environ, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH=decoy + os.pathsep + os.environ.get("PATH", ""))
     env.pop("PYTHONPATH", None)
-    p = subprocess.run([pip, "install", "--no-build-isolation", "--no-index", "-e", "python/"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    for line in m.group(1).replace(".venv", venv).splitlines():
+        p = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        if not check(f"as docs/python.md prints it, another python3 first on PATH: {line.replace(venv, '.venv')}",
+                     p.returncode == 0, (p.stderr or p.stdout)[-400:]):
+            return
     check("pip install --no-build-isolation --no-index -e python/: installed without a network",
-          p.returncode == 0 and "Successfully installed heads" in p.stdout, (p.stderr or p.stdout)[-400:])
+          "Successfully installed heads" in p.stdout, (p.stderr or p.stdout)[-400:])
     check("the install leaves the checkout's python/ as it was (no egg-info, no build folder)",
           tracked_changes() == before, f"{before} -> {tracked_changes()}")
     q = subprocess.run([pip, "show", "heads"], env=env, capture_output=True, text=True)

@@ -53,8 +53,7 @@ static int eval_config(const EvalOptions *o, Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
-/* s as a JSON string: quotes, backslashes and control characters escaped (a path is data). */
-static void json_string(FILE *out, const char *s) {
+void json_string(FILE *out, const char *s) {
     fputc('"', out);
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);

@@ -34,6 +34,7 @@
 #include "train/budget.h"
 #include "state_command.h"
 #include "data_check.h"
+#include "rules_command.h"
 #include "study_commands.h"
 #include "analyze_steps.h"
 #include "data/tasks.h"
@@ -56,6 +57,7 @@ static const char *usage =
     "       harness analyze RUN.h5   (the end-of-run study of a trained run, no training step)\n"
     "       harness data-check FILE ...   (every id of a token file against its header)\n"
     "       harness --keys [KEY ...]\n"
+    "       harness rules --json [RUN.h5 ...]   (the file rules' answers: guard, text sum, resume, lock)\n"
     "       harness prune RUN.h5 [--step F] [--threads N]   (pruning curves, mean ablation, composition)\n"
     "       harness patch RUN.h5 [--batches N] [--threads N]   (activation and attribution patching)\n"
     "\n"
@@ -259,6 +261,7 @@ static int subcommand(int argc, char **argv) {
     if (strcmp(argv[1], "analyze") == 0) return analyze_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "state") == 0) return state_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "data-check") == 0) return data_check_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "rules") == 0) return rules_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "--keys") == 0) {
         UserError err;
         if (argc == 2) config_print_keys(stdout);

@@ -97,6 +97,8 @@ int results_write_strings(Results *r, const char *path, const char *const *strin
 int results_write_attr_string(Results *r, const char *object, const char *name, const char *value,
                               UserError *err);
 int results_write_attr_double(Results *r, const char *object, const char *name, double value, UserError *err);
+/* An integer attribute (a count, a step), 64-bit as the /config integers. */
+int results_write_attr_int64(Results *r, const char *object, const char *name, int64_t value, UserError *err);
 
 /* Every tensor of the model's table, from block (params or grads), under group (e.g. "/params"). */
 int results_write_tensors(Results *r, const char *group, const Model *m, const float *block, UserError *err);
@@ -248,6 +250,10 @@ int results_walk(int64_t file, void (*bad_data)(void *ctx, const char *dataset, 
  * wrote one; -1 and "damaged: ..." in err when it died of a signal or ran out of time. */
 int results_guarded(const char *path, int (*fn)(void *arg, char *msg, int size), void *arg, UserError *err);
 
+/* The text checksum of the file at path as results_text.c defines it, computed in a guarded
+ * child: 0 and the sum, or -1 when the file cannot be opened or a string cannot be read. */
+int results_text_sum(const char *path, uint32_t *sum);
+
 /* The status of an existing results file (RUN_NONE if none, unknown, unreadable or damaged); its
  * status attribute as written into name (if not NULL; "" if none, "damaged" if damaged). */
 RunStatus results_read_status(const char *path, char *name, int size);
@@ -287,6 +293,14 @@ typedef struct {
 void results_run_files(const char *path, RunFiles *rf);
 /* Whether rf holds anything a run made (what a plain run must not replace). */
 int results_run_files_any(const RunFiles *rf);
+/* Whether f holds a state a run continues from (a /checkpoint step, a status that continues). */
+int results_run_file_resumable(const RunFile *f);
+/* The file --resume continues from (NULL: none), the one rule (python/heads/read/ondisk.py asks
+ * it through `harness rules`): a stranded complete or diverged result (*place = 1: it is moved
+ * into place, nothing trained), else the resumable state with the latest step, a whole one
+ * before one whose history is damaged. A checkpoint older than a complete result (a run killed
+ * between its last rename and the cleanup) is stale (*stale = 1) and no candidate. */
+const RunFile *results_resume_from(const RunFiles *rf, int *place, int *stale);
 /* One phrase naming what rf holds, e.g. "an interrupted run at step 628 of 3000 (and its
  * checkpoint run.h5.ckpt at step 600)"; "nothing" when it holds nothing. */
 void results_run_files_describe(const RunFiles *rf, char *out, size_t size);

@@ -125,6 +125,11 @@ int results_write_attr_double(Results *r, const char *object, const char *name, 
     return results_write_attr_number(r, object, name, H5T_NATIVE_DOUBLE, &value, err);
 }
 
+int results_write_attr_int64(Results *r, const char *object, const char *name, int64_t value,
+                             UserError *err) {
+    return results_write_attr_number(r, object, name, H5T_NATIVE_INT64, &value, err);
+}
+
 static int set_string_attr(hid_t object, const char *name, const char *value) {
     hid_t type = results_string_type(), space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);

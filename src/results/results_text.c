@@ -4,8 +4,8 @@
  * verified by the walk every reader does first (results_verify.c). HDF5 checksums the numbers
  * (Fletcher-32 chunks) and the object headers, but variable-length strings live in its global
  * heap, which no HDF5 version checksums: without this a flipped byte of config_yaml reads as
- * another config. python/heads/read/results.py computes the same sum (docs/results-format.md says
- * how, byte for byte).
+ * another config. python/heads/read/textsum.py computes the same sum (docs/results-format.md says
+ * how, byte for byte), which tests/test_rules.py checks against this one.
  * Owns the sum's definition. Must not know: what the strings mean, the layout. */
 #include <errno.h>
 #include <stdio.h>

@@ -92,6 +92,40 @@ int results_run_files_any(const RunFiles *rf) {
     return rf->result.exists || rf->checkpoint.exists || rf->stranded.exists;
 }
 
+/* Whether file a was last modified before file b. */
+static int older(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
+           (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
+}
+
+/* Whether f holds a state to continue training (or the study) from: a /checkpoint group in an
+ * interrupted result, a checkpoint, a trained checkpoint, or a stranded one of these. */
+int results_run_file_resumable(const RunFile *f) { return f->exists && f->step >= 0 && continues(f->status); }
+
+const RunFile *results_resume_from(const RunFiles *rf, int *place, int *stale) {
+    *stale = rf->result.status == RUN_COMPLETE && rf->checkpoint.exists &&
+             older(rf->checkpoint.path, rf->result.path);
+    *place = 0;
+    const RunFile *from = NULL, *candidates[3] = {&rf->result, &rf->stranded, &rf->checkpoint};
+    if (rf->stranded.status == RUN_COMPLETE || rf->stranded.status == RUN_DIVERGED) {
+        *place = 1; /* a finished result that could not be moved into place */
+        return &rf->stranded;
+    }
+    /* the latest state, a whole one before one whose history is damaged (both train to the same
+     * bits; the whole one keeps every log row and snapshot) */
+    for (int i = 0; i < 3; i++) {
+        const RunFile *c = candidates[i];
+        if (c == &rf->checkpoint && *stale) continue;
+        int whole = c->damage.n == 0, was_whole = from && from->damage.n == 0;
+        if (results_run_file_resumable(c) &&
+            (!from || whole > was_whole || (whole == was_whole && c->step > from->step)))
+            from = c;
+    }
+    return from;
+}
+
 /* "an interrupted run at step 628 of 3000", "a complete run of 3000 steps", ... */
 static size_t describe_file(const RunFile *f, int is_checkpoint, char *out, size_t size) {
     char steps[32] = "", lost[1300] = "";

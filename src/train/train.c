@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "train.h"
 #include "train_state.h"
+#include "lr_schedule.h"
 #include "analysis/analysis.h"
 #include "analysis/evaluate.h"
 #include "analysis/head_table.h"

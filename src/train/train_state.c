@@ -22,16 +22,7 @@
 #include "base/util.h"
 #include "kernels/kernels.h"
 #include "train_state.h"
-
-double train_lr_at(const Config *cfg, int step) {
-    if (step < cfg->warmup_steps) return cfg->lr * (step + 1) / cfg->warmup_steps;
-    if (cfg->lr_schedule == LR_CONSTANT) return cfg->lr;
-    int decay_steps = cfg->steps - cfg->warmup_steps;
-    double progress = (double)(step - cfg->warmup_steps) / (decay_steps > 1 ? decay_steps : 1);
-    if (progress > 1.0) progress = 1.0;
-    return cfg->lr *
-           (cfg->min_lr_ratio + (1.0 - cfg->min_lr_ratio) * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
-}
+#include "lr_schedule.h"
 
 void weights_add(WeightSnapshots *w, const Model *m, int64_t step) {
     CHECK(w->n < w->cap); /* the schedule's count (config_snapshot_count) */
@@ -56,7 +47,7 @@ int write_state(Results *res, const Model *m, const RunState *st, int with_check
     if (rc == ERR_OK && with_checkpoint) {
         rc = results_write_tensors(res, "/checkpoint/adam_m", m, m->m_block, err);
         if (rc == ERR_OK) rc = results_write_tensors(res, "/checkpoint/adam_v", m, m->v_block, err);
-        if (rc == ERR_OK) rc = results_write_attr_double(res, "/checkpoint", "step", st->step, err);
+        if (rc == ERR_OK) rc = results_write_attr_int64(res, "/checkpoint", "step", st->step, err);
         if (rc == ERR_OK)
             rc = results_write_attr_double(res, "/checkpoint", "elapsed_ms", floor(1000 * st->elapsed_before),
                                            err);
@@ -83,43 +74,17 @@ int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, RunS
     return rc;
 }
 
-/* Whether file a was last modified before file b. */
-static int older(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-    return sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
-           (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
-}
-
-/* Whether f holds a state to continue training (or the study) from: a /checkpoint group in an
- * interrupted result, a checkpoint, a trained checkpoint, or a stranded one of these. */
-static int resumable(const RunFile *f) {
-    return f->exists && f->step >= 0 &&
-           (f->status == RUN_INTERRUPTED || f->status == RUN_RUNNING || f->status == RUN_TRAINED);
-}
-
 int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
     memset(src, 0, sizeof *src);
     RunFiles rf;
     results_run_files(cfg->out_path, &rf);
-    if (rf.result.status == RUN_COMPLETE && rf.checkpoint.exists &&
-        older(rf.checkpoint.path, cfg->out_path)) {
+    int stale = 0;
+    const RunFile *from = results_resume_from(&rf, &src->place, &stale),
+                  *candidates[3] = {&rf.result, &rf.stranded, &rf.checkpoint};
+    if (stale) {
         unlink(
             rf.checkpoint.path); /* left by a run killed after its result was in place (we hold the lock) */
         rf.checkpoint.exists = 0;
-    }
-    const RunFile *from = NULL, *candidates[3] = {&rf.result, &rf.stranded, &rf.checkpoint};
-    if (rf.stranded.status == RUN_COMPLETE || rf.stranded.status == RUN_DIVERGED) {
-        from = &rf.stranded; /* a finished result that could not be moved into place */
-        src->place = 1;
-    }
-    /* the latest state, a whole one before one whose history is damaged (both train to the same
-     * bits; the whole one keeps every log row and snapshot) */
-    for (int i = 0; i < 3 && !src->place; i++) {
-        const RunFile *c = candidates[i];
-        int whole = c->damage.n == 0, was_whole = from && from->damage.n == 0;
-        if (resumable(c) && (!from || whole > was_whole || (whole == was_whole && c->step > from->step)))
-            from = c;
     }
     if (!from) {
         const RunFile *r = &rf.result, *c = &rf.checkpoint;
@@ -144,7 +109,7 @@ int train_resume_source(const Config *cfg, ResumeSource *src, UserError *err) {
         const RunFile *c = candidates[i];
         if (c != from && c->exists && strstr(c->why, "damaged"))
             fprintf(stderr, "warning: %s: %s; resuming from '%s' instead\n", c->path, c->why, from->path);
-        else if (c != from && resumable(c) && c->damage.n)
+        else if (c != from && results_run_file_resumable(c) && c->damage.n)
             fprintf(stderr,
                     "warning: %s: its history %s cannot be read; resuming from '%s' (step %lld), which is "
                     "whole, instead\n",

@@ -71,7 +71,4 @@ int write_checkpoint(const Config *cfg, const Model *m, const RunState *st, RunS
  * step, gates) must be whole. */
 int load_state(const char *path, const Config *cfg, Model *m, RunState *st, UserError *err);
 
-/* lr at 0-based step: linear warmup over warmup_steps, then cosine to min_lr_ratio·lr or constant. */
-double train_lr_at(const Config *cfg, int step);
-
 #endif

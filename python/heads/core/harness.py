@@ -204,6 +204,37 @@ def compare_configs(requests):
     return answers
 
 
+def file_rules(paths, wait=0.0):
+    """What the harness's own rules say of results paths, in one process (`harness rules --json`,
+    src/cli/rules_command.c): [{"path", "guard", "text_sum", "resume", "lock"}] in paths' order;
+    "resume" is what --resume continues ({"from", "step", "steps", "status", "place"}) or None. A
+    harness that cannot be executed is tried again every 0.2 s for `wait` seconds (one being
+    relinked); one that cannot answer: UserError."""
+    import json
+    import time
+    end = time.time() + wait
+    while True:
+        try:
+            p = subprocess.run([HARNESS, "rules", "--json", "--"] + [os.fspath(x) for x in paths],
+                               capture_output=True, text=True, timeout=600)
+            break
+        except OSError as e:
+            if time.time() < end:
+                time.sleep(0.2)
+                continue
+            raise UserError(f"cannot run {HARNESS} rules: {e.strerror or e} (run `make` first?)") from None
+        except subprocess.TimeoutExpired as e:
+            raise UserError(f"cannot run {HARNESS} rules: {e}") from None
+    try:
+        answers = [json.loads(line) for line in p.stdout.splitlines()[1:]]
+    except ValueError:
+        answers = []
+    if p.returncode != 0 or len(answers) != len(paths):
+        raise UserError(f"{HARNESS} rules --json failed (exit status {p.returncode}): "
+                        f"{(p.stderr or p.stdout).strip()[:300]} (an older harness? run `make`)")
+    return answers
+
+
 _STORED = {}  # (path, size, mtime) -> the harness's refusal, '' when it accepts the file
 
 

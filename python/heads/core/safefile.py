@@ -99,3 +99,32 @@ def check_regular(path):
         return
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{path}: not a regular file ({kind(st.st_mode)}); refused before opening it")
+
+
+def make_dirs(directory):
+    """mkdir -p of directory, as the harness makes output.path's folders, never through a link:
+    each missing folder is made by mkdir (which never follows one) and checked with lstat to be a
+    folder, so a symbolic link (dangling or not) or a file where a folder is to be made is a
+    UserError naming it. Folders already there are the caller's path, used as they are. Returns
+    the folders it made, outermost first (for the caller to remove again if it writes nothing)."""
+    missing = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    made = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+            made.append(path)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise UserError(f"{path}: cannot create the folder: {e.strerror}") from None
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            raise UserError(_refusal(path, st.st_mode) if stat.S_ISLNK(st.st_mode)
+                            else f"{path}: it is {kind(st.st_mode)}, not a folder; refused")
+    return made

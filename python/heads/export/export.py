@@ -28,6 +28,7 @@ import numpy as np
 
 from . import gguf
 from ..read import results
+from ..core import safefile
 from ..core.cli import UserError
 
 FORMATS = ("transformer-lens", "torch", "npz", "gguf")
@@ -148,8 +149,10 @@ def sidecar_path(out):
 def _write_files(writers):
     """writers: [(path, function(tmp_path))]. Every file goes to a temporary name in its
     directory; all are renamed into place only after every one was written."""
-    temps, path = [], None
+    temps, path, made = [], None, []
     try:
+        for path, _ in writers:  # the folders of the outputs, as the harness makes output.path's
+            made += safefile.make_dirs(os.path.dirname(os.path.abspath(path)))
         for path, write in writers:
             fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
                                        dir=os.path.dirname(os.path.abspath(path)))
@@ -163,6 +166,11 @@ def _write_files(writers):
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        for folder in reversed(made):  # those it made, when still empty: nothing is left behind
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
         if isinstance(e, OSError):
             raise UserError(f"{path}: cannot write: {e.strerror}")
         raise

@@ -280,8 +280,15 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
         pad = max(1.0, 0.1 * float(steps[0]))
         x_range = f"set xrange [{steps[0] - pad}:{steps[0] + pad}]\nset xtics ({int(steps[0])})"
     else:
-        x_range = f"set xrange [{steps.min()}:{steps.max() * 1.2}]"  # room for a row of head names
-    panel_w, panel_h = 300, 250
+        x_range = f"set xrange [{steps.min()}:{steps.max()}]"  # the data's steps, no further
+    # the names of each pattern's heads at their lines' ends, in the panel's right margin: as
+    # wide as the widest row of them (gnuplot offsets them in characters of its 10-pt font)
+    placed = {(layer, p): end_labels([(h, float(scores[p][-1, layer, h])) for h in range(H)
+                                      if classes and classes[layer][h] == p]) if S > 1 else []
+              for layer in range(L) for p in patterns}
+    names_px = max([gnuplot.text_px("0" * math.ceil(0.3 + sum(len(f"h{h}") + 0.6 for h in row)), 10)
+                    for rows in placed.values() for row, _ in rows] + [0])
+    panel_w, panel_h = 300 + int(names_px), 250
     # the legend: a column of up to legend_rows entries ('h12 induction') per layer, as many
     # columns as it takes, each as wide as its longest entry
     legend_rows = max(1, (panel_h - 30) // 11)
@@ -314,7 +321,7 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
                                    for s in range(S)])
             x0, y0 = k * panel_w, head + layer * panel_h
             lines += [f"set lmargin at screen {sx(x0 + 45)}",
-                      f"set rmargin at screen {sx(x0 + panel_w - 10)}",
+                      f"set rmargin at screen {sx(x0 + panel_w - 10 - names_px)}",
                       f"set tmargin at screen {sy(y0 + 22)}",
                       f"set bmargin at screen {sy(y0 + panel_h - 45)}",
                       f"set title {gnuplot.gp_string(f'layer {layer}: {p}')} font ',10'",
@@ -323,10 +330,8 @@ def plot_scores_over_steps(f, run_name, out, tmp, scores, classes):
             mine = [h for h in range(H) if classes and classes[layer][h] == p]
             parts = [f"{gnuplot.gp_string(f'{path}.{p}')} using 1:{h + 2} with {style} "
                      f"lw {2.5 if h in mine else 1} lc rgb '{colour(h)}' notitle" for h in range(H)]
-            placed = end_labels([(h, float(scores[p][-1, layer, h])) for h in mine]) \
-                if S > 1 else []
             tags = []  # a label per name, a row's names side by side, each in its line's colour
-            for row, y in placed:
+            for row, y in placed[layer, p]:
                 x_chars = 0.3
                 for h in row:
                     tags.append(f"set label {200 + h} 'h{h}' at {int(steps[-1])},{y} offset "

@@ -1,7 +1,7 @@
 """heads.read.ondisk: what is at a run's results path besides (or instead of) a results file: the
-harness writing it (the holder of its <path>.lock, src/results/outlock.c), what a harness left
-there that its --resume continues (an interrupted file, its .ckpt, a stranded temporary:
-docs/reliability.md), and why a file that is there cannot be read.
+harness writing it (the holder of its <path>.lock, src/results/outlock.c's rule, which
+tests/test_rules.py checks this against), what a harness left there that its --resume continues
+(asked of the harness: `harness rules`), and why a file that is there cannot be read.
 
 Reads the files with h5py directly, attributes only; knows nothing of sweeps (heads.sweep.runstate
 builds a run's state on these).
@@ -11,7 +11,7 @@ import os
 import re
 import time
 
-from ..core import safefile
+from ..core import harness, safefile
 from ..core.cli import UserError
 
 
@@ -21,7 +21,7 @@ def flock_holder(lock_path, anonymous):
     for an instant, which the harness and RunLock.acquire wait out."""
     try:
         safefile.check_regular(lock_path)  # a FIFO there would block the open
-        f = open(lock_path)
+        f = open(lock_path, errors="replace")
     except (OSError, UserError):
         return None
     with f:
@@ -36,14 +36,14 @@ def flock_holder(lock_path, anonymous):
 
 
 def holder_line(f):
-    """The first line of a held lock file: the holder writes it right after locking (and over
-    itself, never truncating first), so an empty file is read again for up to a second, as
-    src/results/outlock.c's own reader does."""
+    """The first line of a held lock file, as src/results/outlock.c reads it: the holder writes it
+    right after locking (and over itself, never truncating first), so an empty file is read again
+    for up to a second; a file with any bytes gives its first line as it is."""
     for _ in range(40):
         f.seek(0)
-        line = f.read().split("\n")[0].strip()
-        if line:
-            return line
+        text = f.read(479)  # outlock.c's buffer
+        if text:
+            return text.split("\n")[0]
         time.sleep(0.025)
     return ""
 
@@ -65,20 +65,6 @@ def temporaries(h5_path):
                   if n == base + ".tmp" or re.fullmatch(re.escape(base) + r"\.tmp\.\w{6}", n))
 
 
-def state_of(path):
-    """(status, /checkpoint step or None, train.steps or None) of a results file or checkpoint;
-    status '' when it cannot be read."""
-    try:
-        with h5py_file(path) as f:
-            status = f.attrs.get("status", b"")
-            status = status.decode() if isinstance(status, bytes) else str(status)
-            step = f["checkpoint"].attrs.get("step") if "checkpoint" in f else None
-            steps = f["config"].attrs.get("steps") if "config" in f else None
-            return status, None if step is None else int(step), None if steps is None else int(steps)
-    except (OSError, KeyError, ValueError, TypeError, UserError):
-        return "", None, None
-
-
 def h5py_file(path):
     import h5py  # heads.results says how to install it when it is missing
     safefile.check_regular(path)  # a FIFO would block h5py's open
@@ -98,28 +84,24 @@ class Leftover:
             (f" of {self.total}" if self.total is not None else "") + f" ({self.where})"
 
 
-def leftover(h5_path):
+WHAT = {"interrupted": "an interrupted run", "running": "a checkpoint",
+        "trained": "a trained run (the study only)"}
+
+
+def leftover(h5_path, wait=0.0):
     """The latest state a harness left at h5_path that its --resume continues (an interrupted
-    results file, its .ckpt, a stranded temporary: docs/reliability.md), or None. The harness
-    decides for itself (src/train/train.c, train_resume_source); this reads the same files to say
-    where a run stands."""
-    found = []
-    for path in [h5_path, h5_path + ".ckpt"] + temporaries(h5_path) + \
-            temporaries(h5_path + ".ckpt"):
-        if not os.path.exists(path):
-            continue
-        status, step, steps = state_of(path)
-        stranded = ".tmp" in path[len(h5_path):]
-        if stranded and status in ("complete", "diverged"):
-            return Leftover(steps, steps, path, f"a {status} result that could not be moved into "
-                            "place")
-        if step is None or status not in ("interrupted", "running", "trained") \
-                or (stranded and status == "running"):
-            continue
-        what = {"interrupted": "an interrupted run", "running": "a checkpoint",
-                "trained": "a trained run (the study only)"}[status]
-        found.append(Leftover(step, steps, path, what))
-    return max(found, key=lambda left: left.step) if found else None
+    results file, its .ckpt, a stranded temporary: docs/reliability.md), or None, as the harness
+    decides it (src/results/run_files.c, results_resume_from, asked through `harness rules`): a
+    sweep passes --resume exactly when the harness would continue something. UserError when the
+    harness cannot answer (tried for `wait` seconds while it cannot be executed)."""
+    left = harness.file_rules([h5_path], wait)[0]["resume"]
+    if left is None:
+        return None
+    if left["place"]:
+        return Leftover(left["steps"], left["steps"], left["from"],
+                        f"a {left['status']} result that could not be moved into place")
+    return Leftover(left["step"], None if left["steps"] < 0 else left["steps"], left["from"],
+                    WHAT.get(left["status"], left["status"]))
 
 
 def unreadable_why(h5_path):

@@ -77,7 +77,11 @@ def not_there(path):
     """One line for a results path with no file: the run writing it (its harness's lock: pid,
     host, since, step) and the checkpoint beside it, which every reader accepts; or what a run
     left there; or just that there is none."""
-    writer, left = harness_lock_holder(path), leftover(path)
+    writer = harness_lock_holder(path)
+    try:
+        left = leftover(path)
+    except UserError:  # no harness beside the files: what a run left there goes unsaid
+        left = None
     ckpt = (f"; its last checkpoint, {left.describe()}, can be read instead (scripts/plot and "
             f"scripts/report accept it)" if left is not None and left.where != path else "")
     if writer:

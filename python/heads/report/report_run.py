@@ -19,7 +19,7 @@ from ..read import results
 from ..core import tokens as tok
 from ..core.cli import UserError
 
-PATTERNS = ["prev", "self", "first", "induction", "duplicate"]
+PATTERNS = results.PATTERNS  # the reader's, which tests/test_rules.py checks against the harness
 HEAD_METRICS = [  # (dataset under /heads, column title, what it means)
     ("ablation_delta", "Δloss (zero ablation)",
      "held-out loss increase with the head's output zeroed"),
@@ -162,6 +162,7 @@ def read_run(path, map_budget=16 << 20):
                          "dropped_snapshots": S - len(keep)}
             d["probes"], d["token_legend"] = _probes(f, cfg, P, T)
         d["score_steps"] = [int(s) for s in steps]
+        d["patterns"] = PATTERNS
         d["scores"] = {p: _floats(v, 4) for p, v in scores.items()}
         d["formation"] = formation_steps(steps, scores) if scores else {}
         d["prune"] = report_study.read_prune(f)

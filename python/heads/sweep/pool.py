@@ -259,7 +259,7 @@ class RunPool:
             self.busy.append((run, writer))
             self.say(f"skip   {run.name}: {h5_path} is being written by {writer}")
             return
-        extra, left = resume_args(h5_path, force)
+        extra, left = resume_args(h5_path, force, START_RETRY_SECONDS)
         cmd = harness_command(self.exp.base_path, self.overrides(run), extra)
         log_file = None
         try:
@@ -395,7 +395,7 @@ def run_one(exp, outdir, name, force, threads, redo_damaged=False):
         elif st is not None and st.state == "stale":
             print(f"rerun  {name}: its {st.status} result was made with other values ({st.detail})")
             extra = ["--force"]
-        extra, left = resume_args(path, bool(extra))
+        extra, left = resume_args(path, bool(extra), START_RETRY_SECONDS)
         cmd = harness_command(exp.base_path, sweep.overrides(run), extra)
         log_path = os.path.join(outdir, name + ".log")
         t0 = time.time()

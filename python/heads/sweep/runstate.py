@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 
-from ..core.cli import now_text, shell_quote
+from ..core.cli import UserError, now_text, shell_quote
 from ..core import safefile
 from ..read.ondisk import flock_holder, harness_lock_holder, leftover, leftover_temp, unreadable_why
 from ..read.results import read_status
@@ -194,13 +194,18 @@ def lock_holder(outdir, name):
     return flock_holder(os.path.join(outdir, LOCK_DIR, name + ".lock"), "?")
 
 
-def resume_args(h5_path, force):
+def resume_args(h5_path, force, wait=0.0):
     """The harness options for a sweep's run of h5_path and what it resumes: (["--force"],
     None) when asked to train afresh, (["--resume"], Leftover) when a harness left a state
-    there, ([], None) otherwise."""
+    there, ([], None) otherwise. A harness that cannot say (tried for `wait` seconds) gets no
+    option: a plain run refuses to replace anything a run left and says what, and one that
+    cannot start fails as it does."""
     if force:
         return ["--force"], None
-    left = leftover(h5_path)
+    try:
+        left = leftover(h5_path, wait)
+    except UserError:
+        return [], None
     return (["--resume"], left) if left is not None else ([], None)
 
 

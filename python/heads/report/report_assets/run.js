@@ -4,7 +4,7 @@
  * uses chart.js and common.js. Knows nothing of HDF5. */
 "use strict";
 
-const PATTERNS = ["prev", "self", "first", "induction", "duplicate"];
+let PATTERNS = [];  /* the pattern names, in the harness's order: D.patterns (report_run.py) */
 
 /* ---- attention maps: decoded once, read by index ---------------------------------------- */
 
@@ -386,6 +386,7 @@ function buildScoresOverSteps(D, root) {
 }
 
 function buildRunPage(D) {
+  PATTERNS = D.patterns;
   const c = D.config;
   header(D.name, `${c.task || "?"} task, d_model ${c.d_model}, ${plural(c.n_head, "head")} of ${c.d_head}` +
          (c.n_kv_head && c.n_kv_head !== c.n_head ? ` (${plural(c.n_kv_head, "K/V head")})` : "") +
