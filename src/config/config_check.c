@@ -264,6 +264,10 @@ int config_validate(const Config *cfg, UserError *err) {
     if (config_snapshots_problem(cfg, why_snapshots, sizeof why_snapshots))
         return key_fail(cfg, err, later_key(cfg, key_id("output", "snapshots"), key_id("train", "steps")),
                         "output.snapshots %s", why_snapshots);
+    if (cfg->snapshot_study && !cfg->snapshots[0])
+        return key_fail(cfg, err, key_id("output", "snapshot_study"),
+                        "output.snapshot_study needs weight snapshots to study: set output.snapshots (log, "
+                        "log:N or a list of steps)");
     if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
         if (cfg->min_period > cfg->max_period)
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),
