@@ -202,8 +202,10 @@ void budget_disk(const Config *cfg, DiskEstimate *d) {
     double params = (double)model_param_floats(s) * sizeof(float) + tensors * 2048.0;
     /* the superblock, root attributes (config_yaml), /config's attributes, heaps, free space */
     double base = 64 << 10;
+    const double evals = cfg->steps / cfg->eval_every + 2; /* /eval: loss, tokens, icl_score; by position */
     double logs = 5 * dataset_bytes(8.0 * (cfg->steps / cfg->log_every + 2)) +
-                  2 * dataset_bytes(8.0 * (cfg->steps / cfg->eval_every + 2));
+                  3 * dataset_bytes(8.0 * evals) + dataset_bytes(8.0 * evals * cfg->seq_len) +
+                  dataset_bytes(8.0 * cfg->seq_len);
     double probes = dataset_bytes(4 * P * T) + dataset_bytes(P * (64 + 16 * T)); /* tokens, labels */
     double maps = attn_bytes(S, LH, P, T);
     double rows = cfg->steps / cfg->log_every + 2; /* of /gates: log α, its trajectory */
