@@ -356,10 +356,10 @@ def rows_agree(path, ref, group):
         if not steps or any(s not in where for s in steps):
             return False
         for col in a[group]:
-            if col in ("elapsed_s", "step"):
+            if col in ("elapsed_s", "step", "position_tokens"):  # not a row per step
                 continue
             got, want = a[group][col][()], b[group][col][()]
-            if any(got[i] != want[where[s]] for i, s in enumerate(steps)):
+            if any(not np.array_equal(got[i], want[where[s]], equal_nan=True) for i, s in enumerate(steps)):
                 return False
     return True
 
@@ -383,7 +383,7 @@ HISTORY = {"attn": ("attn/maps", "attn/step", "scores/prev", "scores/self", "sco
                     "scores/induction", "scores/duplicate"),
            "train": ("train/step", "train/loss", "train/lr", "train/grad_norm", "train/elapsed_s",
                      "gates/step", "gates/p_open"),
-           "eval": ("eval/step", "eval/loss", "eval/tokens")}
+           "eval": ("eval/step", "eval/loss", "eval/tokens", "eval/loss_by_position", "eval/icl_score")}
 
 
 def test_history():
@@ -742,7 +742,7 @@ def test_fuzz():
 
 # The datasets a history_dropped note of a resumed run stands for.
 DROPPED = {"attention snapshots": HISTORY["attn"], "/train rows": HISTORY["train"],
-           "/eval rows": HISTORY["eval"]}
+           "/eval rows": HISTORY["eval"], "loss by position": ("eval/loss_by_position", "eval/icl_score")}
 
 
 def resume_one(config_text, d, damaged, ref):

@@ -106,7 +106,7 @@ def documented_name(path):
 
 def test_self_describing(files):
     with h5py.File(files["switches"], "r") as f:
-        check("format_version is 1.6", f.attrs.get("format_version") in ("1.6", b"1.6"))
+        check("format_version is 1.7", f.attrs.get("format_version") in ("1.7", b"1.7"))
         for key in ("sink", "output_gate"):
             value = f["/config"].attrs[key]
             check(f"/config {key} is read by h5py as numpy.bool_ (True)", isinstance(value, np.bool_) and value,

@@ -525,6 +525,57 @@ def check_heldout(run, label, results_h5, token_file):
                   f"{float(row['loss']):.9f} vs {ref:.9f}")
 
 
+def icl_bands(position_tokens, task):
+    """docs/results-format.md's ICL bands, written out again: Olsson et al.'s token 50 and 500 of
+    512 scaled to [s, T), the positions every window scores; None for two_source."""
+    T, most = len(position_tokens), position_tokens.max()
+    s = T
+    while s > 0 and most > 0 and position_tokens[s - 1] == most:
+        s -= 1
+    if task == "two_source" or T - s < 2:
+        return None
+    R = T - s
+    def band(a, b):
+        lo, hi = s + a * R // 512, s + b * R // 512
+        return lo, max(hi, lo + 1)
+    return s, band(40, 60), band(490, 510)
+
+
+def check_positions(run, label, results_h5, token_file):
+    """/eval/loss_by_position and /eval/icl_score of the last evaluation (the final /params)
+    against the reference's float64 per-token cross-entropy over the periodic evaluations'
+    windows (reference.eval_batches); the ICL bands against the documented rule."""
+    import h5py
+    what = f"positions {label}"
+    cfg, params = R.load_params(results_h5)
+    with h5py.File(results_h5, "r") as f:
+        got = np.asarray(f["eval/loss_by_position"][-1])
+        tokens = np.asarray(f["eval/position_tokens"][()])
+        icl = float(f["eval/icl_score"][-1])
+        eval_loss = float(f["eval/loss"][-1])
+        attrs = dict(f["eval/icl_score"].attrs)
+    total, count = 0.0, 0.0
+    with torch.no_grad():
+        for x, y, m in R.eval_batches(token_file, cfg):
+            logits = []
+            R.forward(R.cast(params, torch.float64), cfg, x, y, m, logits_out=logits)
+            ce = torch.nn.functional.cross_entropy(logits[0].transpose(1, 2), y, reduction="none")
+            total, count = total + (ce * m).sum(0).numpy(), count + m.sum(0).numpy()
+    ref = total / count
+    ok, msg = R.compare("/eval/loss_by_position[-1]", got, ref, 0.0, 1e-5 * max(1.0, float(ref.max())))
+    run.check(ok and np.array_equal(tokens, count), f"{what}: /eval/loss_by_position[-1] == the reference's "
+              "per-token loss over the evaluations' windows (1e-5), position_tokens their counts", msg)
+    run.check(abs((got * tokens).sum() / tokens.sum() - eval_loss) <= 1e-6 * eval_loss,
+              f"{what}: weighted by position_tokens it is /eval/loss[-1] (1e-6 relative)")
+    bands = icl_bands(count, "tokens")
+    s, (e0, e1), (l0, l1) = bands
+    named = [attrs.get(k) for k in ("first_scored", "early_first", "early_end", "late_first", "late_end")]
+    want = ref[l0:l1].mean() - ref[e0:e1].mean()
+    run.check(named == [s, e0, e1, l0, l1] and abs(icl - want) <= 2e-5 * max(1.0, float(ref.max())),
+              f"{what}: /eval/icl_score[-1] == the reference's late minus early band {l0}..{l1 - 1} - {e0}..{e1 - 1}",
+              f"{icl} vs {want}; attributes {named}")
+
+
 # ----------------------------------------------------------------------------- 3. attention maps
 
 def check_attention(run, label, results_h5):
@@ -593,6 +644,7 @@ def main(argv):
                         "data.path", os.path.join(tmp, f"tokens_v{BASE['vocab_size']}.bin"))
                     check_gates(run, label, path, token_file)
                     check_heldout(run, label, path, token_file)
+                    check_positions(run, label, path, token_file)
             except Exception as e:
                 run.check(False, f"train {label}", f"{type(e).__name__}: {e}")
         print("# attention maps", flush=True)

@@ -62,6 +62,7 @@ from checks import (browser, check, console_errors, end_suite, harness_missing, 
 from heads.core import harness, tokens  # noqa: E402
 from heads import results
 from heads.read import pruning, textsum
+from heads.read import steps as over_training
 from heads.report import report_page, report_run
 
 PY = "/usr/bin/python3"
@@ -140,11 +141,11 @@ def test_page_data():
     s[:, 1, 0] = [0.1, 0.3, 0.6, 0.9]   # crosses 0.5 at the third snapshot
     s[:, 1, 1] = [0.7, 0.8, 0.9, 0.9]   # above from the start: no formation step
     s[:, 0, 0] = [0.1, 0.6, 0.4, 0.3]   # crosses, then falls back: not formed at the end
-    f = report_run.formation_steps(np.array([0, 50, 100, 150]), {"induction": s, "prev": s * 0})
-    check("formation step: first snapshot at or above 0.5 of heads that end above it",
-          f == {"induction": {"step": 100, "heads": [[1, 0, 100]]}}, str(f))
+    f = over_training.formation(np.array([0, 50, 100, 150]), {"induction": s, "prev": s * 0})
+    check("formation step: first snapshot at or above 0.5 of heads that end above it, and the one before",
+          f == {"induction": {"after": 50, "step": 100, "heads": [[1, 0, 50, 100]]}}, str(f))
     check("no formation steps with a single snapshot",
-          report_run.formation_steps(np.array([600]), {"induction": s[:1]}) == {})
+          over_training.formation(np.array([600]), {"induction": s[:1]}) == {})
     check("token labels: bytes, induction ids, two_source names, tokenizer pieces",
           tokens.token_labels("text", 256, [84, 32, 10]) == ["T", "␣", "↵"]
           and tokens.token_labels("induction", 64, [0, 5]) == ["BOS", "5"]

@@ -14,7 +14,9 @@
 - the memory --shapes names for the snapshots is K x parameters x 4 bytes, and the disk it
   counts is an upper bound of what the file stores (deflated);
 - `harness analyze --step` at the last snapshot equals the end-of-run study bit for bit, and a
-  second call skips the steps already stored.
+  second call skips the steps already stored;
+- output.snapshot_study: the run ends with every snapshot's study, the same bits as `harness
+  analyze --steps all` on the same run without the key; refused without output.snapshots.
 """
 import os
 import re
@@ -37,14 +39,14 @@ train: {{steps: {steps}, batch_size: 4, lr: 3.0e-3, warmup_steps: 2, seed: 1, th
         lr_schedule: constant}}
 data: {{task: induction, min_period: 2, max_period: 4}}
 output: {{path: {path}, log_every: 5, eval_every: 10, eval_batches: 1, attn_every: 10, probes: 2,
-         checkpoint_every: {every}, snapshots: "{snapshots}"}}
+         checkpoint_every: {every}, snapshots: "{snapshots}"{extra}}}
 """
 
 
-def config(work, name, steps=20, snapshots="log", every=0):
+def config(work, name, steps=20, snapshots="log", every=0, extra=""):
     path = os.path.join(work, name + ".yaml")
     with open(path, "w") as f:
-        f.write(TINY.format(steps=steps, path=name + ".h5", every=every, snapshots=snapshots))
+        f.write(TINY.format(steps=steps, path=name + ".h5", every=every, snapshots=snapshots, extra=extra))
     return path
 
 
@@ -201,10 +203,36 @@ def test_analyze(harness, work):
           p.stderr.count("skipped") == 3 and "4 snapshot studies" in p.stderr, p.stderr[-400:])
 
 
+def test_run_end_study(harness, work):
+    p = train(harness, config(work, "rs", steps=20, snapshots="log:8", extra=", snapshot_study: true"),
+              "--overwrite")
+    train(harness, config(work, "an2", steps=20, snapshots="log:8"), "--overwrite")
+    a = subprocess.run([harness, "analyze", os.path.join(work, "an2.h5"), "--steps", "all"],
+                       capture_output=True, text=True)
+    with h5py.File(os.path.join(work, "rs.h5"), "r") as f, h5py.File(os.path.join(work, "an2.h5"), "r") as g:
+        steps = sorted(int(s) for s in f.get("/study_steps", {}))
+        x, y = tensors(f, "/study_steps"), tensors(g, "/study_steps")
+        same = x.keys() == y.keys() and all(x[n].tobytes() == y[n].tobytes() for n in x
+                                            if x[n].dtype.kind != "O")
+    check("output.snapshot_study: the run studies every snapshot (0, 1, 2, 4, 8, 16, 20)",
+          p.returncode == 0 and steps == [0, 1, 2, 4, 8, 16, 20] and
+          "time: 7 snapshot studies" in p.stderr, f"{steps} {p.stderr[-400:]}")
+    check("... the same bits as harness analyze --steps all on the run without the key",
+          a.returncode == 0 and same and len(x) > 100, a.stderr[-300:])
+    shapes = train(harness, config(work, "rs", steps=20, snapshots="log:8", extra=", snapshot_study: true"),
+                   "--shapes").stdout
+    check("--shapes names the snapshot study's memory", "output.snapshot_study" in shapes, shapes[-800:])
+    bad = train(harness, config(work, "bad2", snapshots="", extra=", snapshot_study: true"))
+    check("output.snapshot_study without output.snapshots refused at its line", bad.returncode == 2 and
+          re.search(r"bad2\.yaml:6:\d+: output.snapshot_study needs", bad.stderr) and
+          not os.path.exists(os.path.join(work, "bad2.h5")), bad.stderr)
+
+
 def main():
     harness = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as work:
-        for test in (test_schedules, test_refused, test_same_as_shorter_run, test_resume, test_budget, test_analyze):
+        for test in (test_schedules, test_refused, test_same_as_shorter_run, test_resume, test_budget, test_analyze,
+                     test_run_end_study):
             try:
                 test(harness, work)
             except Exception as e:  # one failure, and the suite goes on

@@ -33,16 +33,92 @@ void evaluator_free(Evaluator *ev) {
     memset(ev, 0, sizeof *ev);
 }
 
-double evaluate_loss(Evaluator *ev, Model *m, double *tokens) {
+/* Batch k's loss at each position, where its mask scores it, added to sum and its count to n. */
+static void add_positions(const Evaluator *ev, const Model *m, double *sum, double *n) {
+    const Batch *b = &ev->batch;
+    for (int r = 0; r < b->B; r++)
+        for (int t = 0; t < b->T; t++) {
+            const float w = b->mask[(size_t)r * b->T + t];
+            sum[t] += (double)w * m->act.losses[(size_t)r * b->T + t];
+            n[t] += w;
+        }
+}
+
+double evaluate_loss_positions(Evaluator *ev, Model *m, double *tokens, double *by_position,
+                               double *position_tokens) {
     double total = 0.0, scored = 0.0;
+    const int T = ev->batch.T;
+    if (by_position) {
+        CHECK(ev->task && position_tokens); /* a held-out evaluator's batch holds the mask */
+        memset(by_position, 0, (size_t)T * sizeof(double));
+        memset(position_tokens, 0, (size_t)T * sizeof(double));
+    }
     for (int k = 0; k < ev->n_batches; k++) {
         double n = 0.0;
         float loss = ev->forward_batch(ev, m, k, &n);
         if (n > 0) total += (double)loss * n;
         scored += n;
+        if (by_position) add_positions(ev, m, by_position, position_tokens);
     }
+    for (int t = 0; by_position && t < T; t++)
+        by_position[t] = position_tokens[t] > 0 ? by_position[t] / position_tokens[t] : NAN;
     if (tokens) *tokens = scored;
     return scored > 0 ? total / scored : NAN;
+}
+
+double evaluate_loss(Evaluator *ev, Model *m, double *tokens) {
+    return evaluate_loss_positions(ev, m, tokens, NULL, NULL);
+}
+
+void evaluate_position_tokens(Evaluator *ev, double *position_tokens) {
+    const int T = ev->batch.T;
+    memset(position_tokens, 0, (size_t)T * sizeof(double));
+    for (int k = 0; k < ev->n_batches; k++) {
+        task_selection_batch(ev->task, ev->split, ev->n_windows, &ev->batch, k);
+        for (size_t i = 0; i < (size_t)ev->batch.B * T; i++) position_tokens[i % T] += ev->batch.mask[i];
+    }
+}
+
+/* Olsson et al. (2022) compare the loss at token 500 with token 50 of 512; the bands are
+ * 20/512 of the context around each, from 40/512 and from 490/512. */
+static void band(int s0, int R, int from, int to, int out[2]) {
+    out[0] = s0 + (int)((int64_t)from * R / 512);
+    out[1] = s0 + (int)((int64_t)to * R / 512);
+    if (out[1] <= out[0]) out[1] = out[0] + 1;
+}
+
+void evaluate_icl_bands(IclBands *b, const Config *cfg, const double *position_tokens, int T) {
+    memset(b, 0, sizeof *b);
+    double most = 0.0;
+    for (int t = 0; t < T; t++) most = position_tokens[t] > most ? position_tokens[t] : most;
+    int s0 = T; /* the first position from which every window scores every position */
+    while (s0 > 0 && most > 0 && position_tokens[s0 - 1] == most) s0--;
+    if (cfg->task == TASK_TWO_SOURCE) {
+        b->why = "two_source scores only the answer after each separator, which depends on the three "
+                 "tokens before it, not on the context's length";
+        return;
+    }
+    if (T - s0 < 2) {
+        b->why = "fewer than 2 positions are scored in every held-out window";
+        return;
+    }
+    b->defined = 1;
+    b->first_scored = s0;
+    band(s0, T - s0, 40, 60, b->early);
+    band(s0, T - s0, 490, 510, b->late);
+}
+
+double evaluate_icl_score(const IclBands *b, const double *by_position, const double *position_tokens) {
+    if (!b->defined) return NAN;
+    const int *bands[2] = {b->late, b->early};
+    double mean[2];
+    for (int i = 0; i < 2; i++) {
+        double sum = 0.0, n = 0.0;
+        for (int t = bands[i][0]; t < bands[i][1]; t++)
+            sum += by_position[t] * position_tokens[t], n += position_tokens[t];
+        mean[i] = sum / n;
+    }
+    return mean[0] - mean[1];
 }
 
 HeldoutFigure evaluate_figure(Evaluator *ev, Model *m) {

@@ -36,6 +36,28 @@ void evaluator_free(Evaluator *ev);
 /* Mean loss per scored position over the evaluator's batches: each batch's mean weighted by the
  * positions it scored, summed in double in batch order; *tokens (may be NULL) = the positions. */
 double evaluate_loss(Evaluator *ev, Model *m, double *tokens);
+/* The same, and for a held-out evaluator also the loss by token index (T = seq_len each):
+ * by_position[t] the mean over the windows' scored tokens at position t (NAN where none),
+ * position_tokens[t] how many those are; Σ by_position·position_tokens / Σ position_tokens is the
+ * mean up to rounding (the batches' means are float). */
+double evaluate_loss_positions(Evaluator *ev, Model *m, double *tokens, double *by_position,
+                               double *position_tokens);
+/* A held-out evaluator's position_tokens, from its batches' masks alone (no forward). */
+void evaluate_position_tokens(Evaluator *ev, double *position_tokens);
+
+/* The in-context-learning score's positions (token indices, [first, end)): the late band's mean
+ * loss minus the early band's, Olsson et al.'s token 500 minus token 50 of 512 scaled to the
+ * positions every held-out window scores, [first_scored, T) (text, tokens: all; induction: from
+ * where the last window's repeat begins). Not defined (why says so) for two_source or fewer
+ * than 2 such positions. */
+typedef struct {
+    int defined, first_scored;
+    int early[2], late[2];
+    const char *why;
+} IclBands;
+void evaluate_icl_bands(IclBands *b, const Config *cfg, const double *position_tokens, int T);
+/* The score of one evaluation's loss by position (token-weighted in each band); NAN if undefined. */
+double evaluate_icl_score(const IclBands *b, const double *by_position, const double *position_tokens);
 
 /* One held-out figure: the mean loss per scored token over a selection of a split, and how much
  * of the split it covers. */

@@ -120,7 +120,7 @@ static int pick_steps(const char *path, const char *want, int64_t **index, int *
     return rc;
 }
 
-static int analyze_file(const char *path, const char *want, UserError *err) {
+int analyze_steps_run(const char *path, const char *want, UserError *err) {
     Config cfg;
     if (results_check_complete(path, "analyze", err) != ERR_OK) return ERR_USER;
     if (results_read_run_config(path, &cfg, err) != ERR_OK) return ERR_USER;
@@ -193,7 +193,7 @@ int analyze_steps_main(int argc, char **argv) {
         return 2;
     }
     UserError err;
-    if (analyze_file(path, want, &err) != ERR_OK) {
+    if (analyze_steps_run(path, want, &err) != ERR_OK) {
         fprintf(stderr, "%s\n", err.text);
         return 2;
     }

@@ -4,7 +4,13 @@
 #ifndef ANALYZE_STEPS_H
 #define ANALYZE_STEPS_H
 
+#include "base/error.h"
+
 /* argv[0] is "analyze"; the exit status. */
 int analyze_steps_main(int argc, char **argv);
+/* The study of the snapshots `want` names ("all", or "S1,S2,...") of the complete run at path,
+ * each step written atomically (stored ones skipped), with its time and memory lines: the
+ * command's work, and what a run with output.snapshot_study does once its file is complete. */
+int analyze_steps_run(const char *path, const char *want, UserError *err);
 
 #endif

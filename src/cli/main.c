@@ -205,6 +205,20 @@ static int dump_grads(Model *m, const Task *task, const Config *cfg, const char 
     return 0;
 }
 
+/* output.snapshot_study: once the complete file is in place and training's memory is freed,
+ * the study of every snapshot, as `harness analyze RUN.h5 --steps all` runs it. The trained run
+ * is safe whatever happens here; a failure says how to continue. */
+static int snapshot_study(const Config *cfg) {
+    UserError err;
+    if (analyze_steps_run(cfg->out_path, "all", &err) == ERR_OK) return 0;
+    fprintf(
+        stderr,
+        "%s\n%s: the run is complete; its snapshot study (output.snapshot_study) stopped: `harness analyze "
+        "%s --steps all` continues it\n",
+        err.text, cfg->out_path, cfg->out_path);
+    return EXIT_USER_ERROR;
+}
+
 /* Everything after the config: data, model, then training (or --resume, or --dump-grads). */
 static int run(const Config *cfg_in, const char *dump_path, int overwrite, int resume) {
     Config cfg = *cfg_in;
@@ -216,6 +230,7 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
     model_init(&model, model_shape_from_config(&cfg), max_batch);
     model_init_weights(&model, (uint64_t)cfg.seed);
     int exit_code = 0;
+    RunStatus status = RUN_NONE;
     if (cfg.init_from[0] && results_read_tensors(cfg.init_from, "/params", &model, model.param_block,
                                                  config_mark(&cfg, "train.init_from"), &err) != ERR_OK) {
         exit_code = report(&err);
@@ -226,7 +241,6 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
         if (resume && train_resume_source(&cfg, &source, &err) != ERR_OK) {
             exit_code = report(&err);
         } else {
-            RunStatus status = RUN_NONE;
             char attention[256];
             shapes_attention_text(model.shape, attention, sizeof attention);
             fprintf(stderr, "model: %d layers of %d heads of %d over d_model %d; attention: %s\n",
@@ -244,6 +258,7 @@ static int run(const Config *cfg_in, const char *dump_path, int overwrite, int r
     }
     model_free(&model);
     task_close(&task);
+    if (exit_code == 0 && status == RUN_COMPLETE && cfg.snapshot_study) exit_code = snapshot_study(&cfg);
     return exit_code;
 }
 

@@ -87,6 +87,7 @@ typedef struct {
     int patch_batches;    /* activation patching: batches of clean/corrupted pairs; 0 = none */
     int path_patch_heads; /* path patching among each layer's top heads by activation patching; 0 = all */
     char snapshots[CONFIG_SNAPSHOTS_MAX]; /* weight snapshots: "" none, "log", "log:N", "0,50,100" */
+    int snapshot_study;                   /* 1: the end-of-run study at every weight snapshot */
     int n_probe_text;
 
     /* bookkeeping, not config keys */

@@ -217,6 +217,19 @@ int config_validate_training(const Config *cfg, UserError *err) {
     return ERR_OK;
 }
 
+/* output.snapshots' schedule, and output.snapshot_study only with one. */
+static int validate_snapshots(const Config *cfg, UserError *err) {
+    char why[CONFIG_SNAPSHOTS_MAX + 160];
+    if (config_snapshots_problem(cfg, why, sizeof why))
+        return key_fail(cfg, err, later_key(cfg, key_id("output", "snapshots"), key_id("train", "steps")),
+                        "output.snapshots %s", why);
+    if (cfg->snapshot_study && !cfg->snapshots[0])
+        return key_fail(cfg, err, key_id("output", "snapshot_study"),
+                        "output.snapshot_study needs weight snapshots to study: set output.snapshots (log, "
+                        "log:N or a list of steps)");
+    return ERR_OK;
+}
+
 int config_validate(const Config *cfg, UserError *err) {
     CHECK(cfg->resolved); /* config_resolve fills in what the checks read */
     int vocab = key_id("model", "vocab_size");
@@ -260,10 +273,7 @@ int config_validate(const Config *cfg, UserError *err) {
             return key_fail(cfg, err, later_key(cfg, heads_kept, key_id("model", "n_layer")),
                             "train.heads_kept %s", why_kept);
     }
-    char why_snapshots[CONFIG_SNAPSHOTS_MAX + 160];
-    if (config_snapshots_problem(cfg, why_snapshots, sizeof why_snapshots))
-        return key_fail(cfg, err, later_key(cfg, key_id("output", "snapshots"), key_id("train", "steps")),
-                        "output.snapshots %s", why_snapshots);
+    if (validate_snapshots(cfg, err) != ERR_OK) return ERR_USER;
     if (cfg->task == TASK_INDUCTION || cfg->task == TASK_TWO_SOURCE) {
         if (cfg->min_period > cfg->max_period)
             return key_fail(cfg, err, later_key(cfg, min_period, max_period),

@@ -194,6 +194,9 @@ const ConfigKey config_keys[] = {
                "weight snapshots kept in /snapshots: log (steps 0, 1, 2, 4, ...), log:N (powers of two "
                "below N, then every N steps) or a list of steps (0,100,200); each ends with the last step; "
                "\"\" = none"),
+    ENUM_KEY("output", "snapshot_study", snapshot_study, 0, config_bool_names,
+             "after a complete run, the end-of-run study at every weight snapshot, under /study_steps/<step> "
+             "(as harness analyze RUN.h5 --steps all); needs output.snapshots"),
     {.section = "output",
      .name = "probe_text",
      .type = KEY_STRLIST,

@@ -39,6 +39,17 @@ static const DocRow ROWS[] = {
       "(output.eval_batches batches, the same windows each time)",
       "nats", DIMS("evaluation"), NULL, "/eval/step"}},
     {"/eval/tokens", {"positions that evaluation scored", "tokens", DIMS("evaluation"), NULL, "/eval/step"}},
+    {"/eval/loss_by_position",
+     {"cross-entropy at each token index (the prediction of token t + 1 from tokens 0..t), mean over the "
+      "windows' scored tokens there; NaN where none is scored",
+      "nats", DIMS("evaluation", "position"), NULL, "/eval/step"}},
+    {"/eval/position_tokens",
+     {"tokens scored at each token index in every evaluation (the same windows each time)", "tokens",
+      DIMS("position"), NULL, NULL}},
+    {"/eval/icl_score",
+     {"in-context-learning score: mean loss over positions late_first..late_end - 1 minus over "
+      "early_first..early_end - 1 (attributes); NaN where not defined",
+      "nats", DIMS("evaluation"), NULL, "/eval/step"}},
     {"/heldout/split",
      {"the held-out splits scored at the end of training: validation (what selections may read), then "
       "test (only reported)",

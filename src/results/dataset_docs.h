@@ -11,10 +11,11 @@
  * out one a layout does not use, or stores them otherwise (1.2: no pos_emb without learned
  * positions; 1.3: numeric datasets checksummed, HDF5 1.10 file format; 1.4: the strings too,
  * under the root attribute text_checksum; 1.5: /heldout, /eval/tokens, held-out losses per scored
- * position over windows none of which is scored twice; 1.6: /snapshots, the weights over training). */
+ * position over windows none of which is scored twice; 1.6: /snapshots, the weights over
+ * training; 1.7: /eval's loss by position and ICL score). */
 #define RESULTS_FORMAT_MAJOR 1
-#define RESULTS_FORMAT_MINOR 6
-#define RESULTS_FORMAT_VERSION "1.6"
+#define RESULTS_FORMAT_MINOR 7
+#define RESULTS_FORMAT_VERSION "1.7"
 
 #define DATASET_MAX_DIMS 6
 

@@ -121,6 +121,12 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
              "train.threads, train.batch_size, model.seq_len");
     add_part(e, 1, (double)states, "study: kept head states (at most 512 MiB)",
              "output.eval_batches, train.batch_size");
+    if (cfg->snapshot_study)
+        add_part(
+            e, 1, 0,
+            "study: each weight snapshot's (output.snapshot_study), after training's memory is freed, one "
+            "snapshot at a time: within the end-of-run study's peak",
+            "output.snapshot_study");
     if (cfg->patch_batches >
         0) { /* after the study's views and states are freed: what it needs beyond them */
         const size_t model_maps = probe_maps > training_maps ? probe_maps : training_maps;
@@ -181,6 +187,12 @@ int budget_check_memory(const Config *cfg, UserError *err) {
  * measured at 830-920 bytes a dataset (HDF5 1.10.8, 2026-12-03), counted as 2 KiB. */
 static double dataset_bytes(double bytes) { return bytes + 2048.0; }
 
+/* /attn and /scores of S attention snapshots of LH heads on P probes of T tokens. */
+static double attn_bytes(double S, double LH, double P, double T) {
+    return dataset_bytes(8 * S) + dataset_bytes(4 * S * LH * P * T * T + 64 * S * LH) + /* a chunk a head */
+           N_PATTERNS * dataset_bytes(4 * S * LH) + dataset_bytes(32 * LH);             /* scores, class */
+}
+
 void budget_disk(const Config *cfg, DiskEstimate *d) {
     ModelShape s = model_shape_from_config(cfg);
     double L = s.n_layer, LH = (double)s.n_layer * s.n_head, V = cfg->vocab_size;
@@ -190,12 +202,12 @@ void budget_disk(const Config *cfg, DiskEstimate *d) {
     double params = (double)model_param_floats(s) * sizeof(float) + tensors * 2048.0;
     /* the superblock, root attributes (config_yaml), /config's attributes, heaps, free space */
     double base = 64 << 10;
+    const double evals = cfg->steps / cfg->eval_every + 2; /* /eval: loss, tokens, icl_score; by position */
     double logs = 5 * dataset_bytes(8.0 * (cfg->steps / cfg->log_every + 2)) +
-                  2 * dataset_bytes(8.0 * (cfg->steps / cfg->eval_every + 2));
+                  3 * dataset_bytes(8.0 * evals) + dataset_bytes(8.0 * evals * cfg->seq_len) +
+                  dataset_bytes(8.0 * cfg->seq_len);
     double probes = dataset_bytes(4 * P * T) + dataset_bytes(P * (64 + 16 * T)); /* tokens, labels */
-    double maps = dataset_bytes(8 * S) +
-                  dataset_bytes(4 * S * LH * P * T * T + 64 * S * LH) +            /* a chunk a head */
-                  N_PATTERNS * dataset_bytes(4 * S * LH) + dataset_bytes(32 * LH); /* scores, class */
+    double maps = attn_bytes(S, LH, P, T);
     double rows = cfg->steps / cfg->log_every + 2; /* of /gates: log α, its trajectory */
     double gates =
         cfg->head_l0 > 0 ? dataset_bytes(4 * LH) + dataset_bytes(8 * rows) + dataset_bytes(4 * LH * rows) : 0;
@@ -213,7 +225,8 @@ void budget_disk(const Config *cfg, DiskEstimate *d) {
         study += 5 * dataset_bytes(4 * NT) + 2 * N_PATCH_KINDS * dataset_bytes(4 * LH) +
                  3 * dataset_bytes(4 * LH * LH) + dataset_bytes(4 * LH);
     }
-    d->result = state + study;
+    /* output.snapshot_study: the study and one attention snapshot under /study_steps/<step>, K times */
+    d->result = state + study + (cfg->snapshot_study ? K * (study + attn_bytes(1, LH, P, T)) : 0);
     d->checkpoint =
         state + 2 * params + (cfg->head_l0 > 0 ? 2 * dataset_bytes(4 * LH) : 0); /* AdamW moments */
 }

@@ -65,15 +65,20 @@ static void report_progress(int step, int steps, double loss, double eval_loss, 
 /* Name the first parameter-gradient tensor holding a NaN or Inf (for the divergence message). */
 static const char *first_nonfinite_grad(const Model *m) { return model_nonfinite_tensor(m, m->grad_block); }
 
+/* The held-out loss of the parameters after `step` updates, and its loss by position. */
+static void evaluate_now(RunState *st, Model *m, int step) {
+    PositionLog *p = &st->positions;
+    double tokens, loss = evaluate_loss_positions(&st->heldout, m, &tokens, p->row, p->row_tokens);
+    train_log_append(&st->eval, step, (double[]){loss, tokens});
+    position_log_append(p);
+}
+
 /* What observe() measured at the resumed step, made again from the loaded parameters where the
  * checkpoint's copy was lost: the same bits (the same parameters, gates and held-out batches). */
 static void measure_again(RunState *st, Model *m) {
     if (!st->eval_again && !st->maps_again && !st->weights_again) return;
     head_l0_close(&st->gates, m);
-    if (st->eval_again) {
-        double tokens, loss = evaluate_loss(&st->heldout, m, &tokens);
-        train_log_append(&st->eval, st->step, (double[]){loss, tokens});
-    }
+    if (st->eval_again) evaluate_now(st, m, st->step);
     if (st->maps_again) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);
         snapshots_add(&st->snapshots, st->step, st->maps);
@@ -146,6 +151,7 @@ static void state_init(RunState *st, Model *m, const Task *task, const Config *c
     snapshots_init(&st->snapshots, m->shape.n_layer, m->shape.n_head, st->probes.tokens, st->probes.marked,
                    st->probes.P, st->probes.T);
     evaluator_heldout(&st->heldout, task, cfg);
+    position_log_init(&st->positions, &st->heldout, cfg);
     st->maps = xcalloc(st->snapshots.map_floats, sizeof(float));
     st->tokenizer = task->tokenizer;
     head_l0_init(&st->gates, cfg, m->shape);
@@ -165,6 +171,7 @@ static void state_free(RunState *st) {
     free(st->maps);
     train_log_free(&st->train);
     train_log_free(&st->eval);
+    position_log_free(&st->positions);
     head_l0_free(&st->gates);
 }
 
@@ -193,9 +200,8 @@ static void observe(RunState *st, Model *m, const Config *cfg, int step, Session
     head_l0_close(&st->gates, m); /* evaluated with the deterministic gates */
     if (step % cfg->eval_every == 0 || last) {
         double eval_start = now_seconds();
-        double tokens, loss = evaluate_loss(&st->heldout, m, &tokens);
+        evaluate_now(st, m, step);
         ses->eval_s += now_seconds() - eval_start;
-        train_log_append(&st->eval, step, (double[]){loss, tokens});
     }
     if ((cfg->attn_every > 0 && step % cfg->attn_every == 0) || last) {
         evaluate_maps(st->maps, m, st->probes.tokens, st->probes.P, st->probes.T);

@@ -1,5 +1,6 @@
 /* train_log.c: the /train and /eval logs as column tables (see train_log.h).
  * Must not know: the training loop, the model. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,5 +68,78 @@ int train_log_read(TrainLog *g, ResultsReader *rd, UserError *err) {
         rc = results_reader_doubles(rd, name, g->values[c], n, err);
     }
     if (rc == ERR_OK) g->n = (int)n;
+    return rc;
+}
+
+void position_log_init(PositionLog *p, Evaluator *heldout, const Config *cfg) {
+    memset(p, 0, sizeof *p);
+    p->T = cfg->seq_len;
+    p->tokens = xcalloc((size_t)p->T, sizeof(double));
+    p->row = xcalloc((size_t)p->T, sizeof(double));
+    p->row_tokens = xcalloc((size_t)p->T, sizeof(double));
+    evaluate_position_tokens(heldout, p->tokens);
+    evaluate_icl_bands(&p->bands, cfg, p->tokens, p->T);
+}
+
+void position_log_free(PositionLog *p) {
+    free(p->loss);
+    free(p->tokens);
+    free(p->row);
+    free(p->row_tokens);
+    memset(p, 0, sizeof *p);
+}
+
+static void position_reserve(PositionLog *p, int n) {
+    if (n <= p->cap) return;
+    while (p->cap < n) p->cap = p->cap ? 2 * p->cap : 64;
+    p->loss = xrealloc(p->loss, sizeof(double) * (size_t)p->cap * p->T);
+}
+
+void position_log_append(PositionLog *p) {
+    position_reserve(p, p->n + 1);
+    memcpy(p->loss + (size_t)p->n * p->T, p->row, sizeof(double) * p->T);
+    p->n++;
+}
+
+/* The bands as attributes of /eval/icl_score: positions [first, end), or why there are none. */
+static int write_bands(const IclBands *b, Results *res, UserError *err) {
+    const char *at = "/eval/icl_score";
+    if (!b->defined) return results_write_attr_string(res, at, "not_defined", b->why, err);
+    const struct {
+        const char *name;
+        int value;
+    } attrs[] = {{"early_first", b->early[0]},
+                 {"early_end", b->early[1]},
+                 {"late_first", b->late[0]},
+                 {"late_end", b->late[1]},
+                 {"first_scored", b->first_scored}};
+    int rc = ERR_OK;
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0] && rc == ERR_OK; i++)
+        rc = results_write_attr_double(res, at, attrs[i].name, attrs[i].value, err);
+    return rc;
+}
+
+int position_log_write(const PositionLog *p, Results *res, UserError *err) {
+    const uint64_t dims[2] = {(uint64_t)p->n, (uint64_t)p->T};
+    double *icl = xcalloc((size_t)p->n + 1, sizeof(double));
+    for (int i = 0; i < p->n; i++)
+        icl[i] = evaluate_icl_score(&p->bands, p->loss + (size_t)i * p->T, p->tokens);
+    int rc = results_write_double_array(res, "/eval/loss_by_position", p->loss, 2, dims, err);
+    if (rc == ERR_OK)
+        rc = results_write_double_array(res, "/eval/position_tokens", p->tokens, 1, dims + 1, err);
+    if (rc == ERR_OK) rc = results_write_doubles(res, "/eval/icl_score", icl, p->n, err);
+    if (rc == ERR_OK) rc = write_bands(&p->bands, res, err);
+    free(icl);
+    return rc;
+}
+
+int position_log_read(PositionLog *p, ResultsReader *rd, int rows, UserError *err) {
+    position_reserve(p, rows);
+    p->n = rows;
+    int rc = rows == 0
+                 ? ERR_OK
+                 : results_reader_doubles(rd, "/eval/loss_by_position", p->loss, (int64_t)rows * p->T, err);
+    if (rc != ERR_OK)
+        for (size_t i = 0; i < (size_t)rows * p->T; i++) p->loss[i] = NAN;
     return rc;
 }

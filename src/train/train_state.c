@@ -35,6 +35,7 @@ void weights_add(WeightSnapshots *w, const Model *m, int64_t step) {
 int write_state(Results *res, const Model *m, const RunState *st, int with_checkpoint, UserError *err) {
     int rc = train_log_write(&st->train, res, err);
     if (rc == ERR_OK) rc = train_log_write(&st->eval, res, err);
+    if (rc == ERR_OK) rc = position_log_write(&st->positions, res, err);
     if (rc == ERR_OK) rc = results_write_tensors(res, "/params", m, m->param_block, err);
     if (rc == ERR_OK) rc = results_write_probes(res, &st->probes, err);
     if (rc == ERR_OK) rc = results_write_snapshots(res, &st->snapshots, err);
@@ -223,6 +224,21 @@ static int load_log(TrainLog *g, ResultsReader *rd, const ResultsDamage *damage,
     return ERR_OK;
 }
 
+/* The loss by position of the /eval rows loaded: rows that cannot be read (damaged, or a file
+ * from before format 1.7) stay NAN and are named, the /eval rows themselves kept. */
+static void load_positions(RunState *st, ResultsReader *rd, const ResultsDamage *damage, int step) {
+    UserError why;
+    if (position_log_read(&st->positions, rd, st->eval.n, &why) == ERR_OK) return;
+    const char *name = "/eval/loss_by_position";
+    char what[120];
+    snprintf(what, sizeof what, "the loss by position (and ICL score) of the evaluations before step %d",
+             step);
+    drop_history(st, rd->path, step, what, name,
+                 results_reader_count(rd, name) < 0 ? "it is not there (a file from before format 1.7)"
+                                                    : damage_why(damage, name),
+                 "");
+}
+
 /* The attention snapshots of a checkpoint at `step`: one that cannot be read is dropped (with
  * /attn/step unreadable, all of them). has_own: observe() took a snapshot at `step`, which is
  * then taken again if lost. Returns whether the snapshot of `step` is there. */
@@ -339,6 +355,7 @@ int load_state(const char *path, const Config *cfg, Model *m, RunState *st, User
     int K = (int)step, last = K == cfg->steps;
     if (rc == ERR_OK) rc = load_log(&st->train, &rd, &damage, cfg, K, st, err);
     if (rc == ERR_OK) rc = load_log(&st->eval, &rd, &damage, cfg, K, st, err);
+    if (rc == ERR_OK) load_positions(st, &rd, &damage, K);
     if (rc == ERR_OK) { /* /gates has a row per /train row: the two are dropped together */
         int gates_lost =
             results_damage_has(&damage, "/gates/step") || results_damage_has(&damage, "/gates/p_open");

@@ -43,6 +43,7 @@ void weights_add(WeightSnapshots *w, const Model *m, int64_t step);
 /* Everything a run has made so far, and what it evaluates on. */
 typedef struct {
     TrainLog train, eval;
+    PositionLog positions; /* /eval's loss by position, a row per /eval row */
     Probes probes;
     Snapshots snapshots;
     WeightSnapshots weights;

@@ -199,15 +199,22 @@ def _save_npz(tensors):
     return write
 
 
-def export(run_path, fmt, out):
-    """Write the export of run_path in format fmt to out (and its .json beside it); returns the
-    paths written."""
+def weights(run, step=None):
+    """The one weight source of every format: /params, or the weight snapshot of `step`
+    (/snapshots, heads.read.steps.AtStep), float32 by /params's names."""
+    params = run.params() if step is None else run.at(step).params
+    return {k: np.asarray(v, np.float32) for k, v in params.items()}
+
+
+def export(run_path, fmt, out, step=None):
+    """Write the export of run_path in format fmt to out (and its .json beside it): the final
+    model, or with step the weight snapshot of that step; returns the paths written."""
     if fmt not in FORMATS:
         raise UserError(f"--to {fmt}: unknown format; use one of {', '.join(FORMATS)}")
     run = read_run(run_path)
     status, cfg = run.status, run.config
     check_complete(run_path, status)
-    params = {k: np.asarray(v, np.float32) for k, v in run.params().items()}
+    params = weights(run, step)
     name = os.path.splitext(os.path.basename(run_path))[0]
     if fmt == "gguf":
         data = gguf.gguf_of_run(run_path, cfg, params, run_tokenizer(run_path), name)
@@ -224,7 +231,7 @@ def export(run_path, fmt, out):
         writers = [(out, _save_torch(tl_state_dict(cfg, params))), (side, _save_json(tl_config(cfg, name)))]
     else:
         meta = {"format": "heads parameters (names as /params of the results file)", "run": name,
-                "status": status, "config": {k: results.plain(v) for k, v in cfg.items()},
+                "status": status, "step": step, "config": {k: results.plain(v) for k, v in cfg.items()},
                 "shapes": {k: list(v.shape) for k, v in params.items()}}
         save = _save_torch(params) if fmt == "torch" else _save_npz(params)
         writers = [(out, save), (side, _save_json(meta))]

@@ -15,10 +15,10 @@ import tempfile
 
 import numpy as np
 
-from . import causalplots, gnuplot, heatmaps, studyplots
+from . import causalplots, gnuplot, heatmaps, overtraining, studyplots
 from ..core import cli, tokens, words
 from ..read import results
-from ..report.report_run import formation_steps
+from ..read import steps as over_training
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",  # a head's
            "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173",  # colour
@@ -41,16 +41,16 @@ def describe(f, run_name):
 
 
 def formation_marks(f):
-    """gnuplot arrows and labels at the steps where heads formed (report_run.formation_steps)."""
+    """gnuplot arrows and labels at the steps where heads formed (heads.read.steps.formation), each
+    said as the interval it was measured in."""
     if "attn/step" not in f:
         return ""
-    scores = {p: np.asarray(f[f"scores/{p}"][()]) for p in results.PATTERNS if f"scores/{p}" in f}
-    marks = formation_steps(np.asarray(f["attn/step"][()]), scores)
+    marks = over_training.formation(*over_training.scores_over_steps(f))
     colours = {"prev": "#1f77b4", "induction": "#d62728", "duplicate": "#9467bd",
                "first": "#ff7f0e", "self": "#2ca02c"}
     lines = []
     for k, (p, m) in enumerate(marks.items()):
-        step, text = m["step"], gnuplot.gp_string(f"{p} heads form (step {m['step']})")
+        step, text = m["step"], gnuplot.gp_string(f"{p} heads form ({over_training.interval_text(m)})")
         lines += [f"set arrow {k + 1} from {step}, graph 0 to {step}, graph 1 nohead dt 2 lw 1.5 "
                   f"lc rgb '{colours[p]}'",
                   f"set label {k + 1} {text} at {step}, graph {0.95 - 0.06 * k} offset 0.5,0 "
@@ -422,7 +422,8 @@ def main(doc):
                 print(f"{args.run}: no /attn/maps: attention and score plots skipped",
                       file=sys.stderr)
             written += plot_head_metrics(f, run_name, outdir, args.format, tmp)
-            for stem, draw in (("heads", studyplots.plot_head_heatmaps),
+            for stem, draw in (("over_training", overtraining.plot_over_training),
+                               ("heads", studyplots.plot_head_heatmaps),
                                ("pruning", studyplots.plot_pruning_curves),
                                ("composition", studyplots.plot_composition)):
                 name = f"{stem}.{args.format}"

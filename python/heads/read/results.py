@@ -7,6 +7,7 @@ For users (docs/python.md):
     maps.isel(step=-1, layer=1, head=3, probe=0)   # a [query, key] numpy array
     run.token_labels(0)                   # axis labels of probe 0 (bytes, subword pieces or ids)
     run.params()                          # {"tok_emb": array, "layer0/w_qkv": array, ...}
+    run.at(200).params, run.at(200)["heads/ablation_delta"]   # a weight snapshot and its study
     Summary("results/heads").rows()       # a sweep's summary, one dict per run (heads.results
                                           # only: it is heads.sweep.sweepread's)
 
@@ -25,7 +26,7 @@ require("numpy", "yaml")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from . import causal, pruning  # noqa: E402
+from . import causal, pruning, steps  # noqa: E402
 from ..core.cli import UserError  # noqa: E402
 from ..core import tokens  # noqa: E402
 from .ondisk import harness_lock_holder, leftover  # noqa: E402
@@ -168,6 +169,8 @@ class RunResult:
             self.train_elapsed = get("train/elapsed_s")
             self.eval_step, self.eval_loss = get("eval/step"), get("eval/loss")
             self.eval_tokens = get("eval/tokens")
+            self.icl_score = get("eval/icl_score")  # [M]; empty before format 1.7
+            self.formation = steps.formation(*steps.scores_over_steps(f))
             self.heldout = read_heldout(f)
             self.classes = read_classes(f)
             self.prune = pruning.read_curves(f)
@@ -189,6 +192,10 @@ class RunResult:
     @property
     def final_eval_loss(self):
         return float(self.eval_loss[-1]) if len(self.eval_loss) else float("nan")
+
+    @property
+    def final_icl_score(self):
+        return float(self.icl_score[-1]) if len(self.icl_score) else float("nan")
 
     @property
     def final_train_loss(self):
@@ -292,6 +299,16 @@ class Run(RunResult):
         step = self._read("attn/step")
         return {p: Named(self._read(f"scores/{p}"), ("step", "layer", "head"), {"step": step})
                 for p in PATTERNS}
+
+    def at(self, step):
+        """What the file holds of the weight snapshot of `step` (heads.read.steps.AtStep):
+        .params {name: array} as params(), and at["heads/ablation_delta"] (any dataset of
+        /study_steps/<step>, named as the final one) once `harness analyze --step` stored it."""
+        with open_file(self.path) as f:
+            try:
+                return steps.AtStep(f, step, self.path)
+            except KeyError as e:
+                raise UserError(str(e.args[0])) from None
 
     def probe_tokens(self):
         return self._read("probe/tokens")

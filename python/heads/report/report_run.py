@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from . import report_causal, report_study
-from ..read import results
+from ..read import results, steps as over_training
 from ..core import tokens as tok
 from ..core.cli import UserError
 
@@ -69,30 +69,6 @@ def pick_snapshots(n_steps, bytes_per_snapshot, budget):
         return list(range(n_steps))
     idx = np.unique(np.round(np.linspace(0, n_steps - 1, keep)).astype(int))
     return [int(i) for i in idx]
-
-
-def formation_steps(steps, scores, threshold=0.5):
-    """When did heads of each pattern form? For every head whose score is below the threshold
-    at the first snapshot and at or above it at the last, the first snapshot step at or above
-    it. Returns {pattern: {"step": earliest, "heads": [[layer, head, step], ...]}}, leaving out
-    patterns no head crossed (one snapshot: nothing can be said)."""
-    out = {}
-    if len(steps) < 2:
-        return out
-    for p in ("prev", "induction", "duplicate", "first", "self"):
-        if p not in scores:
-            continue
-        s = scores[p]  # [S,L,H]
-        heads = []
-        for layer in range(s.shape[1]):
-            for h in range(s.shape[2]):
-                col = s[:, layer, h]
-                if col[0] < threshold <= col[-1]:
-                    first = int(np.argmax(col >= threshold))
-                    heads.append([layer, h, int(steps[first])])
-        if heads:
-            out[p] = {"step": min(x[2] for x in heads), "heads": heads}
-    return out
 
 
 def _config(f):
@@ -164,7 +140,8 @@ def read_run(path, map_budget=16 << 20):
         d["score_steps"] = [int(s) for s in steps]
         d["patterns"] = PATTERNS
         d["scores"] = {p: _floats(v, 4) for p, v in scores.items()}
-        d["formation"] = formation_steps(steps, scores) if scores else {}
+        all_steps, all_scores = over_training.scores_over_steps(f)
+        d["formation"] = over_training.formation(all_steps, all_scores) if all_scores else {}
         d["prune"] = report_study.read_prune(f)
         d["circuits"] = report_study.read_circuits(f, cfg) if "heads" in f else None
         d["causal"] = report_causal.read_causal(f)

@@ -33,7 +33,8 @@ FILES = "run_files"  # summary.h5's group of what it records of each run's file:
 SUMMARY_FIXED = ["run", "status", "seed", "n_head", "d_head", "d_model", "n_layer", "E",
                  "params", "flops_per_token", "final_step", "final_train_loss", "final_eval_loss",
                  "min_eval_loss", "val_loss", "val_tokens", "test_loss", "test_tokens",
-                 "train_seconds"]
+                 "train_seconds", "icl_score", "formed_prev_after", "formed_prev",
+                 "formed_induction_after", "formed_induction"]
 # the held-out columns: (column prefix, split name in /heldout/split)
 HELDOUT = (("val", "validation"), ("test", "test"))
 
@@ -74,6 +75,11 @@ def summary_row(run, result, shapes, tolerance=pruning.DEFAULT_TOLERANCE,
         row[f"{prefix}_tokens"] = int(heldout[split]["tokens"]) if there else float("nan")
     row["train_seconds"] = float(result.train_elapsed[-1]) if ok and len(result.train_elapsed) \
         else float("nan")
+    row["icl_score"] = result.final_icl_score if ok else float("nan")
+    for p in ("prev", "induction"):  # heads.read.steps.formation: formed after `after`, by `step`
+        m = result.formation.get(p) if ok else None
+        row[f"formed_{p}_after"] = float(m["after"]) if m else float("nan")
+        row[f"formed_{p}"] = float(m["step"]) if m else float("nan")
     row.update(pruning.summary_values(result.prune if ok else {}, tolerance, floor))
     row[causal.CARRY_COLUMN] = result.causal[causal.CARRY_COLUMN] if ok else None
     counts = result.class_counts() if ok else {}

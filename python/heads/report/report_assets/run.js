@@ -324,7 +324,7 @@ function buildLoss(D, root) {
   const names = { induction: "induction heads form", prev: "previous-token heads form",
                   duplicate: "duplicate-token heads form", first: "first-token heads form", self: "self heads form" };
   const colours = { induction: "#d62728", prev: "#1f77b4", duplicate: "#9467bd", first: "#ff7f0e", self: "#2ca02c" };
-  for (const p in D.formation) vlines.push({ x: D.formation[p].step, label: `${names[p]} (step ${D.formation[p].step})`, color: colours[p] });
+  for (const p in D.formation) vlines.push({ x: D.formation[p].step, label: `${names[p]} (between step ${D.formation[p].after} and ${D.formation[p].step})`, color: colours[p] });
   const series = [{ name: "train (each logged step)", points: tr, color: "#7fa7d1", width: 1 },
                   { name: "validation (periodic: the same windows each time)", points: ev, color: "#d62728", width: 2, marker: 2.5 }];
   const svg = lineChart(root, series, { width: 900, height: 340, logy, xlabel: "training step",
@@ -332,8 +332,8 @@ function buildLoss(D, root) {
   svg.id = "loss-chart";
   chartLegend(root, svg, series);
   const txt = Object.keys(D.formation).length
-    ? "Dashed lines: the first snapshot at which a head's score reached 0.5 (the classification threshold) having been below it at the first snapshot: " +
-      Object.entries(D.formation).map(([p, f]) => `${p}: ${f.heads.map(x => `L${x[0]}H${x[1]} at ${x[2]}`).join(", ")}`).join("; ") + "."
+    ? "Dashed lines: the first stored step at which a head's score reached 0.5 (the classification threshold) having been below it at the first; it formed after the stored step before: " +
+      Object.entries(D.formation).map(([p, f]) => `${p}: ${f.heads.map(x => `L${x[0]}H${x[1]} between ${x[2]} and ${x[3]}`).join(", ")}`).join("; ") + "."
     : (D.score_steps.length < 2 ? "Only one attention snapshot: set output.attn_every to see when heads form."
                                 : "No head's score crossed 0.5 during training, so no formation step is marked.");
   el("p", { class: "note", id: "formation-note" }, root, txt);
