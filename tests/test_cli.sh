@@ -189,6 +189,33 @@ fi
 "$harness" "$tmp/base.yaml" --set output.path=$tmp/t2b.h5 --set train.threads=2 > /dev/null 2>&1
 diff=$(same_numbers "$tmp/t2.h5" "$tmp/t2b.h5") && ok "two runs at 2 threads are bitwise identical" || bad "2-thread reruns differ in $diff"
 diff=$(same_numbers "$tmp/t1.h5" "$tmp/t2.h5") && ok "1 thread and 2 threads are bitwise identical" || bad "1 vs 2 threads differ in $diff"
+# without OMP_WAIT_POLICY (tests/run sets it) the harness runs itself once more with a bounded
+# GOMP_SPINCOUNT (src/cli/wait_policy.c), and its steps follow the load (src/train/threads_adapt.c)
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$harness" "$tmp/base.yaml" --set output.path=$tmp/t2s.h5 \
+    --set train.threads=2 --set train.steps=80 > /dev/null 2>&1
+"$harness" "$tmp/base.yaml" --set output.path=$tmp/t1l.h5 --set train.threads=1 --set train.steps=80 > /dev/null 2>&1
+diff=$(same_numbers "$tmp/t1l.h5" "$tmp/t2s.h5") && ok "re-executed with a bounded spin, thread count probed: bitwise the 1-thread run" \
+    || bad "the default wait policy's run differs in $diff"
+if command -v strace > /dev/null; then
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT LD_PRELOAD=libm.so.6 strace -f -v -s 200 -e trace=execve -o "$tmp/exec.log" \
+        "$harness" --keys train.threads > /dev/null 2>&1
+    execs=$(grep -c 'execve(' "$tmp/exec.log")
+    again=$(grep 'execve("/proc/self/exe", \["'"$harness"'", "--keys", "train.threads"\]' "$tmp/exec.log")
+    [ "$execs" = 2 ] && [[ $again == *LD_PRELOAD=libm.so.6* ]] && [[ $again == *GOMP_SPINCOUNT=* ]] \
+        && ok "wait policy: one exec of /proc/self/exe, argv and LD_PRELOAD kept, under strace" \
+        || bad "wait policy: $execs execs: $(tail -c 400 "$tmp/exec.log")"
+    GOMP_SPINCOUNT=5 strace -f -e trace=execve -o "$tmp/exec.log" "$harness" --keys train.threads > /dev/null 2>&1
+    [ "$(grep -c 'execve(' "$tmp/exec.log")" = 1 ] && ok "wait policy: the user's GOMP_SPINCOUNT is kept, no exec" \
+        || bad "wait policy: exec despite the user's GOMP_SPINCOUNT"
+fi
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$harness" "$tmp/base.yaml" --force $long --set output.path=$tmp/term.h5 \
+    > /dev/null 2> "$tmp/term.log" &
+pid=$!
+wait_for "$tmp/term.log" "^step 1[0-9]/"
+kill -TERM $pid 2>/dev/null
+wait $pid
+status=$?
+[ $status -eq 130 ] && ok "re-executed run: SIGTERM stops it cleanly (exit 130)" || bad "re-executed run: SIGTERM gave exit $status"
 
 # ---- divergence: a valid file up to the step, status diverged, exit 3
 "$harness" "$tmp/base.yaml" --set output.path=$tmp/div.h5 --set train.lr=1e35 --set train.warmup_steps=0 > /dev/null 2> "$tmp/err"

@@ -39,6 +39,7 @@
 #include "analyze_steps.h"
 #include "data/tasks.h"
 #include "train/train.h"
+#include "wait_policy.h"
 
 #define EXIT_USER_ERROR 2
 #define EXIT_DIVERGED 3
@@ -518,6 +519,7 @@ static int load_config(Config *cfg, const char *path, int argc, char **argv, Use
 }
 
 int main(int argc, char **argv) {
+    wait_policy_apply(argv);
     fatal_install();
     results_library_init();
     /* at once: a background job starts with SIGINT ignored, and a signal that comes before the

@@ -22,6 +22,7 @@
 #include "results/runstate.h"
 #include "budget.h"
 #include "train_log.h"
+#include "threads_adapt.h"
 #include "base/peak.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
@@ -142,6 +143,7 @@ typedef struct {
     double step_s, eval_s, step_cpu; /* training steps, periodic evaluations; the steps' CPU time */
     int first;                       /* the step this session started at */
     int on_terminal;
+    ThreadsAdapt threads; /* the steps' thread count, following the load */
 } Session;
 
 static void state_init(RunState *st, Model *m, const Task *task, const Config *cfg) {
@@ -226,7 +228,10 @@ static RunStatus step_once(RunState *st, Model *m, const Task *task, const Confi
     double norm, step_start = now_seconds(), cpu_start = cpu_seconds();
     int logged = step % cfg->log_every == 0 || step == cfg->steps - 1;
     if (logged) head_l0_log(&st->gates, step); /* before the update, as the row's loss */
+    threads_adapt_begin(&ses->threads, step);
+    double train_start = now_seconds();
     float loss = train_step(m, &st->gates, task, cfg, batch, step, &norm);
+    threads_adapt_end(&ses->threads, step, now_seconds() - train_start);
     double elapsed = now_seconds() - ses->start, lr = train_lr_at(cfg, step);
     ses->step_s += now_seconds() - step_start;
     ses->step_cpu += cpu_seconds() - cpu_start;
@@ -260,6 +265,7 @@ static RunStatus run_steps(RunState *st, Model *m, const Task *task, const Confi
     Batch batch;
     batch_alloc(&batch, cfg->batch_size, cfg->seq_len);
     RunStatus status = RUN_COMPLETE;
+    threads_adapt_init(&ses->threads, st->step);
     train_stop_polled = 1;
     for (int step = st->step;; step++) {
         st->step = step;

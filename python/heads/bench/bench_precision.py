@@ -65,29 +65,43 @@ def _stop(procs):
         p.wait()
 
 
+CONTENTION_STEPS = 120  # past the thread-count probes at steps 2 and 104 (src/train/threads_adapt.c)
+
+
+def _mean_after_warmup(step_s, warmup):
+    """The mean step: the probes' steps at the other thread count weigh in (a median hides them)."""
+    timed = step_s[warmup:]
+    return sum(timed) / len(timed), len(timed)
+
+
 def report_contention(rep, args, configs, tmp, runs):
     """The harness at its default threads (train.threads 0) and at 1 thread, quiet and beside one
-    and two busy processes (the user's machine with a compile running)."""
-    harness_run, _, median, _, _ = runs
+    and two busy processes (the user's machine with a compile running), in the user's default
+    environment: no OMP_WAIT_POLICY or GOMP_SPINCOUNT (src/cli/wait_policy.c sets the spin)."""
+    harness_run = runs[0]
+    steps = max(args.steps, CONTENTION_STEPS)
+    saved = {k: os.environ.pop(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ}
     rows, record = [], []
-    for name, D, H, dh, T, B in configs:
-        row = [name]
-        for competitors in (0, 1, 2):
-            procs = _busy(competitors)
-            try:
-                default = _best(lambda: harness_run(args, name, D, H, dh, T, B, args.steps, tmp, 0),
-                                median, args.warmup, args.repeat)
-                one = _best(lambda: harness_run(args, name, D, H, dh, T, B, args.steps, tmp, 1),
-                            median, args.warmup, args.repeat)
-            finally:
-                _stop(procs)
-            row += [fmt_ms(default) if default else "-", fmt_ms(one) if one else "-"]
-            record.append(dict(config=name, competitors=competitors, default_s=default, one_thread_s=one))
-        rows.append(row)
-    rep.line(f"## Shared machine: ms/step at the default threads and at 1 thread, beside 0, 1 and 2 busy "
-             f"processes ({os.cpu_count()} CPUs)")
+    try:
+        for name, D, H, dh, T, B in configs:
+            row = [name]
+            for competitors in (0, 1, 2):
+                procs = _busy(competitors)
+                try:
+                    default, one = (_best(lambda: harness_run(args, name, D, H, dh, T, B, steps, tmp, threads),
+                                          _mean_after_warmup, args.warmup, args.repeat) for threads in (0, 1))
+                finally:
+                    _stop(procs)
+                row += [fmt_ms(default) if default else "-", fmt_ms(one) if one else "-",
+                        f"{one / default:.2f}x" if default and one else "-"]
+                record.append(dict(config=name, competitors=competitors, default_s=default, one_thread_s=one))
+            rows.append(row)
+    finally:
+        os.environ.update(saved)
+    rep.line(f"## Shared machine: mean ms/step of {steps} steps at the default threads and at 1 thread, beside 0, "
+             f"1 and 2 busy processes ({os.cpu_count()} CPUs)")
     rep.line()
-    rep.table(["config", "quiet default", "quiet 1 thread", "1 busy: default", "1 busy: 1 thread",
-               "2 busy: default", "2 busy: 1 thread"], rows)
+    rep.table(["config"] + [f"{load}: {col}" for load in ("quiet", "1 busy", "2 busy")
+                            for col in ("default", "1 thread", "1 thread / default")], rows)
     rep.line()
     return record
