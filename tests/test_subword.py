@@ -13,7 +13,10 @@ Checks (one line each, then "N passed, M failed"):
     order, the first 5% validation, the next 5% test), each header (parsed here: magic, uint16,
     vocabulary, count, zlib's CRC-32) right and its ids the library's encoding of its documents'
     lines; corpus.json's sources; corpus too small for the vocabulary, non-UTF-8 text, a bad
-    --vocab, a single document: exit 2, one line, no output directory;
+    --vocab, a one-line file (one document): exit 2, one line, no output directory;
+  - one file (GPL-3) is cut at blank lines into pieces of a 20th of its size, and with
+    --piece-mb 0.01 two files into pieces of >= 10 kB ending at blank lines (corpus.json's
+    starts and sizes, recomputed here);
   - a 2-seed sweep (1 and 4 heads) on those tokens through scripts/sweep: every run complete, the
     summary's rows; each run stores the .model bytes verbatim (/tokenizer/model) and its pieces,
     passes `harness check`, and docs/results-format.md names its /tokenizer datasets;
@@ -30,6 +33,7 @@ Checks (one line each, then "N passed, M failed"):
     task, inspect --prompt on a tokens run without a tokenizer or with a truncated stored model:
     exit 2, one line, no results file.
 """
+import collections
 import glob
 import hashlib
 import json
@@ -135,7 +139,11 @@ def check_tokenize(tmp):
     nope = os.path.join(tmp, "nope")
     one_line_error(run([*tokenize, *small, "--vocab", "4096", "--out", nope]),
                    "tokenize: a corpus too small for --vocab 4096", "too small for --vocab 4096", [nope])
-    one_line_error(run([*tokenize, small[0], "--out", nope]), "tokenize: one document", "by document", [nope])
+    one_line = os.path.join(tmp, "one_line.txt")
+    with open(one_line, "w") as f:
+        f.write(lines[0] + "\n")
+    one_line_error(run([*tokenize, one_line, "--out", nope]), "tokenize: one line, so one document", "by document",
+                   [nope])
     latin1 = os.path.join(tmp, "latin1.txt")
     with open(latin1, "wb") as f:
         f.write("caf\u00e9 au lait\n".encode("latin-1") * 50)
@@ -146,6 +154,41 @@ def check_tokenize(tmp):
     with open(os.path.join(tmp, "small.txt"), "w") as f:
         f.write("\n".join(lines[:30]) + "\n")
     return out, sp, [x for _, ls in val_docs for x in ls]
+
+
+def check_pieces(tmp):
+    """One file, or a file above --piece-mb, is cut into documents at blank lines (recomputed here
+    from the rule scripts/tokenize states)."""
+    tokenize = [sys.executable, os.path.join(ROOT, "scripts", "tokenize")]
+    gpl = "/usr/share/common-licenses/GPL-3"
+    data = open(gpl, "rb").read()
+    out = os.path.join(tmp, "one_file")
+    r = run([*tokenize, gpl, "--vocab", "512", "--out", out])
+    record = json.load(open(os.path.join(out, "corpus.json"))) if r.returncode == 0 else {}
+    want, start, end, piece = [], 0, 0, len(data) // 20
+    for line in data.splitlines(keepends=True):
+        end += len(line)
+        if end - start >= piece and not line.strip():
+            want.append((start, end - start))
+            start = end
+    want += [(start, end - start)] if end > start else []
+    got = sorted((x["start"], x["bytes"]) for x in record.get("sources", []))
+    check("tokenize one file (GPL-3): cut at blank lines into pieces of size/20 (the old usage works), "
+          "recorded in corpus.json", r.returncode == 0 and record["piece_bytes"] == piece and got == want,
+          f"{(r.stdout + r.stderr)[-300:]} {got[:4]} vs {want[:4]}")
+    out2 = os.path.join(tmp, "two_files")
+    r = run([*tokenize, gpl, "/usr/share/common-licenses/Apache-2.0", "--vocab", "512", "--piece-mb", "0.01",
+             "--out", out2])
+    record = json.load(open(os.path.join(out2, "corpus.json"))) if r.returncode == 0 else {}
+    parts = collections.defaultdict(list)
+    for x in record.get("sources", []):
+        parts[x["path"]].append((x["start"], x["bytes"]))
+    whole = all(sum(b for _, b in v) == os.path.getsize(k) and all(b >= 10_000 for _, b in sorted(v)[:-1])
+                for k, v in parts.items())
+    ends = all(open(k, "rb").read()[s + b - 2:s + b] == b"\n\n" for k, v in parts.items() for s, b in sorted(v)[:-1])
+    check("tokenize --piece-mb 0.01: each file above 10 kB cut into pieces of >= 10 kB ending at a blank line, "
+          "together the whole file", r.returncode == 0 and len(parts) == 2 and whole and ends and
+          len(record["sources"]) >= 4, f"{(r.stdout + r.stderr)[-300:]} {dict(parts)}")
 
 
 def write_base(tmp, corpus):
@@ -324,6 +367,7 @@ def check_bad_input(tmp, harness, base, corpus, run_path):
 
 def suite(harness, tmp):
     corpus, sp, held_out = check_tokenize(tmp)
+    check_pieces(tmp)
     base = write_base(tmp, corpus)
     run_path, outdir = check_sweep(tmp, harness, base, corpus, sp)
     check_tail_split(tmp, harness, base, corpus)
