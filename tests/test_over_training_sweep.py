@@ -9,8 +9,8 @@ then, from the raw datasets with NumPy and scipy (none of the package's function
 - the induction heads' formation interval from /attn + /scores and /study_steps;
 - each group's Δloss rise: layer-0 prev / layer-1 induction heads of /scores/class, the largest
   single-head /study_steps/<s>/heads/ablation_delta, the first snapshot at >= 0.1 nats;
-- the overlap and order per run, the counts and the two-sided exact sign test
-  (scipy.stats.binomtest) per head count;
+- the overlap (else: after or before) and order per run, the counts and the two-sided exact sign
+  tests (scipy.stats.binomtest) per head count;
 - over_training_sweep.csv holds exactly the numbers the file stores; a complete run without a
   study at every snapshot is left out and named; a folder without runs exits 2.
 """
@@ -84,7 +84,8 @@ def expected(path):
         out[f"delta_{name}"] = curve
     a, b = out["rise_prev"], out["rise_induction"]
     out["prev_first"] = None if a is None or b is None or a == b else a[1] <= b[0]
-    out["drop_in_formation"] = formed is not None and drop[0] < formed[1] and formed[0] < drop[1]
+    out["drop_in_formation"] = None if formed is None else drop[0] < formed[1] and formed[0] < drop[1]
+    out["drop_after_formation"] = None if formed is None or out["drop_in_formation"] else drop[0] >= formed[1]
     return out
 
 
@@ -111,7 +112,8 @@ def main():
                 and abs(r["icl_drop"][2] - w["icl_drop"][2]) <= 1e-12
             for key in ("formed_induction", "rise_prev", "rise_induction"):
                 ok &= same(r.get(key), w[key])
-            ok &= r.get("prev_first") == w["prev_first"] and r.get("drop_in_formation") == w["drop_in_formation"]
+            ok &= r.get("prev_first") == w["prev_first"] and r.get("drop_in_formation") == w["drop_in_formation"] \
+                and r.get("drop_after_formation") == w["drop_after_formation"]
             ok &= np.allclose(r.get("delta_prev", []), w["delta_prev"], rtol=0, atol=0) \
                 and np.allclose(r.get("delta_induction", []), w["delta_induction"], rtol=0, atol=0)
         check("per run: the ICL drop, the formation interval, both Δloss rises, the overlap and the order, "
@@ -122,7 +124,11 @@ def main():
             order = [w["prev_first"] for w in ws if w["prev_first"] is not None]
             b = got["by_n_head"].get(str(n), {})
             p_want = sps.binomtest(sum(order), len(order), 0.5).pvalue if order else float("nan")
-            ok &= b.get("drop_in_formation") == sum(w["drop_in_formation"] for w in ws) \
+            after = [w["drop_after_formation"] for w in ws if w["drop_after_formation"] is not None]
+            pa = sps.binomtest(sum(after), len(after), 0.5).pvalue if after else None
+            ok &= b.get("drop_after") == sum(after) and b.get("drop_outside") == len(after) \
+                and (abs(b["drop_sign_p"] - pa) < 1e-12 if after else b.get("drop_sign_p") is None)
+            ok &= b.get("drop_in_formation") == sum(w["drop_in_formation"] or 0 for w in ws) \
                 and b.get("prev_first") == sum(order) and b.get("order_resolved") == len(order) \
                 and (abs(b["sign_p"] - p_want) < 1e-12 if order else b.get("sign_p") is None)
         check("per head count: the counts and the exact two-sided sign test (scipy.stats.binomtest)", ok,

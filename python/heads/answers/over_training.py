@@ -11,9 +11,10 @@ Per run (every measured step is an interval between two stored steps, never roun
   reaches RISE nats (the group matters), with the snapshot before it. The groups are the heads of
   the final model's class: prev in layer 0, induction in layer 1 (/scores/class). A group of
   redundant heads may never reach it: single-head ablation is what the study stores.
-Across the runs of one head count: how many drops overlap the formation interval, how many prev
-rises come strictly before the induction rise, and a two-sided sign test (binomial, p = 1/2) over
-the runs where the order is resolved (different intervals).
+Across the runs of one head count: how many drops overlap the formation interval (and of the
+others, how many come after it), how many prev rises come strictly before the induction rise, and
+two-sided sign tests (binomial, p = 1/2) of "after" and of "prev first" over the runs where the
+order is resolved (disjoint intervals).
 
 Reads results files (h5py); writes nothing (scripts/over-training writes the CSV and figure).
 """
@@ -81,7 +82,9 @@ def measure(path):
         curve = delta[:, layer, heads].max(axis=1) if heads and snaps else []
         out[f"delta_{name}"] = [float(v) for v in curve]
         out[f"rise_{name}"] = rise(snaps, curve) if len(curve) else None
-    out["drop_in_formation"] = overlap(drop, out["formed_induction"]) if drop else None
+    f = out["formed_induction"]
+    out["drop_in_formation"] = overlap(drop, f) if drop and f else None
+    out["drop_after_formation"] = None if not drop or not f or overlap(drop, f) else drop[0] >= f[1]
     a, b = out["rise_prev"], out["rise_induction"]
     out["prev_first"] = None if a is None or b is None or a == b else a[1] <= b[0]
     return out
@@ -112,20 +115,25 @@ def runs_of(directory):
 
 
 def answers(directory):
-    """{"runs": [measure(...)], "by_n_head": {n: counts and the sign test}, "left_out": the
-    complete runs without a study at every snapshot}."""
+    """{"runs": [measure(...)], "by_n_head": {n: counts(...)}, "all": counts of every run,
+    "left_out": the complete runs without a study at every snapshot}."""
     paths, left_out = runs_of(directory)
     runs = [measure(p) for p in paths]
-    by = {}
-    for n in sorted({r["n_head"] for r in runs}):
-        rs = [r for r in runs if r["n_head"] == n]
-        coincide = [r["drop_in_formation"] for r in rs if r["drop_in_formation"] is not None]
-        order = [r["prev_first"] for r in rs if r["prev_first"] is not None]
-        by[n] = {"runs": len(rs), "formed": sum(r["formed_induction"] is not None for r in rs),
-                 "drop_in_formation": sum(coincide), "drop_measured": len(coincide),
-                 "prev_first": sum(order), "order_resolved": len(order),
-                 "sign_p": sign_test(sum(order), len(order))}
-    return {"runs": runs, "by_n_head": by, "left_out": left_out}
+    by = {n: counts([r for r in runs if r["n_head"] == n]) for n in sorted({r["n_head"] for r in runs})}
+    return {"runs": runs, "by_n_head": by, "all": counts(runs), "left_out": left_out}
+
+
+def counts(rs):
+    """The counts and sign tests of a set of measured runs."""
+    coincide = [r["drop_in_formation"] for r in rs if r["drop_in_formation"] is not None]
+    after = [r["drop_after_formation"] for r in rs if r["drop_after_formation"] is not None]
+    order = [r["prev_first"] for r in rs if r["prev_first"] is not None]
+    return {"runs": len(rs), "formed": sum(r["formed_induction"] is not None for r in rs),
+            "drop_in_formation": sum(coincide), "drop_measured": len(coincide),
+            "drop_after": sum(after), "drop_outside": len(after),
+            "drop_sign_p": sign_test(sum(after), len(after)),
+            "prev_first": sum(order), "order_resolved": len(order),
+            "sign_p": sign_test(sum(order), len(order))}
 
 
 def interval(x):

@@ -24,15 +24,16 @@ def curves(run):
 
 def plot(runs, out, tmp):
     """Draw the runs (heads.answers.over_training.measure, with eval_steps and icl) into out."""
+    out = os.path.abspath(out)  # gnuplot runs in tmp
     rows = [[r["run"], r["n_head"], r["seed"], name, s, v] for r in runs for name, pts in curves(r).items()
             for s, v in pts]
     write_csv(out, ["run", "n_head", "seed", "curve", "step", "value"], rows)
     heads = sorted({r["n_head"] for r in runs})
-    width, height = 430 * len(heads) + 60, 620
+    width, height = 430 * len(heads) + 60, 660
     script = [gnuplot.terminal_for(out, width, height, 10), f"set output {gnuplot.gp_string(out)}",
               f"set multiplot layout 2,{len(heads)} columnsfirst title "
-              + gnuplot.gp_string("over training: ICL score and the ablation Δloss of the circuit's heads "
-                                  "(dashed: layer-0 previous-token, solid: layer-1 induction; a colour per seed)")
+              + gnuplot.gp_string("over training: the ICL score, and the largest single-head ablation Δloss\n"
+                                  "dashed: layer-0 previous-token heads, solid: layer-1 induction heads; a colour per seed")
               + " font ',11'", "set grid", "set logscale x", "unset key"]
     for n in heads:
         rs = [r for r in runs if r["n_head"] == n]
