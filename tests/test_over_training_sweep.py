@@ -11,7 +11,8 @@ then, from the raw datasets with NumPy and scipy (none of the package's function
   single-head /study_steps/<s>/heads/ablation_delta, the first snapshot at >= 0.1 nats;
 - the overlap (else: after or before) and order per run, the counts and the two-sided exact sign
   tests (scipy.stats.binomtest) per head count;
-- over_training_sweep.csv holds exactly the numbers the file stores; a complete run without a
+- over_training_sweep.csv holds exactly the numbers the file stores, and docs/experiments.md
+  §10's table is docs/over-training.csv's ICL drops and Δloss crossings; a complete run without a
   study at every snapshot is left out and named; a folder without runs exits 2.
 """
 import csv
@@ -95,8 +96,40 @@ def same(got, want):
     return tuple(got) == tuple(want)
 
 
+def test_docs_table():
+    """docs/experiments.md §10's table against docs/over-training.csv (the figure's numbers): each
+    run's ICL drop and both Δloss crossings of 0.1 nats, recomputed here."""
+    with open(os.path.join(ROOT, "docs", "over-training.csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    with open(os.path.join(ROOT, "docs", "experiments.md")) as fh:
+        md = fh.read()
+    section = md[md.index("## 10. `over_training.yaml`"):md.index("## Summary and caveats")]
+    table = {c[0]: c for c in ([x.strip() for x in line.strip().strip("|").split("|")]
+                               for line in section.splitlines() if line.startswith("| h")) if c}
+    ok = len(table) == len({r["run"] for r in rows}) == 10
+    for run in sorted({r["run"] for r in rows}):
+        curve = lambda name: sorted((int(r["step"]), float(r["value"])) for r in rows
+                                    if r["run"] == run and r["curve"] == name)
+        icl = curve("icl_score")
+        d = [b[1] - a[1] for a, b in zip(icl, icl[1:])]
+        k = int(np.argmin(d))
+        drop = f"({icl[k][0]}, {icl[k + 1][0]}] {d[k]:+.3f}".replace("-", "−")
+        cells = table.get(run, [""] * 5)
+        ok &= cells[1] == drop
+        for col, name in ((3, "delta_prev"), (4, "delta_induction")):
+            pts = curve(name)
+            hit = [i for i, (_, v) in enumerate(pts) if v >= 0.1]
+            want = "never" if not hit else f"({pts[hit[0] - 1][0] if hit[0] else -1}, {pts[hit[0]][0]}]"
+            ok &= cells[col] == want
+        if not ok:
+            print(f"# {run}: {cells} against drop {drop}")
+            break
+    check("docs/experiments.md §10: each run's ICL drop and Δloss crossings are docs/over-training.csv's", ok)
+
+
 def main():
     harness = os.path.abspath(sys.argv[1])
+    test_docs_table()
     script = os.path.join(ROOT, "scripts", "over-training")
     with tempfile.TemporaryDirectory() as work:
         paths = [train(harness, work, n, seed) for n in (2, 4) for seed in (0, 1)]
