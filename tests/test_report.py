@@ -28,6 +28,13 @@ checks only. Checks:
                of the patching effect (NumPy), the DLA parts and their sum, the metric's clean
                and corrupted values, the strongest paths drawn and listed (or why none), the
                head table's DLA, copying and patching columns
+  step control a run with weight snapshots and their studies (test_over_training.py's config):
+               the control lists /attn's and /study_steps' steps, the final one chosen; at a
+               study's step, one in both and one of /attn's alone, the map row is the file's
+               (/study_steps' or /attn's), the head table's class, induction score and Δloss and
+               the K-composition matrix /study_steps/<step>'s (at /attn's alone: scores, no Δloss,
+               and why); the slider's end is /heads; a run without snapshots says what is
+               missing and `harness analyze RUN --steps all`
   layouts      a run per attention layout (MHA, GQA, MQA, RoPE, shortformer, no positions,
                output gate, sink, all switches together) and per task (two_source, text,
                tokens): each report opens without console errors, the probe's tokens as text in
@@ -206,7 +213,7 @@ def test_run_page(d, run):
     select(d, "sel-layer", layer)
     select(d, "sel-head", head)
     select(d, "sel-probe", probe)
-    select(d, "sel-step", si)
+    select(d, "sel-step", int(steps[si]))  # the page's step control (steps.js), by step
     hover(d, token(d, q))
     got = shown_weights(d)
     want = maps[si, layer, head, probe, q]
@@ -243,16 +250,12 @@ def test_run_page(d, run):
           f"{got} {col.round(4)}")
     d.find_element("id", "mode").click()
     caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
-    select(d, "sel-step", S - 1)
+    select(d, "sel-step", int(steps[-1]))
     caps = [e.text for e in d.find_elements("css selector", "#multiples figcaption")]
     check("small multiples: every head of the layer, labelled with its class and score",
           len(caps) == H and all(f"head {h}: {classes[layer][h]}" in caps[h] for h in range(H)),
           str(caps))
-    cells = d.execute_script(
-        "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
-        "[...tr.children].map(td => td.dataset.value))")
-    cols = [th.get_attribute("data-key")
-            for th in d.find_elements("css selector", "#head-table th")]
+    cols, cells = head_table(d)
     ok = len(cells) == L * H
     for r in cells if ok else []:
         l, h = int(r[0]), int(r[1])
@@ -327,15 +330,20 @@ def check_causal(d, run):
     else:
         check("causal: no path patching in the file, and the page says so",
               "Path patching is absent" in d.find_element("id", "paths-absent").text)
-    cells = d.execute_script(
-        "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
-        "[...tr.children].map(td => td.dataset.value))")
-    cols = [th.get_attribute("data-key") for th in d.find_elements("css selector", "#head-table th")]
+    cols, cells = head_table(d)
     ok = all(k in cols for k in columns)
     for r in cells if ok else []:
         l, h = int(r[0]), int(r[1])
         ok &= all(abs(float(r[cols.index(k)]) - v[l, h]) <= 1e-4 for k, v in columns.items())
     check("head table: DLA, copying and patching effect of every head as in the file", ok and len(cells) > 0)
+
+
+def head_table(d):
+    """(column keys, [[data-value of each cell] per row]) of the head table."""
+    cells = d.execute_script(
+        "return [...document.querySelectorAll('#head-table tbody tr')].map(tr => "
+        "[...tr.children].map(td => td.dataset.value))")
+    return [th.get_attribute("data-key") for th in d.find_elements("css selector", "#head-table th")], cells
 
 
 def dom_values(d, selector, attrs=("value",)):
@@ -438,6 +446,111 @@ def check_composition(d, run):
     covered = hidden_cells(d, "#composition-grid tr[data-later] > :first-child")
     check("composition matrix: every row visible (no sticky header over the first row)",
           not covered, f"covered rows: {covered}")
+
+
+SNAPSHOTS = """\
+model: {vocab_size: 16, d_model: 48, n_head: 4, n_layer: 2, seq_len: 24}
+train: {steps: 600, batch_size: 16, lr: 3.0e-3, warmup_steps: 10, seed: 0, threads: 1}
+data: {task: induction, min_period: 3, max_period: 8}
+output: {log_every: 10, eval_every: 10, eval_batches: 2, attn_every: 40, probes: 4,
+         snapshots: "log:50", snapshot_study: true, patch_batches: 0, prune_step: 0}
+"""  # tests/test_over_training.py's run: its induction heads form between two stored steps
+
+
+def near(shown, want):
+    """A head-table value (data-value text) equals the file's float32 (the page keeps 6 decimals)."""
+    return abs(float(shown) - want) <= 1e-6 + 1e-5 * abs(want)
+
+
+def at_step(d, step):
+    """Choose step in the step control: whether the head table then says it shows that step."""
+    select(d, "sel-step", step)
+    return d.find_element("id", "head-step").get_attribute("data-step") == str(step)
+
+
+def test_steps(d, tiny):
+    """The step control (steps.js) over a run with weight snapshots and their studies: at a step
+    the page's map row, head table (class, induction score, Δloss) and K-composition are the
+    /study_steps/<step> datasets (maps: /attn's where /attn has the step); at a step /attn has
+    alone, the maps and scores follow and the study's columns are empty, saying why; the slider
+    returns to the final model. A run without snapshots says what is missing and the command."""
+    run = harness_run("snapshots", config=write(os.path.join(TMP, "snapshots.yaml"), SNAPSHOTS))
+    page = page_of(run, os.path.join(TMP, "snapshots.html"))
+    check("a run with snapshot studies: the page opens without console errors",
+          open_page(d, page) and not console_errors(d), str(console_errors(d)))
+    with h5py.File(run, "r") as f:
+        attn = [int(s) for s in f["attn/step"][()]]
+        studied = sorted(int(s) for s in f["study_steps"])
+        options = [o.get_attribute("value") for o in d.find_elements("css selector", "#sel-step option")]
+        check("the step control lists /attn's and /study_steps' steps, the final one chosen",
+              options == [str(s) for s in sorted(set(attn) | set(studied))]
+              and d.find_element("id", "sel-step").get_attribute("value") == str(attn[-1])
+              and d.find_element("id", "step-what").text == "final model", str(options))
+        layer, head, probe, q = 1, 2, 1, 13
+        select(d, "sel-layer", layer)
+        select(d, "sel-head", head)
+        select(d, "sel-probe", probe)
+        for step in (100, 200, 560):  # a study's step alone, one in both, one of /attn's alone
+            g = f[f"study_steps/{step}"] if step in studied else None
+            maps = g["attn/maps"][0] if g is not None else f["attn/maps"][attn.index(step)]
+            chosen = at_step(d, step)
+            hover(d, token(d, q))
+            got, want = shown_weights(d), maps[layer, head, probe, q]
+            check(f"step {step}: the map's row (layer {layer}, head {head}, probe {probe}, query {q}) is the "
+                  f"file's {'/study_steps' if step not in attn else '/attn'} maps within the page's precision",
+                  chosen and d.find_element("id", "map").get_attribute("data-step") == str(step)
+                  and all(got[j] is not None and abs(got[j] - want[j]) <= SHOWN for j in range(q + 1)),
+                  f"page {got[:q + 1]} file {want[:q + 1].round(4)}")
+            cols, cells = head_table(d)
+            score = g["scores/induction"][0] if g is not None else f["scores/induction"][attn.index(step)]
+            if g is not None:
+                delta, classes = g["heads/ablation_delta"][()], results.read_classes(g)
+                comp = g["circuits/k_composition"][()]
+                ok = len(cells) == delta.size
+                for r in cells if ok else []:
+                    l, h = int(r[0]), int(r[1])
+                    ok &= near(r[cols.index("ablation_delta")], delta[l, h])
+                    ok &= r[cols.index("class")] == classes[l][h]
+                    ok &= abs(float(r[cols.index("induction")]) - score[l, h]) <= 5e-5
+                check(f"step {step}: the head table's Δloss, class and induction score are "
+                      f"/study_steps/{step}'s", ok, str(cells[:2]))
+                grid = [c for c in d.execute_script(
+                    "return [...document.querySelectorAll('#composition-grid td')].map(td => "
+                    "[td.parentElement.dataset.later, td.dataset.earlier, td.dataset.value])")
+                        if c[2] != ""]
+                ok = len(grid) == np.isfinite(comp).sum() and d.find_element(
+                    "id", "composition-step").get_attribute("data-step") == str(step)
+                for b, e, v in grid if ok else []:
+                    (lb, hb), (la, ha) = map(int, b.split(",")), map(int, e.split(","))
+                    ok &= abs(float(v) - comp[lb, hb, la, ha]) <= 5e-5 + 1e-7
+                check(f"step {step}: the composition matrix is /study_steps/{step}/circuits/"
+                      "k_composition to 4 decimals", ok, str(grid[:3]))
+            else:
+                ok = len(cells) > 0 and all(
+                    r[cols.index("ablation_delta")] == ""
+                    and abs(float(r[cols.index("induction")]) - score[int(r[0]), int(r[1])]) <= 5e-5
+                    for r in cells)
+                why = d.find_element("id", "head-step").text, d.find_element("id", "composition-note").text
+                check(f"step {step} (/attn's alone): the head table's scores are the file's, no Δloss, "
+                      "and the page says why", ok and "no weight snapshot" in why[0]
+                      and "No composition at step" in why[1], f"{cells[:2]} {why}")
+        d.execute_script("const r = document.getElementById('step-range'); r.value = r.max;"
+                         "r.dispatchEvent(new Event('input'))")
+        cols, cells = head_table(d)
+        delta = f["heads/ablation_delta"][()]
+        check("the slider's last position is the final model (/heads, the step control's select follows)",
+              d.find_element("id", "sel-step").get_attribute("value") == str(attn[-1])
+              and all(near(r[cols.index("ablation_delta")], delta[int(r[0]), int(r[1])]) for r in cells)
+              and len(cells) == delta.size)
+    check("no console error after moving the step control", not console_errors(d), str(console_errors(d)))
+    open_page(d, page_of(tiny, os.path.join(TMP, "no_snapshots.html")))
+    options = [o.get_attribute("value") for o in d.find_elements("css selector", "#sel-step option")]
+    with h5py.File(tiny, "r") as f:
+        attn = [str(int(s)) for s in f["attn/step"][()]]
+    missing = d.find_element("id", "steps-missing").text
+    check("a run without snapshots: the control over /attn's steps, and the page says what is missing "
+          "and how to get it", options == attn and "no weight snapshots" in missing
+          and f"harness analyze {os.path.basename(tiny)} --steps all" in missing, f"{options} {missing}")
 
 
 LAYOUTS = {  # every attention layout of docs/model.md's "Modern attention layouts", one run each
@@ -660,6 +773,7 @@ def main():
         try:
             run = with_classes(harness_run("tiny"))
             run_check("run page", lambda: test_run_page(d, run))
+            run_check("step control", lambda: test_steps(d, run))
             run_check("layouts", lambda: test_layouts(d))
             run_check("harness prune, then the report", lambda: test_prune_later(d))
             run_check("sweep page", lambda: test_sweep(d))

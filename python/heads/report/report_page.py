@@ -14,7 +14,7 @@ import tempfile
 from ..core.cli import UserError
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
-SCRIPTS = ["common.js", "chart.js", "run.js", "study.js", "causal.js", "sweep.js"]
+SCRIPTS = ["common.js", "chart.js", "steps.js", "run.js", "study.js", "causal.js", "sweep.js"]
 
 
 def _asset(name):

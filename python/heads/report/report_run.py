@@ -1,9 +1,10 @@
 """heads.report.report_run: one results file as the data of an interactive report page (scripts/report).
 
-Reads the run (attention maps, pattern scores, classes, ablation Δloss zeroed and mean-ablated,
-importance, losses; the head study through report_study, the causal evidence and the head
-table's DLA, copying and patching columns through report_causal) and returns a plain dict that
-report_page serialises into the page. Attention maps are stored in the page as 8-bit integers
+Reads the run (attention maps and pattern scores at every stored step, /attn's and the weight
+snapshots' studies'; losses; the final model's and each snapshot's classes, head table and
+composition through report_steps; the pruning curves through report_study, the causal evidence
+through report_causal) and returns a plain dict that report_page serialises into the page.
+Attention maps are stored in the page as 8-bit integers
 round(255·p) (only the causal lower triangle) whenever every map value lies in [0, 1], which
 keeps each shown weight within 1/510 of the file's; otherwise as float32.
 
@@ -14,21 +15,12 @@ import os
 
 import numpy as np
 
-from . import report_causal, report_study
+from . import report_steps, report_study
 from ..read import results, steps as over_training
 from ..core import tokens as tok
 from ..core.cli import UserError
 
 PATTERNS = results.PATTERNS  # the reader's, which tests/test_rules.py checks against the harness
-HEAD_METRICS = [  # (dataset under /heads, column title, what it means)
-    ("ablation_delta", "Δloss (zero ablation)",
-     "held-out loss increase with the head's output zeroed"),
-    ("ablation_delta_mean", "Δloss (mean ablation)",
-     "held-out loss increase with the head's output replaced by its mean"),
-    ("importance", "importance", "Michel et al.: mean |∂loss/∂gate| over held-out batches"),
-    ("importance_normalized", "importance (layer-normalised)",
-     "importance divided by its layer's L2 norm"),
-]
 QUANT_LEVELS = 255
 
 
@@ -115,36 +107,29 @@ def read_run(path, map_budget=16 << 20):
         d["eval"] = {"step": get("eval/step").tolist(), "loss": _floats(get("eval/loss")),
                      "tokens": _floats(get("eval/tokens"))}
         d["heldout"] = results.read_heldout(f)
-        scores = {p: np.asarray(f[f"scores/{p}"][()], dtype=float) for p in PATTERNS
-                  if f"scores/{p}" in f}
-        d["classes"] = results.read_classes(f)
-        d["marked"] = results.read_marked(f)
-        d["heads"] = {}
-        for key, title, meaning in HEAD_METRICS:
-            if f"heads/{key}" in f:
-                d["heads"][key] = {"title": title, "meaning": meaning,
-                                   "values": _floats(f[f"heads/{key}"][()])}
+        all_steps, all_scores = over_training.scores_over_steps(f)  # /attn's and /study_steps'
+        study, d["causal"] = report_steps.head_study(f, cfg, _floats)
+        d.update(study)  # the final model's classes, marked, heads and circuits
+        final = int(all_steps[-1]) if len(all_steps) else None
+        d["studies"] = report_steps.snapshot_studies(f, cfg, _floats, final)
+        d["steps_missing"] = report_steps.missing(f, os.path.basename(path))
         d["maps"] = None
-        steps = get("attn/step")
-        if "attn/maps" in f and len(steps):
-            maps = f["attn/maps"]
-            S, L, H, P, T, _ = maps.shape
+        index = {int(s): i for i, s in enumerate(all_steps)}
+        sources = [x for x in report_steps.map_sources(f) if x[0] in index]
+        if sources:
+            _, L, H, P, T, _ = sources[0][1].shape
             per_snapshot = L * H * P * T * (T + 1) // 2
-            keep = pick_snapshots(S, per_snapshot, map_budget)
-            data = np.stack([np.asarray(maps[s], dtype=np.float32) for s in keep])
+            keep = pick_snapshots(len(sources), per_snapshot, map_budget)
+            data = np.stack([np.asarray(sources[k][1][sources[k][2]], np.float32) for k in keep])
             encoding, b64, error = encode_maps(data)
             d["maps"] = {"shape": [len(keep), L, H, P, T], "encoding": encoding, "data": b64,
-                         "max_error": error, "levels": QUANT_LEVELS, "snapshots": keep,
-                         "dropped_snapshots": S - len(keep)}
+                         "max_error": error, "levels": QUANT_LEVELS,
+                         "snapshots": [index[sources[k][0]] for k in keep],
+                         "dropped_snapshots": len(sources) - len(keep)}
             d["probes"], d["token_legend"] = _probes(f, cfg, P, T)
-        d["score_steps"] = [int(s) for s in steps]
+        d["score_steps"] = [int(s) for s in all_steps]
         d["patterns"] = PATTERNS
-        d["scores"] = {p: _floats(v, 4) for p, v in scores.items()}
-        all_steps, all_scores = over_training.scores_over_steps(f)
+        d["scores"] = {p: _floats(v, 4) for p, v in all_scores.items()}
         d["formation"] = over_training.formation(all_steps, all_scores) if all_scores else {}
         d["prune"] = report_study.read_prune(f)
-        d["circuits"] = report_study.read_circuits(f, cfg) if "heads" in f else None
-        d["causal"] = report_causal.read_causal(f)
-        if d["causal"]:
-            d["heads"].update(report_causal.head_columns(d["causal"]))
     return d

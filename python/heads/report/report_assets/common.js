@@ -155,6 +155,7 @@ function header(title, sub) {
 function nav(sections) {
   const n = el("nav", {}, document.body);
   for (const [id, title] of sections) el("a", { href: "#" + id }, n).textContent = title;
+  return n;
 }
 
 function section(id, title) {

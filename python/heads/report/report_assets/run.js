@@ -1,5 +1,6 @@
 /* run.js: the page of one run (scripts/report RUN.h5): attention explorer, head tables, loss
- * curves, scores over training; the head study's sections come from study.js.
+ * curves, scores over training; the head study's sections come from study.js, the step control
+ * the explorer, the head tables and the composition follow from steps.js.
  * Reads the JSON that python/heads/report/report_run.py made (embedded in the page as #report-data);
  * uses chart.js and common.js. Knows nothing of HDF5. */
 "use strict";
@@ -26,9 +27,11 @@ function decodeMaps(m) {
   };
 }
 
-/* the class of a head at score snapshot si: the pattern above 0.5 (the highest), else mixed */
+/* the class of a head at score snapshot si: the final model's or a weight snapshot's class where
+ * the file stores it (steps.js), else the pattern above 0.5 (the highest), else mixed */
 function classAt(D, si, l, h) {
-  if (si === D.score_steps.length - 1 && D.classes.length) return D.classes[l][h];
+  const S = studyAt(D, si);
+  if (S && S.classes.length) return S.classes[l][h];
   let best = "mixed", bv = 0.5;
   for (const p of PATTERNS) {
     const v = D.scores[p] ? D.scores[p][si][l][h] : null;
@@ -85,7 +88,7 @@ function drawMap(canvas, maps, s, l, h, p, cell, focus, mode) {
 
 function buildExplorer(D, root) {
   const maps = decodeMaps(D.maps);
-  const st = { layer: maps.L - 1, head: 0, probe: 0, snap: maps.S - 1, focus: null, pinned: false,
+  const st = { layer: maps.L - 1, head: 0, probe: 0, snap: maps.S - 1, step: null, focus: null, pinned: false,
                mode: "from" };
   /* the head with the highest top score in the last layer is the one shown first */
   let best = -1;
@@ -105,8 +108,6 @@ function buildExplorer(D, root) {
   const selLayer = mkSelect("sel-layer", "layer", range(maps.L).map(i => [i, String(i)]), st.layer);
   const selHead = mkSelect("sel-head", "head", range(maps.H).map(i => [i, String(i)]), st.head);
   const selProbe = mkSelect("sel-probe", "probe", range(maps.P).map(i => [i, String(i)]), st.probe);
-  const selStep = mkSelect("sel-step", "snapshot at step",
-                           range(maps.S).map(i => [i, String(D.score_steps[D.maps.snapshots[i]])]), st.snap);
   const modeBtn = el("button", { id: "mode", class: "toggle", "aria-pressed": "false", type: "button",
                                   title: "switch between the attention a token pays and the attention it receives" },
                      controls, "showing: what the token attends to");
@@ -220,7 +221,8 @@ function buildExplorer(D, root) {
     const si = D.maps.snapshots[st.snap];
     const [c, v] = topScore(D, si, st.layer, st.head);
     caption.textContent = `layer ${st.layer}, head ${st.head}, probe ${st.probe}, step ${D.score_steps[si]}: ` +
-      `${classAt(D, si, st.layer, st.head)} (top score ${c} ${v.toFixed(2)})`;
+      `${classAt(D, si, st.layer, st.head)} (top score ${c} ${v.toFixed(2)})` +
+      (st.step !== null && st.step !== si ? ` (step ${D.score_steps[st.step]}'s maps were left out of this page)` : "");
     canvas.dataset.layer = st.layer; canvas.dataset.head = st.head;
     canvas.dataset.probe = st.probe; canvas.dataset.step = D.score_steps[si];
     renderFocus();
@@ -255,7 +257,6 @@ function buildExplorer(D, root) {
   selLayer.addEventListener("change", () => { st.layer = +selLayer.value; renderAll(); });
   selHead.addEventListener("change", () => { st.head = +selHead.value; renderHead(); });
   selProbe.addEventListener("change", () => { st.probe = +selProbe.value; renderStrip(); renderAll(); });
-  selStep.addEventListener("change", () => { st.snap = +selStep.value; renderAll(); });
   modeBtn.addEventListener("click", () => {
     st.mode = st.mode === "from" ? "to" : "from";
     modeBtn.setAttribute("aria-pressed", st.mode === "to" ? "true" : "false");
@@ -265,42 +266,55 @@ function buildExplorer(D, root) {
   });
   renderStrip();
   renderAll();
+  return {  /* the step control's (steps.js): show step si, or the last kept map before it */
+    setStep(si) {
+      st.step = si;
+      st.snap = Math.max(0, D.maps.snapshots.filter(x => x <= si).length - 1);
+      renderAll();
+    },
+  };
 }
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
-function buildHeadTables(D, root) {
+/* the head table and grids at score-step index si (the step control's, steps.js): the final
+ * model's or a weight snapshot's study; at a step with scores only, its scores and – elsewhere */
+function buildHeadTables(D, root, si) {
   const L = D.classes.length || (D.scores.prev ? D.scores.prev[0].length : 0);
   if (!L) { el("p", { class: "note" }, root, "This file has no per-head results."); return; }
   const H = D.classes.length ? D.classes[0].length : D.scores.prev[0][0].length;
-  const last = D.score_steps.length - 1;
+  const S = studyAt(D, si) || { classes: [], marked: [], heads: {} };
+  const heads = Object.assign({}, D.heads, S.heads);  /* every column the final model has, at any step */
+  const value = (k, l, h) => S.heads[k] ? S.heads[k].values[l][h] : null;
   const cols = [["layer", "layer"], ["head", "head"], ["class", "class"]];
   if (D.marked && D.marked.length) cols.push(["marked", "at marked rows"]);
   for (const p of PATTERNS) if (D.scores[p]) cols.push([p, p]);
-  for (const k in D.heads) cols.push([k, D.heads[k].title]);
+  for (const k in heads) cols.push([k, heads[k].title]);
   const rows = [];
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
-      const r = { layer: l, head: h, class: D.classes.length ? D.classes[l][h] : classAt(D, last, l, h) };
-      if (D.marked && D.marked.length) r.marked = D.marked[l][h];
-      for (const p of PATTERNS) if (D.scores[p]) r[p] = D.scores[p][last][l][h];
-      for (const k in D.heads) r[k] = D.heads[k].values[l][h];
+      const r = { layer: l, head: h, class: classAt(D, si, l, h) };
+      if (D.marked && D.marked.length) r.marked = S.marked.length ? S.marked[l][h] : null;
+      for (const p of PATTERNS) if (D.scores[p]) r[p] = D.scores[p][si][l][h];
+      for (const k in heads) r[k] = value(k, l, h);
       rows.push(r);
     }
-  el("p", { class: "note" }, root, `One row per head; click a column title to sort. Pattern scores at the last snapshot (step ${D.score_steps[last]}). ` +
+  el("p", { class: "note", id: "head-step", "data-step": D.score_steps[si] }, root, escapeHtml(stepText(D, si)) +
+     (D.steps_missing ? ` <span id="steps-missing">${escapeHtml(D.steps_missing)}</span>` : ""));
+  el("p", { class: "note" }, root, `One row per head; click a column title to sort. Pattern scores at step ${D.score_steps[si]}. ` +
      (D.marked && D.marked.length ? "At marked rows: the top score over only the queries where the task takes its loss " +
       "(two_source: the '=' rows; induction: the repeats), 'k back' the key k positions back; class holds over every query. " : "") +
-     Object.values(D.heads).map(m => `${m.title}: ${m.meaning}.`).join(" "));
+     Object.values(heads).map(m => `${m.title}: ${m.meaning}.`).join(" "));
   const colMax = {};  /* Δloss and importance columns are tinted on their own scales */
-  for (const k in D.heads) colMax[k] = Math.max(...rows.map(r => Math.abs(r[k] || 0)));
-  sortableTable(root, "head-table", cols, rows, (k, v) => typeof v === "number" ? fmtNum(v) : v,
+  for (const k in heads) colMax[k] = Math.max(...rows.map(r => Math.abs(r[k] || 0)));
+  sortableTable(root, "head-table", cols, rows, (k, v) => typeof v === "number" ? fmtNum(v) : v === null ? "–" : v,
                 (k, v) => (PATTERNS.includes(k) && typeof v === "number") ? tint(v, 1)
-                  : k in D.heads ? tint(v, colMax[k])
+                  : k in heads ? tint(v, colMax[k])
                   : k === "class" ? `border-left: 6px solid ${CLASS_COLOURS[v] || "#999"}` : "");
   el("h3", {}, root, "Layer × head grids");
   const grids = el("div", { class: "grids" }, root);
-  const metrics = PATTERNS.filter(p => D.scores[p]).map(p => [p, p, l => D.scores[p][last][l]])
-    .concat(Object.keys(D.heads).map(k => [k, D.heads[k].title, l => D.heads[k].values[l]]));
+  const metrics = PATTERNS.filter(p => D.scores[p]).map(p => [p, p, l => D.scores[p][si][l]])
+    .concat(Object.keys(heads).map(k => [k, heads[k].title, l => Array.from({ length: H }, (_, h) => value(k, l, h))]));
   for (const [key, title, rowOf] of metrics) {
     const box = el("div", {}, grids);
     el("div", { class: "note" }, box, title);
@@ -396,26 +410,39 @@ function buildRunPage(D) {
   const sections = [["explorer", "Attention explorer"], ["heads", "Heads"], ["loss", "Loss"],
                     ["scores", "Scores over training"]];
   if (D.prune) sections.push(["pruning", "Pruning curves"]);
-  if (D.circuits) sections.push(["composition", "Composition"]);
+  if (D.circuits || Object.values(D.studies).some(s => s.circuits)) sections.push(["composition", "Composition"]);
   sections.push(["causal", "Causal"]);
   sections.push(["config", "Config"]);
-  nav(sections);
+  const menu = nav(sections);
   const sec = {};
   for (const [id, title] of sections) sec[id] = section(id, title);
+  const last = D.score_steps.length - 1;
+  if (last > 0)  /* the sections the step control leaves as they are */
+    for (const id of ["pruning", "causal"]) if (sec[id])
+      el("p", { class: "note step-fixed" }, sec[id], `The final model's (step ${D.score_steps[last]}), whichever step the step control shows.`);
+  let explorer = null;
+  const headsBox = el("div", { id: "heads-at-step" }, sec.heads), compBox = el("div", {}, sec.composition || null);
   if (D.maps) {
     el("p", { class: "note", id: "precision" }, sec.explorer,
        D.maps.encoding === "u8"
          ? `Precision: attention weights are stored in this page as 8-bit levels round(255·p)/255, within ${(D.maps.max_error).toFixed(4)} (≤ 1/510) of the file's float32 values; shown to 4 decimals.`
          : "Precision: attention weights are stored in this page as float32, as in the file.");
     if (D.maps.dropped_snapshots)
-      el("p", { class: "note" }, sec.explorer, `${D.maps.dropped_snapshots} of ${D.score_steps.length} snapshots left out to keep the page small (evenly spaced ones and the last are kept).`);
-    buildExplorer(D, sec.explorer);
+      el("p", { class: "note" }, sec.explorer, `${D.maps.dropped_snapshots} of ${D.maps.dropped_snapshots + D.maps.shape[0]} steps' maps left out to keep the page small (evenly spaced ones and the last are kept).`);
+    explorer = buildExplorer(D, sec.explorer);
   } else el("p", { class: "note" }, sec.explorer, "This file has no attention maps (/attn/maps).");
-  buildHeadTables(D, sec.heads);
+  buildHeadTables(D, headsBox, last);
   buildLoss(D, sec.loss);
   buildScoresOverSteps(D, sec.scores);
   if (D.prune) buildPruning(D, sec.pruning);
-  if (D.circuits) buildComposition(D, sec.composition);
+  if (sec.composition) buildCompositionAt(D, compBox, last);
+  if (D.score_steps.length > 1)
+    buildStepControl(D, menu, si => {
+      if (explorer) explorer.setStep(si);
+      headsBox.replaceChildren();
+      buildHeadTables(D, headsBox, si);
+      if (sec.composition) buildCompositionAt(D, compBox, si);
+    });
   buildCausal(D, sec.causal);
   el("pre", { class: "config" }, sec.config).textContent = D.config_yaml;
 }

@@ -94,7 +94,9 @@ function buildOneHead(D, O, root) {
   });
 }
 
-function buildComposition(D, root) {
+/* the composition scores of D.circuits (one model's: steps.js passes a snapshot's), showing kind
+ * (e.g. "q_composition") when it has it, else K-composition */
+function buildComposition(D, root, kind) {
   const C = D.circuits;
   if (C.note) el("p", { class: "note", id: "composition-note" }, root).textContent = C.note + ".";
   const kinds = Object.keys(C.kinds);
@@ -107,7 +109,7 @@ function buildComposition(D, root) {
   const controls = el("div", { class: "controls" }, root);
   const sel = el("select", { id: "sel-composition" }, el("label", {}, controls, "score "));
   kinds.forEach(k => el("option", { value: k }, sel, `${k[0].toUpperCase()}-composition`));
-  sel.value = C.kinds.k_composition ? "k_composition" : kinds[0];
+  sel.value = kind && C.kinds[kind] ? kind : C.kinds.k_composition ? "k_composition" : kinds[0];
   const baseline = el("span", { class: "note", id: "composition-baseline" }, controls);
   const top = el("div", {}, root);
   const grid = el("div", { class: "scroll" }, root);
