@@ -21,10 +21,11 @@ typedef struct {
     double norm_ov, norm_qk;   /* ‖W_OV‖, ‖W_QK‖ */
 } HeadFactors;
 
-/* Column c of a (D, W) matrix, times the LayerNorm gain, centred over D. */
-static void read_column(double *out, const float *w, const float *gain, int D, int W, int c) {
+/* Column c of a D-row matrix whose rows are stride floats apart, times the LayerNorm gain,
+ * centred over D. */
+static void read_column(double *out, const float *w, size_t stride, const float *gain, int D, int c) {
     double mean = 0.0;
-    for (int d = 0; d < D; d++) mean += (out[d] = (double)gain[d] * w[(size_t)d * W + c]);
+    for (int d = 0; d < D; d++) mean += (out[d] = (double)gain[d] * w[(size_t)d * stride + c]);
     mean /= D;
     for (int d = 0; d < D; d++) out[d] -= mean;
 }
@@ -45,19 +46,19 @@ static double trace_product(const double *a, const double *b, int dh) {
     return s;
 }
 
-/* Factors of head h of one layer: w_qkv (D, W), w_o (E, D), ln_g (D). */
-static void head_factors(HeadFactors *f, ModelShape s, const float *w_qkv, const float *w_o,
-                         const float *ln_g, int h) {
-    const int D = s.d_model, H = s.n_head, dh = s.d_head, Hkv = s.n_kv_head;
-    const int W = (H + 2 * Hkv) * dh, kv = h / (H / Hkv);
+/* Factors of head h of layer l of the parameters p. */
+static void head_factors(HeadFactors *f, ModelShape s, const ParamTensors *p, int l, int h) {
+    const int D = s.d_model, dh = s.d_head;
+    const HeadParams w = model_head_params(s, p, l, h);
+    const float *ln_g = model_layer_params(s, p, l).ln_g;
     double *block = xcalloc((size_t)4 * dh * D + 4 * (size_t)dh * dh, sizeof(double));
     f->q = block, f->k = f->q + (size_t)dh * D, f->v = f->k + (size_t)dh * D, f->o = f->v + (size_t)dh * D;
     f->gq = f->o + (size_t)dh * D, f->gk = f->gq + dh * dh, f->gv = f->gk + dh * dh, f->go = f->gv + dh * dh;
     for (int i = 0; i < dh; i++) {
-        read_column(f->q + (size_t)i * D, w_qkv, ln_g, D, W, h * dh + i);
-        read_column(f->k + (size_t)i * D, w_qkv, ln_g, D, W, H * dh + kv * dh + i);
-        read_column(f->v + (size_t)i * D, w_qkv, ln_g, D, W, (H + Hkv) * dh + kv * dh + i);
-        const float *row = w_o + (size_t)(h * dh + i) * D;
+        read_column(f->q + (size_t)i * D, w.w_q, w.stride, ln_g, D, i);
+        read_column(f->k + (size_t)i * D, w.w_k, w.stride, ln_g, D, i);
+        read_column(f->v + (size_t)i * D, w.w_v, w.stride, ln_g, D, i);
+        const float *row = w.w_o + (size_t)i * D;
         double mean = 0.0;
         for (int d = 0; d < D; d++) mean += row[d];
         mean /= D;
@@ -95,16 +96,13 @@ static double composed_norm(const HeadFactors *a, const double *x, const double 
     return sqrt(fmax(s, 0.0));
 }
 
-/* Scores of every pair of heads over the given per-layer tensors; score[kind] (L, H, L, H). */
-static void all_scores(float *score[N_COMPOSE], const int *has, ModelShape s, const float *w_qkv,
-                       const float *w_o, const float *ln_g) {
+/* Scores of every pair of heads of the parameters p (their w_qkv, w_o and ln_g); score[kind]
+ * (L, H, L, H). */
+static void all_scores(float *score[N_COMPOSE], const int *has, ModelShape s, const ParamTensors *p) {
     const int L = s.n_layer, H = s.n_head, D = s.d_model, dh = s.d_head;
-    const size_t W = (size_t)(H + 2 * s.n_kv_head) * dh, E = (size_t)H * dh;
     HeadFactors *f = xcalloc((size_t)L * H, sizeof(HeadFactors));
     for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            head_factors(&f[l * H + h], s, w_qkv + (size_t)l * D * W, w_o + (size_t)l * E * D,
-                         ln_g + (size_t)l * D, h);
+        for (int h = 0; h < H; h++) head_factors(&f[l * H + h], s, p, l, h);
     const size_t LH = (size_t)L * H;
     for (int kind = 0; kind < N_COMPOSE; kind++)
         for (size_t i = 0; i < LH * LH; i++) score[kind][i] = NAN;
@@ -142,19 +140,22 @@ static void random_baseline(double *baseline, const int *has, ModelShape s, uint
     r.n_layer = 2;
     r.n_head = s.n_head >= 4 ? s.n_head : (4 + group - 1) / group * group;
     r.n_kv_head = r.n_head / group;
+    r.vocab_size = 0; /* no embedding: the layers' tensors alone are drawn */
     const int H = r.n_head;
-    const size_t W = (size_t)(H + 2 * r.n_kv_head) * s.d_head, E = (size_t)H * s.d_head;
-    float *w_qkv = xcalloc(2 * D * W, sizeof(float)), *w_o = xcalloc(2 * E * D, sizeof(float));
-    float *ln_g = xcalloc(2 * (size_t)D, sizeof(float)), *score[N_COMPOSE];
+    /* the floats of w_qkv (L, D, W) and w_o (L, E, D), each drawn whole */
+    const size_t n_qkv = (size_t)r.n_layer * D * model_qkv_width(r),
+                 n_o = (size_t)r.n_layer * H * r.d_head * D;
+    float *block = xcalloc(model_param_floats(r), sizeof(float)), *score[N_COMPOSE];
+    const ParamTensors p = model_param_tensors(r, block);
     for (int k = 0; k < N_COMPOSE; k++) score[k] = xcalloc((size_t)4 * H * H, sizeof(float));
-    for (int i = 0; i < 2 * D; i++) ln_g[i] = 1.0f;
+    for (int i = 0; i < r.n_layer * D; i++) p.ln_g[i] = 1.0f;
     Rng rng = rng_stream(seed, RNG_INIT, 77);
     double sum[N_COMPOSE] = {0};
     int pairs = 0;
     while (pairs < 16) {
-        for (size_t i = 0; i < 2 * D * W; i++) w_qkv[i] = (float)rng_normal(&rng);
-        for (size_t i = 0; i < 2 * E * D; i++) w_o[i] = (float)rng_normal(&rng);
-        all_scores(score, has, r, w_qkv, w_o, ln_g);
+        for (size_t i = 0; i < n_qkv; i++) p.w_qkv[i] = (float)rng_normal(&rng);
+        for (size_t i = 0; i < n_o; i++) p.w_o[i] = (float)rng_normal(&rng);
+        all_scores(score, has, r, &p);
         for (int b = 0; b < H; b++)
             for (int a = 0; a < H; a++) {
                 size_t pair = ((size_t)(1 * H + b)) * 2 * H + a; /* later (1, b), earlier (0, a) */
@@ -165,9 +166,7 @@ static void random_baseline(double *baseline, const int *has, ModelShape s, uint
     }
     for (int k = 0; k < N_COMPOSE; k++) baseline[k] = has[k] ? sum[k] / pairs : NAN;
     for (int k = 0; k < N_COMPOSE; k++) free(score[k]);
-    free(w_qkv);
-    free(w_o);
-    free(ln_g);
+    free(block);
 }
 
 /* The copying score of every head: Re(Σλ) / Σ|λ| over the eigenvalues λ of the full OV circuit
@@ -179,7 +178,6 @@ static void random_baseline(double *baseline, const int *has, ModelShape s, uint
  * eigenvalues give the score: TransformerLens's FactoredMatrix.eigenvalues is eig(B·A) too. */
 static void copying_scores(float *score, ModelShape s, const ParamTensors *p) {
     const int L = s.n_layer, H = s.n_head, D = s.d_model, V = s.vocab_size, dh = s.d_head;
-    const size_t W = (size_t)(H + 2 * s.n_kv_head) * dh, E = (size_t)H * dh;
     double *emb = xcalloc((size_t)V * D, sizeof(double)), *unemb = xcalloc((size_t)D * V, sizeof(double));
     for (int v = 0; v < V; v++) { /* W_E centred over D (center_writing_weights) */
         double mean = 0.0;
@@ -204,8 +202,7 @@ static void copying_scores(float *score, ModelShape s, const ParamTensors *p) {
     for (int lh = 0; lh < L * H; lh++) {
         const int l = lh / H, h = lh % H;
         HeadFactors f;
-        head_factors(&f, s, p->w_qkv + (size_t)l * D * W, p->w_o + (size_t)l * E * D, p->ln_g + (size_t)l * D,
-                     h);
+        head_factors(&f, s, p, l, h);
         double *b = xcalloc((size_t)dh * V + (size_t)V * dh + 3 * (size_t)dh * dh, sizeof(double));
         double *a = b + (size_t)dh * V, *m = a + (size_t)V * dh, *re = m + dh * dh, *im = re + dh;
         for (int i = 0; i < dh; i++) /* B = W_O·W_U (dh × V) */
@@ -257,7 +254,7 @@ void circuits_compute(Circuits *c, ModelShape s, const ParamTensors *p, uint64_t
                  "depends on the distance between query and key; V-composition only");
     }
     for (int k = 0; k < N_COMPOSE; k++) c->score[k] = xcalloc(LH * LH, sizeof(float));
-    all_scores(c->score, c->has, s, p->w_qkv, p->w_o, p->ln_g);
+    all_scores(c->score, c->has, s, p);
     random_baseline(c->baseline, c->has, s, seed);
 }
 

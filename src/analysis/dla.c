@@ -30,11 +30,13 @@ void dla_compute(Dla *d, Model *m, const int *tokens, const int *targets, const 
     double *u = xcalloc((size_t)D, sizeof(double));
     double *o_u = xcalloc(E, sizeof(double)), *o_mean = xcalloc((size_t)L * E, sizeof(double));
     for (int l = 0; l < L; l++) /* mean over D of every row of W_o: the centring of a head's write */
-        for (size_t e = 0; e < E; e++) {
-            const float *row = p->w_o + ((size_t)l * E + e) * D;
-            double sum = 0.0;
-            for (int k = 0; k < D; k++) sum += row[k];
-            o_mean[l * E + e] = sum / D;
+        for (int h = 0; h < H; h++) {
+            const float *w_o = model_head_params(s, p, l, h).w_o;
+            for (int i = 0; i < dh; i++) {
+                double sum = 0.0;
+                for (int k = 0; k < D; k++) sum += w_o[(size_t)i * D + k];
+                o_mean[l * E + h * dh + i] = sum / D;
+            }
         }
     for (int b0 = 0; b0 < N; b0 += m->max_batch) {
         const int B = N - b0 < m->max_batch ? N - b0 : m->max_batch;
@@ -54,12 +56,14 @@ void dla_compute(Dla *d, Model *m, const int *tokens, const int *targets, const 
             }
             d->embed += w * part(h0 + (size_t)i * D, u, u_sum, r, D);
             for (int l = 0; l < L; l++) {
-                d->bias_o[l] += w * part(p->b_o + (size_t)l * D, u, u_sum, r, D);
-                const float *wo = p->w_o + (size_t)l * E * D;
-                for (size_t e = 0; e < E; e++) {
-                    double dot = 0.0;
-                    for (int k = 0; k < D; k++) dot += wo[e * D + k] * u[k];
-                    o_u[e] = r * (dot - o_mean[l * E + e] * u_sum);
+                d->bias_o[l] += w * part(model_layer_params(s, p, l).b_o, u, u_sum, r, D);
+                for (int h = 0; h < H; h++) { /* o_u and o_mean, like hook_z, by head then d_head */
+                    const float *w_o = model_head_params(s, p, l, h).w_o;
+                    for (int j = 0; j < dh; j++) {
+                        double dot = 0.0;
+                        for (int k = 0; k < D; k++) dot += w_o[(size_t)j * D + k] * u[k];
+                        o_u[h * dh + j] = r * (dot - o_mean[l * E + h * dh + j] * u_sum);
+                    }
                 }
                 const float *z = model_hook(m, HOOK_Z, l) + (size_t)i * E;
                 for (int h = 0; h < H; h++) {

@@ -79,8 +79,7 @@ static void sender_delta(float *delta, float *zdiff, const Model *m, const Patch
         for (int j = 0; j < dh; j++)
             zdiff[(size_t)n * dh + j] =
                 clean[(size_t)n * E + head * dh + j] - corrupt[(size_t)n * E + head * dh + j];
-    const float *w_o = m->params.w_o + (size_t)layer * E * D + (size_t)head * dh * D; /* the head's rows */
-    linear_forward(delta, zdiff, w_o, NULL, BT, dh, D);
+    linear_forward(delta, zdiff, model_head_params(s, &m->params, layer, head).w_o, NULL, BT, dh, D);
 }
 
 /* The metric's sum over chunk c of one setting's patched forward, on model view v. */

@@ -246,7 +246,7 @@ static int check_selection(const InspectArgs *a, const Config *cfg, UserError *e
 static void print_report(const InspectArgs *a, const Config *cfg, Model *m, const int *tokens, int T,
                          const RunVocab *voc) {
     int D = cfg->d_model, H = cfg->n_head, dh = cfg->d_head, E = H * dh, L = cfg->n_layer;
-    int W = (H + 2 * m->shape.n_kv_head) * dh;
+    int W = (int)model_qkv_width(m->shape);
     char split[160], heads[160];
     shapes_split_text(m->shape, T, 0, split, sizeof split);
     shapes_split_text(m->shape, T, 1, heads, sizeof heads);

@@ -114,7 +114,7 @@ static void block_row(FILE *out, const char *name, const char *symbols, const ch
 /* One block's tensors for one sequence, then the K/V cache of generation. */
 static void print_block(ModelShape s, FILE *out) {
     const int D = s.d_model, H = s.n_head, Hkv = s.n_kv_head, dh = s.d_head, T = s.seq_len;
-    const int E = H * dh, W = (H + 2 * Hkv) * dh, mha = Hkv == H;
+    const int E = H * dh, W = (int)model_qkv_width(s), mha = Hkv == H;
     char v[96], w[160];
     fprintf(out, "one block, one sequence (the mainline):\n");
     snprintf(v, sizeof v, "[%d, %d]", T, D);

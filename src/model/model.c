@@ -219,7 +219,7 @@ size_t model_hook_floats(const Model *m, HookPoint p, int B, int T) {
     switch (p) {
     case HOOK_RESID_PRE:
     case HOOK_RESID_POST: return BT * s.d_model;
-    case HOOK_QKV: return BT * qkv_width(s);
+    case HOOK_QKV: return BT * model_qkv_width(s);
     case HOOK_PATTERN: return BT * s.n_head * T;
     case HOOK_Z:
     case HOOK_HEAD_MIX: return BT * E;
@@ -246,7 +246,7 @@ const float *model_hook(const Model *m, HookPoint p, int layer) {
     switch (p) {
     case HOOK_RESID_PRE: return m->act.residual + layer * BT * D;
     case HOOK_RESID_POST: return m->act.residual + (layer + 1) * BT * D;
-    case HOOK_QKV: return m->act.qkv + layer * BT * qkv_width(m->shape);
+    case HOOK_QKV: return m->act.qkv + layer * BT * model_qkv_width(m->shape);
     case HOOK_PATTERN: return kept_maps(m, layer);
     case HOOK_Z: return heads_output(m, layer);
     case HOOK_HEAD_MIX: return head_mix_output(&pass);

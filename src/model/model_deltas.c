@@ -39,7 +39,7 @@ static void layer_input(float *z, InputScratch *sc, const Model *m, int l, int B
 void model_delta_columns(Model *m, int l, int B, int T) {
     const Interventions *iv = &m->last.iv;
     const ModelShape s = m->shape;
-    const size_t D = s.d_model, W = qkv_width(s), BT = (size_t)B * T;
+    const size_t D = s.d_model, W = model_qkv_width(s), BT = (size_t)B * T;
     InputScratch sc = {NULL, NULL};
     float *z = NULL;
     for (int i = 0; i < iv->n_input_deltas; i++) {
@@ -62,7 +62,7 @@ void model_delta_part(const Model *m, int l, int B, int T, const InputDelta *d, 
                       float *scratch) {
     const ModelShape s = m->shape;
     const int D = s.d_model, dh = s.d_head;
-    const size_t BT = (size_t)B * T, W = qkv_width(s), col = part_column(s, d->part, d->head);
+    const size_t BT = (size_t)B * T, W = model_qkv_width(s), col = part_column(s, d->part, d->head);
     const ParamTensors *w = &m->params;
     InputScratch sc = {scratch, scratch + BT * D};
     float *z = sc.stats + 2 * BT, *cols = z + BT * D; /* model_delta_part_floats in all */

@@ -1,13 +1,10 @@
-/* model_internal.h: what the files of model/ share beyond the types: the fused projection's
- * width, the interventions' checks and gates, the input deltas and the sparse start; nothing
+/* model_internal.h: what the files of model/ share beyond the types and the layout: the
+ * interventions' checks and gates, the input deltas and the sparse start; nothing
  * outside model/ includes it. */
 #ifndef MODEL_INTERNAL_H
 #define MODEL_INTERNAL_H
 #include <stddef.h>
 #include "model_types.h"
-
-/* Width of the fused projection: Q for every head, K and V for every K/V head. */
-static inline size_t qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head; }
 
 /* The interventions (model_interventions.c): checked before a forward records them (an
  * internal error where one breaks a rule of model_types.h), which patching stages the plan needs,

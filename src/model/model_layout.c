@@ -43,7 +43,7 @@ static void add_tensor(Model *m, const char *name, int layer, size_t rows, size_
  * base == NULL only the size is computed (and the pointers are left NULL). */
 static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
-    size_t E = (size_t)s.n_head * s.d_head, W = qkv_width(s), off = 0;
+    size_t E = (size_t)s.n_head * s.d_head, W = model_qkv_width(s), off = 0;
     size_t G = s.output_gate ? E : 0;
 #define TAKE(field, count) (p->field = base ? base + off : NULL, off += (count))
     TAKE(tok_emb, V * D);
@@ -68,7 +68,7 @@ static size_t point_params(ParamTensors *p, float *base, ModelShape s) {
 static void build_tensor_table(Model *m) {
     ModelShape s = m->shape;
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, E = (size_t)s.n_head * s.d_head;
-    size_t W = qkv_width(s);
+    size_t W = model_qkv_width(s);
     const ParamTensors *p = &m->params;
 #define OFF(ptr) ((size_t)((ptr)-m->param_block))
     add_tensor(m, "tok_emb", -1, V, D, OFF(p->tok_emb));
@@ -99,7 +99,7 @@ static void build_tensor_table(Model *m) {
  * forward_only the backward's part (from d_residual on) is not in the block: its pointers are NULL. */
 static size_t point_activations(Activations *a, float *base, ModelShape s, int B, int forward_only) {
     size_t V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer, H = s.n_head;
-    size_t E = H * s.d_head, BT = (size_t)B * T, W = qkv_width(s), off = 0;
+    size_t E = H * s.d_head, BT = (size_t)B * T, W = model_qkv_width(s), off = 0;
     size_t full = s.n_kv_head < s.n_head ? 3 * E : 0, G = s.output_gate ? E : 0;
 #define TAKE(field, count) (a->field = base ? base + off : NULL, off += (count))
     TAKE(residual, (L + 1) * BT * D);
@@ -238,6 +238,27 @@ void model_init_weights(Model *m, uint64_t seed) {
     }
 }
 
+ParamTensors model_param_tensors(ModelShape s, float *block) {
+    ParamTensors p;
+    point_params(&p, block, s);
+    return p;
+}
+
+LayerParams model_layer_params(ModelShape s, const ParamTensors *p, int l) {
+    const size_t D = s.d_model, E = (size_t)s.n_head * s.d_head, W = model_qkv_width(s), at = (size_t)l;
+    LayerParams t = {p->ln_g + at * D,  p->ln_b + at * D,    p->w_qkv + at * D * W,
+                     p->b_qkv + at * W, p->w_o + at * E * D, p->b_o + at * D};
+    return t;
+}
+
+HeadParams model_head_params(ModelShape s, const ParamTensors *p, int l, int h) {
+    const LayerParams t = model_layer_params(s, p, l);
+    const size_t dh = s.d_head, H = s.n_head, Hkv = s.n_kv_head, kv = (size_t)h / (H / Hkv);
+    HeadParams r = {t.w_qkv + h * dh, t.w_qkv + (H + kv) * dh, t.w_qkv + (H + Hkv + kv) * dh,
+                    model_qkv_width(s), model_head_w_o(s, p->w_o, l, h)};
+    return r;
+}
+
 float *model_head_w_o(ModelShape s, float *w_o, int l, int h) {
     return w_o + ((size_t)l * s.n_head + h) * s.d_head * s.d_model;
 }
@@ -268,7 +289,7 @@ AdamWBlock model_optimizer_block(Model *m, AdamWSegment *segments) {
 }
 
 size_t model_backward_scratch_floats(ModelShape s, int N, int threads) {
-    const int D = s.d_model, E = s.n_head * s.d_head, W = (int)qkv_width(s);
+    const int D = s.d_model, E = s.n_head * s.d_head, W = (int)model_qkv_width(s);
     const int products[][2] = {{D, W}, {E, D}, {D, s.vocab_size}, {D, E}}; /* (C, OC) */
     size_t most = 0;
     for (int i = 0; i < 4; i++) {
@@ -296,7 +317,7 @@ size_t model_view_activation_floats(ModelShape shape, int B) {
 
 ModelCost model_cost(ModelShape s) {
     double V = s.vocab_size, D = s.d_model, T = s.seq_len, L = s.n_layer;
-    double E = (double)s.n_head * s.d_head, W = (double)qkv_width(s), G = s.output_gate ? E : 0;
+    double E = (double)s.n_head * s.d_head, W = (double)model_qkv_width(s), G = s.output_gate ? E : 0;
     ModelCost c;
     c.params_embed = V * D + (uses_pos_emb(s) ? T * D : 0);
     c.params_layer_qkv = D * W + W;

@@ -1,5 +1,6 @@
 /* model_layout.h: a model's memory (model_layout.c, with the scratch sizes of model_deltas.c and
- * model_sparse.c): the shape from a config, init, views, weights, the tensor table, and the sizes and
+ * model_sparse.c): the shape from a config, init, views, weights, the tensor table, a layer's and
+ * a head's slices of the parameters (other modules compute no offsets into them), and the sizes and
  * costs other modules plan with.
  * Must not know: tasks, files, training, analysis. */
 #ifndef MODEL_LAYOUT_H
@@ -30,6 +31,29 @@ void model_release_backward(Model *m);
 /* GPT-2 initialisation: normal(0, 0.02), W_o scaled by 1/sqrt(2L), biases 0, LN gains 1. */
 void model_init_weights(Model *m, uint64_t seed);
 const TensorSpec *model_find_tensor(const Model *m, const char *name);
+/* Width W of the fused projection (w_qkv's columns): Q for every head, K and V for every K/V head. */
+static inline size_t model_qkv_width(ModelShape s) { return (size_t)(s.n_head + 2 * s.n_kv_head) * s.d_head; }
+/* The tensors of a parameter-shaped block of model_param_floats(s) floats, laid out as a model's. */
+ParamTensors model_param_tensors(ModelShape s, float *block);
+
+/* Layer l's slices of a parameter-shaped block p (parameters, gradients, moments or
+ * model_param_tensors's): the tensors every layer has (a variant's own are p's, by layer). */
+typedef struct {
+    float *ln_g, *ln_b;   /* (D) */
+    float *w_qkv, *b_qkv; /* (D, W), (W) */
+    float *w_o, *b_o;     /* (E, D), (D) */
+} LayerParams;
+LayerParams model_layer_params(ModelShape s, const ParamTensors *p, int l);
+
+/* Head h of layer l in p: W_Q (the query head's), W_K and W_V (its K/V head's, which the heads of a
+ * group share), each D rows of d_head columns of the layer's w_qkv, one row every `stride`
+ * floats; and W_O, its d_head rows of the layer's w_o, D each, contiguous. */
+typedef struct {
+    float *w_q, *w_k, *w_v; /* (D, d_head), row stride `stride` */
+    size_t stride;          /* W */
+    float *w_o;             /* (d_head, D) */
+} HeadParams;
+HeadParams model_head_params(ModelShape s, const ParamTensors *p, int l, int h);
 /* Head h of layer l's rows of w_o (the parameters' W_o [L, E, D], its gradient's or a copy's):
  * d_head rows of d_model, contiguous, the heads of a layer in order. */
 float *model_head_w_o(ModelShape s, float *w_o, int l, int h);

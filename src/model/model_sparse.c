@@ -95,7 +95,7 @@ static void recompute_head(Model *m, int l, int q, float *z, const float *part) 
     h.packed = scratch(m) + BT * dh, h.fill = h.packed + BT * P, h.out = h.fill + BT * P,
     h.lse = h.out + BT * dh;
     h.rest = h.lse + BT; /* heads_floats in all, with the part before it */
-    gather_head(h.packed, m->last.iv.start_state->qkv, BT, qkv_width(s), h.col, dh);
+    gather_head(h.packed, m->last.iv.start_state->qkv, BT, model_qkv_width(s), h.col, dh);
     const LayerPlan plan = model_plan(m);
     for (int i = 0; i < plan.head_mix; i++)
         if (plan.stage[i]->head) plan.stage[i]->head(&h);

@@ -71,7 +71,7 @@ static void layernorm_bwd(Pass *p) {
  * (kernels/fused.c); the backward differentiates both, into W_qkv, b_qkv, the gains and h. */
 static FusedForward ln_project_forward(const Pass *p) {
     const Model *m = p->m;
-    const size_t D = m->shape.d_model, W = qkv_width(m->shape);
+    const size_t D = m->shape.d_model, W = model_qkv_width(m->shape);
     return (FusedForward){.out = slice(p, m->act.qkv, W),
                           .inp = slice(p, m->act.residual, D),
                           .weight = m->params.w_qkv + p->l * D * W,
@@ -135,7 +135,7 @@ static void project_head(HeadPass *h) {
 static void project_shortformer_fwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
-    const size_t D = s.d_model, W = qkv_width(s);
+    const size_t D = s.d_model, W = model_qkv_width(s);
     const int VOFF = (s.n_head + s.n_kv_head) * s.d_head;
     const ParamTensors *w = &m->params;
     Activations *a = &m->act;
@@ -155,7 +155,7 @@ static void project_shortformer_fwd(Pass *p) {
 static void project_shortformer_bwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
-    const size_t D = s.d_model, W = qkv_width(s);
+    const size_t D = s.d_model, W = model_qkv_width(s);
     const int VOFF = (s.n_head + s.n_kv_head) * s.d_head;
     const float *w = m->params.w_qkv + p->l * D * W;
     float *dw = m->grads.w_qkv + p->l * D * W, *db = m->grads.b_qkv + p->l * W;
@@ -177,7 +177,7 @@ static void project_shortformer_bwd(Pass *p) {
 /* ---- rotary: Q and K rotated in place */
 static void rotary_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    rope_forward_at(slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T, p->m->last.first_pos, s.n_head,
+    rope_forward_at(slice(p, p->m->act.qkv, model_qkv_width(s)), p->B, p->T, p->m->last.first_pos, s.n_head,
                     s.n_kv_head, s.d_head, s.rope_dims, s.rope_base);
 }
 static void rotary_bwd(Pass *p) {
@@ -189,13 +189,13 @@ static void rotary_bwd(Pass *p) {
 static void kv_repeat_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
-    kv_repeat_forward(slice(p, p->m->act.qkv_full, 3 * E), slice(p, p->m->act.qkv, qkv_width(s)), p->B, p->T,
-                      s.n_head, s.n_kv_head, s.d_head);
+    kv_repeat_forward(slice(p, p->m->act.qkv_full, 3 * E), slice(p, p->m->act.qkv, model_qkv_width(s)), p->B,
+                      p->T, s.n_head, s.n_kv_head, s.d_head);
 }
 static void kv_repeat_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
     Activations *a = &p->m->act;
-    memset(a->d_qkv_grouped, 0, sizeof(float) * p->BT * qkv_width(s));
+    memset(a->d_qkv_grouped, 0, sizeof(float) * p->BT * model_qkv_width(s));
     kv_repeat_backward(a->d_qkv_grouped, p->d, p->B, p->T, s.n_head, s.n_kv_head, s.d_head);
     p->d = a->d_qkv_grouped;
 }
@@ -205,7 +205,7 @@ static const float *attend_input(const Pass *p) {
     const ModelShape s = p->m->shape;
     const size_t E = (size_t)s.n_head * s.d_head;
     return s.n_kv_head < s.n_head ? slice(p, p->m->act.qkv_full, 3 * E)
-                                  : slice(p, p->m->act.qkv, qkv_width(s));
+                                  : slice(p, p->m->act.qkv, model_qkv_width(s));
 }
 static float *attend_lse(const Pass *p) {
     const ModelShape s = p->m->shape;
@@ -248,7 +248,8 @@ static void attend_cached_fwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
     KVCache *c = m->last.cache;
-    const size_t W = qkv_width(s), E = (size_t)s.n_head * s.d_head, Ekv = (size_t)s.n_kv_head * s.d_head;
+    const size_t W = model_qkv_width(s), E = (size_t)s.n_head * s.d_head,
+                 Ekv = (size_t)s.n_kv_head * s.d_head;
     float *k = c->k + (size_t)p->l * c->capacity * Ekv, *v = c->v + (size_t)p->l * c->capacity * Ekv;
     const float *qkv = slice(p, m->act.qkv, W);
     float *out = slice(p, m->act.att_out, E);
@@ -274,7 +275,7 @@ static int qkv_offset(ModelShape s, HeadInput k, int *heads) {
 }
 static void qkv_patch_fwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    const size_t W = qkv_width(s);
+    const size_t W = model_qkv_width(s);
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
         const float *gate = layer_input_gates(p->iv, p->m->shape, p->l, (HeadInput)k);
         int heads, offset = qkv_offset(s, (HeadInput)k, &heads);
@@ -285,7 +286,7 @@ static void qkv_patch_fwd(Pass *p) {
 }
 static void qkv_patch_bwd(Pass *p) {
     const ModelShape s = p->m->shape;
-    const size_t W = qkv_width(s);
+    const size_t W = model_qkv_width(s);
     const int want = (p->iv->grads & MODEL_GRAD_INPUT_GATES) != 0;
     for (int k = HEAD_INPUT_Q; k <= HEAD_INPUT_V; k++) {
         const InputPatch *in = &p->iv->input[k];
@@ -305,7 +306,7 @@ static void qkv_patch_head(HeadPass *h) {
     const ModelShape s = h->m->shape;
     const Interventions *iv = &h->m->last.iv;
     const int dh = s.d_head;
-    const size_t P = 3 * (size_t)dh, W = qkv_width(s);
+    const size_t P = 3 * (size_t)dh, W = model_qkv_width(s);
     float gates[3];
     int gated = 0;
     for (int k = 0; k < 3; k++)
@@ -327,7 +328,7 @@ static const float *attend_input(const Pass *p);
  * Q and K (its hook_qkv, K repeated per query head under grouped K/V) with this forward's V. */
 static float *filled_values(const Pass *p) {
     const ModelShape s = p->m->shape;
-    const size_t E = (size_t)s.n_head * s.d_head, W = qkv_width(s), BT = p->BT;
+    const size_t E = (size_t)s.n_head * s.d_head, W = model_qkv_width(s), BT = p->BT;
     const float *fill = p->iv->input[HEAD_INPUT_PATTERN].fill + (size_t)p->l * BT * W, *own = attend_input(p);
     float *mixed = xmalloc(BT * 3 * E, sizeof(float)), *pv = xmalloc(BT * E, sizeof(float));
     float *lse = xmalloc(BT * s.n_head, sizeof(float));
@@ -368,7 +369,7 @@ static void pattern_patch_head(HeadPass *h) {
     const ModelShape s = h->m->shape;
     const Interventions *iv = &h->m->last.iv;
     const int dh = s.d_head;
-    const size_t P = 3 * (size_t)dh, W = qkv_width(s), BT = h->BT;
+    const size_t P = 3 * (size_t)dh, W = model_qkv_width(s), BT = h->BT;
     const float gp = head_input_gate(iv, s, h->l, HEAD_INPUT_PATTERN, h->q);
     if (gp == 1.0f) return;
     float *mixed = h->rest, *pv = mixed + BT * P, *pv_lse = pv + BT * dh;

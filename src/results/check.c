@@ -720,7 +720,8 @@ static void check_kept(Checker *c, const float *log_alpha) {
     int *kept = checker_read_all(c, "/heads/kept", H5T_NATIVE_INT, sizeof(int), (size_t)c->L * c->H);
     const Config *g = &c->cfg;
     int wrong = 0, nonzero_rows = 0;
-    size_t rows = (size_t)g->d_head * g->d_model;
+    const ModelShape s = model_shape_from_config(g);
+    const size_t rows = (size_t)g->d_head * g->d_model; /* a head's W_O: d_head rows of D */
     for (int l = 0; kept && l < c->L; l++) {
         char name[64];
         snprintf(name, sizeof name, "/params/layer%d/w_o", l);
@@ -734,8 +735,9 @@ static void check_kept(Checker *c, const float *log_alpha) {
                 1.0 / (1.0 + exp(-(log_alpha[i] - g->head_l0_temperature * log(-g->head_l0_stretch_low /
                                                                                g->head_l0_stretch_high))));
             wrong += kept[i] != (p_open > 0.5);
-            for (size_t k = 0; w && kept[i] == 0 && k < rows; k++)
-                if (w[(size_t)h * rows + k] != 0.0f) {
+            const float *w_h = w ? model_head_w_o(s, w, 0, h) : NULL; /* w: one layer's W_o */
+            for (size_t k = 0; w_h && kept[i] == 0 && k < rows; k++)
+                if (w_h[k] != 0.0f) {
                     nonzero_rows++;
                     break;
                 }
