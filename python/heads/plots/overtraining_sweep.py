@@ -53,6 +53,8 @@ def plot(runs, out, tmp):
             script += [f"set title {gnuplot.gp_string(f'{n} heads: {panel}')} font ',10'",
                        f"set ylabel {gnuplot.gp_string(ylabel)}",
                        "set xlabel " + gnuplot.gp_string("training step + 1 (log scale)" if panel != "ICL score" else ""),
-                       "plot " + (", \\\n     ".join(parts) if parts else "NaN notitle")]
+                       "plot " + ", \\\n     ".join(parts) if parts else
+                       "set label 1 'no head of the class in the final model' at graph 0.5,0.5 center\n"
+                       "plot [1:1000] [0:1] -1 notitle\nunset label 1"]
     script.append("unset multiplot")
     gnuplot.run_gnuplot("\n".join(script) + "\n", out, tmp)
