@@ -212,7 +212,7 @@ def test_interrupted_before_handlers():
     # --keys go to the real one (the sweep's checks), a run is a process that dies of the signal.
     fake = os.path.join(d, "harness")
     with open(fake, "w") as f:
-        f.write(f'#!/bin/sh\ncase " $* " in *" --shapes "*|*" --keys"*|*" --version "*) '
+        f.write(f'#!/bin/sh\ncase " $* " in *" --shapes "*|*" --keys"*|*" --version "*|" rules "*) '
                 f'exec {HARNESS} "$@";; esac\necho "step 0/20"\nexec sleep 60\n')
     os.chmod(fake, 0o755)
     config = inj.write_config(d, os.path.join(d, "unused.h5"), steps=20, checkpoint_every=0)
