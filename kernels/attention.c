@@ -17,8 +17,11 @@
  * then exp and sum). The backward runs by blocks of queries: it recomputes the block's P with the
  * forward's own code (so the same bits, and the same as reading a kept map), and carries dK's and
  * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
- * bits are those of the unblocked products. The softmax uses vec_math.h's vector layer (AVX-512
- * or AVX2) and exp, or without either an arithmetic-only scalar exp that the compiler vectorises.
+ * bits are those of the unblocked products. In bf16 (attention_*_at) the same products run
+ * through gemm_small_bf16: K, V (and in the backward dO and Q) packed in bfloat16 pairs once per
+ * pair, P and dS rounded as they enter their product, sums continued across blocks at even k.
+ * The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or without either an
+ * arithmetic-only scalar exp that the compiler vectorises.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
  */
@@ -264,6 +267,13 @@ static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, Op
             0, tile);
 }
 
+/* How far right dS's rows are zeroed for the products that read them across the diagonal: to
+ * the panel's end in FP32 (gemm_small's row tiles are the panel's rows), to the block's in bf16
+ * (gemm_small_bf16's tiles of 12 rows may span two panels of GEMM_MR). */
+static int ds_zero(Precision prec, int panel_end, int block_end) {
+    return prec == PRECISION_BF16 ? block_end : panel_end;
+}
+
 /* The general path's backward of pair (b, h), block by block of queries: each block's P (read
  * from map, or recomputed bit for bit as the forward made it), dP = dO·Vᵀ and dS by panels,
  * dQ = dS·K per panel, then dV += Pᵀ·dO and dK += dSᵀ·Q over the block's queries, each element's
@@ -290,8 +300,8 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
                                   rows, b1, T, d_head, sink, x.tile);
             product(ds_panel, ld, x.g_rows + (size_t)t0 * d_head, d_head, 1, x.v_t, rows, T, d_head, 0,
                     GEMM_LOWER, t0, x.tile);
-            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows, t0 + rows,
-                                  scale);
+            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows,
+                                  ds_zero(prec, t0 + rows, b1), scale);
             product(dq + (size_t)t0 * row, row, ds_panel, ld, 1, x.k, rows, d_head, T, 0, GEMM_PREFIX_K, t0,
                     x.tile);
         }

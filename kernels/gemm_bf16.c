@@ -15,6 +15,10 @@
  * the tile (padding adds exact zeros), the block sums are added to C in block order, and threads
  * split only M and N (gemm.c's slabs). The two paths round differently from each other, so the
  * bits are those of the path (gemm_bf16_path names it), the same at any thread count.
+ * gemm_small_bf16 (attention's per-head products) packs no B: its caller packs each operand once
+ * (gemm_bf16_pack_b), and it rounds A one 12-row tile at a time into the same pairs; its tile is
+ * the AVX512_BF16 one with B read in place by masks, on either path (so its bits are the same on
+ * every CPU with AVX512_BF16), the causal shapes as gemm_small's.
  * Elsewhere than x86-64 with GCC or Clang there is no path: gemm_bf16_path is NULL.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
