@@ -289,9 +289,7 @@ def main(argv, doc):
                     help="fewer steps, one round, only the main table (or --tables), the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
     ap.add_argument("--bench-generate", default=os.path.join(ROOT, "build", "bench_generate"))
-    ap.add_argument("--tables", default=None,
-                    help="comma-separated (default: main,seq,heads,context,generate,precision,contention; "
-                         "with --quick: main)")
+    ap.add_argument("--tables", default=None, help="comma-separated (default: all; with --quick: main)")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
