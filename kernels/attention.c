@@ -17,8 +17,11 @@
  * then exp and sum). The backward runs by blocks of queries: it recomputes the block's P with the
  * forward's own code (so the same bits, and the same as reading a kept map), and carries dK's and
  * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
- * bits are those of the unblocked products. The softmax uses vec_math.h's vector layer (AVX-512
- * or AVX2) and exp, or without either an arithmetic-only scalar exp that the compiler vectorises.
+ * bits are those of the unblocked products. In bf16 (attention_*_at) the same products run
+ * through gemm_small_bf16: K, V (and in the backward dO and Q) packed in bfloat16 pairs once per
+ * pair, P and dS rounded as they enter their product, sums continued across blocks at even k.
+ * The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or without either an
+ * arithmetic-only scalar exp that the compiler vectorises.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
  */
@@ -84,47 +87,107 @@ static int query_block(int T, int have_maps) {
     return rows < GEMM_MR ? GEMM_MR : rows > all ? all : rows;
 }
 
+/* A product's B operand as its precision reads it: floats (f) in FP32, or bfloat16 pairs packed by
+ * gemm_bf16_pack_b (w) in bf16; ld its row stride, in floats or words. */
+typedef struct {
+    const float *f;
+    const uint32_t *w;
+    ptrdiff_t ld;
+} Operand;
+
+/* B's rows from k0 on (for bf16 a pair boundary: k0 even). */
+static Operand from_row(Operand b, int k0) {
+    if (!b.w) {
+        b.f += (ptrdiff_t)k0 * b.ld;
+        return b;
+    }
+    CHECK(k0 % 2 == 0);
+    b.w += (ptrdiff_t)(k0 / 2) * b.ld;
+    return b;
+}
+
+/* One of a pair's products (gemm.h's gemm_small contract): FP32, or bf16 where B is packed (tile:
+ * gemm_small_bf16's scratch). */
+static void product(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, Operand b, int M,
+                    int N, int K, int accumulate, GemmShape shape, int diag, uint32_t *tile) {
+    if (b.w) gemm_small_bf16(c, ldc, a, a_rs, a_cs, b.w, b.ld, M, N, K, accumulate, shape, diag, tile);
+    else gemm_small(c, ldc, a, a_rs, a_cs, b.f, b.ld, M, N, K, accumulate, shape, diag);
+}
+
+/* Scratch floats of a (d_head, T) operand X(i, j) = x[j * ld + i] (Kᵀ, Vᵀ), of a (T, d_head) one
+ * X(j, i) = x[j * ld + i] (V, K, dO, Q), and of gemm_small_bf16's tile, at a precision. */
+static size_t across_floats(Precision prec, int T, int d) {
+    return prec == PRECISION_BF16 ? ((size_t)d + 1) / 2 * T : (size_t)T * d;
+}
+static size_t along_floats(Precision prec, int T, int d) {
+    return prec == PRECISION_BF16 ? ((size_t)T + 1) / 2 * d : (size_t)T * d;
+}
+static size_t tile_floats(Precision prec, int T, int d) {
+    return prec == PRECISION_BF16 ? gemm_small_bf16_words(T > d ? T : d) : 0;
+}
+/* Those operands made in dst from the head's strided columns x (rows ld apart): in FP32 a
+ * contiguous copy, transposed for across; in bf16 its pairs along the sum's index. */
+static Operand across(Precision prec, float *dst, const float *x, ptrdiff_t ld, int T, int d) {
+    if (prec == PRECISION_BF16) {
+        gemm_bf16_pack_b((uint32_t *)dst, T, x, 1, ld, d, T);
+        return (Operand){.w = (const uint32_t *)dst, .ld = T};
+    }
+    gemm_transpose(dst, T, x, ld, T, d);
+    return (Operand){.f = dst, .ld = T};
+}
+static Operand along(Precision prec, float *dst, const float *x, ptrdiff_t ld, int T, int d) {
+    if (prec == PRECISION_BF16) {
+        gemm_bf16_pack_b((uint32_t *)dst, d, x, ld, 1, T, d);
+        return (Operand){.w = (const uint32_t *)dst, .ld = d};
+    }
+    vec_copy_rows(dst, x, ld, T, d);
+    return (Operand){.f = dst, .ld = d};
+}
+
 /* Raw scores of queries t0 .. t0+rows-1 against every key up to the panel's diagonal, then their
  * softmax (zero right of the diagonal up to n_zero): rows of P into panel (row stride ld) and
  * their log-sum-exp. The forward and the backward's recomputation both call it: the same bits. */
-static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const float *q, const float *k_t,
-                              int t0, int rows, int n_zero, int T, int d_head, float sink) {
-    gemm_small(panel, ld, q + (size_t)t0 * d_head, d_head, 1, k_t, T, rows, T, d_head, 0, GEMM_LOWER, t0);
+static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const float *q, Operand k_t, int t0,
+                              int rows, int n_zero, int T, int d_head, float sink, uint32_t *tile) {
+    product(panel, ld, q + (size_t)t0 * d_head, d_head, 1, k_t, rows, T, d_head, 0, GEMM_LOWER, t0, tile);
     softmax_rows(panel, ld, lse, t0, rows, n_zero, 1.0f / sqrtf((float)d_head), sink);
 }
 
-static size_t forward_floats(int T, int d_head) {
-    return 3 * (size_t)T * d_head + (size_t)GEMM_MR * padded_stride(T);
+static size_t forward_floats(int T, int d_head, Precision prec) {
+    return (size_t)T * d_head + across_floats(prec, T, d_head) + along_floats(prec, T, d_head) +
+           tile_floats(prec, T, d_head) + (size_t)GEMM_MR * padded_stride(T);
 }
 
 /* The general path's forward of pair (b, h); map (T, T) or NULL. */
 static void forward_pair(float *o, float *map, float *lse, const float *src, int E, int T, int d_head,
-                         float sink, float *q) {
+                         float sink, Precision prec, float *q) {
     const int row = 3 * E;
-    /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous: the strided
-     * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB */
-    size_t head = (size_t)T * d_head;
-    float *k_t = q + head, *v = q + 2 * head, *scratch_panel = q + 3 * head;
+    /* this head's Q (T, d_head), Kᵀ (d_head, T) and V (T, d_head), contiguous (the strided
+     * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB), K and V packed in bf16 */
+    float *k_at = q + (size_t)T * d_head, *v_at = k_at + across_floats(prec, T, d_head);
+    float *scratch_panel = v_at + along_floats(prec, T, d_head);
+    uint32_t *tile = (uint32_t *)(scratch_panel + (size_t)GEMM_MR * padded_stride(T));
     vec_copy_rows(q, src, row, T, d_head);
-    gemm_transpose(k_t, T, src + E, row, T, d_head);
-    vec_copy_rows(v, src + 2 * E, row, T, d_head);
+    Operand k_t = across(prec, k_at, src + E, row, T, d_head),
+            v = along(prec, v_at, src + 2 * E, row, T, d_head);
     /* one panel of GEMM_MR queries at a time, start to end while it is in L1: P, then P·V
      * (which reads P up to the panel's last diagonal position, zeroed right of each row's) */
     for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
         int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
         float *panel = map ? map + (size_t)t0 * T : scratch_panel;
         ptrdiff_t ld = map ? T : padded_stride(T);
-        probability_panel(panel, ld, lse + t0, q, k_t, t0, rows, map ? T : t0 + rows, T, d_head, sink);
-        gemm_small(o + (size_t)t0 * E, E, panel, ld, 1, v, d_head, rows, d_head, T, 0, GEMM_PREFIX_K, t0);
+        probability_panel(panel, ld, lse + t0, q, k_t, t0, rows, map ? T : t0 + rows, T, d_head, sink, tile);
+        product(o + (size_t)t0 * E, E, panel, ld, 1, v, rows, d_head, T, 0, GEMM_PREFIX_K, t0, tile);
     }
 }
 
-void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink, int B,
-                       int T, int H, int d_head) {
+void attention_forward_at(Precision prec, float *out, float *probs, float *lse, const float *qkv,
+                          const float *sink, int B, int T, int H, int d_head) {
     const int E = H * d_head, row = 3 * E;
+    CHECK(prec != PRECISION_BF16 || gemm_bf16_path());
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 0, 0));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 0, 0, prec));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -138,28 +201,77 @@ void attention_forward(float *out, float *probs, float *lse, const float *qkv, c
                     continue;
                 }
 #endif
-                forward_pair(o, map, pair_lse, src, E, T, d_head, s, scratch);
+                forward_pair(o, map, pair_lse, src, E, T, d_head, s, prec, scratch);
             }
         }
         free(scratch);
     }
 }
 
-static size_t backward_floats(int T, int d_head, int have_maps) {
-    return 5 * (size_t)T * d_head +
+void attention_forward(float *out, float *probs, float *lse, const float *qkv, const float *sink, int B,
+                       int T, int H, int d_head) {
+    attention_forward_at(PRECISION_FP32, out, probs, lse, qkv, sink, B, T, H, d_head);
+}
+
+/* The general backward's operands of a pair, in its scratch: Q's and dO's rows copied contiguous
+ * (see forward_pair: the A of the scores and of dP), then the B operands at the precision (in
+ * FP32 the rows of dO and Q are theirs too, in bf16 they are packed), gemm_small_bf16's tile, and
+ * the block's panels dS and (unless read from the maps) P. */
+typedef struct {
+    Operand k_t, v_t, k, g, q; /* Kᵀ (unless from the maps), Vᵀ; K, dO and Q by positions */
+    float *q_rows, *g_rows, *ds, *p;
+    uint32_t *tile;
+} BackwardOperands;
+
+static size_t operand_floats(int T, int d_head, Precision prec) {
+    size_t head = (size_t)T * d_head, along_n = along_floats(prec, T, d_head);
+    return 2 * head + along_n + 2 * across_floats(prec, T, d_head) +
+           (prec == PRECISION_BF16 ? 2 * along_n : 0) + tile_floats(prec, T, d_head);
+}
+
+static BackwardOperands backward_operands(float *q, const float *src, const float *g_src, int E, int T,
+                                          int d_head, int have_map, Precision prec) {
+    const int row = 3 * E, bf16 = prec == PRECISION_BF16;
+    const size_t head = (size_t)T * d_head, along_n = along_floats(prec, T, d_head),
+                 across_n = across_floats(prec, T, d_head);
+    BackwardOperands x = {.q_rows = q, .g_rows = q + head};
+    float *next = q + 2 * head;
+    vec_copy_rows(x.q_rows, src, row, T, d_head);
+    vec_copy_rows(x.g_rows, g_src, E, T, d_head);
+    x.k = along(prec, next, src + E, row, T, d_head), next += along_n;
+    if (!have_map) x.k_t = across(prec, next, src + E, row, T, d_head);
+    x.v_t = across(prec, next + across_n, src + 2 * E, row, T, d_head), next += 2 * across_n;
+    x.g = bf16 ? along(prec, next, x.g_rows, d_head, T, d_head) : (Operand){.f = x.g_rows, .ld = d_head};
+    x.q = bf16 ? along(prec, next + along_n, x.q_rows, d_head, T, d_head)
+               : (Operand){.f = x.q_rows, .ld = d_head};
+    next += bf16 ? 2 * along_n : 0;
+    x.tile = (uint32_t *)next;
+    x.ds = next + tile_floats(prec, T, d_head);
+    x.p = x.ds + (size_t)query_block(T, have_map) * padded_stride(T);
+    return x;
+}
+
+static size_t backward_floats(int T, int d_head, int have_maps, Precision prec) {
+    return operand_floats(T, d_head, prec) +
            (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
 }
 
 /* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
  * dS, row stride lda; dX's rows `row` apart), for every key j < b1: the keys before the block
  * continue their sums (GEMM_CONTINUE), the block's own keys start theirs, from their diagonal. */
-static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, const float *y, int b0, int b1,
-                     int d_head) {
-    const float *y_block = y + (size_t)b0 * d_head;
-    if (b0 > 0)
-        gemm_small(dx, row, a, 1, lda, y_block, d_head, b0, d_head, b1 - b0, GEMM_CONTINUE, GEMM_FULL, 0);
-    gemm_small(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, d_head, b1 - b0, d_head, b1 - b0, 0,
-               GEMM_SUFFIX_K, 0);
+static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, Operand y, int b0, int b1,
+                     int d_head, uint32_t *tile) {
+    const Operand y_block = from_row(y, b0);
+    if (b0 > 0) product(dx, row, a, 1, lda, y_block, b0, d_head, b1 - b0, GEMM_CONTINUE, GEMM_FULL, 0, tile);
+    product(dx + (size_t)b0 * row, row, a + b0, 1, lda, y_block, b1 - b0, d_head, b1 - b0, 0, GEMM_SUFFIX_K,
+            0, tile);
+}
+
+/* How far right dS's rows are zeroed for the products that read them across the diagonal: to
+ * the panel's end in FP32 (gemm_small's row tiles are the panel's rows), to the block's in bf16
+ * (gemm_small_bf16's tiles of 12 rows may span two panels of GEMM_MR). */
+static int ds_zero(Precision prec, int panel_end, int block_end) {
+    return prec == PRECISION_BF16 ? block_end : panel_end;
 }
 
 /* The general path's backward of pair (b, h), block by block of queries: each block's P (read
@@ -167,20 +279,12 @@ static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, co
  * dQ = dS·K per panel, then dV += Pᵀ·dO and dK += dSᵀ·Q over the block's queries, each element's
  * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
 static void backward_pair(float *dq, const float *g_src, const float *map, const float *src, int E, int T,
-                          int d_head, float sink, float *q) {
+                          int d_head, float sink, Precision prec, float *scratch) {
     const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL);
     const float scale = 1.0f / sqrtf((float)d_head);
-    /* contiguous copies of this head's Q, K, Kᵀ, Vᵀ and dO (see forward_pair); dQ, dK and dV
-     * are written straight into their columns of d_qkv */
-    size_t head = (size_t)T * d_head;
-    float *k = q + head, *k_t = q + 2 * head, *v_t = q + 3 * head, *g = q + 4 * head;
-    float *ds = q + 5 * head, *p_scratch = ds + (size_t)block * ld;
-    float *dk = dq + E, *dv = dq + 2 * E;
-    vec_copy_rows(q, src, row, T, d_head);
-    vec_copy_rows(k, src + E, row, T, d_head);
-    if (!map) gemm_transpose(k_t, T, src + E, row, T, d_head);
-    gemm_transpose(v_t, T, src + 2 * E, row, T, d_head);
-    vec_copy_rows(g, g_src, E, T, d_head);
+    /* dQ, dK and dV are written straight into their columns of d_qkv */
+    const BackwardOperands x = backward_operands(scratch, src, g_src, E, T, d_head, map != NULL, prec);
+    float *ds = x.ds, *p_scratch = x.p, *dk = dq + E, *dv = dq + 2 * E;
     for (int b0 = 0; b0 < T; b0 += block) {
         int b1 = T - b0 < block ? T : b0 + block;
         const float *p = map ? map + (size_t)b0 * T : p_scratch;
@@ -192,25 +296,25 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
             int rows = b1 - t0 < GEMM_MR ? b1 - t0 : GEMM_MR;
             float *ds_panel = ds + (size_t)(t0 - b0) * ld, panel_lse[GEMM_MR];
             if (!map)
-                probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, q, k_t, t0, rows, b1, T,
-                                  d_head, sink);
-            gemm_small(ds_panel, ld, g + (size_t)t0 * d_head, d_head, 1, v_t, T, rows, T, d_head, 0,
-                       GEMM_LOWER, t0);
-            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows, t0 + rows,
-                                  scale);
-            gemm_small(dq + (size_t)t0 * row, row, ds_panel, ld, 1, k, d_head, rows, d_head, T, 0,
-                       GEMM_PREFIX_K, t0);
+                probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, x.q_rows, x.k_t, t0,
+                                  rows, b1, T, d_head, sink, x.tile);
+            product(ds_panel, ld, x.g_rows + (size_t)t0 * d_head, d_head, 1, x.v_t, rows, T, d_head, 0,
+                    GEMM_LOWER, t0, x.tile);
+            softmax_backward_rows(ds_panel, ld, p + (size_t)(t0 - b0) * ld_p, ld_p, t0, rows,
+                                  ds_zero(prec, t0 + rows, b1), scale);
+            product(dq + (size_t)t0 * row, row, ds_panel, ld, 1, x.k, rows, d_head, T, 0, GEMM_PREFIX_K, t0,
+                    x.tile);
         }
-        key_sums(dv, row, p, ld_p, g, b0, b1, d_head);
-        key_sums(dk, row, ds, ld, q, b0, b1, d_head);
+        key_sums(dv, row, p, ld_p, x.g, b0, b1, d_head, x.tile);
+        key_sums(dk, row, ds, ld, x.q, b0, b1, d_head, x.tile);
     }
 }
 
-size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) {
+size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps, Precision prec) {
     if (is_thin(d_head))
         return backward ? attention_thin_backward_floats(T, d_head)
                         : attention_thin_forward_floats(T, d_head);
-    return backward ? backward_floats(T, d_head, have_maps) : forward_floats(T, d_head);
+    return backward ? backward_floats(T, d_head, have_maps, prec) : forward_floats(T, d_head, prec);
 }
 
 /* Differentiates, per (b, h):  O = P V,  P = softmax(S) by rows,  S = scale · Q Kᵀ (causal).
@@ -219,16 +323,17 @@ size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps) 
  * Neither path needs the maps: the general one recomputes P as its forward made it (or reads
  * the kept maps: the same bits), the thin one from the scores and lse, using
  * rowsum(P ∘ dP) = dO · O. */
-void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
-                        const float *probs, const float *lse, const float *sink, int B, int T, int H,
-                        int d_head) {
+void attention_backward_at(Precision prec, float *d_qkv, const float *d_out, const float *qkv,
+                           const float *out, const float *probs, const float *lse, const float *sink, int B,
+                           int T, int H, int d_head) {
     const int E = H * d_head, row = 3 * E;
+    CHECK(prec != PRECISION_BF16 || gemm_bf16_path());
 #if ATTENTION_THIN_MAX == 0
     (void)out, (void)lse; /* only the thin path reads them */
 #endif
 #pragma omp parallel
     {
-        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 1, probs != NULL));
+        float *scratch = alloc_floats(attention_scratch_floats(T, d_head, 1, probs != NULL, prec));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
@@ -243,11 +348,17 @@ void attention_backward(float *d_qkv, const float *d_out, const float *qkv, cons
                 }
 #endif
                 backward_pair(dq, g, probs ? probs + ((size_t)b * H + h) * T * T : NULL, src, E, T, d_head,
-                              sink ? sink[h] : -INFINITY, scratch);
+                              sink ? sink[h] : -INFINITY, prec, scratch);
             }
         }
         free(scratch);
     }
+}
+
+void attention_backward(float *d_qkv, const float *d_out, const float *qkv, const float *out,
+                        const float *probs, const float *lse, const float *sink, int B, int T, int H,
+                        int d_head) {
+    attention_backward_at(PRECISION_FP32, d_qkv, d_out, qkv, out, probs, lse, sink, B, T, H, d_head);
 }
 
 /* Threads split the heads; each head sums over (b, t) in order: thread-count independent. */

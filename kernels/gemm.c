@@ -415,12 +415,8 @@ void gemm_small(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff
     int pack = a_rs == 1 && a_cs != 1 && K > 0 && a_cs % 1024 == 0;
     float *ap = pack ? alloc_floats((size_t)K * MR) : NULL;
     for (int i0 = 0; i0 < M; i0 += MR) {
-        int mr = M - i0 < MR ? M - i0 : MR;
-        int first = diag + i0, last = diag + i0 + mr; /* the tile's diagonal positions */
-        int k_lo = 0, k_hi = K, n_hi = N;
-        if (shape == GEMM_PREFIX_K && last < K) k_hi = last > 0 ? last : 0;
-        if (shape == GEMM_SUFFIX_K) k_lo = first < 0 ? 0 : first < K ? first : K;
-        if (shape == GEMM_LOWER && last < N) n_hi = last > 0 ? last : 0;
+        int mr = M - i0 < MR ? M - i0 : MR, k_lo, k_hi, n_hi;
+        gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
         const float *ai = a + i0 * a_rs + k_lo * a_cs;
         const float *bk = b + k_lo * ldb;
         int kc = k_hi - k_lo;

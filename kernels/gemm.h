@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include "precision.h"
+#include "gemm_shape.h"
 #include "gemm_bf16.h"
 
 /* The register tile, rows x columns of C: 24 accumulators of 16 floats with AVX-512, 12 of 8
@@ -80,24 +81,6 @@ void gemm_ksplit(Precision prec, int t, int threads, float *c, ptrdiff_t ldc, co
  * register tile's rows and of `align` rows (a caller that works on groups of rows after the
  * product: LayerNorm's chunks): empty for threads past the number of such units. */
 void gemm_row_slab(int t, int threads, int M, int align, int *lo, int *hi);
-
-/* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
- * first row's position, so a panel of a larger triangle can be computed on its own); k is the
- * summation index and j the column of C:
- *   GEMM_FULL      the whole product
- *   GEMM_LOWER     only C[i, j] with j <= p is wanted: tiles wholly right of the diagonal are
- *                  skipped (not written); tiles crossing it are computed whole
- *   GEMM_PREFIX_K  A[i, k] = 0 for k > p (a causal map times values): the sum stops after the tile
- *   GEMM_SUFFIX_K  A[i, k] = 0 for k < p (a transposed causal map): the sum starts at the tile
- * The skipped terms are exact zeros, so the result equals GEMM_FULL's: callers must make sure
- * the entries that the tiles read across the diagonal really are zero (the rows of a tile read
- * up to its last row's diagonal position). */
-typedef enum { GEMM_FULL, GEMM_LOWER, GEMM_PREFIX_K, GEMM_SUFFIX_K } GemmShape;
-
-/* gemm_small's accumulate: 0 overwrites C, 1 adds the product to C, GEMM_CONTINUE continues
- * each element's fused multiply-add chain from C's value, so a product split along K into
- * successive calls (the first on a zeroed C) gives exactly the bits of one call over all of K. */
-enum { GEMM_CONTINUE = 2 };
 
 /* One thread, no packing, no K blocking (one fused multiply-add chain per element over all of K),
  * for the per-head products of attention. B is read in place row by row: B(k, j) = b[k*ldb + j].

@@ -15,6 +15,10 @@
  * the tile (padding adds exact zeros), the block sums are added to C in block order, and threads
  * split only M and N (gemm.c's slabs). The two paths round differently from each other, so the
  * bits are those of the path (gemm_bf16_path names it), the same at any thread count.
+ * gemm_small_bf16 (attention's per-head products) packs no B: its caller packs each operand once
+ * (gemm_bf16_pack_b), and it rounds A one 12-row tile at a time into the same pairs; its tile is
+ * the AVX512_BF16 one with B read in place by masks, on either path (so its bits are the same on
+ * every CPU with AVX512_BF16), the causal shapes as gemm_small's.
  * Elsewhere than x86-64 with GCC or Clang there is no path: gemm_bf16_path is NULL.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
@@ -108,6 +112,8 @@ TARGET_BF16 static inline __m512i pair_words(__m512 even, __m512 odd) {
     __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* lanes 0-15 even, 16-31 odd */
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), both);
 }
+
+_Static_assert((int)GEMM_BF16_SMALL_MR == (int)BM, "gemm_small_bf16's row tile is the 12 x 32 tile's");
 
 static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
@@ -298,7 +304,87 @@ void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_
     product(p, c, ldc, a, a_rs, a_cs, b, b_rs, b_cs, M, N, K, accumulate, bias);
 }
 
+/* ---------------------------------------------------------------- gemm_small_bf16
+ * One 12 x nr tile (nr <= 16 nv) over kpn pairs: A packed ap[kp][12], B's words bp[kp * ldb + j]
+ * read with masks (no column past nr). accumulate as gemm_small's: 0 stores, 1 adds to C,
+ * GEMM_CONTINUE starts the chains from C. */
+TARGET_BF16 static inline __attribute__((always_inline)) void small_tile(int nv, int kpn, const uint32_t *ap,
+                                                                         const uint32_t *bp, ptrdiff_t ldb,
+                                                                         float *c, ptrdiff_t ldc, int mr,
+                                                                         int nr, int accumulate) {
+    const __mmask16 m0 = lanes(nr), m1 = nv > 1 ? lanes(nr - 16) : 0;
+    __m512 acc[BM][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < BM; i++) {
+        const int cont = accumulate == GEMM_CONTINUE && i < mr;
+        acc[i][0] = cont ? _mm512_maskz_loadu_ps(m0, c + i * ldc) : _mm512_setzero_ps();
+        acc[i][1] = cont && nv > 1 ? _mm512_maskz_loadu_ps(m1, c + i * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int kp = 0; kp < kpn; kp++) {
+        __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(m0, bp), b1 = b0;
+        if (nv > 1) b1 = (__m512bh)_mm512_maskz_loadu_epi32(m1, bp + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < BM; i++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)ap[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+            if (nv > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+        }
+        ap += BM;
+        bp += ldb;
+    }
+    for (int i = 0; i < mr; i++) store_row(c + i * ldc, acc[i][0], acc[i][1], nr, accumulate == 1, NULL);
+}
+TARGET_BF16 static void small_tile_narrow(int kpn, const uint32_t *ap, const uint32_t *bp, ptrdiff_t ldb,
+                                          float *c, ptrdiff_t ldc, int mr, int nr, int accumulate) {
+    small_tile(1, kpn, ap, bp, ldb, c, ldc, mr, nr, accumulate);
+}
+TARGET_BF16 static void small_tile_wide(int kpn, const uint32_t *ap, const uint32_t *bp, ptrdiff_t ldb,
+                                        float *c, ptrdiff_t ldc, int mr, int nr, int accumulate) {
+    small_tile(2, kpn, ap, bp, ldb, c, ldc, mr, nr, accumulate);
+}
+
+void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                     const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
+                     int diag, uint32_t *scratch) {
+    CHECK(path() != PATH_NONE);
+    for (int i0 = 0; i0 < M; i0 += BM) {
+        int mr = M - i0 < BM ? M - i0 : BM, k_lo, k_hi, n_hi;
+        gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
+        CHECK(k_lo % 2 == 0); /* the pairs of A and B start at even k */
+        const int kpn = (k_hi - k_lo + 1) / 2;
+        pack_pairs(scratch, BM, 1, BM, kpn, a + i0 * a_rs + k_lo * a_cs, a_rs, a_cs, mr, k_hi - k_lo);
+        const uint32_t *bk = bp + (ptrdiff_t)(k_lo / 2) * ldb;
+        for (int j0 = 0; j0 < n_hi; j0 += BN) {
+            int nr = n_hi - j0 < BN ? n_hi - j0 : BN;
+            (nr > 16 ? small_tile_wide : small_tile_narrow)(kpn, scratch, bk + j0, ldb, c + i0 * ldc + j0,
+                                                            ldc, mr, nr, accumulate);
+        }
+    }
+}
+
+void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int K,
+                      int N) {
+    CHECK(path() != PATH_NONE);
+    for (int j0 = 0; j0 < N; j0 += BN) /* pack_pairs gathers at most BN + AM columns at a time */
+        pack_pairs(dst + j0, ldb, 1, N - j0 < BN ? N - j0 : BN, (K + 1) / 2, b + j0 * b_cs, b_cs, b_rs,
+                   N - j0 < BN ? N - j0 : BN, K);
+}
+
 #else
+
+void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                     const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
+                     int diag, uint32_t *scratch) {
+    (void)c, (void)ldc, (void)a, (void)a_rs, (void)a_cs, (void)bp, (void)ldb, (void)M, (void)N, (void)K;
+    (void)accumulate, (void)shape, (void)diag, (void)scratch;
+    CHECK(!"gemm_small_bf16: no bfloat16 path in this build");
+}
+
+void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int K,
+                      int N) {
+    (void)dst, (void)ldb, (void)b, (void)b_rs, (void)b_cs, (void)K, (void)N;
+    CHECK(!"gemm_bf16_pack_b: no bfloat16 path in this build");
+}
 
 void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,
                ptrdiff_t b_rs, ptrdiff_t b_cs, int M, int N, int K, int accumulate, const float *bias) {

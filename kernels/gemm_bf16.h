@@ -4,6 +4,8 @@
 #define GEMM_BF16_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include "gemm_shape.h"
 
 /* gemm's product with each operand value rounded to bfloat16 (round to nearest even) and float
  * sums, on the CPU's path (gemm_bf16.c): the same interface, bias and determinism, with K cut in
@@ -17,5 +19,25 @@ void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_
  * best), for tests and benchmarks that compare them; 0 when the CPU has not got it. */
 const char *gemm_bf16_path(void);
 int gemm_bf16_use(const char *name);
+
+/* gemm_small with bfloat16 operands and float sums (where gemm_bf16_path() is not
+ * NULL): A is read through its strides and rounded (nearest even) as each row tile of
+ * GEMM_BF16_SMALL_MR rows is packed into `scratch` (gemm_small_bf16_words(K) words); B comes
+ * packed by gemm_bf16_pack_b, once per operand. Each element's sum is one chain of vdpbf16ps over
+ * the pairs (k, k+1), k even, in order: from zero, or from C's value with GEMM_CONTINUE. The pairs
+ * start at even k, so with GEMM_SUFFIX_K the first row's position (diag) must be even, and a
+ * product split along K continues exactly only at even k. An odd K's last pair, and a prefix
+ * that ends at an odd k, are completed with a zero. The bits are the same on every CPU with
+ * AVX512_BF16 and at any thread count (one product is one thread's). */
+enum { GEMM_BF16_SMALL_MR = 12 };
+static inline size_t gemm_small_bf16_words(int K) { return GEMM_BF16_SMALL_MR * (((size_t)K + 1) / 2); }
+void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                     const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
+                     int diag, uint32_t *scratch);
+/* B (K, N), B(k, j) = b[k * b_rs + j * b_cs], packed for gemm_small_bf16: dst[kp * ldb + j] = the
+ * pair (B(2kp, j), B(2kp + 1, j)) rounded to bfloat16 (nearest even; low half the even k) for
+ * kp < (K + 1) / 2 and j < N, an odd K's last pair completed with a zero. */
+void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int K,
+                      int N);
 
 #endif

@@ -147,8 +147,9 @@ size_t fused_backward_scratch_floats(int N, int C, int OC, int threads);
  * recomputing them (the same bits, less work; the thin path never reads them). */
 int attention_reads_maps(int d_head);
 /* The scratch floats each thread of attention_forward (backward 0) or attention_backward
- * (backward 1, have_maps: probs given) allocates for sequence length T, whatever B and H. */
-size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps);
+ * (backward 1, have_maps: probs given) allocates for sequence length T, whatever B and H, at a
+ * precision (attention_*_at's). */
+size_t attention_scratch_floats(int T, int d_head, int backward, int have_maps, Precision prec);
 void attention_forward(float *out,        // (B, T, E)
                        float *probs,      // (B, H, T, T) the maps, zero above the diagonal; or NULL
                        float *lse,        // (B, H, T) log of each softmax denominator
@@ -163,6 +164,16 @@ void attention_backward(float *d_qkv,       // (B, T, 3E) = (overwritten: no zer
                         const float *lse,   // (B, H, T) the forward's
                         const float *sink,  // (H) the forward's, or NULL
                         int B, int T, int H, int d_head);
+/* attention_forward and attention_backward with the per-head products at precision prec
+ * (precision.h; without _at: PRECISION_FP32): in bf16 the general path's QKᵀ, P·V, dO·Vᵀ, dS·K,
+ * dSᵀ·Q and Pᵀ·dO take bfloat16-rounded operands (P and dS rounded as they enter their product)
+ * and sum in float; the softmax, its scale and mask, and the thin path stay float. PRECISION_BF16
+ * only where kernels_bf16_path() is not NULL. */
+void attention_forward_at(Precision prec, float *out, float *probs, float *lse, const float *qkv,
+                          const float *sink, int B, int T, int H, int d_head);
+void attention_backward_at(Precision prec, float *d_qkv, const float *d_out, const float *qkv,
+                           const float *out, const float *probs, const float *lse, const float *sink, int B,
+                           int T, int H, int d_head);
 
 /* ---- attention_cached.c: one new position over a K/V cache (generation) ----
  * The last row of attention_forward for n positions (and its sink), from the new position's

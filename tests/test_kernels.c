@@ -1789,6 +1789,160 @@ static void bf16_thread_bits(const char *path) {
     free(x), free(w), free(g), free(y1), free(y), free(dx1), free(dx), free(dw1), free(dw);
 }
 
+/* ---- attention in bfloat16 (attention_*_at, general path: gemm_small_bf16) ----
+ * Against an FP64 reference on the bf16-rounded Q, K, V and dO, product by product, each with the
+ * float-sum bound above ((K+4) 2^-24 Σ|a||b|, K = T or d_head; no product here comes near the
+ * subnormals that vdpbf16ps flushes):
+ *   P     = the double softmax of scale · R(Q)·R(K)ᵀ, within p (2e + 2^-14) + 2^-40, e the scores'
+ *           bound (scale (d+4) 2^-24 Σ|q||k|) and 2^-14 the float softmax's own error;
+ *   O     = Σ_j R(P_tj) R(V_j) over the kernel's own map P (exactly its operand): the bound;
+ *   dV    = Σ_t R(P_tj) R(dO_t): the bound;
+ *   dQ,dK = Σ R(dS) R(K), Σ R(dS) R(Q). The kernel's dS is float arithmetic on dP = R(dO)·R(V)ᵀ and
+ *           Σ_j P dP, so it is within tol = scale P (e_dP + e_r + 8 2^-24 (|dP| + |Σ P dP|)) of the
+ *           double dS; R(dS) is then one value of [lo, hi] = [R(dS - tol), R(dS + tol)] (rounding
+ *           is monotone; lo = hi but where dS lies within tol of a midpoint). The reference takes
+ *           the interval's middle, and the bound adds (hi - lo) / 2 |b| per term.
+ * R is the test's own rounding (bf16_rounded). A product left in float misses by ~2^-9 per term. */
+typedef struct {
+    double p, out, dq, dk, dv; /* worst |error| / bound */
+} Bf16Worst;
+
+static double worse(double worst, double err, double bound) {
+    double r = fabs(err) / (bound + 1e-300);
+    return r > worst ? r : worst;
+}
+
+/* Row t of pair (b, h): P and O checked, dQ's, dK's and dV's references and bounds summed. */
+static void bf16_attention_row(const AttentionCtx *c, int b, int h, int t, double *ref, double *bnd,
+                               Bf16Worst *w, double *buf) {
+    const int T = c->T, d = c->d_head, E = c->H * d, row = 3 * E;
+    const double scale = 1.0 / sqrt((double)d), u = 0x1p-24;
+    const float *base = c->qkv + (size_t)b * T * row + h * d, *g = c->r + ((size_t)b * T + t) * E + h * d;
+    const float *P = c->probs + (((size_t)b * c->H + h) * T + t) * T;
+#define X(j, part, i) ((double)bf16_rounded(base[(size_t)(j)*row + (part)*E + (i)]))
+    double *pr = buf, *dp = buf + T, *edp = buf + 2 * T, maxs = -INFINITY, sum = 0.0, e = 0.0;
+    for (int j = 0; j <= t; j++) {
+        double s = 0.0, mag = 0.0;
+        for (int i = 0; i < d; i++) s += X(t, 0, i) * X(j, 1, i), mag += fabs(X(t, 0, i) * X(j, 1, i));
+        pr[j] = s * scale, maxs = fmax(maxs, pr[j]), e = fmax(e, scale * (d + 4) * u * mag);
+    }
+    for (int j = 0; j <= t; j++) sum += pr[j] = exp(pr[j] - maxs);
+    double r = 0.0, r_mag = 0.0, r_err = 0.0;
+    for (int j = 0; j <= t; j++) {
+        w->p = worse(w->p, P[j] - pr[j] / sum, pr[j] / sum * (2 * e + 0x1p-14) + 0x1p-40);
+        double mag = 0.0;
+        dp[j] = 0.0;
+        for (int i = 0; i < d; i++)
+            dp[j] += bf16_rounded(g[i]) * X(j, 2, i), mag += fabs(bf16_rounded(g[i]) * X(j, 2, i));
+        edp[j] = (d + 4) * u * mag;
+        r += P[j] * dp[j], r_mag += P[j] * fabs(dp[j]), r_err += P[j] * edp[j];
+    }
+    r_err += (T + 4) * u * r_mag;
+    for (int i = 0; i < d; i++) {
+        double o = 0.0, mag = 0.0;
+        for (int j = 0; j <= t; j++)
+            o += bf16_rounded(P[j]) * X(j, 2, i), mag += fabs(bf16_rounded(P[j]) * X(j, 2, i));
+        w->out = worse(w->out, c->out[((size_t)b * T + t) * E + h * d + i] - o, (T + 4) * u * mag);
+    }
+    double *ref_b = ref + (size_t)b * T * row + h * d, *bnd_b = bnd + (size_t)b * T * row + h * d;
+    for (int j = 0; j <= t; j++) {
+        double ds = scale * P[j] * (dp[j] - r),
+               tol = scale * P[j] * (edp[j] + r_err + 8 * u * (fabs(dp[j]) + fabs(r)));
+        double lo = bf16_rounded((float)(ds - tol)), hi = bf16_rounded((float)(ds + tol)),
+               mid = (lo + hi) / 2;
+        double half = (hi - lo) / 2, big = fmax(fabs(lo), fabs(hi)), p = bf16_rounded(P[j]);
+        for (int i = 0; i < d; i++) {
+            ref_b[(size_t)t * row + i] += mid * X(j, 1, i);
+            bnd_b[(size_t)t * row + i] += (half + (T + 4) * u * big) * fabs(X(j, 1, i));
+            ref_b[(size_t)j * row + E + i] += mid * X(t, 0, i);
+            bnd_b[(size_t)j * row + E + i] += (half + (T + 4) * u * big) * fabs(X(t, 0, i));
+            ref_b[(size_t)j * row + 2 * E + i] += p * bf16_rounded(g[i]);
+            bnd_b[(size_t)j * row + 2 * E + i] += (T + 4) * u * fabs(p * bf16_rounded(g[i]));
+        }
+    }
+#undef X
+}
+
+/* out, probs and d_qkv of attention_*_at in bf16 (NaN-filled first: all must be written); with
+ * the maps read by the backward when read_maps. */
+static void bf16_attention_run(AttentionCtx *c, float *out, float *probs, float *lse, float *d_qkv,
+                               int read_maps) {
+    const size_t E = (size_t)c->H * c->d_head, BT = (size_t)c->B * c->T;
+    for (size_t i = 0; i < BT * 3 * E; i++) d_qkv[i] = NAN;
+    for (size_t i = 0; i < BT * E; i++) out[i] = NAN;
+    attention_forward_at(PRECISION_BF16, out, probs, lse, c->qkv, NULL, c->B, c->T, c->H, c->d_head);
+    attention_backward_at(PRECISION_BF16, d_qkv, c->r, c->qkv, out, read_maps ? probs : NULL, lse, NULL, c->B,
+                          c->T, c->H, c->d_head);
+}
+
+/* The same bits as run's at 1-4 threads, and with the maps read by the backward. */
+static const char *bf16_attention_bits(AttentionCtx *c) {
+    const size_t E = (size_t)c->H * c->d_head, BT = (size_t)c->B * c->T,
+                 maps = (size_t)c->B * c->H * c->T * c->T;
+    float *out = test_alloc(BT * E), *probs = test_alloc(maps), *lse = test_alloc((size_t)c->B * c->H * c->T);
+    float *d = test_alloc(BT * 3 * E);
+    const char *differs = NULL;
+    for (int k = 0; k <= 4 && !differs; k++) {
+        set_threads(k < 4 ? k + 1 : default_threads);
+        bf16_attention_run(c, out, probs, lse, d, k == 4);
+        differs = memcmp(out, c->out, sizeof(float) * BT * E)     ? "out"
+                  : memcmp(probs, c->probs, sizeof(float) * maps) ? "probs"
+                  : memcmp(d, c->d_qkv, sizeof(float) * BT * 3 * E)
+                      ? (k == 4 ? "d_qkv reading the maps" : "d_qkv")
+                      : NULL;
+    }
+    set_threads(default_threads);
+    free(out), free(probs), free(lse), free(d);
+    return differs;
+}
+
+static void test_attention_bf16(int B, int T, int H, int d_head, uint64_t seed) {
+    Rng rng = rng_stream(seed, 51, 2);
+    AttentionCtx c = attention_ctx(B, T, H, d_head, &rng);
+    const int E = H * d_head, row = 3 * E;
+    char name[200];
+    bf16_attention_run(&c, c.out, c.probs, c.lse, c.d_qkv, 0);
+    if (d_head <= ATTENTION_THIN_MAX) { /* thin heads are not products: they stay float */
+        AttentionCtx f = attention_ctx(B, T, H, d_head, &rng);
+        attention_forward(f.out, f.probs, f.lse, c.qkv, NULL, B, T, H, d_head);
+        attention_backward(f.d_qkv, c.r, c.qkv, f.out, NULL, f.lse, NULL, B, T, H, d_head);
+        snprintf(name, sizeof name, "attention bf16 B=%d T=%d H=%d d_head=%d (thin path): FP32's bits", B, T,
+                 H, d_head);
+        test_check(name,
+                   !memcmp(f.out, c.out, sizeof(float) * B * T * E) &&
+                       !memcmp(f.d_qkv, c.d_qkv, sizeof(float) * B * T * row),
+                   "differs from the FP32 thin path");
+        attention_ctx_free(&f), attention_ctx_free(&c);
+        return;
+    }
+    double *ref = calloc((size_t)B * T * row, sizeof(double)),
+           *bnd = calloc((size_t)B * T * row, sizeof(double));
+    double *buf = calloc(3 * (size_t)T, sizeof(double));
+    Bf16Worst w = {0};
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) bf16_attention_row(&c, b, h, t, ref, bnd, &w, buf);
+    for (size_t i = 0; i < (size_t)B * T * row; i++) {
+        double *part = (int)(i % row) < E ? &w.dq : (int)(i % row) < 2 * E ? &w.dk : &w.dv;
+        *part = worse(*part, c.d_qkv[i] - ref[i], bnd[i]);
+    }
+    snprintf(
+        name, sizeof name,
+        "attention bf16 B=%d T=%d H=%d d_head=%d: P, O, dQ, dK, dV = FP64 on bf16 inputs within the bound", B,
+        T, H, d_head);
+    test_check(name, w.p <= 1 && w.out <= 1 && w.dq <= 1 && w.dk <= 1 && w.dv <= 1,
+               "worst error / bound: P %.3g O %.3g dQ %.3g dK %.3g dV %.3g", w.p, w.out, w.dq, w.dk, w.dv);
+    const char *differs = bf16_attention_bits(&c);
+    snprintf(name, sizeof name,
+             "attention bf16 B=%d T=%d H=%d d_head=%d: the same bits at 1-4 threads and reading the maps", B,
+             T, H, d_head);
+    test_check(name, !differs, "%s differs", differs);
+    printf("#   attention bf16 d_head %d: worst error / bound P %.3g O %.3g dQ %.3g dK %.3g dV %.3g\n",
+           d_head, w.p, w.out, w.dq, w.dk, w.dv);
+    free(ref), free(bnd), free(buf);
+    attention_ctx_free(&c);
+}
+
 static void test_bf16(void) {
     if (!kernels_bf16_path()) {
         test_check("gemm_bf16: this CPU has no bfloat16 path (nothing to check)", 1, "");
@@ -1808,6 +1962,12 @@ static void test_bf16(void) {
         bf16_thread_bits(path);
     }
     gemm_bf16_use(NULL);
+    /* odd T and d_head, one and two column tiles, several query blocks (T 601 and 1000), and
+     * the thin widths (the general path's in the portable build) */
+    const int shapes_att[][4] = {{2, 37, 3, 9}, {1, 64, 2, 16}, {2, 33, 2, 33},  {1, 130, 1, 64},
+                                 {2, 9, 3, 4},  {1, 17, 2, 8},  {1, 601, 1, 12}, {1, 1000, 1, 24}};
+    for (size_t i = 0; i < sizeof shapes_att / sizeof shapes_att[0]; i++)
+        test_attention_bf16(shapes_att[i][0], shapes_att[i][1], shapes_att[i][2], shapes_att[i][3], 600 + i);
 }
 
 int main(void) {

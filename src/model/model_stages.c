@@ -217,17 +217,19 @@ static void attend_fwd(Pass *p) {
     const size_t E = (size_t)s.n_head * s.d_head;
     int keep = keeps_maps(m);
     if (keep) reserve_maps(m);
-    attention_forward(slice(p, m->act.att_out, E), keep ? layer_maps(m, p->l) : NULL, attend_lse(p),
-                      attend_input(p), s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T,
-                      s.n_head, s.d_head);
+    attention_forward_at(m->precision, slice(p, m->act.att_out, E), keep ? layer_maps(m, p->l) : NULL,
+                         attend_lse(p), attend_input(p),
+                         s.sink ? m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T, s.n_head,
+                         s.d_head);
 }
 static void attend_bwd(Pass *p) {
     Model *m = p->m;
     const ModelShape s = m->shape;
     const size_t E = (size_t)s.n_head * s.d_head, H = s.n_head;
     const float *att = slice(p, m->act.att_out, E);
-    attention_backward(m->act.d_qkv, p->d, attend_input(p), att, kept_maps(m, p->l), attend_lse(p),
-                       s.sink ? m->params.sink + p->l * H : NULL, p->B, p->T, s.n_head, s.d_head);
+    attention_backward_at(m->precision, m->act.d_qkv, p->d, attend_input(p), att, kept_maps(m, p->l),
+                          attend_lse(p), s.sink ? m->params.sink + p->l * H : NULL, p->B, p->T, s.n_head,
+                          s.d_head);
     if (s.sink)
         attention_sink_backward(m->grads.sink + p->l * H, p->d, att, attend_lse(p), m->params.sink + p->l * H,
                                 p->B, p->T, s.n_head, s.d_head);
@@ -237,9 +239,9 @@ static void attend_bwd(Pass *p) {
 /* A sparse start's head: its attention alone. */
 static void attend_head(HeadPass *h) {
     const ModelShape s = h->m->shape;
-    attention_forward(h->out, NULL, h->lse, h->packed,
-                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1,
-                      s.d_head);
+    attention_forward_at(h->m->precision, h->out, NULL, h->lse, h->packed,
+                         s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1,
+                         s.d_head);
 }
 
 /* ---- attend, decoding (model_decode): each row's K and V appended to the cache at its
@@ -336,8 +338,9 @@ static float *filled_values(const Pass *p) {
     else memcpy(mixed, fill, sizeof(float) * BT * 3 * E);
     for (size_t t = 0; t < BT; t++)
         memcpy(mixed + t * 3 * E + 2 * E, own + t * 3 * E + 2 * E, sizeof(float) * E);
-    attention_forward(pv, NULL, lse, mixed, s.sink ? p->m->params.sink + (size_t)p->l * s.n_head : NULL, p->B,
-                      p->T, s.n_head, s.d_head);
+    attention_forward_at(p->m->precision, pv, NULL, lse, mixed,
+                         s.sink ? p->m->params.sink + (size_t)p->l * s.n_head : NULL, p->B, p->T, s.n_head,
+                         s.d_head);
     free(mixed), free(lse);
     return pv;
 }
@@ -377,8 +380,9 @@ static void pattern_patch_head(HeadPass *h) {
     for (int k = 0; k < 2; k++) gather_columns(mixed + k * dh, f, BT, W, h->col[k], dh, P);
     for (size_t t = 0; t < BT; t++)
         for (int j = 0; j < dh; j++) mixed[t * P + 2 * dh + j] = h->packed[t * P + 2 * dh + j];
-    attention_forward(pv, NULL, pv_lse, mixed,
-                      s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1, dh);
+    attention_forward_at(h->m->precision, pv, NULL, pv_lse, mixed,
+                         s.sink ? h->m->params.sink + (size_t)h->l * s.n_head + h->q : NULL, h->B, h->T, 1,
+                         dh);
     column_gate_forward(h->out, pv, &gp, (int)BT, dh, 0, 1, dh);
 }
 

@@ -49,11 +49,17 @@ static int threads_of(const Config *cfg) {
 }
 
 /* The most the kernels hold at once of their own scratch: per thread, the attention's buffers
- * (its backward without maps asks the most) and one GEMM's packed blocks; once, the largest
- * projection backward's (LayerNorm's chunk sums, the weight gradient's K blocks). */
-static double kernel_scratch_bytes(ModelShape s, int B, int T, int threads) {
-    size_t forward = attention_scratch_floats(T, s.d_head, 0, 0),
-           backward = attention_scratch_floats(T, s.d_head, 1, 0);
+ * (its backward without maps asks the most; at FP32, and at the training step's precision) and
+ * one GEMM's packed blocks; once, the largest projection backward's (LayerNorm's chunk sums, the
+ * weight gradient's K blocks). */
+static double kernel_scratch_bytes(ModelShape s, int B, int T, int threads, TrainPrecision train) {
+    const Precision prec = train == TRAIN_BF16 ? PRECISION_BF16 : PRECISION_FP32;
+    size_t forward = 0, backward = 0;
+    for (Precision p = PRECISION_FP32; p <= prec; p++) {
+        size_t f = attention_scratch_floats(T, s.d_head, 0, 0, p),
+               b = attention_scratch_floats(T, s.d_head, 1, 0, p);
+        forward = f > forward ? f : forward, backward = b > backward ? b : backward;
+    }
     int widest = s.vocab_size;
     int widths[] = {s.d_model, 3 * s.n_head * s.d_head};
     for (int i = 0; i < 2; i++) widest = widths[i] > widest ? widths[i] : widest;
@@ -92,7 +98,7 @@ void budget_memory(const Config *cfg, MemoryEstimate *e) {
              "attention maps in the model (the probes' n_layer x probes x n_head x probe_len^2, or the "
              "training batch's where the backward reads them and they are no larger than the activations)",
              "output.probes, output.probe_len, model.n_head");
-    add_part(e, 0, kernel_scratch_bytes(s, max_batch, longest, threads_of(cfg)),
+    add_part(e, 0, kernel_scratch_bytes(s, max_batch, longest, threads_of(cfg), cfg->precision),
              "kernel scratch (per thread: attention's blocks, GEMM's packed blocks; once: a weight "
              "gradient's K blocks)",
              "train.threads, model.seq_len");

@@ -286,10 +286,10 @@ def main(argv, doc):
                          "libjemalloc2 is installed) or glibc's malloc")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--quick", action="store_true",
-                    help="fewer steps, one round, only the main table, the peak on 1024 x 1024 only")
+                    help="fewer steps, one round, only the main table (or --tables), the peak on 1024 x 1024 only")
     ap.add_argument("--only", default="", help="only the configs whose name contains this text")
     ap.add_argument("--bench-generate", default=os.path.join(ROOT, "build", "bench_generate"))
-    ap.add_argument("--tables", default="main,seq,heads,context,generate,precision,contention")
+    ap.add_argument("--tables", default=None, help="comma-separated (default: all; with --quick: main)")
     ap.add_argument("--markdown", help="also write the report as markdown to this file")
     ap.add_argument("--json", help="write every measurement as JSON to this file")
     ap.add_argument("--blas-isa", choices=("match", "native"), default="match",
@@ -300,11 +300,12 @@ def main(argv, doc):
     args.blas_pin = bench_machine.blas_pin(harness["isa"], cpu["isa"], args.blas_isa)
     peak_sizes, torch_peak_size = PEAK_SIZES, 2048
     if args.quick:
-        args.steps, args.warmup, args.tables, args.repeat = 15, 3, "main", 1
+        args.steps, args.warmup, args.repeat = 15, 3, 1
+        args.tables = args.tables or "main"
         peak_sizes, torch_peak_size = (1024,), 1024
     if args.torch_steps is None:
         args.torch_steps = args.steps
-    tables = args.tables.split(",")
+    tables = (args.tables or "main,seq,heads,context,generate,precision,contention").split(",")
     variants = []
     if not args.no_torch:
         variants = args.torch.split(",") if args.torch else [
