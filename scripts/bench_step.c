@@ -1,11 +1,12 @@
 /* bench_step.c: one training step's time, alone, for profiling the kernels (`make bench` builds
  * it as build/bench_step; docs/performance.md's profiles come from it).
  *
- * usage: bench_step D H D_HEAD T B STEPS THREADS
+ * usage: bench_step D H D_HEAD T B STEPS THREADS [fp32|bf16]
  * Builds the bench's model (2 layers, vocabulary 256, learned positions) at that shape, then runs
  * STEPS training steps on one fixed random batch: forward, backward and the optimiser step (the
  * gradient norm, the clip at 1 and AdamW), as the training loop does them (the batch and the
- * results file left out), and prints one JSON
+ * results file left out), the forward and backward in the precision named (train.precision's
+ * values; FP32 unless bf16 is named), and prints one JSON
  * object with the fastest and the median step in CPU time of the process and in wall time.
  * Under `perf record` this is the step and nothing else: a harness run also spends its last
  * seconds on the end-of-run analysis, which would be mixed into the profile. On a shared machine
@@ -14,6 +15,7 @@
  * Must not know: the config file, results files, the training loop; it uses only the model. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,8 +32,14 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int v[7];
     for (int i = 0; i < 7 && i + 1 < argc; i++) v[i] = bench_positive(argv[i + 1]);
-    if (argc != 8 || !v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !v[5] || !v[6]) {
-        fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS (positive integers)\n");
+    const char *precision = argc == 9 ? argv[8] : "fp32";
+    const int bf16 = strcmp(precision, "bf16") == 0;
+    if ((argc != 8 && argc != 9) || (!bf16 && strcmp(precision, "fp32") != 0) || !v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !v[5] || !v[6]) {
+        fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS [fp32|bf16] (positive integers)\n");
+        return 2;
+    }
+    if (bf16 && !kernels_bf16_path()) {
+        fprintf(stderr, "bench_step: this CPU has no bfloat16 instructions (AVX512_BF16)\n");
         return 2;
     }
     ModelShape s = bench_shape(v[0], v[1], v[2], v[3]);
@@ -42,6 +50,7 @@ int main(int argc, char **argv) {
     Model m;
     model_init(&m, s, B);
     model_init_weights(&m, 1);
+    m.precision = bf16 ? PRECISION_BF16 : PRECISION_FP32;
     int *tokens = malloc(sizeof(int) * n), *targets = malloc(sizeof(int) * n);
     float *mask = malloc(sizeof(float) * n);
     double *cpu = malloc(sizeof(double) * steps), *wall = malloc(sizeof(double) * steps);
@@ -75,10 +84,10 @@ int main(int argc, char **argv) {
     kernels_describe(kernels, sizeof kernels);
     qsort(cpu, steps, sizeof(double), cmp_double);
     qsort(wall, steps, sizeof(double), cmp_double);
-    printf("{\"kernels\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"B\": %d, "
+    printf("{\"kernels\": \"%s\", \"precision\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"B\": %d, "
            "\"threads\": %d, \"steps\": %d, \"cpu_ms_min\": %.3f, \"cpu_ms_median\": %.3f, "
            "\"wall_ms_min\": %.3f, \"wall_ms_median\": %.3f, \"loss\": %.9g, \"grad_norm\": %.9g}\n",
-           kernels, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps, 1e3 * cpu[0],
+           kernels, precision, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps, 1e3 * cpu[0],
            1e3 * cpu[steps / 2], 1e3 * wall[0], 1e3 * wall[steps / 2], m.last.loss, norm);
     model_free(&m);
     free(tokens), free(targets), free(mask), free(cpu), free(wall);
