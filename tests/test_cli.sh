@@ -197,16 +197,17 @@ env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$harness" "$tmp/base.yaml" --set outpu
 diff=$(same_numbers "$tmp/t1l.h5" "$tmp/t2s.h5") && ok "re-executed with a bounded spin, thread count probed: bitwise the 1-thread run" \
     || bad "the default wait policy's run differs in $diff"
 if command -v strace > /dev/null; then
-    # (an ASan build refuses a preload ahead of its runtime unless told not to check the order)
-    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT LD_PRELOAD=libm.so.6 \
-        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" strace -f -v -s 200 -e trace=execve -o "$tmp/exec.log" \
+    # an ASan build refuses a preload ahead of its runtime unless told not to check the order, and
+    # LeakSanitizer cannot run under ptrace
+    traced_asan="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0"
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT LD_PRELOAD=libm.so.6 ASAN_OPTIONS="$traced_asan" strace -f -v -s 200 -e trace=execve -o "$tmp/exec.log" \
         "$harness" --keys train.threads > /dev/null 2>&1
     execs=$(grep -c 'execve(' "$tmp/exec.log")
     again=$(grep 'execve("/proc/self/exe", \["'"$harness"'", "--keys", "train.threads"\]' "$tmp/exec.log")
     [ "$execs" = 2 ] && [[ $again == *LD_PRELOAD=libm.so.6* ]] && [[ $again == *GOMP_SPINCOUNT=* ]] \
         && ok "wait policy: one exec of /proc/self/exe, argv and LD_PRELOAD kept, under strace" \
         || bad "wait policy: $execs execs: $(tail -c 400 "$tmp/exec.log")"
-    GOMP_SPINCOUNT=5 strace -f -e trace=execve -o "$tmp/exec.log" "$harness" --keys train.threads > /dev/null 2>&1
+    GOMP_SPINCOUNT=5 ASAN_OPTIONS="$traced_asan" strace -f -e trace=execve -o "$tmp/exec.log" "$harness" --keys train.threads > /dev/null 2>&1
     [ "$(grep -c 'execve(' "$tmp/exec.log")" = 1 ] && ok "wait policy: the user's GOMP_SPINCOUNT is kept, no exec" \
         || bad "wait policy: exec despite the user's GOMP_SPINCOUNT"
 fi

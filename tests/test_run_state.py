@@ -5,6 +5,7 @@
 decided once (heads.sweep.states, the harness's `harness state` comparing resolved configs) and every
 command agrees; every reader that answers from a summary answers only from verified runs.
 Checks, one line each, then "N passed, M failed":
+  sessions     a resumed run's log: --status's step is the last session's, none before it prints one
   resolved     an experiment that writes output.probe_len: 0 (the run records 32): the sweep,
                its summary, --status, the next sweep, compare and plot-sweep all say complete;
                `harness state` agrees; a value that does differ is stale everywhere, named
@@ -43,7 +44,7 @@ TMP = tempfile.mkdtemp(prefix="heads-run-state-")
 os.environ["XDG_CACHE_HOME"] = os.path.join(TMP, "cache")  # the guard's verdicts: not the user's
 from checks import check, finish, run_check  # noqa: E402
 from heads.core import harness  # noqa: E402
-from heads.sweep import states
+from heads.sweep import runstate, states
 
 import h5py  # noqa: E402
 
@@ -159,6 +160,20 @@ def key_values(base_cfg, resolved, key, row):
     if key in ("model.d_head", "model.n_kv_head", "model.rope_dims", "output.probe_len"):
         values.append(0)  # 0 = the harness chooses
     return values
+
+
+def test_log_sessions():
+    """--status reads a running run's step from its log: a resumed run's log keeps the earlier
+    session's steps, which must not pass for the new session's (a run just resubmitted showed
+    the step where its last session died, and was taken to be training)."""
+    path = os.path.join(TMP, "sessions.log")
+    first = "# harness x.yaml\n# started 2026-12-06 09:00:00 on vm (pid 1)\nstep 40/100 | loss 2.0\n"
+    write(path, first + "# harness x.yaml --resume\n# started 2026-12-06 09:05:00 on vm (pid 2)\n")
+    log = runstate.RunLog(path)
+    check("a resumed run's log before its first step: no progress (not the earlier session's step 40)",
+          log.progress is None and log.started == "2026-12-06 09:05:00", f"{log.progress} {log.started}")
+    write(path, first + "# harness x.yaml --resume\n# started 2026-12-06 09:05:00 on vm (pid 2)\nstep 41/100\n")
+    check("... and its own step once it prints one", runstate.RunLog(path).progress == (41, 100))
 
 
 def test_every_key():
@@ -457,6 +472,7 @@ def test_fuzz():
 
 def main():
     try:
+        run_check("a resumed run's log: the last session's progress", test_log_sessions)
         run_check("resolved configs: one state", test_resolved)
         run_check("every key with a default or an automatic value", test_every_key)
         run_check("a sweep's --set values", test_sets)

@@ -133,17 +133,18 @@ class RunLog:
         except OSError:
             return
         self.exists = True
-        for line in lines:  # a resumed run's log has one header per session: the last one's
+        session = 0  # the first line of the last session
+        for i, line in enumerate(lines):  # a resumed run's log has one header per session: the last one's
             m = _STARTED.match(line) if line.startswith("# started") else None
             if m:
-                self.started, self.where = m.group(1), m.group(2)
+                self.started, self.where, session = m.group(1), m.group(2), i
         for line in reversed(lines[-3:]):
             m = _FINISHED.match(line)
             if m:
                 self.finished, self.rc = m.group(1), int(m.group(2))
                 self.interrupted = m.group(3) is not None
                 break
-        for line in reversed(lines):
+        for line in reversed(lines[session:]):  # not an earlier session's last step
             m = _PROGRESS.search(line)
             if m and not line.startswith("#"):
                 self.progress = (int(m.group(1)), int(m.group(2)))
