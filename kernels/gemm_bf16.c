@@ -9,6 +9,10 @@
  *                bf16 products to a float lane)
  *   AMX          a 32 x 32 block of four 16 x 16 float tiles, 32 values of k per tdpbf16ps;
  *                A's panel is row-major (k pairs contiguous), K padded to 32 with zeros
+ * One routine packs every operand (pack_pairs): where k or x is contiguous in the operand (all
+ * the layouts the model passes), vector loads along it, and 16 x 16 blocks of words transposed in
+ * registers where the panel runs the other way; element by element otherwise. All round with the
+ * same instruction and write the same words (tests/test_kernels.c compares them).
  * The path is the CPU's (CPUID, and for AMX the kernel's permission through arch_prctl), chosen
  * once per process. Determinism as gemm's: K is cut into fixed KC blocks, each block's sum starts
  * from zero and runs over k in one fixed order that does not depend on the element's place in
@@ -117,11 +121,56 @@ _Static_assert((int)GEMM_BF16_SMALL_MR == (int)BM, "gemm_small_bf16's row tile i
 
 static inline __mmask16 lanes(int n) { return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-/* dst[kp * d_kp + x * d_x] = the pair (S(x, 2kp), S(x, 2kp + 1)) rounded to bf16, for x < width
- * and kp < kpn, with S(x, k) = src[x * s_x + k * s_k] where x < n and k < kc, zero elsewhere. */
-TARGET_BF16 static void pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
-                                   const float *src, ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc) {
-    if (s_k == 1) { /* k contiguous: 32 values of k are 16 words of one x, in order */
+/* r[j] <- column j of the 16 x 16 block of words r[0..16) (lane i of the result = r[i]'s lane j):
+ * pairs of rows interleaved by words, then by double words, then 128-bit lanes gathered twice. */
+TARGET_BF16 static inline void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    /* u[g + j]'s 128-bit lane L holds column 4L + j of rows g .. g + 3 */
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512i lo02 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88),
+                hi02 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        __m512i lo13 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD),
+                hi13 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_i32x4(lo02, hi02, 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(lo02, hi02, 0xDD);
+        r[4 + j] = _mm512_shuffle_i32x4(lo13, hi13, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(lo13, hi13, 0xDD);
+    }
+}
+
+/* w[i] = the 16 words of the 32 values of k at s + i * s_x (k contiguous), lo and hi masking
+ * the first and last 16 values, for the nv rows i < nv; zero rows after them. Inlined with nv a
+ * constant where the rows are whole, so that the block has no branch. */
+TARGET_BF16 static inline __attribute__((always_inline)) void
+k_rows(__m512i w[16], const float *s, ptrdiff_t s_x, int nv, __mmask16 lo, __mmask16 hi) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        w[i] = i < nv ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, s + i * s_x + 16),
+                                                     _mm512_maskz_loadu_ps(lo, s + i * s_x))
+                      : _mm512_setzero_si512();
+}
+
+/* pack_pairs's contract (below) where k is contiguous (s_k == 1): 32 values of k of one x are 16
+ * words of that x in order (one vcvtne2ps2bf16). Stored as they are where the pairs of an x are
+ * contiguous (d_kp == 1: the AMX A panel); else, x contiguous (d_x == 1: B's panels, the 12-row
+ * tiles), 16 x by 16 pairs transposed in registers, so that each pair's row of x is one masked
+ * store (a scatter of each x's words was twice as slow). Any other destination scatters. */
+TARGET_BF16 static void pack_k_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
+                                          const float *src, ptrdiff_t s_x, int n, int kc) {
+    if (d_kp == 1 || d_x != 1) {
         const __m512i scatter =
             _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                _mm512_set1_epi32((int)d_kp));
@@ -136,6 +185,93 @@ TARGET_BF16 static void pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x,
                 if (d_kp == 1) _mm512_mask_storeu_epi32(d, m, w);
                 else _mm512_mask_i32scatter_epi32(d, m, scatter, w, 4);
             }
+        return;
+    }
+    for (int x0 = 0; x0 < width; x0 += 16) {
+        const int last = n < width ? n : width, nv = last - x0 < 0 ? 0 : last - x0 > 16 ? 16 : last - x0;
+        const __mmask16 m = lanes(width - x0);
+        const float *s = src + (ptrdiff_t)(nv > 0 ? x0 : 0) * s_x;
+        for (int kp0 = 0; kp0 < kpn; kp0 += 16) {
+            const __mmask16 lo = lanes(kc - 2 * kp0), hi = lanes(kc - 2 * kp0 - 16);
+            __m512i w[16];
+            if (nv == 16) k_rows(w, s + 2 * kp0, s_x, 16, lo, hi);
+            else if (nv == BM) k_rows(w, s + 2 * kp0, s_x, BM, lo, hi);
+            else k_rows(w, s + 2 * kp0, s_x, nv, lo, hi);
+            transpose16(w);
+            const int pairs = kpn - kp0;
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                if (j < pairs) _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(kp0 + j) * d_kp + x0, m, w[j]);
+        }
+    }
+}
+
+/* The words of the pairs (k, k + 1) of 16 x at s (x contiguous, rows of k s_k apart), the lanes
+ * outside `in` zero; a row at or past kc reads as zeros. */
+TARGET_BF16 static inline __m512i x_pair(const float *s, ptrdiff_t s_k, int k, int kc, __mmask16 in) {
+    __m512 even = _mm512_maskz_loadu_ps(k < kc ? in : 0, s + (ptrdiff_t)(k < kc ? k : 0) * s_k);
+    __m512 odd = _mm512_maskz_loadu_ps(k + 1 < kc ? in : 0, s + (ptrdiff_t)(k + 1 < kc ? k + 1 : 0) * s_k);
+    return pair_words(even, odd);
+}
+
+/* pack_pairs's contract where x is contiguous (s_x == 1) and so is one side of the destination:
+ * the 16 x of k and of k + 1 are two masked loads, and pair_words makes their 16 words. Stored as
+ * they are where x is contiguous (d_x == 1); where the pairs are (d_kp == 1: the AMX A panel of a
+ * transposed A), 16 pairs by 16 x transposed in registers first. The pairs whose k are both
+ * below kc (all but the last one or two blocks) take no test of k. */
+TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
+                                          const float *src, ptrdiff_t s_k, int n, int kc) {
+    const int whole = kc / 2 < kpn ? kc / 2 : kpn; /* pairs with both k below kc */
+    for (int x0 = 0; x0 < width; x0 += 16) {
+        const int last = n < width ? n : width;
+        const __mmask16 m = lanes(width - x0), in = lanes(last - x0);
+        const float *s = src + (last > x0 ? x0 : 0);
+        if (d_x == 1) {
+            int kp = 0;
+            for (; kp < whole; kp++) {
+                const float *e = s + (ptrdiff_t)(2 * kp) * s_k;
+                __m512i w = pair_words(_mm512_maskz_loadu_ps(in, e), _mm512_maskz_loadu_ps(in, e + s_k));
+                _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, w);
+            }
+            for (; kp < kpn; kp++)
+                _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, x_pair(s, s_k, 2 * kp, kc, in));
+            continue;
+        }
+        const int rows = width - x0;
+        for (int kp0 = 0; kp0 < kpn; kp0 += 16) {
+            __m512i w[16];
+            if (kp0 + 16 <= whole) {
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) {
+                    const float *e = s + (ptrdiff_t)(2 * (kp0 + i)) * s_k;
+                    w[i] = pair_words(_mm512_maskz_loadu_ps(in, e), _mm512_maskz_loadu_ps(in, e + s_k));
+                }
+            } else {
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) w[i] = x_pair(s, s_k, 2 * (kp0 + i), kc, in);
+            }
+            transpose16(w);
+            const __mmask16 pairs = lanes(kpn - kp0);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                if (j < rows) _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(x0 + j) * d_x + kp0, pairs, w[j]);
+        }
+    }
+}
+
+/* dst[kp * d_kp + x * d_x] = the pair (S(x, 2kp), S(x, 2kp + 1)) rounded to bf16, for x < width
+ * and kp < kpn, with S(x, k) = src[x * s_x + k * s_k] where x < n and k < kc, zero elsewhere.
+ * Where k or x is contiguous in src (every operand the products take) a vector path above packs
+ * it; otherwise the pairs are gathered element by element (width <= BN + AM). All round with the
+ * one instruction (vcvtne2ps2bf16) and write the same words. */
+TARGET_BF16 static void pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
+                                   const float *src, ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc) {
+    if (s_k == 1) {
+        pack_k_contiguous(dst, d_kp, d_x, width, kpn, src, s_x, n, kc);
+        return;
+    }
+    if (s_x == 1 && (d_x == 1 || d_kp == 1)) {
+        pack_x_contiguous(dst, d_kp, d_x, width, kpn, src, s_k, n, kc);
         return;
     }
     float even[BN + AM], odd[BN + AM]; /* a gathered pair of k rows (width <= 32) */
@@ -362,6 +498,12 @@ void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, pt
     }
 }
 
+void gemm_bf16_pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn, const float *src,
+                          ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc) {
+    CHECK(path() != PATH_NONE);
+    pack_pairs(dst, d_kp, d_x, width, kpn, src, s_x, s_k, n, kc);
+}
+
 void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int K,
                       int N) {
     CHECK(path() != PATH_NONE);
@@ -384,6 +526,13 @@ void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_
                       int N) {
     (void)dst, (void)ldb, (void)b, (void)b_rs, (void)b_cs, (void)K, (void)N;
     CHECK(!"gemm_bf16_pack_b: no bfloat16 path in this build");
+}
+
+void gemm_bf16_pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn, const float *src,
+                          ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc) {
+    (void)dst, (void)d_kp, (void)d_x, (void)width, (void)kpn, (void)src, (void)s_x, (void)s_k, (void)n,
+        (void)kc;
+    CHECK(!"gemm_bf16_pack_pairs: no bfloat16 path in this build");
 }
 
 void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b,

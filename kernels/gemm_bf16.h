@@ -40,4 +40,13 @@ void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, pt
 void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_rs, ptrdiff_t b_cs, int K,
                       int N);
 
+/* The packing under both products (gemm_bf16.c's pack_pairs), for the tests that compare its
+ * vector paths, taken where k or x is contiguous in src, with its element-by-element one, taken
+ * otherwise: dst[kp * d_kp + x * d_x] = the pair (S(x, 2kp), S(x, 2kp + 1)) rounded to bfloat16
+ * (nearest even; low half the even k) for x < width and kp < kpn, with S(x, k) =
+ * src[x * s_x + k * s_k] where x < n and k < kc, zero elsewhere; no other word written. Where
+ * neither k nor x is contiguous, width <= 64. */
+void gemm_bf16_pack_pairs(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn, const float *src,
+                          ptrdiff_t s_x, ptrdiff_t s_k, int n, int kc);
+
 #endif

@@ -1789,6 +1789,193 @@ static void bf16_thread_bits(const char *path) {
     free(x), free(w), free(g), free(y1), free(y), free(dx1), free(dx), free(dw1), free(dw);
 }
 
+/* ---- bfloat16 packing: its vector paths against its generic one ----
+ * gemm_bf16.c packs every operand through one routine (gemm_bf16_pack_pairs), with vector paths
+ * where k or x is contiguous in the source and an element-by-element one otherwise. The same
+ * values are laid out three ways, k contiguous, x contiguous, and neither (elements 2 apart
+ * along x: the generic path), each amid a filler no path may read (-777), and packed into
+ * destinations filled with a sentinel; every word of the three must be the same, the sentinels
+ * left where nothing is written included. The destinations are those the products pack (the
+ * 12-row tiles, the AMX A panels, the 32-column B panels, gemm_bf16_pack_b's rows) at odd and
+ * even lengths of k, up to a whole KC block, and with fewer rows than the tile or more; the
+ * values include rounding ties, subnormals, infinities, NaN and negative zero. Then the
+ * products themselves: gemm_bf16 and gemm_small_bf16 must give the same bits whatever the
+ * layout of their operands (a product's bits depend on nothing else, so this also shows that
+ * every call site packs what the first check compared). */
+static float pack_value(Rng *rng) {
+    static const float special[] = {
+        1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -(1.0f + 0x1p-8f), 0x1p-140f, -0x1p-130f,
+        -0.0f,          INFINITY,       -INFINITY,         NAN,       0x1.fffffep127f};
+    uint64_t r = rng_next(rng);
+    return r % 8 == 0 ? special[(r >> 8) % (sizeof special / sizeof special[0])]
+                      : (float)(rng_uniform(rng) * 8.0 - 4.0);
+}
+
+/* S(x, k) = s[x * kc + k] (n x kc) laid out in buf (test_alloc'd here) as layout says: 0 k
+ * contiguous, 1 x contiguous, 2 neither. */
+static float *pack_layout(const float *s, int n, int kc, int layout, ptrdiff_t *s_x, ptrdiff_t *s_k) {
+    *s_x = layout == 0 ? kc + 3 : layout == 1 ? 1 : 2;
+    *s_k = layout == 0 ? 1 : layout == 1 ? n + 5 : 2 * (ptrdiff_t)n + 3;
+    size_t size = (size_t)(n - 1) * *s_x + (size_t)(kc - 1) * *s_k + 1;
+    float *buf = test_alloc(size + 64);
+    for (size_t i = 0; i < size + 64; i++) buf[i] = -777.0f;
+    for (int x = 0; x < n; x++)
+        for (int k = 0; k < kc; k++) buf[x * *s_x + k * *s_k] = s[(size_t)x * kc + k];
+    return buf;
+}
+
+/* One packing in the three layouts: 1 when all three wrote the same words. */
+static int pack_same(Rng *rng, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn, int n, int kc) {
+    const size_t words = (size_t)(kpn - 1) * d_kp + (size_t)(width - 1) * d_x + 1 + 64;
+    float *s = test_alloc((size_t)n * kc);
+    for (size_t i = 0; i < (size_t)n * kc; i++) s[i] = pack_value(rng);
+    uint32_t *dst[3];
+    for (int layout = 0; layout < 3; layout++) {
+        ptrdiff_t s_x, s_k;
+        float *buf = pack_layout(s, n, kc, layout, &s_x, &s_k);
+        dst[layout] = malloc(words * 4);
+        for (size_t i = 0; i < words; i++) dst[layout][i] = 0xA5A5A5A5u;
+        gemm_bf16_pack_pairs(dst[layout], d_kp, d_x, width, kpn, buf, s_x, s_k, n, kc);
+        free(buf);
+    }
+    int same = !memcmp(dst[0], dst[2], words * 4) && !memcmp(dst[1], dst[2], words * 4);
+    free(s), free(dst[0]), free(dst[1]), free(dst[2]);
+    return same;
+}
+
+static void bf16_packing_words(void) {
+    const int kcs[] = {1, 2, 7, 31, 32, 33, 64, 100, 511, 512};
+    const int rows12[] = {12, 11, 5, 1, 40}, rows32[] = {32, 31, 17, 1, 100};
+    Rng rng = rng_stream(91, 51, 3);
+    int cases = 0, differ = 0;
+    char what[160] = "";
+    for (size_t c = 0; c < sizeof kcs / sizeof kcs[0]; c++) {
+        const int kc = kcs[c], kpn = (kc + 1) / 2, kpad = (kpn + 15) / 16 * 16;
+        for (int r = 0; r < 5; r++) {
+            /* the 12-row tile (gemm_small_bf16's A, the AVX512_BF16 A panel); the AMX A panel;
+             * the 32-column B panel of either path; gemm_bf16_pack_b's rows */
+            const struct {
+                ptrdiff_t d_kp, d_x;
+                int width, kpn, n;
+            } site[] = {{12, 1, 12, kpn, rows12[r]},
+                        {1, kpad, 32, kpad, rows32[r]},
+                        {32, 1, 32, kpad, rows32[r]},
+                        {32, 1, 32, kpn, rows32[r]},
+                        {40, 1, 7 * r + 3, kpn, 7 * r + 3}};
+            for (size_t i = 0; i < sizeof site / sizeof site[0]; i++, cases++)
+                if (!pack_same(&rng, site[i].d_kp, site[i].d_x, site[i].width, site[i].kpn, site[i].n, kc) &&
+                    differ++ == 0)
+                    snprintf(what, sizeof what, "d_kp %td d_x %td width %d kpn %d n %d kc %d", site[i].d_kp,
+                             site[i].d_x, site[i].width, site[i].kpn, site[i].n, kc);
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name,
+             "bf16 packing: k-contiguous and x-contiguous sources give the generic path's words (%d "
+             "destinations x 3 layouts)",
+             cases);
+    test_check(name, differ == 0, "%d differ, the first %s", differ, what);
+}
+
+/* A (M x K) in layout 0 row-major, 1 transposed, 2 neither (2 apart along both) in a buffer
+ * filled with -777 elsewhere; sets the strides. */
+static float *operand_layout(const float *a, int M, int K, int layout, ptrdiff_t *rs, ptrdiff_t *cs) {
+    *rs = layout == 0 ? K : layout == 1 ? 1 : 2 * (ptrdiff_t)K;
+    *cs = layout == 0 ? 1 : layout == 1 ? M : 2;
+    const size_t size = (size_t)M * K * (layout == 2 ? 2 : 1);
+    float *buf = test_alloc(size);
+    for (size_t i = 0; i < size; i++) buf[i] = -777.0f;
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) buf[i * *rs + k * *cs] = a[(size_t)i * K + k];
+    return buf;
+}
+
+/* gemm_bf16's bits with A and B each row-major, transposed, or strided (the generic packing). */
+static void bf16_layout_bits(const char *path) {
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},      {13, 33, 2},     {12, 32, 512},
+                             {45, 47, 513}, {33, 31, 1030}, {100, 70, 1100}, {40, 200, 33}};
+    Rng rng = rng_stream(92, 51, 4);
+    int differ = 0, products = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *a = test_alloc((size_t)M * K), *b = test_alloc((size_t)K * N);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(rng_uniform(&rng) * 4.0 - 2.0);
+        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(rng_uniform(&rng) * 2.0 - 1.0);
+        float *ab[3], *bb[3], *c = test_alloc((size_t)M * N), *ref = test_alloc((size_t)M * N);
+        ptrdiff_t a_rs[3], a_cs[3], b_rs[3], b_cs[3];
+        for (int l = 0; l < 3; l++) {
+            ab[l] = operand_layout(a, M, K, l, &a_rs[l], &a_cs[l]);
+            bb[l] = operand_layout(b, K, N, l, &b_rs[l], &b_cs[l]);
+        }
+        gemm_bf16(ref, N, ab[2], a_rs[2], a_cs[2], bb[2], b_rs[2], b_cs[2], M, N, K, 0, NULL);
+        for (int la = 0; la < 3; la++)
+            for (int lb = 0; lb < 3; lb++, products++) {
+                gemm_bf16(c, N, ab[la], a_rs[la], a_cs[la], bb[lb], b_rs[lb], b_cs[lb], M, N, K, 0, NULL);
+                differ += memcmp(c, ref, sizeof(float) * M * N) != 0;
+            }
+        for (int l = 0; l < 3; l++) free(ab[l]), free(bb[l]);
+        free(a), free(b), free(c), free(ref);
+    }
+    char name[160];
+    snprintf(name, sizeof name,
+             "gemm_bf16 %s: the same bits with A and B row-major, transposed or strided (%d products)", path,
+             products);
+    test_check(name, differ == 0, "%d products differ from the strided operands'", differ);
+}
+
+/* gemm_small_bf16's bits with A row-major, transposed or strided, B packed from each of the
+ * three (its words compared too), for every causal shape, odd and even diag (SUFFIX_K: even). */
+static void bf16_small_layout_bits(const char *path) {
+    const int shapes[][3] = {{12, 32, 64}, {5, 17, 33}, {37, 45, 101}, {130, 24, 130}, {26, 70, 20}};
+    const GemmShape kinds[] = {GEMM_FULL, GEMM_LOWER, GEMM_PREFIX_K, GEMM_SUFFIX_K};
+    const int diags[] = {0, 3, 12, 25};
+    Rng rng = rng_stream(93, 51, 5);
+    int differ = 0, packs_differ = 0, products = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const ptrdiff_t ldb = N + 3;
+        const size_t bw = (size_t)(K + 1) / 2 * ldb;
+        float *a = test_alloc((size_t)M * K), *b = test_alloc((size_t)K * N);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(rng_uniform(&rng) * 4.0 - 2.0);
+        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(rng_uniform(&rng) * 2.0 - 1.0);
+        float *ab[3], *c = test_alloc((size_t)M * N), *ref = test_alloc((size_t)M * N);
+        uint32_t *bp[3], *scratch = malloc(4 * gemm_small_bf16_words(K));
+        ptrdiff_t a_rs[3], a_cs[3];
+        for (int l = 0; l < 3; l++) {
+            ptrdiff_t b_rs, b_cs;
+            float *bl = operand_layout(b, K, N, l, &b_rs, &b_cs);
+            ab[l] = operand_layout(a, M, K, l, &a_rs[l], &a_cs[l]);
+            bp[l] = malloc(4 * bw);
+            for (size_t i = 0; i < bw; i++) bp[l][i] = 0xA5A5A5A5u;
+            gemm_bf16_pack_b(bp[l], ldb, bl, b_rs, b_cs, K, N);
+            free(bl);
+        }
+        packs_differ += memcmp(bp[0], bp[2], 4 * bw) != 0 || memcmp(bp[1], bp[2], 4 * bw) != 0;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t d = 0; d < sizeof diags / sizeof diags[0]; d++) {
+                if (kinds[k] == GEMM_SUFFIX_K && diags[d] % 2) continue;
+                for (size_t i = 0; i < (size_t)M * N; i++) ref[i] = 0.5f;
+                gemm_small_bf16(ref, N, ab[2], a_rs[2], a_cs[2], bp[2], ldb, M, N, K, 0, kinds[k], diags[d],
+                                scratch);
+                for (int la = 0; la < 2; la++, products++) {
+                    for (size_t i = 0; i < (size_t)M * N; i++) c[i] = 0.5f;
+                    gemm_small_bf16(c, N, ab[la], a_rs[la], a_cs[la], bp[la], ldb, M, N, K, 0, kinds[k],
+                                    diags[d], scratch);
+                    differ += memcmp(c, ref, sizeof(float) * M * N) != 0;
+                }
+            }
+        for (int l = 0; l < 3; l++) free(ab[l]), free(bp[l]);
+        free(a), free(b), free(c), free(ref), free(scratch);
+    }
+    char name[200];
+    snprintf(name, sizeof name,
+             "gemm_small_bf16 %s: the same bits with A row-major or transposed as strided, every shape and "
+             "diag (%d products), and gemm_bf16_pack_b the same words from B of each layout",
+             path, products);
+    test_check(name, differ == 0 && packs_differ == 0, "%d products, %d packings of B differ", differ,
+               packs_differ);
+}
+
 /* ---- attention in bfloat16 (attention_*_at, general path: gemm_small_bf16) ----
  * Against an FP64 reference on the bf16-rounded Q, K, V and dO, product by product, each with the
  * float-sum bound above ((K+4) 2^-24 Σ|a||b|, K = T or d_head; no product here comes near the
@@ -1960,7 +2147,10 @@ static void test_bf16(void) {
                 bf16_case(path, shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout >> 1, s % 2,
                           s % 3 == 2, 400 + s * 4 + layout);
         bf16_thread_bits(path);
+        bf16_layout_bits(path);
+        bf16_small_layout_bits(path);
     }
+    bf16_packing_words();
     gemm_bf16_use(NULL);
     /* odd T and d_head, one and two column tiles, several query blocks (T 601 and 1000), and
      * the thin widths (the general path's in the portable build) */
