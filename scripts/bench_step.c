@@ -34,7 +34,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 7 && i + 1 < argc; i++) v[i] = bench_positive(argv[i + 1]);
     const char *precision = argc == 9 ? argv[8] : "fp32";
     const int bf16 = strcmp(precision, "bf16") == 0;
-    if ((argc != 8 && argc != 9) || (!bf16 && strcmp(precision, "fp32") != 0) || !v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !v[5] || !v[6]) {
+    if ((argc != 8 && argc != 9) || (!bf16 && strcmp(precision, "fp32") != 0) || !v[0] || !v[1] || !v[2] ||
+        !v[3] || !v[4] || !v[5] || !v[6]) {
         fprintf(stderr, "usage: bench_step D H D_HEAD T B STEPS THREADS [fp32|bf16] (positive integers)\n");
         return 2;
     }
@@ -84,7 +85,8 @@ int main(int argc, char **argv) {
     kernels_describe(kernels, sizeof kernels);
     qsort(cpu, steps, sizeof(double), cmp_double);
     qsort(wall, steps, sizeof(double), cmp_double);
-    printf("{\"kernels\": \"%s\", \"precision\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, \"B\": %d, "
+    printf("{\"kernels\": \"%s\", \"precision\": \"%s\", \"D\": %d, \"H\": %d, \"d_head\": %d, \"T\": %d, "
+           "\"B\": %d, "
            "\"threads\": %d, \"steps\": %d, \"cpu_ms_min\": %.3f, \"cpu_ms_median\": %.3f, "
            "\"wall_ms_min\": %.3f, \"wall_ms_median\": %.3f, \"loss\": %.9g, \"grad_norm\": %.9g}\n",
            kernels, precision, s.d_model, s.n_head, s.d_head, s.seq_len, B, threads, steps, 1e3 * cpu[0],
