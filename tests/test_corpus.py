@@ -140,10 +140,19 @@ def check_script(tmp):
     one_line_error(run([*CORPUS, "--packages", "gnu-standards,nonesuch", "--out", out]), "an unknown --packages",
                    "nonesuch", [out])
     if os.geteuid() == 0 and shutil.which("setpriv"):
-        os.chmod(tmp, 0o777)
-        one_line_error(run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *CORPUS,
-                            "--packages", "gnu-standards", "--out", out]), "scripts/corpus not as root",
-                       "run it as root", [out])
+        # a copy the unprivileged user can read: the checkout may sit in root's 0700 home
+        copy = os.path.join(tmp, "checkout")
+        shutil.copytree(os.path.join(ROOT, "python"), os.path.join(copy, "python"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        os.makedirs(os.path.join(copy, "scripts"))
+        shutil.copy(CORPUS[1], os.path.join(copy, "scripts"))
+        for d, dirs, files in os.walk(tmp):
+            os.chmod(d, 0o777)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o644)
+        one_line_error(run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CORPUS[0],
+                            os.path.join(copy, "scripts", "corpus"), "--packages", "gnu-standards", "--out", out],
+                           cwd=tmp), "scripts/corpus not as root", "run it as root", [out])
     else:
         r = run([*CORPUS, "--packages", "gnu-standards", "--out", out])
         one_line_error(r, "scripts/corpus not as root", "run it as root", [out])
