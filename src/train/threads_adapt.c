@@ -7,11 +7,14 @@
  * of the moment, so it is measured: a probe runs PROBE_PAIRS pairs of steps, the first of each
  * pair at the other count (1 thread, or the configured count when running at 1), the second at
  * the current one; interleaved, so a load that changes during the probe weighs on both sides.
- * The other count is taken only when its fastest step beat the current count's fastest by
- * HYSTERESIS, so noise does not flip the choice; a first pair where the other count is DECISIVE-ly
- * slower ends the probe there. A probe that confirms the current count doubles the gap to the next
- * one (up to PERIOD_MAX steps); a switch brings it back to PERIOD_MIN. On quiet cores that costs
- * one 1-thread step at steps 2, 104, 305, 706, 1507, ...: under 1 % of a 200-step run. Only the count changes, never a bit of a result.
+ * The other count is taken only when its steps took HYSTERESIS less time in all than the current
+ * count's, so noise does not flip the choice. The sums, not the fastest steps: beside a busy
+ * process a split step is now and then as fast as on quiet cores and mostly much slower, and its
+ * luckiest step once kept 2 threads at a mean step a third slower than 1 thread's. Two first pairs where the other
+ * count is DECISIVE-ly slower end the probe there. A probe that confirms the current count
+ * doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it back to
+ * PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 2, 106, 310, 714, 1518, ...
+ * Only the count changes, never a bit of a result.
  * Must not know: the config, the model, files. */
 #include "threads_adapt.h"
 #ifdef _OPENMP
@@ -24,8 +27,8 @@ enum {
     PERIOD_MIN = 50,  /* steps from the end of a probe to the next one, after a switch */
     PERIOD_MAX = 800, /* ... at most, while probes confirm the count */
 };
-static const double HYSTERESIS = 0.10; /* the other count must be this much faster */
-static const double DECISIVE = 1.3;    /* a first pair this much slower ends the probe */
+static const double HYSTERESIS = 0.10; /* the other count's steps must take this much less */
+static const double DECISIVE = 1.3;    /* two first pairs this much slower end the probe */
 
 void threads_adapt_init(ThreadsAdapt *ta, int first) {
 #ifdef _OPENMP
@@ -63,9 +66,9 @@ void threads_adapt_end(ThreadsAdapt *ta, int step, double seconds) {
 #endif
     int k = probe_offset(ta, step);
     if (k < 0) return;
-    double *fastest = k % 2 == 0 ? &ta->other_s : &ta->current_s;
-    if (k < 2 || seconds < *fastest) *fastest = seconds;
-    if (k < 2 * PROBE_PAIRS - 1 && !(k == 1 && ta->other_s > DECISIVE * ta->current_s)) return;
+    double *sum = k % 2 == 0 ? &ta->other_s : &ta->current_s;
+    *sum = (k < 2 ? 0.0 : *sum) + seconds;
+    if (k < 2 * PROBE_PAIRS - 1 && !(k == 3 && ta->other_s > DECISIVE * ta->current_s)) return;
     if (ta->other_s < (1.0 - HYSTERESIS) * ta->current_s) {
         ta->current = other(ta);
         ta->period = PERIOD_MIN;

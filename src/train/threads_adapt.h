@@ -10,7 +10,7 @@ typedef struct {
     int current;               /* the count the steps run at between probes: 1 or configured */
     int next_probe;            /* the first step of the next probe */
     int period;                /* steps from one probe to the next */
-    double other_s, current_s; /* during a probe: each count's fastest step so far */
+    double other_s, current_s; /* during a probe: each count's steps' time so far */
 } ThreadsAdapt;
 
 /* From the thread count set now (omp_set_num_threads), for a loop whose first step is `first`. */
