@@ -10,10 +10,10 @@
  * The other count is taken only when its steps took HYSTERESIS less time in all than the current
  * count's, so noise does not flip the choice. The sums, not the fastest steps: beside a busy
  * process a split step is now and then as fast as on quiet cores and mostly much slower, and its
- * luckiest step once kept 2 threads at a mean step a third slower than 1 thread's. Two first pairs where the other
- * count is DECISIVE-ly slower end the probe there. A probe that confirms the current count
- * doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it back to
- * PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 2, 106, 310, 714, 1518, ...
+ * luckiest step once kept 2 threads at a mean step a third slower than 1 thread's. Two first
+ * pairs where the other count is DECISIVE-ly slower end the probe there. A probe that confirms
+ * the current count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it
+ * back to PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 2, 106, 310, 714, 1518, ...
  * Only the count changes, never a bit of a result.
  * Must not know: the config, the model, files. */
 #include "threads_adapt.h"
