@@ -12,7 +12,8 @@
 - a run killed with SIGKILL after a checkpoint and finished with --resume has the same
   /snapshots as an uninterrupted run;
 - the memory --shapes names for the snapshots is K x parameters x 4 bytes, and the disk it
-  counts is an upper bound of what the file stores (deflated);
+  counts is an upper bound of what the file stores (deflated); before step 0 a run says the
+  same memory and a disk within 10 % of what the file stores;
 - `harness analyze --step` at the last snapshot equals the end-of-run study bit for bit, and a
   second call skips the steps already stored;
 - output.snapshot_study: the run ends with every snapshot's study, the same bits as `harness
@@ -146,7 +147,9 @@ def test_budget(harness, work):
     shapes = train(harness, cfg, "--shapes").stdout
     m = re.search(r"([\d.]+) (KiB|MiB|B)\s+weight snapshots", shapes)
     unit = {"B": 1, "KiB": 1024, "MiB": 1 << 20}
-    train(harness, cfg, "--overwrite")
+    run = train(harness, cfg, "--overwrite").stderr
+    said = re.search(r"weight snapshots: (\d+) .*: ([\d.]+) (KiB|MiB|B) in memory .*, about ([\d.]+) (KiB|MiB|B) on disk",
+                     run)
     with h5py.File(os.path.join(work, "b.h5"), "r") as f:
         K = len(f["/snapshots/step"])
         params = sum(v.size for v in tensors(f, "/params").values())
@@ -157,6 +160,12 @@ def test_budget(harness, work):
     check(f"--shapes counts K x parameters x 4 bytes for {K} snapshots ({want} B)",
           m and abs(float(m.group(1)) * unit[m.group(2)] - want) <= 0.05 * want + 1024, shapes[-600:])
     check(f"the file stores at most that ({sum(stored)} B deflated)", sum(stored) <= want + 64 * K * 17)
+    check("before step 0 the run names the snapshots' count and memory (K x parameters x 4 bytes)",
+          said and int(said.group(1)) == K
+          and abs(float(said.group(2)) * unit[said.group(3)] - want) <= 0.05 * want + 1024, run[:600])
+    disk = float(said.group(4)) * unit[said.group(5)] if said else 0
+    check(f"... and its disk within 10 % of what the file stores ({disk:.0f} B said, {sum(stored)} B stored)",
+          abs(disk - sum(stored)) <= 0.10 * sum(stored), run[:600])
 
 
 def test_analyze(harness, work):

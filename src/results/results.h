@@ -137,6 +137,12 @@ int results_write_tokenizer(Results *r, const Tokenizer *tok, UserError *err);
 int results_write_weights(Results *r, const Model *m, const int64_t *steps, int n, const float *blocks,
                           UserError *err);
 
+/* The bytes one snapshot of `block` (m's layout) takes in /snapshots/params as the writer above
+ * stores it (shuffled, deflated, checksummed chunks; the datasets' headers not counted), tensor
+ * by tensor into bytes[m->n_tensors], found by writing it into a file in memory; ERR_USER when
+ * HDF5 fails. */
+int results_weights_stored_bytes(const Model *m, const float *block, int64_t *bytes);
+
 /* Read every tensor of the model's table from `group` (e.g. "/params") of a results file into
  * block; shapes must match. `where` is the config key that named the file, for messages. */
 int results_read_tensors(const char *path, const char *group, Model *m, float *block, ConfigMark where,

@@ -1,7 +1,7 @@
 /* results_snapshots.c: /snapshots, the weights a run kept on its output.snapshots schedule
  * (docs/results-format.md#snapshots): /snapshots/step, and one dataset per model tensor with a
  * leading step axis, a chunk per step, shuffled and deflated; read back one step at a time
- * (--resume, harness analyze --step).
+ * (--resume, harness analyze --step); and what one snapshot of given weights takes on disk.
  * Must not know: which steps the schedule holds (config_snapshots.c), training, the analyses. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +36,29 @@ int results_write_weights(Results *r, const Model *m, const int64_t *steps, int 
         rc = results_write_deflated(r, path, rows, t->ndim + 1, dims, chunk, err);
     }
     free(rows);
+    return rc;
+}
+
+int results_weights_stored_bytes(const Model *m, const float *block, int64_t *bytes) {
+    /* the one writer above, into a file that lives in memory: the chunks are the ones a run's
+     * file gets, filters and checksums included */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_core(fapl, 1 << 20, 0);
+    Results r = {.file = H5Fcreate("snapshot-bytes", H5F_ACC_TRUNC, H5P_DEFAULT, fapl)};
+    H5Pclose(fapl);
+    if (r.file < 0) return ERR_USER;
+    snprintf(r.path, sizeof r.path, "(memory)");
+    const int64_t step = 0;
+    UserError err;
+    int rc = results_write_weights(&r, m, &step, 1, block, &err);
+    for (int i = 0; i < m->n_tensors && rc == ERR_OK; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "/snapshots/params/%s", m->tensors[i].name);
+        hid_t ds = H5Dopen2(r.file, path, H5P_DEFAULT);
+        if (ds < 0) rc = ERR_USER;
+        else bytes[i] = (int64_t)H5Dget_storage_size(ds), H5Dclose(ds);
+    }
+    H5Fclose(r.file);
     return rc;
 }
 

@@ -490,6 +490,36 @@ static int place_stranded(const Config *cfg, const ResumeSource *src, RunStatus 
     return ERR_OK;
 }
 
+/* Before step 0 of a run with output.snapshots: what its schedule costs. The memory is exact
+ * (every snapshot is held until the file is written); the disk is predicted from step 0's
+ * weights stored as the file will store them, since deflate's ratio is not known from the
+ * config. A tensor that starts constant (norm gains, biases) deflates to almost nothing at step 0
+ * but not once trained: it counts whole. The space reserved at step 0 counts every tensor whole. */
+static void snapshots_cost(const Model *m, const Config *cfg) {
+    const int K = config_snapshot_count(cfg);
+    const double whole = (double)m->n_params * sizeof(float);
+    int64_t *stored = xcalloc((size_t)m->n_tensors, sizeof(int64_t));
+    double one = 0;
+    if (results_weights_stored_bytes(m, m->param_block, stored) == ERR_OK) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            const TensorSpec *t = &m->tensors[i];
+            const float *x = m->param_block + t->offset;
+            size_t j = 1;
+            while (j < t->size && x[j] == x[0]) j++;
+            one += j == t->size ? (double)t->size * sizeof(float) : (double)stored[i];
+        }
+        char mem[32], disk[32];
+        fprintf(
+            stderr,
+            "weight snapshots: %d (output.snapshots: %s): %s in memory until the file is written, about %s "
+            "on disk (%.1f%% of their floats: step 0's weights as the file stores them, constant tensors "
+            "whole)\n",
+            K, cfg->snapshots, budget_units(K * whole, mem, sizeof mem),
+            budget_units(K * one, disk, sizeof disk), 100.0 * one / whole);
+    }
+    free(stored);
+}
+
 int train_run(Model *m, const Task *task, const Config *cfg, int force, const ResumeSource *resume,
               RunStatus *status, UserError *err) {
     *status = RUN_NONE; /* until training (or the study) has run */
@@ -501,6 +531,7 @@ int train_run(Model *m, const Task *task, const Config *cfg, int force, const Re
     if (rc == ERR_OK) {
         close_heads(m, cfg, m->params.w_o); /* from step 0 (a resumed state has them closed already) */
         measure_again(&st, m);
+        if (cfg->snapshots[0] && st.step == 0) snapshots_cost(m, cfg);
         Session ses = {.start = now_seconds() - st.elapsed_before,
                        .first = st.step,
                        .on_terminal = isatty(STDERR_FILENO)};
