@@ -331,6 +331,30 @@ def test_check(files):
                    lambda f: f["/attn/maps"].__setitem__((0, 0, 0, 0, 3, 0), 1.5), r"above 1 with model.sink")
     test_check_gates(files)
 
+    def earlier(version, *keys, yaml_too=False):
+        def edit(f):
+            f.attrs["format_version"] = version
+            for key in keys:
+                del f["/config"].attrs[key]
+            if yaml_too:  # the resolved config the earlier harness wrote had no line for them
+                text = f.attrs["config_yaml"]
+                text = text.decode() if isinstance(text, bytes) else text
+                kept = [ln for ln in text.splitlines(True) if ln.strip().split(":")[0] not in keys]
+                check(f"config_yaml had a line for each of {keys}", len(kept) == len(text.splitlines()) - len(keys))
+                f.attrs["config_yaml"] = "".join(kept)
+        return edit
+
+    # a file an earlier 1.x wrote has no /config attribute for a key added since (1.7's precision,
+    # data_seed, snapshot_study): its config_yaml does not name them, so they took their defaults
+    old = tampered(good, "earlier", earlier("1.6", "precision", "data_seed", "snapshot_study", yaml_too=True))
+    p = harness("check", old)
+    check("check passes a 1.6 file without the keys added since, and names its version",
+          p.returncode == 0 and p.stdout.strip().endswith("ok (complete run, format 1.6)"), p.stdout[-400:])
+    expect_problem(good, "a key missing in a file of this version", earlier("1.7", "precision"),
+                   r"/config has no attribute precision \(train.precision\)")
+    expect_problem(good, "a key config_yaml names missing in an earlier file", earlier("1.6", "n_head"),
+                   r"/config has no attribute n_head \(model.n_head\)")
+
     # unusable input: exit 2 and one clear line on stderr
     truncated = os.path.join(TMP, "truncated.h5")
     with open(good, "rb") as src, open(truncated, "wb") as dst:
