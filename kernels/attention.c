@@ -19,7 +19,8 @@
  * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
  * bits are those of the unblocked products. In bf16 (attention_*_at) the same products run
  * through gemm_small_bf16: K, V (and in the backward dO and Q) packed in bfloat16 pairs once per
- * pair, P and dS rounded as they enter their product, sums continued across blocks at even k.
+ * pair, P and dS rounded as they enter their product, sums continued across blocks at multiples
+ * of GEMM_BF16_SMALL_SPLIT queries, in the bits of the bf16 path (gemm_bf16_path).
  * The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or without either an
  * arithmetic-only scalar exp that the compiler vectorises.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
@@ -78,13 +79,16 @@ int attention_reads_maps(int d_head) { return !is_thin(d_head); }
  * That is past a 1 MiB L2, but dK's and dV's products reload their C once per block, so a
  * taller block pays: 2 MiB was 12 % faster than 512 KiB at T = 4096 and the same at T = 1024.
  * It decides only which products are computed when: GEMM_CONTINUE carries dK's and dV's sums
- * across blocks, so no bit depends on it. */
+ * across blocks, so no bit depends on it (in bf16 the block is also a multiple of
+ * GEMM_BF16_SMALL_SPLIT, where gemm_small_bf16's sums continue exactly). */
 enum { BLOCK_BYTES = 2048 << 10 };
-static int query_block(int T, int have_maps) {
+static int query_block(int T, int have_maps, Precision prec) {
     size_t panels = have_maps ? 1 : 2;
-    int rows = (int)(BLOCK_BYTES / (panels * sizeof(float) * (size_t)padded_stride(T))) / GEMM_MR * GEMM_MR;
-    int all = (T + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
-    return rows < GEMM_MR ? GEMM_MR : rows > all ? all : rows;
+    int unit = GEMM_MR;
+    while (prec == PRECISION_BF16 && unit % GEMM_BF16_SMALL_SPLIT) unit += GEMM_MR;
+    int rows = (int)(BLOCK_BYTES / (panels * sizeof(float) * (size_t)padded_stride(T))) / unit * unit;
+    int all = (T + unit - 1) / unit * unit;
+    return rows < unit ? unit : rows > all ? all : rows;
 }
 
 /* A product's B operand as its precision reads it: floats (f) in FP32, or bfloat16 pairs packed by
@@ -247,13 +251,13 @@ static BackwardOperands backward_operands(float *q, const float *src, const floa
     next += bf16 ? 2 * along_n : 0;
     x.tile = (uint32_t *)next;
     x.ds = next + tile_floats(prec, T, d_head);
-    x.p = x.ds + (size_t)query_block(T, have_map) * padded_stride(T);
+    x.p = x.ds + (size_t)query_block(T, have_map, prec) * padded_stride(T);
     return x;
 }
 
 static size_t backward_floats(int T, int d_head, int have_maps, Precision prec) {
     return operand_floats(T, d_head, prec) +
-           (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps) * padded_stride(T);
+           (have_maps ? 1 : 2) * (size_t)query_block(T, have_maps, prec) * padded_stride(T);
 }
 
 /* dX[j] (+)= Σ_t A[t, j] · Y[t] over the block's queries t = b0 .. b1-1 (A: its rows of P or
@@ -269,7 +273,7 @@ static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, Op
 
 /* How far right dS's rows are zeroed for the products that read them across the diagonal: to
  * the panel's end in FP32 (gemm_small's row tiles are the panel's rows), to the block's in bf16
- * (gemm_small_bf16's tiles of 12 rows may span two panels of GEMM_MR). */
+ * (gemm_small_bf16's row tiles, 12 or 16 rows, may span two panels of GEMM_MR). */
 static int ds_zero(Precision prec, int panel_end, int block_end) {
     return prec == PRECISION_BF16 ? block_end : panel_end;
 }
@@ -280,7 +284,7 @@ static int ds_zero(Precision prec, int panel_end, int block_end) {
  * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
 static void backward_pair(float *dq, const float *g_src, const float *map, const float *src, int E, int T,
                           int d_head, float sink, Precision prec, float *scratch) {
-    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL);
+    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL, prec);
     const float scale = 1.0f / sqrtf((float)d_head);
     /* dQ, dK and dV are written straight into their columns of d_qkv */
     const BackwardOperands x = backward_operands(scratch, src, g_src, E, T, d_head, map != NULL, prec);

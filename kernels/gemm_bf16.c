@@ -20,9 +20,9 @@
  * split only M and N (gemm.c's slabs). The two paths round differently from each other, so the
  * bits are those of the path (gemm_bf16_path names it), the same at any thread count.
  * gemm_small_bf16 (attention's per-head products) packs no B: its caller packs each operand once
- * (gemm_bf16_pack_b), and it rounds A one 12-row tile at a time into the same pairs; its tile is
- * the AVX512_BF16 one with B read in place by masks, on either path (so its bits are the same on
- * every CPU with AVX512_BF16), the causal shapes as gemm_small's.
+ * (gemm_bf16_pack_b), and it rounds A one row tile at a time into the same pairs: on AVX512_BF16
+ * the 12 x 32 tile with B read in place by masks, on AMX 16 x 32 blocks of tiles over chunks of
+ * 32 values of k counted from k = 0 (see small_amx_product); the causal shapes as gemm_small's.
  * Elsewhere than x86-64 with GCC or Clang there is no path: gemm_bf16_path is NULL.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
  * kernels/ headers and the C library.
@@ -375,6 +375,10 @@ TARGET_AMX static void amx_begin(void) {
 }
 TARGET_AMX static void amx_end(void) { _tile_release(); }
 
+/* Palette 1 stays loaded between calls on a thread (ldtilecfg and tilerelease cost more than a
+ * small product's tile loads); `product` releases the tiles and clears the flag. */
+static _Thread_local int amx_configured;
+
 static void *alloc_words(size_t n) {
     void *p = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
     CHECK_ALLOC(p != NULL);
@@ -421,7 +425,7 @@ static void product(Path p, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a
             }
         }
     }
-    if (amx) amx_end();
+    if (amx) amx_end(), amx_configured = 0;
     free(ap);
     free(bp);
 }
@@ -479,14 +483,105 @@ TARGET_BF16 static void small_tile_wide(int kpn, const uint32_t *ap, const uint3
     small_tile(2, kpn, ap, bp, ldb, c, ldc, mr, nr, accumulate);
 }
 
+/* gemm_small_bf16 on AMX. Row tiles of SM = 16 rows (one A tile, packed row-major: each row's
+ * pairs contiguous), column tiles of 16 taken two at a time, K in chunks of SK = 16 pairs (32
+ * values of k: one tdpbf16ps) counted from the call's k = 0 whatever the row tile's k range, so
+ * that every element sees the same chunks. tdpbf16ps adds a chunk's 32 products to C as a whole,
+ * not pair by pair (it does not round as a chain of vdpbf16ps would), so a chunk's boundaries
+ * decide the bits: a tile's range is widened to whole chunks with exact zeros in both operands
+ * (A packed with zeros, B's rows outside the range or past N copied into a zeroed tile), and the
+ * chunks a tile skips are all-zero ones, which leave C as it is. */
+enum { SM = 16, SK = 16 };
+_Static_assert(2 * SK == GEMM_BF16_SMALL_SPLIT, "a chunk of k is where gemm_small_bf16 continues exactly");
+
+/* One 16 x nr block of C (nr <= 32) at columns [j0, j0 + nr): the packed A rows (lda words each,
+ * pairs a0 .. a0 + lda) times B's pairs [kp_lo, kp_hi) (B's words bp[kp * ldb + j], j < N). */
+TARGET_AMX static void small_amx(const uint32_t *ap, ptrdiff_t lda, int a0, const uint32_t *bp, ptrdiff_t ldb,
+                                 int kp_lo, int kp_hi, int N, int j0, float *c, ptrdiff_t ldc, int mr, int nr,
+                                 int accumulate) {
+    float out[SM][2 * 16] __attribute__((aligned(64)));
+    uint32_t pad[SK][16] __attribute__((aligned(64)));
+    const int two = nr > 16;
+    if (accumulate == GEMM_CONTINUE) {
+        for (int i = 0; i < SM; i++) {
+            const float *ci = c + (i < mr ? i : 0) * ldc;
+            _mm512_store_ps(out[i], _mm512_maskz_loadu_ps(i < mr ? lanes(nr) : 0, ci));
+            _mm512_store_ps(out[i] + 16, _mm512_maskz_loadu_ps(i < mr ? lanes(nr - 16) : 0, ci + 16));
+        }
+        __asm__ volatile("" ::: "memory"); /* tile loads name no memory: out written before */
+        _tile_loadd(0, &out[0][0], sizeof out[0]);
+        _tile_loadd(1, &out[0][16], sizeof out[0]);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+    }
+    for (int c0 = a0; c0 < kp_hi; c0 += SK) {
+        _tile_loadd(2, ap + (c0 - a0), lda * 4);
+        const int whole = c0 >= kp_lo && c0 + SK <= kp_hi;
+        for (int t = 0; t <= two; t++) {
+            const int jt = j0 + 16 * t;
+            if (whole && jt + 16 <= N) {
+                if (t == 0) _tile_loadd(3, bp + (ptrdiff_t)c0 * ldb + jt, ldb * 4);
+                else _tile_loadd(4, bp + (ptrdiff_t)c0 * ldb + jt, ldb * 4);
+                continue;
+            }
+            const __mmask16 m = lanes(N - jt);
+            for (int r = 0; r < SK; r++) {
+                const int kp = c0 + r, in = kp >= kp_lo && kp < kp_hi;
+                _mm512_store_si512(
+                    pad[r], _mm512_maskz_loadu_epi32(in ? m : 0, bp + (in ? (ptrdiff_t)kp * ldb + jt : 0)));
+            }
+            __asm__ volatile("" ::: "memory");
+            if (t == 0) _tile_loadd(3, &pad[0][0], sizeof pad[0]);
+            else _tile_loadd(4, &pad[0][0], sizeof pad[0]);
+            __asm__ volatile("" ::: "memory"); /* pad is loaded before it is written again */
+        }
+        _tile_dpbf16ps(0, 2, 3);
+        if (two) _tile_dpbf16ps(1, 2, 4);
+    }
+    _tile_stored(0, &out[0][0], sizeof out[0]);
+    _tile_stored(1, &out[0][16], sizeof out[0]);
+    __asm__ volatile("" ::: "memory"); /* out read after the tile stores */
+    for (int i = 0; i < mr; i++)
+        store_row(c + i * ldc, _mm512_load_ps(out[i]), _mm512_load_ps(out[i] + 16), nr, accumulate == 1,
+                  NULL);
+}
+
+TARGET_AMX static void small_amx_product(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs,
+                                         ptrdiff_t a_cs, const uint32_t *bp, ptrdiff_t ldb, int M, int N,
+                                         int K, int accumulate, GemmShape shape, int diag,
+                                         uint32_t *scratch) {
+    if (!amx_configured) amx_begin(), amx_configured = 1;
+    for (int i0 = 0; i0 < M; i0 += SM) {
+        int mr = M - i0 < SM ? M - i0 : SM, k_lo, k_hi, n_hi;
+        gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
+        CHECK(k_lo % 2 == 0 || k_lo == k_hi); /* the pairs of A and B start at even k */
+        /* A's rows hold the pairs a0 .. a0 + lda: whole chunks, zero outside [kp_lo, kp_hi) */
+        const int kp_lo = k_lo / 2, kp_hi = k_hi > k_lo ? (k_hi + 1) / 2 : kp_lo, a0 = kp_lo / SK * SK,
+                  lda = kp_hi > kp_lo ? (kp_hi - a0 + SK - 1) / SK * SK : 0;
+        for (int x = 0; x < SM && lda > 0 && kp_lo > a0; x++)
+            memset(scratch + (ptrdiff_t)x * lda, 0, sizeof(uint32_t) * (kp_lo - a0));
+        if (lda > 0)
+            pack_pairs(scratch + (kp_lo - a0), 1, lda, SM, lda - (kp_lo - a0), a + i0 * a_rs + k_lo * a_cs,
+                       a_rs, a_cs, mr, k_hi - k_lo);
+        for (int j0 = 0; j0 < n_hi; j0 += 2 * 16)
+            small_amx(scratch, lda, a0, bp, ldb, kp_lo, kp_hi > kp_lo ? kp_hi : a0, N, j0, c + i0 * ldc + j0,
+                      ldc, mr, n_hi - j0 < 32 ? n_hi - j0 : 32, accumulate);
+    }
+}
+
 void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
                      int diag, uint32_t *scratch) {
     CHECK(path() != PATH_NONE);
+    if (path() == PATH_AMX) {
+        small_amx_product(c, ldc, a, a_rs, a_cs, bp, ldb, M, N, K, accumulate, shape, diag, scratch);
+        return;
+    }
     for (int i0 = 0; i0 < M; i0 += BM) {
         int mr = M - i0 < BM ? M - i0 : BM, k_lo, k_hi, n_hi;
         gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
-        CHECK(k_lo % 2 == 0); /* the pairs of A and B start at even k */
+        CHECK(k_lo % 2 == 0 || k_lo == k_hi); /* the pairs of A and B start at even k */
         const int kpn = (k_hi - k_lo + 1) / 2;
         pack_pairs(scratch, BM, 1, BM, kpn, a + i0 * a_rs + k_lo * a_cs, a_rs, a_cs, mr, k_hi - k_lo);
         const uint32_t *bk = bp + (ptrdiff_t)(k_lo / 2) * ldb;

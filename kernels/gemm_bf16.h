@@ -20,17 +20,20 @@ void gemm_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_
 const char *gemm_bf16_path(void);
 int gemm_bf16_use(const char *name);
 
-/* gemm_small with bfloat16 operands and float sums (where gemm_bf16_path() is not
- * NULL): A is read through its strides and rounded (nearest even) as each row tile of
- * GEMM_BF16_SMALL_MR rows is packed into `scratch` (gemm_small_bf16_words(K) words); B comes
- * packed by gemm_bf16_pack_b, once per operand. Each element's sum is one chain of vdpbf16ps over
- * the pairs (k, k+1), k even, in order: from zero, or from C's value with GEMM_CONTINUE. The pairs
- * start at even k, so with GEMM_SUFFIX_K the first row's position (diag) must be even, and a
- * product split along K continues exactly only at even k. An odd K's last pair, and a prefix
- * that ends at an odd k, are completed with a zero. The bits are the same on every CPU with
- * AVX512_BF16 and at any thread count (one product is one thread's). */
-enum { GEMM_BF16_SMALL_MR = 12 };
-static inline size_t gemm_small_bf16_words(int K) { return GEMM_BF16_SMALL_MR * (((size_t)K + 1) / 2); }
+/* gemm_small with bfloat16 operands and float sums (where gemm_bf16_path() is not NULL): A is
+ * read through its strides and rounded (nearest even) as each row tile is packed into `scratch`
+ * (gemm_small_bf16_words(K) words); B comes packed by gemm_bf16_pack_b, once per operand. Each
+ * element's sum runs over k in order, from zero or from C's value with GEMM_CONTINUE: on
+ * AVX512_BF16 one chain of vdpbf16ps over the pairs (k, k+1), k even; on AMX one chain of
+ * tdpbf16ps over the blocks of 32 values of k counted from k = 0 (each block's products added to
+ * the sum at once). The pairs start at even k, so with GEMM_SUFFIX_K the first row's position
+ * (diag) must be even, and a product split along K continues exactly only at multiples of
+ * GEMM_BF16_SMALL_SPLIT (either path). An odd K's last pair, and a prefix that ends at an odd k,
+ * are completed with a zero. The bits are those of the path (gemm_bf16_path names it), the same
+ * at any thread count (one product is one thread's). */
+enum { GEMM_BF16_SMALL_MR = 12, GEMM_BF16_SMALL_SPLIT = 32 };
+/* the larger of the paths' row tiles: AMX's 16 rows of the pairs, whole blocks of 16 pairs */
+static inline size_t gemm_small_bf16_words(int K) { return 16 * ((((size_t)K + 1) / 2 + 15) / 16 * 16); }
 void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
                      int diag, uint32_t *scratch);

@@ -57,6 +57,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1976,10 +1978,220 @@ static void bf16_small_layout_bits(const char *path) {
                packs_differ);
 }
 
+/* n bytes that end where an inaccessible page begins, so that a read past them faults. */
+typedef struct {
+    char *base;
+    size_t len;
+    void *p;
+} Guarded;
+static Guarded guarded(size_t n) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + page - 1) / page * page;
+    Guarded g = {.len = body + page};
+    g.base = mmap(NULL, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g.base == MAP_FAILED || mprotect(g.base + body, page, PROT_NONE) != 0) abort();
+    g.p = g.base + body - n;
+    return g;
+}
+
+/* One gemm_small_bf16 case: A (M x K) zero where the shape says (its causal side), row-major or
+ * transposed per `a_t`, ending at a guard page, as does B packed exactly N wide (ldb = N). */
+typedef struct {
+    int M, N, K, a_t, acc;
+    GemmShape shape;
+    int diag;
+    Guarded ga, gb;
+    float *a, *b, *c0;
+    const float *ap;
+    const uint32_t *bp;
+    ptrdiff_t a_rs, a_cs;
+} SmallCase;
+
+static SmallCase small_case(int M, int N, int K, GemmShape shape, int diag, int a_t, int acc, Rng *rng) {
+    SmallCase s = {.M = M, .N = N, .K = K, .a_t = a_t, .acc = acc, .shape = shape, .diag = diag};
+    s.a = test_alloc((size_t)M * K), s.b = test_alloc((size_t)K * N), s.c0 = test_alloc((size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            const int p = diag + i,
+                      zero = (shape == GEMM_PREFIX_K && k > p) || (shape == GEMM_SUFFIX_K && k < p);
+            s.a[(size_t)i * K + k] = zero ? 0.0f : (float)(rng_uniform(rng) * 4.0 - 2.0);
+        }
+    for (size_t i = 0; i < (size_t)K * N; i++) s.b[i] = (float)(rng_uniform(rng) * 2.0 - 1.0);
+    for (size_t i = 0; i < (size_t)M * N; i++) s.c0[i] = (float)(rng_uniform(rng) - 0.5);
+    s.ga = guarded(sizeof(float) * (size_t)M * K);
+    float *ga = s.ga.p;
+    s.a_rs = a_t ? 1 : K, s.a_cs = a_t ? M : 1;
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) ga[i * s.a_rs + k * s.a_cs] = s.a[(size_t)i * K + k];
+    s.ap = ga;
+    s.gb = guarded(sizeof(uint32_t) * (size_t)((K + 1) / 2) * N);
+    gemm_bf16_pack_b(s.gb.p, N, s.b, N, 1, K, N);
+    s.bp = s.gb.p;
+    return s;
+}
+
+static void small_case_free(SmallCase *s) {
+    munmap(s->ga.base, s->ga.len), munmap(s->gb.base, s->gb.len);
+    free(s->a), free(s->b), free(s->c0);
+}
+
+/* Runs the case into c (M rows, ldc = N + 3, the padding and the skipped tiles left as they were):
+ * one call, or (split > 0) K cut at `split` into two calls, the second continuing. */
+static void small_run(const SmallCase *s, float *c, int split, uint32_t *scratch) {
+    const ptrdiff_t ldc = s->N + 3;
+    for (int i = 0; i < s->M; i++)
+        for (int j = 0; j < ldc; j++) c[i * ldc + j] = j < s->N ? s->c0[i * s->N + j] : 777.0f;
+    if (split <= 0 || split >= s->K) {
+        gemm_small_bf16(c, ldc, s->ap, s->a_rs, s->a_cs, s->bp, s->N, s->M, s->N, s->K, s->acc, s->shape,
+                        s->diag, scratch);
+        return;
+    }
+    gemm_small_bf16(c, ldc, s->ap, s->a_rs, s->a_cs, s->bp, s->N, s->M, s->N, split, s->acc, s->shape,
+                    s->diag, scratch);
+    const int diag = s->shape == GEMM_LOWER ? s->diag : s->diag - split; /* a position along k */
+    gemm_small_bf16(c, ldc, s->ap + split * s->a_cs, s->a_rs, s->a_cs, s->bp + (ptrdiff_t)split / 2 * s->N,
+                    s->N, s->M, s->N, s->K - split, GEMM_CONTINUE, s->shape, diag, scratch);
+}
+
+/* Whether the shape wants C[i, j] (GEMM_LOWER: j <= the row's position); worst |error| / bound of
+ * the wanted elements against FP64 on the rounded inputs, the bound (K+4) 2^-24 (Σ|ab| + |C0|);
+ * -1 when the padding or a row past M was written. */
+static int small_wanted(const SmallCase *s, int i, int j) {
+    return s->shape != GEMM_LOWER || j <= s->diag + i;
+}
+static double small_error(const SmallCase *s, const float *c, double *bound) {
+    const ptrdiff_t ldc = s->N + 3;
+    double worst = 0.0;
+    for (int i = 0; i < s->M; i++)
+        for (int j = 0; j < ldc; j++) {
+            if (j >= s->N) {
+                if (c[i * ldc + j] != 777.0f) return -1.0;
+                continue;
+            }
+            double sum = s->acc ? s->c0[i * s->N + j] : 0.0, mag = fabs(sum);
+            for (int k = 0; k < s->K; k++) {
+                double p =
+                    (double)bf16_rounded(s->a[(size_t)i * s->K + k]) * bf16_rounded(s->b[k * s->N + j]);
+                sum += p, mag += fabs(p);
+            }
+            bound[i * s->N + j] = (s->K + 4) * 0x1p-24 * mag + 1e-30;
+            if (small_wanted(s, i, j)) worst = fmax(worst, fabs(c[i * ldc + j] - sum) / bound[i * s->N + j]);
+        }
+    return worst;
+}
+
+/* gemm_small_bf16 on each path against FP64 on the bf16-rounded inputs: every causal shape, diag
+ * (SUFFIX_K's even), accumulate 0, 1 and GEMM_CONTINUE, A row-major and transposed, odd K and
+ * sizes on both sides of the tiles' edges (12 and 16 rows, 16 and 32 columns, 32 values of k),
+ * with A and the packed B ending at a guard page and C's padding checked untouched; the two
+ * paths within the sum of their bounds of each other; K split at GEMM_BF16_SMALL_SPLIT (and 64)
+ * into a call and a continuing one giving the bits of one call; and the same bits from 4 threads
+ * at once, a gemm_bf16 (which releases the AMX tiles) between their products. */
+static void bf16_small_reference(void) {
+    const int sizes[][3] = {{1, 1, 1},    {11, 15, 31}, {12, 16, 32}, {16, 17, 33},
+                            {17, 32, 64}, {33, 33, 65}, {5, 48, 97},  {40, 20, 130},
+                            {16, 16, 2},  {13, 1, 3},   {64, 40, 96}, {30, 70, 45}};
+    const GemmShape kinds[] = {GEMM_FULL, GEMM_LOWER, GEMM_PREFIX_K, GEMM_SUFFIX_K};
+    const int diags[] = {0, 4, 13, 30}, accs[] = {0, 1, GEMM_CONTINUE};
+    const char *paths[] = {"AMX", "AVX512_BF16"};
+    Rng rng = rng_stream(94, 51, 6);
+    double worst[2] = {0, 0}, worst_apart = 0.0;
+    int cases = 0, bad_split = 0, splits = 0, padding = 0, bad_threads = 0, have[2] = {0, 0};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        const int M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
+        float *c[2] = {test_alloc((size_t)M * (N + 3)), test_alloc((size_t)M * (N + 3))};
+        float *whole = test_alloc((size_t)M * (N + 3));
+        double *bound = calloc((size_t)M * N, sizeof(double));
+        uint32_t *scratch = malloc(4 * gemm_small_bf16_words(K));
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t d = 0; d < sizeof diags / sizeof diags[0]; d++)
+                for (size_t m = 0; m < sizeof accs / sizeof accs[0]; m++) {
+                    if (kinds[k] == GEMM_SUFFIX_K && diags[d] % 2) continue;
+                    SmallCase s =
+                        small_case(M, N, K, kinds[k], diags[d], (int)(z + d + m) % 2, accs[m], &rng);
+                    int ran[2] = {0, 0};
+                    for (int p = 0; p < 2; p++) {
+                        if (!gemm_bf16_use(paths[p])) continue;
+                        ran[p] = have[p] = 1;
+                        small_run(&s, c[p], 0, scratch);
+                        double e = small_error(&s, c[p], bound);
+                        if (e < 0) padding++;
+                        else worst[p] = fmax(worst[p], e);
+                        /* (accumulate 1 adds C0 after the sum: a continued split adds it first) */
+                        for (int split = GEMM_BF16_SMALL_SPLIT; split < K && split <= 64 && accs[m] != 1;
+                             split += 32, splits++) {
+                            small_run(&s, whole, split, scratch);
+                            bad_split += memcmp(whole, c[p], sizeof(float) * M * (N + 3)) != 0;
+                        }
+                    }
+                    if (ran[0] && ran[1])
+                        for (int i = 0; i < M; i++)
+                            for (int j = 0; j < N; j++)
+                                if (small_wanted(&s, i, j))
+                                    worst_apart = fmax(worst_apart,
+                                                       fabs(c[0][i * (N + 3) + j] - c[1][i * (N + 3) + j]) /
+                                                           (2 * bound[i * N + j]));
+                    cases++;
+                    small_case_free(&s);
+                }
+        free(c[0]), free(c[1]), free(whole), free(bound), free(scratch);
+    }
+    /* threads: each runs the same products at once, after a gemm_bf16 of its own */
+    for (int p = 0; p < 2; p++) {
+        if (!gemm_bf16_use(paths[p])) continue;
+        enum { CASES = 4 };
+        SmallCase s[CASES];
+        float *ref[CASES];
+        uint32_t *scratch = malloc(4 * gemm_small_bf16_words(130));
+        for (int i = 0; i < CASES; i++) {
+            s[i] = small_case(sizes[4 + i][0], sizes[4 + i][1], sizes[4 + i][2], kinds[i], 2 * i, i % 2,
+                              i % 3, &rng);
+            ref[i] = test_alloc((size_t)s[i].M * (s[i].N + 3));
+            small_run(&s[i], ref[i], 0, scratch);
+        }
+        free(scratch);
+        set_threads(4);
+#pragma omp parallel reduction(+ : bad_threads)
+        {
+            uint32_t *own = malloc(4 * gemm_small_bf16_words(130));
+            float *out = test_alloc(70 * 73), g[4] = {0};
+            for (int r = 0; r < 3; r++)
+                for (int i = 0; i < CASES; i++) {
+                    small_run(&s[i], out, 0, own);
+                    bad_threads += memcmp(out, ref[i], sizeof(float) * s[i].M * (s[i].N + 3)) != 0;
+                    gemm_bf16(g, 2, s[i].a, 1, 1, s[i].b, 2, 1, 2, 2, 1, 0, NULL);
+                }
+            free(own), free(out);
+        }
+        set_threads(default_threads);
+        for (int i = 0; i < CASES; i++) small_case_free(&s[i]), free(ref[i]);
+    }
+    gemm_bf16_use(NULL);
+    for (int p = 0; p < 2; p++) {
+        if (!have[p]) continue;
+        char name[300];
+        snprintf(name, sizeof name,
+                 "gemm_small_bf16 %s: every shape, diag, accumulate (0, 1, continue), odd K and tile edges "
+                 "(%d cases) = FP64 on bf16 inputs within (K+4) 2^-24 (sum|ab| + |C0|), nothing past A, B "
+                 "or C's columns read or written",
+                 paths[p], cases);
+        test_check(name, worst[p] <= 1.0 && padding == 0, "worst %.3g of the bound; %d wrote C's padding",
+                   worst[p], padding);
+    }
+    if (have[0] && have[1])
+        test_check("gemm_small_bf16 AMX and AVX512_BF16: within the sum of their bounds of each other",
+                   worst_apart <= 1.0, "worst %.3g of it", worst_apart);
+    test_check("gemm_small_bf16 {both paths}: a product split along K at GEMM_BF16_SMALL_SPLIT and 64, "
+               "continued, gives the bits of one call; the same bits from 4 threads at once",
+               bad_split == 0 && bad_threads == 0, "%d of %d splits, %d thread runs differ", bad_split,
+               splits, bad_threads);
+    printf("#   gemm_small_bf16 worst error / bound: AMX %.3g AVX512_BF16 %.3g, apart %.3g\n", worst[0],
+           worst[1], worst_apart);
+}
+
 /* ---- attention in bfloat16 (attention_*_at, general path: gemm_small_bf16) ----
  * Against an FP64 reference on the bf16-rounded Q, K, V and dO, product by product, each with the
  * float-sum bound above ((K+4) 2^-24 Σ|a||b|, K = T or d_head; no product here comes near the
- * subnormals that vdpbf16ps flushes):
+ * subnormals that vdpbf16ps and tdpbf16ps flush):
  *   P     = the double softmax of scale · R(Q)·R(K)ᵀ, within p (2e + 2^-14) + 2^-40, e the scores'
  *           bound (scale (d+4) 2^-24 Σ|q||k|) and 2^-14 the float softmax's own error;
  *   O     = Σ_j R(P_tj) R(V_j) over the kernel's own map P (exactly its operand): the bound;
@@ -2093,8 +2305,8 @@ static void test_attention_bf16(int B, int T, int H, int d_head, uint64_t seed) 
         AttentionCtx f = attention_ctx(B, T, H, d_head, &rng);
         attention_forward(f.out, f.probs, f.lse, c.qkv, NULL, B, T, H, d_head);
         attention_backward(f.d_qkv, c.r, c.qkv, f.out, NULL, f.lse, NULL, B, T, H, d_head);
-        snprintf(name, sizeof name, "attention bf16 B=%d T=%d H=%d d_head=%d (thin path): FP32's bits", B, T,
-                 H, d_head);
+        snprintf(name, sizeof name, "attention bf16 %s B=%d T=%d H=%d d_head=%d (thin path): FP32's bits",
+                 gemm_bf16_path(), B, T, H, d_head);
         test_check(name,
                    !memcmp(f.out, c.out, sizeof(float) * B * T * E) &&
                        !memcmp(f.d_qkv, c.d_qkv, sizeof(float) * B * T * row),
@@ -2115,17 +2327,17 @@ static void test_attention_bf16(int B, int T, int H, int d_head, uint64_t seed) 
     }
     snprintf(
         name, sizeof name,
-        "attention bf16 B=%d T=%d H=%d d_head=%d: P, O, dQ, dK, dV = FP64 on bf16 inputs within the bound", B,
-        T, H, d_head);
+        "attention bf16 %s B=%d T=%d H=%d d_head=%d: P, O, dQ, dK, dV = FP64 on bf16 inputs within the bound",
+        gemm_bf16_path(), B, T, H, d_head);
     test_check(name, w.p <= 1 && w.out <= 1 && w.dq <= 1 && w.dk <= 1 && w.dv <= 1,
                "worst error / bound: P %.3g O %.3g dQ %.3g dK %.3g dV %.3g", w.p, w.out, w.dq, w.dk, w.dv);
     const char *differs = bf16_attention_bits(&c);
     snprintf(name, sizeof name,
-             "attention bf16 B=%d T=%d H=%d d_head=%d: the same bits at 1-4 threads and reading the maps", B,
-             T, H, d_head);
+             "attention bf16 %s B=%d T=%d H=%d d_head=%d: the same bits at 1-4 threads and reading the maps",
+             gemm_bf16_path(), B, T, H, d_head);
     test_check(name, !differs, "%s differs", differs);
-    printf("#   attention bf16 d_head %d: worst error / bound P %.3g O %.3g dQ %.3g dK %.3g dV %.3g\n",
-           d_head, w.p, w.out, w.dq, w.dk, w.dv);
+    printf("#   attention bf16 %s d_head %d: worst error / bound P %.3g O %.3g dQ %.3g dK %.3g dV %.3g\n",
+           gemm_bf16_path(), d_head, w.p, w.out, w.dq, w.dk, w.dv);
     free(ref), free(bnd), free(buf);
     attention_ctx_free(&c);
 }
@@ -2151,13 +2363,18 @@ static void test_bf16(void) {
         bf16_small_layout_bits(path);
     }
     bf16_packing_words();
-    gemm_bf16_use(NULL);
+    bf16_small_reference();
     /* odd T and d_head, one and two column tiles, several query blocks (T 601 and 1000), and
      * the thin widths (the general path's in the portable build) */
     const int shapes_att[][4] = {{2, 37, 3, 9}, {1, 64, 2, 16}, {2, 33, 2, 33},  {1, 130, 1, 64},
                                  {2, 9, 3, 4},  {1, 17, 2, 8},  {1, 601, 1, 12}, {1, 1000, 1, 24}};
-    for (size_t i = 0; i < sizeof shapes_att / sizeof shapes_att[0]; i++)
-        test_attention_bf16(shapes_att[i][0], shapes_att[i][1], shapes_att[i][2], shapes_att[i][3], 600 + i);
+    for (int p = 0; p < 2; p++) {
+        if (!gemm_bf16_use(paths[p])) continue;
+        for (size_t i = 0; i < sizeof shapes_att / sizeof shapes_att[0]; i++)
+            test_attention_bf16(shapes_att[i][0], shapes_att[i][1], shapes_att[i][2], shapes_att[i][3],
+                                600 + i);
+    }
+    gemm_bf16_use(NULL);
 }
 
 int main(void) {
