@@ -4,16 +4,18 @@
  * With other busy processes on the cores, a step split over every core waits at each of its
  * parallel regions for the thread the scheduler has set aside, and can be several times slower
  * than one thread; on quiet cores it is nearly twice as fast. Which one wins depends on the load
- * of the moment, so it is measured: a probe runs PROBE_PAIRS pairs of steps, the first of each
- * pair at the other count (1 thread, or the configured count when running at 1), the second at
- * the current one; interleaved, so a load that changes during the probe weighs on both sides.
- * The other count is taken only when its steps took HYSTERESIS less time in all than the current
- * count's, so noise does not flip the choice. The sums, not the fastest steps: beside a busy
- * process a split step is now and then as fast as on quiet cores and mostly much slower, and its
- * luckiest step once kept 2 threads at a mean step a third slower than 1 thread's. Two first
- * pairs where the other count is DECISIVE-ly slower end the probe there. A probe that confirms
- * the current count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it
- * back to PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 2, 106, 310, 714, 1518, ...
+ * of the moment, so it is measured: the last TIMED steps at the current count are kept, and a
+ * probe runs SETTLE + TIMED steps at the other count (1 thread, or the configured count when
+ * running at 1) and compares its TIMED steps' mean with theirs. The first SETTLE steps after a
+ * change of count are not timed: the scheduler needs a step to place the threads anew (beside
+ * two busy processes the first 1-thread step after 2-thread steps shares a core with one of them
+ * and took twice the time of the next ones, so interleaved single steps kept 2 threads at 1.4x
+ * 1 thread's time). The other count is taken only when its steps took HYSTERESIS less time than
+ * the current count's, so noise does not flip the choice; a first timed step DECISIVE-ly slower
+ * ends the probe there. Means, not the fastest steps: beside a busy process a split step is now
+ * and then as fast as on quiet cores and mostly much slower. A probe that confirms the current
+ * count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it back to
+ * PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 6, 108, 310, 712, 1514, ...
  * Only the count changes, never a bit of a result.
  * Must not know: the config, the model, files. */
 #include "threads_adapt.h"
@@ -22,13 +24,11 @@
 #endif
 
 enum {
-    FIRST_PROBE = 2,  /* steps into the loop: past the first step's page faults */
-    PROBE_PAIRS = 3,  /* pairs of steps a probe times */
     PERIOD_MIN = 50,  /* steps from the end of a probe to the next one, after a switch */
     PERIOD_MAX = 800, /* ... at most, while probes confirm the count */
 };
 static const double HYSTERESIS = 0.10; /* the other count's steps must take this much less */
-static const double DECISIVE = 1.3;    /* two first pairs this much slower end the probe */
+static const double DECISIVE = 1.3;    /* a first timed step this much slower ends the probe */
 
 void threads_adapt_init(ThreadsAdapt *ta, int first) {
 #ifdef _OPENMP
@@ -37,26 +37,30 @@ void threads_adapt_init(ThreadsAdapt *ta, int first) {
     ta->configured = 1;
 #endif
     ta->current = ta->configured;
-    ta->next_probe = first + FIRST_PROBE;
+    ta->settle = THREADS_ADAPT_SETTLE; /* the loop's first step: page faults, caches */
+    ta->next_probe = first + THREADS_ADAPT_SETTLE + THREADS_ADAPT_TIMED;
     ta->period = PERIOD_MIN;
-    ta->other_s = ta->current_s = 0.0;
+    ta->n_recent = ta->probe_steps = ta->n_other = 0;
+    ta->other_s = 0.0;
 }
 
 static int other(const ThreadsAdapt *ta) { return ta->current == 1 ? ta->configured : 1; }
 
-/* Step's place in the probe: 0 .. 2 PROBE_PAIRS - 1, or -1 outside it. */
-static int probe_offset(const ThreadsAdapt *ta, int step) {
-    int k = step - ta->next_probe;
-    return k >= 0 && k < 2 * PROBE_PAIRS ? k : -1;
-}
-
 int threads_adapt_begin(ThreadsAdapt *ta, int step) {
     if (ta->configured < 2) return ta->configured;
-    int k = probe_offset(ta, step), n = k >= 0 && k % 2 == 0 ? other(ta) : ta->current;
+    if (!ta->probe_steps && step >= ta->next_probe && ta->n_recent == THREADS_ADAPT_TIMED)
+        ta->probe_steps = 1;
+    int n = ta->probe_steps ? other(ta) : ta->current;
 #ifdef _OPENMP
     if (n != ta->configured) omp_set_num_threads(n);
 #endif
     return n;
+}
+
+static double recent_mean(const ThreadsAdapt *ta) {
+    double sum = 0;
+    for (int i = 0; i < ta->n_recent; i++) sum += ta->recent[i];
+    return sum / ta->n_recent;
 }
 
 void threads_adapt_end(ThreadsAdapt *ta, int step, double seconds) {
@@ -64,14 +68,32 @@ void threads_adapt_end(ThreadsAdapt *ta, int step, double seconds) {
 #ifdef _OPENMP
     omp_set_num_threads(ta->configured);
 #endif
-    int k = probe_offset(ta, step);
-    if (k < 0) return;
-    double *sum = k % 2 == 0 ? &ta->other_s : &ta->current_s;
-    *sum = (k < 2 ? 0.0 : *sum) + seconds;
-    if (k < 2 * PROBE_PAIRS - 1 && !(k == 3 && ta->other_s > DECISIVE * ta->current_s)) return;
-    if (ta->other_s < (1.0 - HYSTERESIS) * ta->current_s) {
+    if (!ta->probe_steps) { /* a step at the current count: the newest of the last TIMED */
+        if (ta->settle > 0) ta->settle--;
+        else {
+            int keep = ta->n_recent < THREADS_ADAPT_TIMED ? ta->n_recent : THREADS_ADAPT_TIMED - 1;
+            for (int i = keep; i > 0; i--) ta->recent[i] = ta->recent[i - 1];
+            ta->recent[0] = seconds;
+            ta->n_recent = keep + 1;
+        }
+        return;
+    }
+    if (ta->probe_steps++ <= THREADS_ADAPT_SETTLE) return;
+    ta->other_s += seconds;
+    ta->n_other++;
+    const double current = recent_mean(ta);
+    if (ta->n_other < THREADS_ADAPT_TIMED && !(ta->n_other == 1 && seconds > DECISIVE * current)) return;
+    if (ta->other_s / ta->n_other < (1.0 - HYSTERESIS) * current) {
         ta->current = other(ta);
         ta->period = PERIOD_MIN;
-    } else if (ta->period < PERIOD_MAX) ta->period *= 2;
+        /* the probe's steps are the new count's recent steps */
+        ta->n_recent = 0;
+        ta->settle = 0;
+    } else {
+        if (ta->period < PERIOD_MAX) ta->period *= 2;
+        ta->settle = THREADS_ADAPT_SETTLE; /* back at the current count: placed anew */
+    }
+    ta->probe_steps = ta->n_other = 0;
+    ta->other_s = 0.0;
     ta->next_probe = step + 1 + ta->period;
 }

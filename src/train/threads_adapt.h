@@ -5,12 +5,21 @@
 #ifndef THREADS_ADAPT_H
 #define THREADS_ADAPT_H
 
+enum {
+    THREADS_ADAPT_SETTLE = 1, /* steps after a change of count that are not timed */
+    THREADS_ADAPT_TIMED = 5,  /* steps timed at each count */
+};
 typedef struct {
-    int configured;            /* the threads everything outside the step runs at; < 2: no adaptation */
-    int current;               /* the count the steps run at between probes: 1 or configured */
-    int next_probe;            /* the first step of the next probe */
-    int period;                /* steps from one probe to the next */
-    double other_s, current_s; /* during a probe: each count's steps' time so far */
+    int configured; /* the threads everything outside the step runs at; < 2: no adaptation */
+    int current;    /* the count the steps run at between probes: 1 or configured */
+    int next_probe; /* the first step a probe may start at */
+    int period;     /* steps from one probe to the next */
+    int settle;     /* steps at the current count still to pass untimed */
+    double recent[THREADS_ADAPT_TIMED]; /* the last timed steps at the current count, newest first */
+    int n_recent;                       /* ... how many (a probe waits for all of them) */
+    int probe_steps;                    /* steps of the running probe so far + 1; 0: none running */
+    double other_s;                     /* the probe's timed steps: their time in all */
+    int n_other;                        /* ... and their number */
 } ThreadsAdapt;
 
 /* From the thread count set now (omp_set_num_threads), for a loop whose first step is `first`. */

@@ -65,7 +65,7 @@ def _stop(procs):
         p.wait()
 
 
-CONTENTION_STEPS = 120  # past the thread-count probes at steps 2 and 104 (src/train/threads_adapt.c)
+CONTENTION_STEPS = 120  # past the thread-count probes at steps 6 and 58-108 (src/train/threads_adapt.c)
 
 
 def _mean_after_warmup(step_s, warmup):
