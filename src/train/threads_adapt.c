@@ -12,7 +12,9 @@
  * and took twice the time of the next ones, so interleaved single steps kept 2 threads at 1.4x
  * 1 thread's time). The other count is taken only when its steps took HYSTERESIS less time than
  * the current count's, so noise does not flip the choice; a first timed step DECISIVE-ly slower
- * ends the probe there. Means, not the fastest steps: beside a busy process a split step is now
+ * ends the probe there (on quiet cores a 1-thread step takes 1.76-1.95x a 2-thread one, while
+ * beside two busy processes the first timed 1-thread step still took 1.46x and the next ones
+ * less than the 2-thread steps). Means, not the fastest steps: beside a busy process a split step is now
  * and then as fast as on quiet cores and mostly much slower. A probe that confirms the current
  * count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it back to
  * PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 6, 108, 310, 712, 1514, ...
@@ -28,7 +30,7 @@ enum {
     PERIOD_MAX = 800, /* ... at most, while probes confirm the count */
 };
 static const double HYSTERESIS = 0.10; /* the other count's steps must take this much less */
-static const double DECISIVE = 1.3;    /* a first timed step this much slower ends the probe */
+static const double DECISIVE = 1.6;    /* a first timed step this much slower ends the probe */
 
 void threads_adapt_init(ThreadsAdapt *ta, int first) {
 #ifdef _OPENMP
