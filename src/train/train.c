@@ -494,7 +494,9 @@ static int place_stranded(const Config *cfg, const ResumeSource *src, RunStatus 
  * (every snapshot is held until the file is written); the disk is predicted from step 0's
  * weights stored as the file will store them, since deflate's ratio is not known from the
  * config. A tensor that starts constant (norm gains, biases) deflates to almost nothing at step 0
- * but not once trained: it counts whole. The space reserved at step 0 counts every tensor whole. */
+ * but not once trained: it counts whole. The space reserved at step 0 counts every tensor whole.
+ * The measurement holds one deflated snapshot and the largest tensor until it returns: less than
+ * the gradients and AdamW moments the estimate counts, which are not touched yet. */
 static void snapshots_cost(const Model *m, const Config *cfg) {
     const int K = config_snapshot_count(cfg);
     const double whole = (double)m->n_params * sizeof(float);
