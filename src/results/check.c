@@ -203,13 +203,13 @@ static void check_config_attr(void *ctx, const char *section, const char *key, C
     results_config_attr_name(section, key, name, sizeof name);
     char dotted[96];
     snprintf(dotted, sizeof dotted, "%s.%s", section, key);
+    const int absent = H5Aexists(cc->group, name) <= 0;
     /* a file of an earlier minor version has no attribute for a key added since: one its
      * config_yaml does not name took the key's default, which is what the key keeps */
-    if (H5Aexists(cc->group, name) <= 0 && cc->c->format_minor < RESULTS_FORMAT_MINOR &&
-        config_mark(&cc->c->cfg, dotted).line == 0)
+    if (absent && cc->c->format_minor < RESULTS_FORMAT_MINOR && config_mark(&cc->c->cfg, dotted).line == 0)
         return;
     cc->visited++;
-    if (H5Aexists(cc->group, name) <= 0) {
+    if (absent) {
         checker_problem(cc->c, "/config has no attribute %s (%s)", name, dotted);
         return;
     }

@@ -14,10 +14,10 @@
  * the current count's, so noise does not flip the choice; a first timed step DECISIVE-ly slower
  * ends the probe there (on quiet cores a 1-thread step takes 1.76-1.95x a 2-thread one, while
  * beside two busy processes the first timed 1-thread step still took 1.46x and the next ones
- * less than the 2-thread steps). Means, not the fastest steps: beside a busy process a split step is now
- * and then as fast as on quiet cores and mostly much slower. A probe that confirms the current
- * count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it back to
- * PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 6, 108, 310, 712, 1514, ...
+ * less than the 2-thread steps). Means, not the fastest steps: beside a busy process a split
+ * step is now and then as fast as on quiet cores and mostly much slower. A probe that confirms
+ * the current count doubles the gap to the next one (up to PERIOD_MAX steps); a switch brings it
+ * back to PERIOD_MIN. On quiet cores that costs two 1-thread steps at steps 6, 108, 310, 712, 1514, ...
  * Only the count changes, never a bit of a result.
  * Must not know: the config, the model, files. */
 #include "threads_adapt.h"
@@ -88,7 +88,7 @@ void threads_adapt_end(ThreadsAdapt *ta, int step, double seconds) {
     if (ta->other_s / ta->n_other < (1.0 - HYSTERESIS) * current) {
         ta->current = other(ta);
         ta->period = PERIOD_MIN;
-        /* the probe's steps are the new count's recent steps */
+        /* the recent steps start afresh at the new count; none settles, as the probe ran it */
         ta->n_recent = 0;
         ta->settle = 0;
     } else {
