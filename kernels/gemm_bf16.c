@@ -222,11 +222,11 @@ TARGET_BF16 static inline __m512i x_pair(const float *s, ptrdiff_t s_k, int k, i
 TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff_t d_x, int width, int kpn,
                                           const float *src, ptrdiff_t s_k, int n, int kc) {
     const int whole = kc / 2 < kpn ? kc / 2 : kpn; /* pairs with both k below kc */
-    for (int x0 = 0; x0 < width; x0 += 16) {
-        const int last = n < width ? n : width;
-        const __mmask16 m = lanes(width - x0), in = lanes(last - x0);
-        const float *s = src + (last > x0 ? x0 : 0);
-        if (d_x == 1) {
+    const int last = n < width ? n : width;
+    if (d_x == 1) {
+        for (int x0 = 0; x0 < width; x0 += 16) {
+            const __mmask16 m = lanes(width - x0), in = lanes(last - x0);
+            const float *s = src + (last > x0 ? x0 : 0);
             int kp = 0;
             for (; kp < whole; kp++) {
                 const float *e = s + (ptrdiff_t)(2 * kp) * s_k;
@@ -235,10 +235,16 @@ TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff
             }
             for (; kp < kpn; kp++)
                 _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, x_pair(s, s_k, 2 * kp, kc, in));
-            continue;
         }
-        const int rows = width - x0;
-        for (int kp0 = 0; kp0 < kpn; kp0 += 16) {
+        return;
+    }
+    /* 32 rows of k at a time across the whole width, so that a block of many x (the AMX A block of
+     * a transposed A, packed in one call) reads each row of src in order */
+    for (int kp0 = 0; kp0 < kpn; kp0 += 16)
+        for (int x0 = 0; x0 < width; x0 += 16) {
+            const __mmask16 in = lanes(last - x0);
+            const float *s = src + (last > x0 ? x0 : 0);
+            const int rows = width - x0;
             __m512i w[16];
             if (kp0 + 16 <= whole) {
 #pragma GCC unroll 16
@@ -255,6 +261,26 @@ TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++)
                 if (j < rows) _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(x0 + j) * d_x + kp0, pairs, w[j]);
+        }
+}
+
+/* The B panels of a block (pack_pairs of each BN columns; panel p at dst + p * panel, its pair kp
+ * at kp * BN) where x is contiguous in src: row pair by row pair across all the panels, so that
+ * src is read in its own order (a panel at a time read 64 bytes of each of kc rows, a new page a
+ * row where the rows are long, and the pages outran the TLB). The same words as pack_pairs. */
+TARGET_BF16 static void pack_x_panels(uint32_t *dst, ptrdiff_t panel, int kpad, const float *src,
+                                      ptrdiff_t s_k, int n, int kc) {
+    const int whole = kc / 2 < kpad ? kc / 2 : kpad, width = (n + BN - 1) / BN * BN;
+    for (int kp = 0; kp < kpad; kp++) {
+        const float *e = src + (ptrdiff_t)(2 * kp) * s_k;
+        uint32_t *d = dst + (ptrdiff_t)kp * BN;
+        for (int x0 = 0; x0 < width; x0 += 16) {
+            const __mmask16 in = lanes(n - x0);
+            const int x = n > x0 ? x0 : 0;
+            __m512i w = kp < whole ? pair_words(_mm512_maskz_loadu_ps(in, e + x),
+                                                _mm512_maskz_loadu_ps(in, e + s_k + x))
+                                   : x_pair(src + x, s_k, 2 * kp, kc, in);
+            _mm512_storeu_si512(d + (ptrdiff_t)(x0 / BN) * panel + x0 % BN, w);
         }
     }
 }
@@ -400,18 +426,25 @@ static void product(Path p, float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a
             int kc = K - pc < KC ? K - pc : KC, kpn = (kc + 1) / 2,
                 kpad = (kpn + kp_unit - 1) / kp_unit * kp_unit;
             int load_c = accumulate || pc > 0;
-            for (int jr = 0; jr < nc; jr += BN)
-                pack_pairs(bp + (size_t)jr * kpad, BN, 1, BN, kpad, b + pc * b_rs + (jc + jr) * b_cs, b_cs,
-                           b_rs, nc - jr, kc);
+            if (b_cs == 1 && b_rs != 1)
+                pack_x_panels(bp, (ptrdiff_t)BN * kpad, kpad, b + pc * b_rs + jc, b_rs, nc, kc);
+            else
+                for (int jr = 0; jr < nc; jr += BN)
+                    pack_pairs(bp + (size_t)jr * kpad, BN, 1, BN, kpad, b + pc * b_rs + (jc + jr) * b_cs,
+                               b_cs, b_rs, nc - jr, kc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                for (int ir = 0; ir < mc; ir += rows)
-                    pack_pairs(ap + (size_t)ir * kpad, amx ? 1 : BM, amx ? kpad : 1, rows, kpad,
-                               a + (ic + ir) * a_rs + pc * a_cs, a_rs, a_cs, mc - ir, kc);
-                for (int jr = 0; jr < nc; jr += BN) {
-                    int nr = nc - jr < BN ? nc - jr : BN;
-                    for (int ir = 0; ir < mc; ir += rows) {
-                        int mr = mc - ir < rows ? mc - ir : rows;
+                if (amx && a_rs == 1 && a_cs != 1) /* one row-major block: x contiguous, read in row order */
+                    pack_pairs(ap, 1, kpad, (mc + AM - 1) / AM * AM, kpad, a + ic * a_rs + pc * a_cs, a_rs,
+                               a_cs, mc, kc);
+                else
+                    for (int ir = 0; ir < mc; ir += rows)
+                        pack_pairs(ap + (size_t)ir * kpad, amx ? 1 : BM, amx ? kpad : 1, rows, kpad,
+                                   a + (ic + ir) * a_rs + pc * a_cs, a_rs, a_cs, mc - ir, kc);
+                for (int ir = 0; ir < mc; ir += rows) {
+                    int mr = mc - ir < rows ? mc - ir : rows;
+                    for (int jr = 0; jr < nc; jr += BN) {
+                        int nr = nc - jr < BN ? nc - jr : BN;
                         float *cij = c + (ic + ir) * ldc + jc + jr;
                         const float *bias_j = bias ? bias + jc + jr : NULL;
                         if (amx)
