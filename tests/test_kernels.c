@@ -1892,10 +1892,11 @@ static float *operand_layout(const float *a, int M, int K, int layout, ptrdiff_t
     return buf;
 }
 
-/* gemm_bf16's bits with A and B each row-major, transposed, or strided (the generic packing). */
+/* gemm_bf16's bits with A and B each row-major, transposed, or strided (the generic packing), on
+ * one block and on several of M and N (the last shape: MC and NC are 384 and 1024). */
 static void bf16_layout_bits(const char *path) {
-    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},      {13, 33, 2},     {12, 32, 512},
-                             {45, 47, 513}, {33, 31, 1030}, {100, 70, 1100}, {40, 200, 33}};
+    const int shapes[][3] = {{1, 1, 1},      {3, 5, 7},       {13, 33, 2},   {12, 32, 512},  {45, 47, 513},
+                             {33, 31, 1030}, {100, 70, 1100}, {40, 200, 33}, {400, 1040, 40}};
     Rng rng = rng_stream(92, 51, 4);
     int differ = 0, products = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
