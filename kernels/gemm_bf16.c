@@ -589,6 +589,9 @@ TARGET_AMX static void small_amx_product(float *c, ptrdiff_t ldc, const float *a
         int mr = M - i0 < SM ? M - i0 : SM, k_lo, k_hi, n_hi;
         gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
         CHECK(k_lo % 2 == 0 || k_lo == k_hi); /* the pairs of A and B start at even k */
+        if (i0 == 0) gemm_shape_prefetch_c(c, ldc, shape, diag, 0, mr, N, K);
+        if (i0 + SM < M)
+            gemm_shape_prefetch_c(c, ldc, shape, diag, i0 + SM, M - i0 - SM < SM ? M - i0 - SM : SM, N, K);
         /* A's rows hold the pairs a0 .. a0 + lda: whole chunks, zero outside [kp_lo, kp_hi) */
         const int kp_lo = k_lo / 2, kp_hi = k_hi > k_lo ? (k_hi + 1) / 2 : kp_lo, a0 = kp_lo / SK * SK,
                   lda = kp_hi > kp_lo ? (kp_hi - a0 + SK - 1) / SK * SK : 0;
