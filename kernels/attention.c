@@ -12,8 +12,8 @@
  * for tiles on or below the diagonal, P·V and dS·K only over keys up to the tile's last query,
  * dSᵀ·Q and Pᵀ·dO only over queries from the tile's first key. Each pair's Q, K, V and dO are
  * first copied into contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's
- * columns of qkv are strided and alias in L1. The forward runs one panel of GEMM_MR queries from
- * scores to P·V while it is in L1 (a two-pass softmax over the panel's whole rows: exact max,
+ * columns of qkv are strided and alias in L1. The forward runs one panel of queries (a row tile
+ * of the products) from scores to P·V while it is in L1 (a two-pass softmax over the panel's whole rows: exact max,
  * then exp and sum). The backward runs by blocks of queries: it recomputes the block's P with the
  * forward's own code (so the same bits, and the same as reading a kept map), and carries dK's and
  * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
@@ -32,6 +32,9 @@
 #include "kernels.h"
 #include "gemm.h"
 #include "vec_math.h"
+enum { PANEL_MAX = 16 }; /* the most queries of a panel (panel_rows) */
+_Static_assert((int)GEMM_MR <= (int)PANEL_MAX && (int)GEMM_BF16_SMALL_MR <= (int)PANEL_MAX,
+               "a panel holds a row tile");
 #ifdef VEC_W /* the softmax rows on the vector layer (AVX-512 or AVX2), else in scalar C */
 #include "softmax_rows_vec.h"
 #else
@@ -48,8 +51,8 @@
  * dependency chains (max, exp, sum) overlap in the out-of-order core. */
 static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, int n_zero, float scale,
                          float sink) {
-    float inv[GEMM_MR];
-    CHECK(rows <= GEMM_MR);
+    float inv[PANEL_MAX];
+    CHECK(rows <= PANEL_MAX);
     softmax_rows_exp(p, ld, lse, inv, t0, rows, scale, sink);
     for (int r = 0; r < rows; r++) {
         int n = t0 + r + 1;
@@ -61,8 +64,8 @@ static void softmax_rows(float *p, ptrdiff_t ld, float *lse, int t0, int rows, i
  * dp read from ds, and ds[t, t+1..n_zero) = 0. Pass by pass over the rows, as softmax_rows. */
 static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, ptrdiff_t ld_p, int t0,
                                   int rows, int n_zero, float scale) {
-    float w[GEMM_MR];
-    CHECK(rows <= GEMM_MR);
+    float w[PANEL_MAX];
+    CHECK(rows <= PANEL_MAX);
     softmax_backward_rows_ds(ds, ld_ds, p, ld_p, w, t0, rows, n_zero, scale);
 }
 
@@ -70,11 +73,20 @@ static void softmax_backward_rows(float *ds, ptrdiff_t ld_ds, const float *p, pt
  * do not all fall into the same L1 cache sets. */
 static int padded_stride(int T) { return (T + 15) / 16 * 16 + 16; }
 
+/* Queries per panel: the row tile of the precision's per-head product (gemm_small's GEMM_MR in
+ * FP32, gemm_small_bf16's on its path: 16 on AMX), so that no product runs a partial row tile.
+ * A panel's rows are independent: it decides which rows go together, not a bit. */
+static int panel_rows(Precision prec) {
+    const int rows = prec == PRECISION_BF16 ? gemm_small_bf16_rows() : GEMM_MR;
+    CHECK(rows <= PANEL_MAX);
+    return rows;
+}
+
 static int is_thin(int d_head) { return d_head <= ATTENTION_THIN_MAX; }
 
 int attention_reads_maps(int d_head) { return !is_thin(d_head); }
 
-/* Queries per block of the general backward: a multiple of GEMM_MR whose (rows, T) panels, dS
+/* Queries per block of the general backward: a multiple of the panel whose (rows, T) panels, dS
  * and (unless read from the maps) P, take BLOCK_BYTES (at least one register tile of rows).
  * That is past a 1 MiB L2, but dK's and dV's products reload their C once per block, so a
  * taller block pays: 2 MiB was 12 % faster than 512 KiB at T = 4096 and the same at T = 1024.
@@ -84,8 +96,9 @@ int attention_reads_maps(int d_head) { return !is_thin(d_head); }
 enum { BLOCK_BYTES = 2048 << 10 };
 static int query_block(int T, int have_maps, Precision prec) {
     size_t panels = have_maps ? 1 : 2;
-    int unit = GEMM_MR;
-    while (prec == PRECISION_BF16 && unit % GEMM_BF16_SMALL_SPLIT) unit += GEMM_MR;
+    const int panel = panel_rows(prec);
+    int unit = panel;
+    while (prec == PRECISION_BF16 && unit % GEMM_BF16_SMALL_SPLIT) unit += panel;
     int rows = (int)(BLOCK_BYTES / (panels * sizeof(float) * (size_t)padded_stride(T))) / unit * unit;
     int all = (T + unit - 1) / unit * unit;
     return rows < unit ? unit : rows > all ? all : rows;
@@ -159,7 +172,7 @@ static void probability_panel(float *panel, ptrdiff_t ld, float *lse, const floa
 
 static size_t forward_floats(int T, int d_head, Precision prec) {
     return (size_t)T * d_head + across_floats(prec, T, d_head) + along_floats(prec, T, d_head) +
-           tile_floats(prec, T, d_head) + (size_t)GEMM_MR * padded_stride(T);
+           tile_floats(prec, T, d_head) + (size_t)panel_rows(prec) * padded_stride(T);
 }
 
 /* The general path's forward of pair (b, h); map (T, T) or NULL. */
@@ -170,14 +183,15 @@ static void forward_pair(float *o, float *map, float *lse, const float *src, int
      * columns of qkv alias in L1 when 3E floats is a multiple of 4 KiB), K and V packed in bf16 */
     float *k_at = q + (size_t)T * d_head, *v_at = k_at + across_floats(prec, T, d_head);
     float *scratch_panel = v_at + along_floats(prec, T, d_head);
-    uint32_t *tile = (uint32_t *)(scratch_panel + (size_t)GEMM_MR * padded_stride(T));
+    const int panel_n = panel_rows(prec);
+    uint32_t *tile = (uint32_t *)(scratch_panel + (size_t)panel_n * padded_stride(T));
     vec_copy_rows(q, src, row, T, d_head);
     Operand k_t = across(prec, k_at, src + E, row, T, d_head),
             v = along(prec, v_at, src + 2 * E, row, T, d_head);
-    /* one panel of GEMM_MR queries at a time, start to end while it is in L1: P, then P·V
-     * (which reads P up to the panel's last diagonal position, zeroed right of each row's) */
-    for (int t0 = 0; t0 < T; t0 += GEMM_MR) {
-        int rows = T - t0 < GEMM_MR ? T - t0 : GEMM_MR;
+    /* one panel of queries at a time, start to end while it is in L1: P, then P·V (which reads
+     * P up to the panel's last diagonal position, zeroed right of each row's) */
+    for (int t0 = 0; t0 < T; t0 += panel_n) {
+        int rows = T - t0 < panel_n ? T - t0 : panel_n;
         float *panel = map ? map + (size_t)t0 * T : scratch_panel;
         ptrdiff_t ld = map ? T : padded_stride(T);
         probability_panel(panel, ld, lse + t0, q, k_t, t0, rows, map ? T : t0 + rows, T, d_head, sink, tile);
@@ -273,7 +287,7 @@ static void key_sums(float *dx, ptrdiff_t row, const float *a, ptrdiff_t lda, Op
 
 /* How far right dS's rows are zeroed for the products that read them across the diagonal: to
  * the panel's end in FP32 (gemm_small's row tiles are the panel's rows), to the block's in bf16
- * (gemm_small_bf16's row tiles, 12 or 16 rows, may span two panels of GEMM_MR). */
+ * (dSᵀ·Q's row tiles of keys run across the panels). */
 static int ds_zero(Precision prec, int panel_end, int block_end) {
     return prec == PRECISION_BF16 ? block_end : panel_end;
 }
@@ -284,7 +298,8 @@ static int ds_zero(Precision prec, int panel_end, int block_end) {
  * sum one fused chain over all queries in order (GEMM_CONTINUE), as if unblocked. */
 static void backward_pair(float *dq, const float *g_src, const float *map, const float *src, int E, int T,
                           int d_head, float sink, Precision prec, float *scratch) {
-    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL, prec);
+    const int row = 3 * E, ld = padded_stride(T), block = query_block(T, map != NULL, prec),
+              panel = panel_rows(prec);
     const float scale = 1.0f / sqrtf((float)d_head);
     /* dQ, dK and dV are written straight into their columns of d_qkv */
     const BackwardOperands x = backward_operands(scratch, src, g_src, E, T, d_head, map != NULL, prec);
@@ -296,9 +311,9 @@ static void backward_pair(float *dq, const float *g_src, const float *map, const
         /* by panels of queries: P (zero right of the diagonal to the block's end, as far as
          * dV's product reads), dP = dO·Vᵀ up to the diagonal, dS by rows (zeroed to the
          * panel's end, as far as the products read: see GemmShape), dQ = dS·K */
-        for (int t0 = b0; t0 < b1; t0 += GEMM_MR) {
-            int rows = b1 - t0 < GEMM_MR ? b1 - t0 : GEMM_MR;
-            float *ds_panel = ds + (size_t)(t0 - b0) * ld, panel_lse[GEMM_MR];
+        for (int t0 = b0; t0 < b1; t0 += panel) {
+            int rows = b1 - t0 < panel ? b1 - t0 : panel;
+            float *ds_panel = ds + (size_t)(t0 - b0) * ld, panel_lse[PANEL_MAX];
             if (!map)
                 probability_panel(p_scratch + (size_t)(t0 - b0) * ld, ld, panel_lse, x.q_rows, x.k_t, t0,
                                   rows, b1, T, d_head, sink, x.tile);

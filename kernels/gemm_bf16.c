@@ -606,6 +606,8 @@ TARGET_AMX static void small_amx_product(float *c, ptrdiff_t ldc, const float *a
     }
 }
 
+int gemm_small_bf16_rows(void) { return path() == PATH_AMX ? SM : BM; }
+
 void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
                      int diag, uint32_t *scratch) {
@@ -644,6 +646,8 @@ void gemm_bf16_pack_b(uint32_t *dst, ptrdiff_t ldb, const float *b, ptrdiff_t b_
 }
 
 #else
+
+int gemm_small_bf16_rows(void) { return BM; }
 
 void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,

@@ -34,6 +34,9 @@ int gemm_bf16_use(const char *name);
 enum { GEMM_BF16_SMALL_MR = 12, GEMM_BF16_SMALL_SPLIT = 32 };
 /* the larger of the paths' row tiles: AMX's 16 rows of the pairs, whole blocks of 16 pairs */
 static inline size_t gemm_small_bf16_words(int K) { return 16 * ((((size_t)K + 1) / 2 + 15) / 16 * 16); }
+/* The rows of gemm_small_bf16's row tile on the path (16 on AMX, GEMM_BF16_SMALL_MR on
+ * AVX512_BF16): a product of a multiple of them runs no partial tile. */
+int gemm_small_bf16_rows(void);
 void gemm_small_bf16(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const uint32_t *bp, ptrdiff_t ldb, int M, int N, int K, int accumulate, GemmShape shape,
                      int diag, uint32_t *scratch);

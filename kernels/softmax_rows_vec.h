@@ -16,7 +16,7 @@
 static inline void softmax_rows_exp(float *p, ptrdiff_t ld, float *lse, float *inv, int t0, int rows,
                                     float scale, float sink) {
     VecF vscale = vec_set1(scale);
-    float maxs[GEMM_MR];
+    float maxs[PANEL_MAX];
     for (int r = 0; r < rows; r++) {
         float *x = p + r * ld;
         int n = t0 + r + 1;
