@@ -13,10 +13,10 @@
  * dSᵀ·Q and Pᵀ·dO only over queries from the tile's first key. Each pair's Q, K, V and dO are
  * first copied into contiguous per-thread scratch (Kᵀ and Vᵀ transposed), because the head's
  * columns of qkv are strided and alias in L1. The forward runs one panel of queries (a row tile
- * of the products) from scores to P·V while it is in L1 (a two-pass softmax over the panel's whole rows: exact max,
- * then exp and sum). The backward runs by blocks of queries: it recomputes the block's P with the
- * forward's own code (so the same bits, and the same as reading a kept map), and carries dK's and
- * dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
+ * of the products) from scores to P·V while it is in L1 (a two-pass softmax over the panel's
+ * whole rows: exact max, then exp and sum). The backward runs by blocks of queries: it
+ * recomputes the block's P with the forward's own code (so the same bits, and the same as
+ * reading a kept map), and carries dK's and dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
  * bits are those of the unblocked products. In bf16 (attention_*_at) the same products run
  * through gemm_small_bf16: K, V (and in the backward dO and Q) packed in bfloat16 pairs once per
  * pair, P and dS rounded as they enter their product, sums continued across blocks at multiples

@@ -4,8 +4,6 @@
 #ifndef GEMM_SHAPE_H
 #define GEMM_SHAPE_H
 
-#include <stddef.h>
-
 /* Causal shapes for gemm_small. Row i of C sits at diagonal position p = diag + i (diag = the
  * first row's position, so a panel of a larger triangle can be computed on its own); k is the
  * summation index and j the column of C:
@@ -33,24 +31,6 @@ static inline void gemm_shape_range(GemmShape shape, int diag, int i0, int mr, i
     if (shape == GEMM_PREFIX_K && last < K) *k_hi = last > 0 ? last : 0;
     if (shape == GEMM_SUFFIX_K) *k_lo = first < 0 ? 0 : first < K ? first : K;
     if (shape == GEMM_LOWER && last < N) *n_hi = last > 0 ? last : 0;
-}
-
-/* Asks for the lines of C that row tile [i0, i0 + mr) will store, for writing (gemm_small's and
- * gemm_small_bf16's one rule, called for the next row tile while the current one computes). The
- * products whose rows are d_head wide write rows of buffers in no cache (the heads' outputs,
- * d_qkv), and each block's stores waited for their lines: in bf16 at D512, half of dK's and dV's
- * time. Rows wider than C_PREFETCH_BYTES (the scores, into panels that are in cache) are left. */
-enum { C_PREFETCH_BYTES = 16 << 10 };
-static inline void gemm_shape_prefetch_c(const float *c, ptrdiff_t ldc, GemmShape shape, int diag, int i0,
-                                         int mr, int N, int K) {
-    int k_lo, k_hi, n_hi;
-    gemm_shape_range(shape, diag, i0, mr, N, K, &k_lo, &k_hi, &n_hi);
-    if (mr <= 0 || n_hi <= 0 || (size_t)mr * n_hi * sizeof(float) > C_PREFETCH_BYTES) return;
-    for (int i = i0; i < i0 + mr; i++) {
-        const float *row = c + (ptrdiff_t)i * ldc;
-        for (int j = 0; j < n_hi; j += 16) __builtin_prefetch(row + j, 1, 3);
-        __builtin_prefetch(row + n_hi - 1, 1, 3); /* the last line, where the row starts mid-line */
-    }
 }
 
 #endif

@@ -1,13 +1,12 @@
 /* softmax_rows_vec.h: attention.c's softmax rows, forward and backward, on the vector
  * layer of vec_math.h (AVX-512 or AVX2), each pass over all the rows before the next.
  * Internal to kernels/: only attention.c includes it, and only one of softmax_rows_vec.h and
- * softmax_rows_scalar.h.
+ * softmax_rows_scalar.h, after defining PANEL_MAX (the most rows of a call).
  * Must not know: the program; kernels/ includes only kernels/ headers and the C library. */
 #ifndef SOFTMAX_ROWS_VEC_H
 #define SOFTMAX_ROWS_VEC_H
 #include <math.h>
 #include <stddef.h>
-#include "gemm.h"
 #include "vec_math.h"
 
 /* softmax_rows' exponentials (attention.c): p[t, 0..t] = softmax(scale * p[t, 0..t]) over rows
