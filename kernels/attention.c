@@ -16,11 +16,12 @@
  * of the products) from scores to P·V while it is in L1 (a two-pass softmax over the panel's
  * whole rows: exact max, then exp and sum). The backward runs by blocks of queries: it
  * recomputes the block's P with the forward's own code (so the same bits, and the same as
- * reading a kept map), and carries dK's and dV's sums from block to block as one fused multiply-add chain each (GEMM_CONTINUE), so its
- * bits are those of the unblocked products. In bf16 (attention_*_at) the same products run
- * through gemm_small_bf16: K, V (and in the backward dO and Q) packed in bfloat16 pairs once per
- * pair, P and dS rounded as they enter their product, sums continued across blocks at multiples
- * of GEMM_BF16_SMALL_SPLIT queries, in the bits of the bf16 path (gemm_bf16_path).
+ * reading a kept map), and carries dK's and dV's sums from block to block as one fused
+ * multiply-add chain each (GEMM_CONTINUE), so its bits are those of the unblocked products. In
+ * bf16 (attention_*_at) the same products run through gemm_small_bf16: K, V (and in the backward
+ * dO and Q) packed in bfloat16 pairs once per pair, P and dS rounded as they enter their
+ * product, sums continued across blocks at multiples of GEMM_BF16_SMALL_SPLIT queries, in the
+ * bits of the bf16 path (gemm_bf16_path).
  * The softmax uses vec_math.h's vector layer (AVX-512 or AVX2) and exp, or without either an
  * arithmetic-only scalar exp that the compiler vectorises.
  * Must not know: the program (config, files, user errors, training); kernels/ includes only
