@@ -214,6 +214,15 @@ TARGET_BF16 static inline __m512i x_pair(const float *s, ptrdiff_t s_k, int k, i
     return pair_words(even, odd);
 }
 
+/* x_pair's words for the pair kp (k = 2 kp): two plain masked loads where both rows are below kc
+ * (kp < whole: all but the last one or two pairs), x_pair's tests of k otherwise. */
+TARGET_BF16 static inline __m512i x_pair_at(const float *s, ptrdiff_t s_k, int kp, int whole, int kc,
+                                            __mmask16 in) {
+    if (kp >= whole) return x_pair(s, s_k, 2 * kp, kc, in);
+    const float *e = s + (ptrdiff_t)(2 * kp) * s_k;
+    return pair_words(_mm512_maskz_loadu_ps(in, e), _mm512_maskz_loadu_ps(in, e + s_k));
+}
+
 /* pack_pairs's contract where x is contiguous (s_x == 1) and so is one side of the destination:
  * the 16 x of k and of k + 1 are two masked loads, and pair_words makes their 16 words. Stored as
  * they are where x is contiguous (d_x == 1); where the pairs are (d_kp == 1: the AMX A panel of a
@@ -227,14 +236,9 @@ TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff
         for (int x0 = 0; x0 < width; x0 += 16) {
             const __mmask16 m = lanes(width - x0), in = lanes(last - x0);
             const float *s = src + (last > x0 ? x0 : 0);
-            int kp = 0;
-            for (; kp < whole; kp++) {
-                const float *e = s + (ptrdiff_t)(2 * kp) * s_k;
-                __m512i w = pair_words(_mm512_maskz_loadu_ps(in, e), _mm512_maskz_loadu_ps(in, e + s_k));
-                _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, w);
-            }
-            for (; kp < kpn; kp++)
-                _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m, x_pair(s, s_k, 2 * kp, kc, in));
+            for (int kp = 0; kp < kpn; kp++)
+                _mm512_mask_storeu_epi32(dst + (ptrdiff_t)kp * d_kp + x0, m,
+                                         x_pair_at(s, s_k, kp, whole, kc, in));
         }
         return;
     }
@@ -272,14 +276,9 @@ TARGET_BF16 static void pack_x_panels(uint32_t *dst, ptrdiff_t panel, int kpad, 
                                       ptrdiff_t s_k, int n, int kc) {
     const int whole = kc / 2 < kpad ? kc / 2 : kpad, width = (n + BN - 1) / BN * BN;
     for (int kp = 0; kp < kpad; kp++) {
-        const float *e = src + (ptrdiff_t)(2 * kp) * s_k;
         uint32_t *d = dst + (ptrdiff_t)kp * BN;
         for (int x0 = 0; x0 < width; x0 += 16) {
-            const __mmask16 in = lanes(n - x0);
-            const int x = n > x0 ? x0 : 0;
-            __m512i w = kp < whole ? pair_words(_mm512_maskz_loadu_ps(in, e + x),
-                                                _mm512_maskz_loadu_ps(in, e + s_k + x))
-                                   : x_pair(src + x, s_k, 2 * kp, kc, in);
+            const __m512i w = x_pair_at(src + (n > x0 ? x0 : 0), s_k, kp, whole, kc, lanes(n - x0));
             _mm512_storeu_si512(d + (ptrdiff_t)(x0 / BN) * panel + x0 % BN, w);
         }
     }
