@@ -1,8 +1,8 @@
 /* gemm_bf16.c: gemm's product with bfloat16 inputs and float sums (contract in gemm_bf16.h).
  *
  * Same structure as gemm.c's packed GEMM: B is packed in KC x NC blocks into column panels of 32,
- * A in MC x KC blocks into row panels, and every operand value is rounded to bfloat16 as it is
- * packed (vcvtne2ps2bf16: round to nearest even). The packed values sit in pairs along k, one
+ * A in MC x KC blocks into row panels (each A panel then runs over all the B panels: it stays in
+ * L1 while B streams from L2), and every operand value is rounded to bfloat16 as it is packed (vcvtne2ps2bf16: round to nearest even). The packed values sit in pairs along k, one
  * pair per 32-bit word (low half the even k), which is the layout both instruction sets take:
  *   AVX512_BF16  a 12 x 32 register tile (24 accumulators of 16 floats): per pair of k, two
  *                loads of B, twelve broadcasts of A's pair and 24 vdpbf16ps (each adds two exact
@@ -11,7 +11,8 @@
  *                A's panel is row-major (k pairs contiguous), K padded to 32 with zeros
  * One routine packs every operand (pack_pairs): where k or x is contiguous in the operand (all
  * the layouts the model passes), vector loads along it, and 16 x 16 blocks of words transposed in
- * registers where the panel runs the other way; element by element otherwise. All round with the
+ * registers where the panel runs the other way; element by element otherwise (the B panels of an
+ * x-contiguous B: pack_x_panels, the same words row by row across the block). All round with the
  * same instruction and write the same words (tests/test_kernels.c compares them).
  * The path is the CPU's (CPUID, and for AMX the kernel's permission through arch_prctl), chosen
  * once per process. Determinism as gemm's: K is cut into fixed KC blocks, each block's sum starts
@@ -250,16 +251,8 @@ TARGET_BF16 static void pack_x_contiguous(uint32_t *dst, ptrdiff_t d_kp, ptrdiff
             const float *s = src + (last > x0 ? x0 : 0);
             const int rows = width - x0;
             __m512i w[16];
-            if (kp0 + 16 <= whole) {
 #pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) {
-                    const float *e = s + (ptrdiff_t)(2 * (kp0 + i)) * s_k;
-                    w[i] = pair_words(_mm512_maskz_loadu_ps(in, e), _mm512_maskz_loadu_ps(in, e + s_k));
-                }
-            } else {
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) w[i] = x_pair(s, s_k, 2 * (kp0 + i), kc, in);
-            }
+            for (int i = 0; i < 16; i++) w[i] = x_pair_at(s, s_k, kp0 + i, whole, kc, in);
             transpose16(w);
             const __mmask16 pairs = lanes(kpn - kp0);
 #pragma GCC unroll 16
